@@ -1,0 +1,58 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "FlowBus",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "ZeroMQ", targets: ["ZeroMQ"]),
+        .library(name: "FlowBusWire", targets: ["FlowBusWire"]),
+        .library(name: "Flows", targets: ["Flows"]),
+        .library(name: "Reactors", targets: ["Reactors"]),
+        .executable(name: "flowbench", targets: ["flowbench"]),
+        .executable(name: "wire-smoke", targets: ["wire-smoke"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CZeroMQ",
+            pkgConfig: "libzmq",
+            providers: [.apt(["libzmq3-dev"])]
+        ),
+        .target(name: "ZeroMQ", dependencies: ["CZeroMQ"]),
+        .target(name: "FlowBusWire"),
+        .target(name: "Flows", dependencies: ["FlowBusWire"]),
+        .target(name: "Reactors"),
+        .executableTarget(
+            name: "flowbench",
+            dependencies: [
+                "ZeroMQ", "FlowBusWire",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "wire-smoke",
+            dependencies: [
+                "ZeroMQ", "FlowBusWire",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Sources/Examples/wire-smoke"
+        ),
+        .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
+        .testTarget(name: "FlowBusWireTests", dependencies: ["FlowBusWire"], exclude: ["Fixtures"]),
+        .testTarget(name: "FlowsTests", dependencies: ["Flows"]),
+        .testTarget(name: "ReactorsTests", dependencies: ["Reactors"]),
+    ]
+)
+
+// One set of strictness settings for every target.
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + [
+        .swiftLanguageMode(.v6),
+        .enableUpcomingFeature("ExistentialAny"),
+        .enableUpcomingFeature("MemberImportVisibility"),
+    ]
+}

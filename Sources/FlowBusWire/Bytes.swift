@@ -1,0 +1,178 @@
+// Internal byte-level helpers shared by the codecs: a bounds-checked big-endian reader over raw
+// bytes, big-endian writers on [UInt8], UTF-8 and name validation.
+
+extension Array where Element == UInt8 {
+    @inline(__always)
+    mutating func appendBigEndian(_ value: UInt64) {
+        append(UInt8(truncatingIfNeeded: value >> 56))
+        append(UInt8(truncatingIfNeeded: value >> 48))
+        append(UInt8(truncatingIfNeeded: value >> 40))
+        append(UInt8(truncatingIfNeeded: value >> 32))
+        append(UInt8(truncatingIfNeeded: value >> 24))
+        append(UInt8(truncatingIfNeeded: value >> 16))
+        append(UInt8(truncatingIfNeeded: value >> 8))
+        append(UInt8(truncatingIfNeeded: value))
+    }
+
+    @inline(__always)
+    mutating func appendBigEndian(_ value: UInt32) {
+        append(UInt8(truncatingIfNeeded: value >> 24))
+        append(UInt8(truncatingIfNeeded: value >> 16))
+        append(UInt8(truncatingIfNeeded: value >> 8))
+        append(UInt8(truncatingIfNeeded: value))
+    }
+
+    @inline(__always)
+    mutating func appendBigEndian(_ value: UInt16) {
+        append(UInt8(truncatingIfNeeded: value >> 8))
+        append(UInt8(truncatingIfNeeded: value))
+    }
+
+    @inline(__always)
+    mutating func appendUTF8(_ string: String) {
+        append(contentsOf: string.utf8)
+    }
+}
+
+/// A forward reader over raw bytes; every read checks the remaining length first.
+struct ByteReader {
+    let bytes: UnsafeRawBufferPointer
+    var offset: Int = 0
+    /// Names the thing being read in error details, e.g. "envelope" or "FBV value".
+    let what: String
+
+    init(_ bytes: UnsafeRawBufferPointer, what: String) {
+        self.bytes = bytes
+        self.what = what
+    }
+
+    var remaining: Int { bytes.count - offset }
+    var isAtEnd: Bool { offset == bytes.count }
+
+    @inline(__always)
+    func need(_ count: Int, for field: String) throws(WireError) {
+        if count > remaining {
+            throw .malformed(
+                "\(what) truncated: \(field) needs \(count) byte(s) at offset \(offset), \(remaining) left")
+        }
+    }
+
+    @inline(__always)
+    mutating func u8(_ field: String) throws(WireError) -> UInt8 {
+        try need(1, for: field)
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    @inline(__always)
+    mutating func u16(_ field: String) throws(WireError) -> UInt16 {
+        try need(2, for: field)
+        defer { offset += 2 }
+        return UInt16(bytes[offset]) << 8 | UInt16(bytes[offset + 1])
+    }
+
+    @inline(__always)
+    mutating func u32(_ field: String) throws(WireError) -> UInt32 {
+        try need(4, for: field)
+        var value: UInt32 = 0
+        for index in offset..<offset + 4 { value = value << 8 | UInt32(bytes[index]) }
+        offset += 4
+        return value
+    }
+
+    @inline(__always)
+    mutating func u64(_ field: String) throws(WireError) -> UInt64 {
+        try need(8, for: field)
+        var value: UInt64 = 0
+        for index in offset..<offset + 8 { value = value << 8 | UInt64(bytes[index]) }
+        offset += 8
+        return value
+    }
+
+    @inline(__always)
+    mutating func slice(_ count: Int, _ field: String) throws(WireError) -> UnsafeRawBufferPointer {
+        try need(count, for: field)
+        defer { offset += count }
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
+    }
+}
+
+/// Decodes strictly valid UTF-8 (no overlongs, no surrogates), or `nil`.
+@inline(__always)
+func validUTF8(_ bytes: UnsafeRawBufferPointer) -> String? {
+    String(validating: bytes, as: UTF8.self)
+}
+
+/// Decodes a UTF-8 field of `min...max` bytes or throws with reason `malformed`/`oversize`.
+func decodeText(
+    _ bytes: UnsafeRawBufferPointer, field: String, min: Int, max: Int
+) throws(WireError) -> String {
+    if bytes.count < min {
+        throw .malformed("\(field) is \(bytes.count) bytes, at least \(min) expected")
+    }
+    if bytes.count > max {
+        throw WireError(.oversize, "\(field) is \(bytes.count) bytes, at most \(max) allowed")
+    }
+    guard let text = validUTF8(bytes) else {
+        throw .malformed("\(field) is not valid UTF-8")
+    }
+    return text
+}
+
+/// Whether `byte` may appear in a step, action or deep link name: `[A-Za-z0-9_.:-]`.
+@inline(__always)
+func isNameByte(_ byte: UInt8) -> Bool {
+    switch byte {
+    case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+        UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "."),
+        UInt8(ascii: ":"), UInt8(ascii: "-"):
+        return true
+    default:
+        return false
+    }
+}
+
+/// Checks the shape of a name (1...max bytes of `[A-Za-z0-9_.:-]`).
+func validateName(_ name: String, field: String, max: Int) throws(WireError) {
+    let count = name.utf8.count
+    if count == 0 { throw .malformed("\(field) is empty") }
+    if count > max { throw WireError(.oversize, "\(field) is \(count) bytes, at most \(max) allowed") }
+    for byte in name.utf8 where !isNameByte(byte) {
+        throw .malformed("\(field) \(quoted(name)) contains byte 0x\(WireHex.string([byte])), only [A-Za-z0-9_.:-] allowed")
+    }
+}
+
+/// Checks the length of a free text field (0 or 1...max bytes).
+func validateText(_ text: String, field: String, min: Int, max: Int) throws(WireError) {
+    let count = text.utf8.count
+    if count < min { throw .malformed("\(field) is \(count) bytes, at least \(min) expected") }
+    if count > max { throw WireError(.oversize, "\(field) is \(count) bytes, at most \(max) allowed") }
+}
+
+/// A string quoted for an error detail, cut at 64 characters.
+func quoted(_ text: String) -> String {
+    let cut = text.count > 64 ? String(text.prefix(64)) + "…" : text
+    return "\"" + cut + "\""
+}
+
+/// Runs `body` over the contiguous bytes of `bytes`, keeping the typed error.
+@inline(__always)
+func withRawBytes<R>(
+    _ bytes: ArraySlice<UInt8>, _ body: (UnsafeRawBufferPointer) throws(WireError) -> R
+) throws(WireError) -> R {
+    let result: Result<R, WireError> = bytes.withUnsafeBytes { raw in
+        Result { () throws(WireError) -> R in try body(raw) }
+    }
+    return try result.get()
+}
+
+/// Runs `body` over the contiguous bytes of `bytes`, keeping the typed error.
+@inline(__always)
+func withRawBytes<R>(
+    _ bytes: [UInt8], _ body: (UnsafeRawBufferPointer) throws(WireError) -> R
+) throws(WireError) -> R {
+    let result: Result<R, WireError> = bytes.withUnsafeBytes { raw in
+        Result { () throws(WireError) -> R in try body(raw) }
+    }
+    return try result.get()
+}

@@ -1,0 +1,199 @@
+/// The routing part of a received message: its topic and envelope, decoded without touching
+/// the body frames.
+///
+/// This is what a router needs to dispatch a message (kind, topic id, source, sequence); the
+/// body is decoded later, only if needed, with ``WireMessage/decode(from:limits:)`` or
+/// ``NamedMessageView/decode(from:limits:)``.
+public struct RoutedHeader: Sendable, Hashable {
+    /// Frame 0, the whole topic.
+    public var topic: String
+    /// The topic's prefix, which matches ``kind``.
+    public var topicPrefix: Topic.Prefix
+    /// The topic's id (after `<prefix>/`); empty for `status`.
+    public var topicID: Substring
+    /// Frame 1.
+    public var envelope: Envelope
+
+    /// The message kind (from the envelope).
+    public var kind: MessageKind { envelope.kind }
+
+    /// Decodes frames 0 and 1 and checks the message's outline.
+    ///
+    /// Checks: at least 2 and at most `limits.maxFrames` frames, no frame over
+    /// `limits.maxFrameBytes` (`oversize`); a UTF-8 topic of 1...`maxTopicBytes` bytes with a known
+    /// prefix and a non-empty id; a valid envelope; the topic prefix matching the kind
+    /// (`malformed`). The number of body frames is checked by the full decoders.
+    public static func decode(from buffer: FrameBuffer, limits: WireLimits = .default) throws(WireError) -> RoutedHeader {
+        if buffer.count < 2 {
+            throw .malformed("message has \(buffer.count) frame(s), at least 2 (topic, envelope) expected")
+        }
+        if buffer.count > limits.maxFrames {
+            throw WireError(.oversize, "message has \(buffer.count) frames, at most \(limits.maxFrames) allowed")
+        }
+        for index in 0..<buffer.count where buffer.frameSize(index) > limits.maxFrameBytes {
+            throw WireError(
+                .oversize, "frame \(index) is \(buffer.frameSize(index)) bytes, at most \(limits.maxFrameBytes) allowed")
+        }
+        let topic = try buffer.withFrame(0) { (raw) throws(WireError) in
+            try decodeText(raw, field: "topic", min: 1, max: limits.maxTopicBytes)
+        }
+        let envelope = try buffer.withFrame(1) { (raw) throws(WireError) in
+            try Envelope.decode(raw, limits: limits)
+        }
+        guard let (prefix, idStart) = Topic.parsePrefix(topic.utf8) else {
+            throw .malformed("topic \(quoted(topic)) has no known prefix with an id")
+        }
+        let expected = envelope.kind.topicPrefix
+        if prefix != expected {
+            throw .malformed(
+                "topic \(quoted(topic)) does not match kind \(envelope.kind) (\(expected.hasID ? expected.rawValue + "/<id>" : expected.rawValue) expected)")
+        }
+        return RoutedHeader(topic: topic, topicPrefix: prefix, topicID: topic[idStart...], envelope: envelope)
+    }
+
+    /// Checks that the message has exactly the frame count of its kind.
+    func requireFrameCount(_ buffer: FrameBuffer) throws(WireError) {
+        let expected = kind.frameCount
+        if buffer.count != expected {
+            throw .malformed("\(kind) message has \(buffer.count) frames, \(expected) expected")
+        }
+    }
+}
+
+/// A body value kept as raw bytes with its content type, decoded on demand.
+///
+/// The bytes share the received ``FrameBuffer``'s storage. Keeping a payload while the buffer is
+/// reused makes the buffer copy its storage once (copy on write); decode or copy what you keep.
+public struct WirePayload: Sendable, Hashable {
+    /// How ``bytes`` are encoded.
+    public var contentType: ContentType
+    /// The raw frame.
+    public var bytes: ArraySlice<UInt8>
+
+    /// Wraps raw bytes.
+    public init(contentType: ContentType, bytes: ArraySlice<UInt8>) {
+        self.contentType = contentType
+        self.bytes = bytes
+    }
+
+    /// Whether the frame is empty (for params: no params).
+    public var isEmpty: Bool { bytes.isEmpty }
+
+    /// Decodes the value.
+    /// - Throws: `malformed` for an empty frame, a frame with content type none, or a value
+    ///   that does not decode.
+    public func decodeValue(limits: WireLimits = .default) throws(WireError) -> WireValue {
+        try decodeBodyValue(bytes, contentType: contentType, maxDepth: limits.maxDepth)
+    }
+
+    /// Decodes params: an empty frame is no params, anything else must be a map.
+    /// - Throws: `bad-params` when the frame does not decode or is not a map.
+    public func decodeParams(limits: WireLimits = .default) throws(WireError) -> WireParams {
+        if bytes.isEmpty { return [:] }
+        let value: WireValue
+        do {
+            value = try decodeBodyValue(bytes, contentType: contentType, maxDepth: limits.maxDepth)
+        } catch {
+            throw error.withReason(.badParams)
+        }
+        guard case .map(let params) = value else {
+            throw WireError(.badParams, "params are \(kindName(value)), a map expected")
+        }
+        return params
+    }
+
+    /// Decodes the params (or value) into a `Decodable` type with ``WireValueDecoder``.
+    public func decode<T: Decodable>(_ type: T.Type, limits: WireLimits = .default) throws -> T {
+        let value: WireValue = bytes.isEmpty ? .map([:]) : try decodeValue(limits: limits)
+        return try WireValueDecoder().decode(type, from: value)
+    }
+}
+
+func decodeBodyValue(_ bytes: ArraySlice<UInt8>, contentType: ContentType, maxDepth: Int) throws(WireError) -> WireValue {
+    switch contentType {
+    case .none:
+        throw .malformed("a \(bytes.count)-byte value frame with content type none")
+    case .json:
+        return try WireJSON.decode(bytes, maxDepth: maxDepth)
+    case .fbv:
+        if bytes.isEmpty { throw .malformed("FBV value is empty") }
+        return try FBV.decode(bytes, maxDepth: maxDepth)
+    }
+}
+
+/// A step, deep link or action with its name decoded and its params left raw: the fast path
+/// for routers and reactors that look at the name first.
+public struct NamedMessageView: Sendable, Hashable {
+    /// Topic and envelope.
+    public var header: RoutedHeader
+    /// The step or action name (frame 2), validated.
+    public var name: String
+    /// The params frame (frame 3), not decoded.
+    public var params: WirePayload
+
+    /// Decodes a step, deep link or action without decoding its params.
+    /// - Throws: `malformed` if the message is of another kind, has the wrong number of frames
+    ///   or an invalid name; see ``RoutedHeader/decode(from:limits:)``.
+    public static func decode(from buffer: FrameBuffer, limits: WireLimits = .default) throws(WireError) -> NamedMessageView {
+        let header = try RoutedHeader.decode(from: buffer, limits: limits)
+        return try decode(from: buffer, header: header, limits: limits)
+    }
+
+    /// Decodes the name of a step, deep link or action whose header is already decoded.
+    public static func decode(
+        from buffer: FrameBuffer, header: RoutedHeader, limits: WireLimits = .default
+    ) throws(WireError) -> NamedMessageView {
+        switch header.kind {
+        case .step, .deepLink, .action: break
+        default: throw .malformed("\(header.kind) message is not a step, deep link or action")
+        }
+        try header.requireFrameCount(buffer)
+        let name = try buffer.name(2, field: "\(header.kind) name", limits: limits)
+        if header.kind == .deepLink, header.topicID != name {
+            throw .malformed("deep link topic \(quoted(header.topic)) does not match its name \(quoted(name))")
+        }
+        return NamedMessageView(
+            header: header, name: name,
+            params: WirePayload(contentType: header.envelope.contentType, bytes: buffer.frameBytes(3)))
+    }
+}
+
+// MARK: - Frame reading helpers
+
+extension FrameBuffer {
+    func text(_ index: Int, field: String, min: Int, max: Int) throws(WireError) -> String {
+        try withFrame(index) { (raw) throws(WireError) in
+            try decodeText(raw, field: "\(field) (frame \(index))", min: min, max: max)
+        }
+    }
+
+    func name(_ index: Int, field: String, limits: WireLimits) throws(WireError) -> String {
+        try withFrame(index) { (raw) throws(WireError) in
+            let label = "\(field) (frame \(index))"
+            if raw.isEmpty { throw .malformed("\(label) is empty") }
+            if raw.count > limits.maxNameBytes {
+                throw WireError(.oversize, "\(label) is \(raw.count) bytes, at most \(limits.maxNameBytes) allowed")
+            }
+            for (offset, byte) in raw.enumerated() where !isNameByte(byte) {
+                throw .malformed("\(label) has byte 0x\(WireHex.string([byte])) at offset \(offset), only [A-Za-z0-9_.:-] allowed")
+            }
+            return String(decoding: raw, as: UTF8.self)
+        }
+    }
+
+    func value(_ index: Int, contentType: ContentType, limits: WireLimits) throws(WireError) -> WireValue {
+        do {
+            return try decodeBodyValue(frameBytes(index), contentType: contentType, maxDepth: limits.maxDepth)
+        } catch {
+            throw error.prefixed("frame \(index): ")
+        }
+    }
+
+    func params(_ index: Int, contentType: ContentType, limits: WireLimits) throws(WireError) -> WireParams {
+        do {
+            return try WirePayload(contentType: contentType, bytes: frameBytes(index)).decodeParams(limits: limits)
+        } catch {
+            throw error.prefixed("frame \(index): ")
+        }
+    }
+}

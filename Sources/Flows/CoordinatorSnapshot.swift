@@ -1,0 +1,72 @@
+import FlowBusWire
+/// Per-stepper counters for the status query.
+public struct StepperCounters: Sendable, Hashable {
+    /// Steps that reached `navigate(to:)`.
+    public var accepted = 0
+    /// Steps dropped, by reason.
+    public var dropped: [DiagnosticReason: Int] = [:]
+
+    /// Creates zero counters.
+    public init() {}
+
+    /// All dropped steps.
+    public var droppedTotal: Int { dropped.values.reduce(0, +) }
+}
+
+/// One node of a flow's tree in a snapshot.
+public struct NodeSnapshot: Sendable, Hashable {
+    /// Presentable id.
+    public var id: String
+    /// Kind.
+    public var kind: PresentableKind
+    /// Placement.
+    public var placement: NodePlacement
+    /// Effective visibility (tree + renderer reports).
+    public var isVisible: Bool
+    /// What a renderer last reported, if anything.
+    public var reportedVisibility: Bool?
+    /// Selected tab index, for tab bars.
+    public var selectedIndex: Int?
+    /// Stack items or tabs.
+    public var children: [NodeSnapshot]
+    /// When this node is the root of another (child) flow: that flow; its subtree is in that
+    /// flow's own snapshot and ``children`` is empty.
+    public var childFlow: FlowID?
+    var presentedStorage: [NodeSnapshot]
+
+    /// The modal this node presents.
+    public var presented: NodeSnapshot? { presentedStorage.first }
+}
+
+/// A coordinated flow in a snapshot.
+public struct FlowSnapshot: Sendable, Hashable {
+    /// The flow.
+    public var id: FlowID
+    /// Its parent flow.
+    public var parent: FlowID?
+    /// Its child flows, in creation order.
+    public var children: [FlowID]
+    /// Whether it is ready.
+    public var isReady: Bool
+    /// Whether it survives its root's dismissal.
+    public var allowStepWhenDismissed: Bool
+    /// Its live tree, cut at child flows' roots.
+    public var root: NodeSnapshot
+}
+
+/// The answer to a status query: flows and their trees, bindings, counters.
+public struct CoordinatorSnapshot: Sendable, Hashable {
+    /// Active flows, pre-order (parents before children, siblings in creation order).
+    public var flows: [FlowSnapshot]
+    /// Active bindings.
+    public var bindings: [BindingInfo]
+    /// Counters of currently bound stepper ids.
+    public var steppers: [String: StepperCounters]
+    /// Counters over all steppers, including unbound ids and bindings gone.
+    public var totals: StepperCounters
+    /// Steps waiting in the queue.
+    public var queuedSteps: Int
+
+    /// The snapshot of one flow.
+    public func flow(_ id: FlowID) -> FlowSnapshot? { flows.first { $0.id == id } }
+}

@@ -1,0 +1,89 @@
+import FlowBusWire
+// Internal bookkeeping of the FlowCoordinator: the records that stand for RxFlow's child
+// FlowCoordinators, stepper bindings, queue entries and completion tickets.
+
+/// One coordinated flow: RxFlow's (child) `FlowCoordinator`. The parent holds its children;
+/// a child refers to its parent weakly (RXFLOW.md rule 4).
+@FlowActor
+final class FlowRecord {
+    let id: FlowID
+    let flow: any Flow
+    weak var parent: FlowRecord?
+    var children: [FlowRecord] = []
+    var bindings: [StepperBinding] = []
+    let allowStepWhenDismissed: Bool
+    var isActive = true
+    var isReady = false
+    /// Sets of child flows (by object identity) whose readiness makes this flow ready.
+    var readinessGroups: [[ObjectIdentifier]] = []
+
+    init(id: FlowID, flow: any Flow, parent: FlowRecord?, allowStepWhenDismissed: Bool) {
+        self.id = id
+        self.flow = flow
+        self.parent = parent
+        self.allowStepWhenDismissed = allowStepWhenDismissed
+    }
+}
+
+/// Counters shared by every binding of one stepper id.
+@FlowActor
+final class StepperStats {
+    var counters = StepperCounters()
+}
+
+/// A stepper bound to a flow and a presentable.
+@FlowActor
+final class StepperBinding {
+    let stepper: any Stepper
+    let info: BindingInfo
+    weak var flow: FlowRecord?
+    let node: NavigationNode
+    let stats: StepperStats
+    var token: Int?
+    var isActive = true
+
+    init(stepper: any Stepper, info: BindingInfo, flow: FlowRecord, node: NavigationNode, stats: StepperStats) {
+        self.stepper = stepper
+        self.info = info
+        self.flow = flow
+        self.node = node
+        self.stats = stats
+    }
+}
+
+/// Completion of one input (a remote step, a deep link, a coordinate call) and of every step
+/// it caused; what `receive`, `navigate(to:)` and `coordinate` await.
+@FlowActor
+final class Ticket {
+    var pending = 0
+    var outcomes: [StepOutcome] = []
+    var continuation: CheckedContinuation<Void, Never>?
+}
+
+/// One deep link on its way through the flow hierarchy.
+@FlowActor
+final class Broadcast {
+    let step: any Step
+    var pending = 0
+    var decoded = 0
+
+    init(step: any Step) {
+        self.step = step
+    }
+}
+
+/// A step waiting in the coordinator's queue.
+struct PendingStep {
+    let flow: FlowRecord
+    let step: any Step
+    let origin: StepOrigin
+    let binding: StepperBinding?
+    let broadcast: Broadcast?
+    let ticket: Ticket?
+    let recordsOutcome: Bool
+}
+
+/// A weak reference to a tree node, for the id → node index used by renderer reports.
+struct WeakNode {
+    weak var node: NavigationNode?
+}

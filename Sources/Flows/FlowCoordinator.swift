@@ -1,0 +1,821 @@
+import FlowBusWire
+/// When ``FlowCoordinator/use(_:when:block:)`` runs its block: RxFlow's `ExecuteStrategy`.
+public enum FlowReadiness: Sendable, Hashable {
+    /// At once, synchronously.
+    case created
+    /// When every flow is ready (RXFLOW.md rule 13). FlowBus replays readiness: a flow that is
+    /// already ready runs the block at once (RxFlow does not: issue #143).
+    case ready
+}
+
+/// The engine: RxFlow's `FlowCoordinator` for a whole hierarchy of flows, without I/O.
+///
+/// It takes inputs — ``coordinate(flow:with:allowStepWhenDismissed:)``, remote steps
+/// (``receive(_:from:)``), deep links (``navigate(to:)``), renderer reports
+/// (``report(_:for:)``) and in-process ``Stepper`` emissions — and produces ordered
+/// ``CoordinatorEvent``s that the runtime publishes. See the `Flows` overview article for the
+/// processing model and ordering guarantees.
+///
+/// All steps of all flows go through one queue, processed one at a time: a step's adapt,
+/// navigate and consequences never interleave with another step's (rule 8), even while an
+/// `adapt` is suspended.
+@FlowActor
+public final class FlowCoordinator {
+    /// Called with every event, in order, before the event streams get it.
+    public var onEvent: (@FlowActor (CoordinatorEvent) -> Void)?
+
+    private var streams: [Int: AsyncStream<CoordinatorEvent>.Continuation] = [:]
+    private var nextStreamID = 0
+
+    private var roots: [FlowRecord] = []
+    private var recordsByObject: [ObjectIdentifier: FlowRecord] = [:]
+    private var recordsByID: [FlowID: FlowRecord] = [:]
+    private var instanceCounters: [String: Int] = [:]
+    private var bindingsByStepper: [String: [StepperBinding]] = [:]
+    private var statsByStepper: [String: StepperStats] = [:]
+    private var totals = StepperCounters()
+    private var tombstones: [String: BindingInfo] = [:]
+    private var tombstoneOrder: [String] = []
+    private let tombstoneLimit = 256
+    private var nodesByID: [String: [WeakNode]] = [:]
+    private var decoders: [String: StepDecoder] = [:]
+    private var readyCallbacks: [ObjectIdentifier: [@FlowActor () -> Void]] = [:]
+
+    private var queue: [PendingStep] = []
+    private var isPumping = false
+    private var pumpScheduled = false
+    private var idleWaiters: [CheckedContinuation<Void, Never>] = []
+
+    /// Non-nil while a step's synchronous phase runs: steps emitted then are its consequences.
+    private var collected: [PendingStep]?
+    private var collectingTicket: Ticket?
+    private var currentFlow: FlowID?
+    private var deferDismissals = false
+    private var pendingDismissals: [NavigationNode] = []
+
+    /// Creates an idle coordinator.
+    /// - Parameter onEvent: called with every event, in order.
+    public init(onEvent: (@FlowActor (CoordinatorEvent) -> Void)? = nil) {
+        self.onEvent = onEvent
+    }
+
+    // MARK: - Events
+
+    /// A new stream of every event from now on, in order (unbounded buffer).
+    public func events() -> AsyncStream<CoordinatorEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(of: CoordinatorEvent.self)
+        let id = nextStreamID
+        nextStreamID += 1
+        streams[id] = continuation
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            Task { @FlowActor in self.streams.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Finishes every event stream (call when the coordinator is shut down).
+    public func finishEvents() {
+        let continuations = streams.values
+        streams.removeAll()
+        for continuation in continuations { continuation.finish() }
+    }
+
+    private func emit(_ event: CoordinatorEvent) {
+        onEvent?(event)
+        for continuation in streams.values { continuation.yield(event) }
+    }
+
+    private func diagnose(
+        _ reason: DiagnosticReason, _ message: String, stepperID: String? = nil, flow: FlowID? = nil,
+        presentableID: String? = nil, step: (any Step)? = nil
+    ) {
+        emit(.diagnostic(Diagnostic(reason: reason, message: message, stepperID: stepperID, flow: flow,
+            presentableID: presentableID, step: step)))
+    }
+
+    // MARK: - Decoding
+
+    /// Registers how flows named `name` decode canonical steps; takes precedence over
+    /// ``Flow/step(from:)``. This is where the runtime plugs its Codable machinery in.
+    public func setStepDecoder(_ decoder: @escaping StepDecoder, forFlowNamed name: String) {
+        decoders[name] = decoder
+    }
+
+    private func decode(_ step: any Step, for record: FlowRecord) -> (any Step)? {
+        guard let canonical = step as? CanonicalStep else { return step }
+        if let decoder = decoders[record.id.name] { return decoder(canonical) }
+        return record.flow.step(from: canonical)
+    }
+
+    // MARK: - Inputs
+
+    /// Coordinates a top-level flow: its root becomes a window, `stepper` its flow-level
+    /// stepper; returns once the steps this caused have been processed.
+    /// - Parameters:
+    ///   - flow: the flow.
+    ///   - stepper: its flow-level stepper (never gated by visibility); ``DefaultStepper`` by default.
+    ///   - allowStepWhenDismissed: keep the flow running after its root is dismissed.
+    public func coordinate(
+        flow: any Flow, with stepper: any Stepper = DefaultStepper(), allowStepWhenDismissed: Bool = false
+    ) async {
+        let ticket = Ticket()
+        startRoot(flow, stepper: stepper, allowStepWhenDismissed: allowStepWhenDismissed, ticket: ticket)
+        await wait(for: ticket)
+    }
+
+    /// Like ``coordinate(flow:with:allowStepWhenDismissed:)`` but does not wait: the initial
+    /// steps are queued and processed in the background.
+    public func start(flow: any Flow, with stepper: any Stepper = DefaultStepper(), allowStepWhenDismissed: Bool = false) {
+        startRoot(flow, stepper: stepper, allowStepWhenDismissed: allowStepWhenDismissed, ticket: nil)
+        ensurePump()
+    }
+
+    /// Hands a step from a remote stepper to the flows it is bound to, and waits until it and
+    /// every step it caused have been processed.
+    ///
+    /// Unbound ids are refused (`unbound-stepper`, or `dismissed` when the id was recently
+    /// unbound by a dismissal). Each binding is gated separately (`not-visible`, `dismissed`);
+    /// a flow that cannot decode it reports `unknown-step`.
+    ///
+    /// Never await this from a flow's `adapt`: it would wait for the step being adapted. Use
+    /// ``submit(_:from:)`` there.
+    /// - Returns: what became of the step in each bound flow: refusals at the gate first, then
+    ///   the outcome of each queued delivery in processing order.
+    @discardableResult
+    public func receive(_ step: CanonicalStep, from stepperID: String) async -> [StepOutcome] {
+        let ticket = Ticket()
+        admitRemote(step, from: stepperID, ticket: ticket)
+        await wait(for: ticket)
+        return ticket.outcomes
+    }
+
+    /// Like ``receive(_:from:)`` but does not wait for processing (never call `receive` from a
+    /// flow's `adapt`: it would wait for itself; use `submit`).
+    /// - Returns: whether at least one binding accepted the step into the queue.
+    @discardableResult
+    public func submit(_ step: CanonicalStep, from stepperID: String) -> Bool {
+        let ticket = Ticket()
+        admitRemote(step, from: stepperID, ticket: ticket)
+        ensurePump()
+        return ticket.pending > 0
+    }
+
+    /// Deep link: sends `step` to every active flow, parents before children (siblings in
+    /// creation order), skipping the visibility gate and the NoneStep filter, and waits until
+    /// it and every step it caused have been processed. A child flow created by the link also
+    /// receives it, after its own initial steps (RxFlow issue #162). A canonical step is
+    /// decoded per flow; flows that cannot decode it are skipped, and if none could, one
+    /// `unknown-step` diagnostic is emitted.
+    /// Never await this from a flow's `adapt`; use ``submitDeepLink(_:)`` there.
+    /// - Returns: what became of the step in each flow, in processing order.
+    @discardableResult
+    public func navigate(to step: any Step) async -> [StepOutcome] {
+        let ticket = Ticket()
+        admitDeepLink(step, ticket: ticket)
+        await wait(for: ticket)
+        return ticket.outcomes
+    }
+
+    /// Like ``navigate(to:)`` but does not wait.
+    public func submitDeepLink(_ step: any Step) {
+        admitDeepLink(step, ticket: nil)
+        ensurePump()
+    }
+
+    /// Applies a renderer's report about every live node with this presentable id.
+    ///
+    /// `appeared`/`disappeared` override the tree-derived visibility of that node from then on
+    /// (the latest report wins); `dismissed` removes the node from the tree as if popped or
+    /// dismissed, without emitting a command (the renderer already did it), unbinding its
+    /// steppers and ending flows rooted there. Unknown ids: `unknown-presentable` diagnostic.
+    public func report(_ report: RendererReport, for presentableID: String) {
+        let nodes = liveNodes(presentableID)
+        guard !nodes.isEmpty else {
+            diagnose(.unknownPresentable, "renderer reported \(report.rawValue) for \(presentableID), which is not in the tree",
+                presentableID: presentableID)
+            return
+        }
+        for node in nodes {
+            switch report {
+            case .appeared: node.reportedVisibility = true
+            case .disappeared: node.reportedVisibility = false
+            case .dismissed: node.remove(emitCommands: false)
+            }
+        }
+        flushDismissals()
+    }
+
+    /// Returns once the queue is empty and nothing is being processed (drives the processing
+    /// itself if nobody else does). Tests use it instead of sleeping.
+    public func idle() async {
+        if queue.isEmpty && !isPumping { return }
+        if !isPumping {
+            await pump()
+            return
+        }
+        await withCheckedContinuation { idleWaiters.append($0) }
+    }
+
+    // MARK: - Readiness
+
+    /// Runs `block` with the flows' roots at once (`.created`) or when all of them are ready
+    /// (`.ready`; at once if they already are — FlowBus replays readiness, RxFlow issue #143).
+    public func use(_ flows: [any Flow], when readiness: FlowReadiness, block: @escaping @FlowActor ([any Presentable]) -> Void) {
+        let roots = flows.map(\.root)
+        switch readiness {
+        case .created:
+            block(roots)
+        case .ready:
+            var remaining = flows.count
+            if remaining == 0 {
+                block(roots)
+                return
+            }
+            for flow in flows {
+                onReady(flow) {
+                    remaining -= 1
+                    if remaining == 0 { block(roots) }
+                }
+            }
+        }
+    }
+
+    /// Waits until every flow is ready (returns at once for flows already ready).
+    public func waitUntilReady(_ flows: [any Flow]) async {
+        await withCheckedContinuation { continuation in
+            use(flows, when: .ready) { _ in continuation.resume() }
+        }
+    }
+
+    /// Whether `flow` is coordinated and ready.
+    public func isReady(_ flow: any Flow) -> Bool {
+        recordsByObject[ObjectIdentifier(flow)]?.isReady ?? false
+    }
+
+    /// The id of `flow` while it is coordinated here.
+    public func flowID(of flow: any Flow) -> FlowID? {
+        recordsByObject[ObjectIdentifier(flow)]?.id
+    }
+
+    /// The coordinated flows, pre-order.
+    public var activeFlows: [FlowID] {
+        var ids: [FlowID] = []
+        func visit(_ record: FlowRecord) {
+            ids.append(record.id)
+            record.children.forEach(visit)
+        }
+        roots.forEach(visit)
+        return ids
+    }
+
+    private func onReady(_ flow: any Flow, _ callback: @escaping @FlowActor () -> Void) {
+        let key = ObjectIdentifier(flow)
+        if recordsByObject[key]?.isReady == true {
+            callback()
+        } else {
+            readyCallbacks[key, default: []].append(callback)
+        }
+    }
+
+    private func markReady(_ record: FlowRecord) {
+        guard !record.isReady, record.isActive else { return }
+        record.isReady = true
+        record.readinessGroups.removeAll()
+        emit(.flowReady(record.id))
+        let callbacks = readyCallbacks.removeValue(forKey: ObjectIdentifier(record.flow)) ?? []
+        for callback in callbacks { callback() }
+        if let parent = record.parent { checkReadiness(parent) }
+    }
+
+    private func checkReadiness(_ record: FlowRecord) {
+        guard !record.isReady else { return }
+        for group in record.readinessGroups
+        where group.allSatisfy({ recordsByObject[$0]?.isReady == true }) {
+            markReady(record)
+            return
+        }
+    }
+
+    // MARK: - Snapshot
+
+    /// The state for a status query: flows with their live trees, bindings, counters.
+    public func snapshot() -> CoordinatorSnapshot {
+        var flows: [FlowSnapshot] = []
+        func visit(_ record: FlowRecord) {
+            flows.append(FlowSnapshot(id: record.id, parent: record.parent?.id, children: record.children.map(\.id),
+                isReady: record.isReady, allowStepWhenDismissed: record.allowStepWhenDismissed,
+                root: nodeSnapshot(record.flow.navigationNode, owner: record.id)))
+            record.children.forEach(visit)
+        }
+        roots.forEach(visit)
+        let bindings = bindingsByStepper.values.flatMap { $0 }.filter(\.isActive).map(\.info)
+            .sorted { ($0.stepperID, $0.flow) < ($1.stepperID, $1.flow) }
+        return CoordinatorSnapshot(flows: flows, bindings: bindings,
+            steppers: statsByStepper.mapValues(\.counters), totals: totals, queuedSteps: queue.count)
+    }
+
+    private func nodeSnapshot(_ node: NavigationNode, owner: FlowID) -> NodeSnapshot {
+        if let flow = node.rootOfFlow, flow != owner {
+            return NodeSnapshot(id: node.presentableID, kind: node.kind, placement: node.placement,
+                isVisible: node.isVisible, reportedVisibility: node.reportedVisibility, selectedIndex: node.selected,
+                children: [], childFlow: flow, presentedStorage: [])
+        }
+        return NodeSnapshot(id: node.presentableID, kind: node.kind, placement: node.placement,
+            isVisible: node.isVisible, reportedVisibility: node.reportedVisibility, selectedIndex: node.selected,
+            children: node.children.map { nodeSnapshot($0, owner: owner) }, childFlow: nil,
+            presentedStorage: node.presented.map { [nodeSnapshot($0, owner: owner)] } ?? [])
+    }
+
+    // MARK: - Admission
+
+    private func startRoot(_ flow: any Flow, stepper: any Stepper, allowStepWhenDismissed: Bool, ticket: Ticket?) {
+        guard recordsByObject[ObjectIdentifier(flow)] == nil else {
+            diagnose(.flowError, "\(flow.flowName) is already coordinated", flow: flowID(of: flow))
+            return
+        }
+        let node = flow.navigationNode
+        guard node.placement == .detached, !node.isDismissed else {
+            diagnose(.flowError, "the root \(node.presentableID) of \(flow.flowName) is already in a tree or dismissed",
+                presentableID: node.presentableID)
+            return
+        }
+        node.placement = .window
+        let record = makeRecord(flow, parent: nil, allowStepWhenDismissed: allowStepWhenDismissed)
+        roots.append(record)
+        emit(.command(NavigationCommand(verb: .setRoot, target: node.presentableID, kind: node.kind, flow: record.id)))
+        let outer = (collected, collectingTicket)
+        collected = []
+        collectingTicket = ticket
+        bind(stepper, to: record, node: node, role: .flowStepper, allowStepWhenNotPresented: true,
+            allowStepWhenDismissed: allowStepWhenDismissed)
+        let items = collected ?? []
+        (collected, collectingTicket) = outer
+        if collected != nil {
+            collected?.append(contentsOf: items)
+        } else {
+            queue.append(contentsOf: items)
+        }
+    }
+
+    private func admitRemote(_ step: CanonicalStep, from stepperID: String, ticket: Ticket) {
+        let bindings = (bindingsByStepper[stepperID] ?? []).filter { $0.isActive && $0.info.isRemote }
+        guard !bindings.isEmpty else {
+            if let tombstone = tombstones[stepperID] {
+                countDrop(.dismissed, stats: nil)
+                diagnose(.dismissed,
+                    "\(stepperID) is no longer bound: its presentable \(tombstone.presentableID) was dismissed",
+                    stepperID: stepperID, flow: tombstone.flow, presentableID: tombstone.presentableID, step: step)
+                ticket.outcomes.append(.dropped(.dismissed, flow: tombstone.flow))
+            } else {
+                countDrop(.unboundStepper, stats: nil)
+                diagnose(.unboundStepper, "no flow has bound stepper \(stepperID)", stepperID: stepperID, step: step)
+                ticket.outcomes.append(.dropped(.unboundStepper, flow: nil))
+            }
+            return
+        }
+        for binding in bindings {
+            guard let flow = binding.flow else { continue }
+            if let reason = gate(binding) {
+                dropEmission(step, binding: binding, reason: reason)
+                ticket.outcomes.append(.dropped(reason, flow: flow.id))
+            } else {
+                queue.append(makeItem(flow, step, origin: .stepper(stepperID), binding: binding, ticket: ticket,
+                    recordsOutcome: true))
+            }
+        }
+    }
+
+    private func admitDeepLink(_ step: any Step, ticket: Ticket?) {
+        let active = roots.filter(\.isActive)
+        guard !active.isEmpty else {
+            diagnose(.unknownStep, "deep link \(describeStep(step)) reached no flow: none is coordinated", step: step)
+            ticket?.outcomes.append(.dropped(.unknownStep, flow: nil))
+            return
+        }
+        let broadcast = Broadcast(step: step)
+        for root in active {
+            queue.append(makeItem(root, step, origin: .deepLink, broadcast: broadcast, ticket: ticket, recordsOutcome: true))
+        }
+    }
+
+    /// RXFLOW.md rule 3: a presentable stepper's steps pass only while its presentable is
+    /// visible (unless allowStepWhenNotPresented) and not dismissed (unless allowStepWhenDismissed).
+    /// Flow steppers are never gated by visibility (rule 2).
+    private func gate(_ binding: StepperBinding) -> DiagnosticReason? {
+        guard binding.isActive, let flow = binding.flow, flow.isActive else { return .dismissed }
+        guard binding.info.role == .presentableStepper else { return nil }
+        if binding.node.isDismissed && !binding.info.allowStepWhenDismissed { return .dismissed }
+        if !binding.info.allowStepWhenNotPresented && !binding.node.isVisible {
+            return binding.node.isDismissed ? .dismissed : .notVisible
+        }
+        return nil
+    }
+
+    private func stepperEmitted(_ step: any Step, binding: StepperBinding) {
+        guard binding.isActive, let flow = binding.flow else { return }
+        if step is NoneStep { return }
+        if let reason = gate(binding) {
+            dropEmission(step, binding: binding, reason: reason)
+            return
+        }
+        schedule(makeItem(flow, step, origin: .stepper(binding.info.stepperID), binding: binding,
+            ticket: collected != nil ? collectingTicket : nil, recordsOutcome: false))
+    }
+
+    private func dropEmission(_ step: any Step, binding: StepperBinding, reason: DiagnosticReason) {
+        countDrop(reason, stats: binding.stats)
+        let info = binding.info
+        let what = reason == .notVisible ? "is not visible" : "was dismissed"
+        diagnose(reason, "step \(describeStep(step)) from \(info.stepperID) dropped: \(info.presentableID) \(what)",
+            stepperID: info.stepperID, flow: info.flow, presentableID: info.presentableID, step: step)
+    }
+
+    private func countDrop(_ reason: DiagnosticReason, stats: StepperStats?) {
+        totals.dropped[reason, default: 0] += 1
+        stats?.counters.dropped[reason, default: 0] += 1
+    }
+
+    private func makeItem(
+        _ flow: FlowRecord, _ step: any Step, origin: StepOrigin, binding: StepperBinding? = nil,
+        broadcast: Broadcast? = nil, ticket: Ticket?, recordsOutcome: Bool
+    ) -> PendingStep {
+        ticket?.pending += 1
+        broadcast?.pending += 1
+        return PendingStep(flow: flow, step: step, origin: origin, binding: binding, broadcast: broadcast,
+            ticket: ticket, recordsOutcome: recordsOutcome)
+    }
+
+    /// A step produced now: part of the running step's consequences, or an outside emission
+    /// appended to the queue.
+    private func schedule(_ item: PendingStep) {
+        if collected != nil {
+            collected?.append(item)
+        } else {
+            queue.append(item)
+            ensurePump()
+        }
+    }
+
+    // MARK: - Processing
+
+    private func ensurePump() {
+        guard !isPumping, !pumpScheduled, !queue.isEmpty else { return }
+        pumpScheduled = true
+        Task {
+            self.pumpScheduled = false
+            await self.pump()
+        }
+    }
+
+    private func pump() async {
+        guard !isPumping else { return }
+        isPumping = true
+        while !queue.isEmpty {
+            let item = queue.removeFirst()
+            await process(item)
+        }
+        isPumping = false
+        let waiters = idleWaiters
+        idleWaiters.removeAll()
+        for waiter in waiters { waiter.resume() }
+    }
+
+    private func wait(for ticket: Ticket) async {
+        guard ticket.pending > 0 else { return }
+        if !isPumping {
+            await pump()
+        }
+        if ticket.pending > 0 {
+            await withCheckedContinuation { ticket.continuation = $0 }
+        }
+    }
+
+    private func complete(_ item: PendingStep) {
+        if let ticket = item.ticket {
+            ticket.pending -= 1
+            if ticket.pending == 0, let continuation = ticket.continuation {
+                ticket.continuation = nil
+                continuation.resume()
+            }
+        }
+        if let broadcast = item.broadcast {
+            broadcast.pending -= 1
+            if broadcast.pending == 0 && broadcast.decoded == 0 {
+                diagnose(.unknownStep, "deep link \(describeStep(broadcast.step)) was understood by no flow",
+                    step: broadcast.step)
+            }
+        }
+    }
+
+    private func drop(_ item: PendingStep, _ reason: DiagnosticReason, _ message: String) {
+        if item.recordsOutcome { item.ticket?.outcomes.append(.dropped(reason, flow: item.flow.id)) }
+        if item.binding != nil { countDrop(reason, stats: item.binding?.stats) }
+        diagnose(reason, message, stepperID: item.binding?.info.stepperID, flow: item.flow.id,
+            presentableID: item.binding?.info.presentableID, step: item.step)
+    }
+
+    private func isStale(_ item: PendingStep) -> Bool {
+        !item.flow.isActive || item.binding?.isActive == false
+    }
+
+    /// RXFLOW.md rules 1 and 6 for one step: decode → adapt → willNavigate → navigate (tree
+    /// commands) → didNavigate → dismissal cleanup → side effects → readiness → contributors
+    /// bound in array order → consequences queued.
+    private func process(_ item: PendingStep) async {
+        defer { complete(item) }
+        let record = item.flow
+        if isStale(item) {
+            drop(item, .dismissed, "step \(describeStep(item.step)) for \(record.id) dropped: the flow or presentable is gone")
+            return
+        }
+        guard let decoded = decode(item.step, for: record) else {
+            if item.broadcast != nil {
+                if item.recordsOutcome { item.ticket?.outcomes.append(.dropped(.unknownStep, flow: record.id)) }
+                var children: [PendingStep] = []
+                fanOut(item, from: record, into: &children)
+                queue.insert(contentsOf: children, at: 0)
+            } else {
+                drop(item, .unknownStep, "\(record.id) cannot decode step \(describeStep(item.step))")
+            }
+            return
+        }
+        item.broadcast?.decoded += 1
+
+        let step: any Step
+        do {
+            step = try await record.flow.adapt(step: decoded)
+        } catch {
+            diagnose(.flowError, "\(record.id) adapt(\(describeStep(decoded))) failed: \(error); navigating to NoneStep",
+                stepperID: item.binding?.info.stepperID, flow: record.id, step: decoded)
+            step = NoneStep()
+        }
+        if isStale(item) {
+            drop(item, .dismissed, "step \(describeStep(step)) for \(record.id) dropped: the flow or presentable went away during adapt")
+            return
+        }
+
+        // The synchronous phase: nothing else runs until the consequences are queued.
+        collected = []
+        collectingTicket = item.ticket
+        currentFlow = record.id
+        deferDismissals = true
+
+        let navigation = NavigationEvent(flow: record.id, step: step, origin: item.origin,
+            presentableID: item.binding?.info.presentableID)
+        emit(.willNavigate(navigation))
+        let contributors = record.flow.navigate(to: step)
+        emit(.didNavigate(navigation))
+        if let binding = item.binding {
+            binding.stats.counters.accepted += 1
+            totals.accepted += 1
+        }
+        if item.recordsOutcome { item.ticket?.outcomes.append(.navigated(record.id)) }
+
+        deferDismissals = false
+        flushDismissals()
+
+        var urgent: [PendingStep] = []
+        var deferred: [PendingStep] = []
+        func forwardToParent(_ forwarded: any Step) {
+            if let parent = record.parent, parent.isActive {
+                urgent.append(makeItem(parent, forwarded, origin: .forwardedFromChild(record.id), ticket: item.ticket,
+                    recordsOutcome: false))
+            } else {
+                diagnose(.noParentFlow, "\(record.id) forwarded \(describeStep(forwarded)) to its parent, but it has none",
+                    flow: record.id, step: forwarded)
+            }
+        }
+
+        switch contributors {
+        case .end(let forwarded):
+            forwardToParent(forwarded)
+            endFlow(record, reason: .ended(step: forwarded))
+        case .none, .one, .multiple:
+            var childFlows: [any Flow] = []
+            for contributor in contributors.contributors {
+                switch contributor {
+                case .forwardToParentFlow(let forwarded):
+                    forwardToParent(forwarded)
+                case .forwardToCurrentFlow(let forwarded):
+                    deferred.append(makeItem(record, forwarded, origin: .forwardedToCurrentFlow, ticket: item.ticket,
+                        recordsOutcome: false))
+                case .contribute(let presentable, _, _, _):
+                    if let flow = presentable as? any Flow { childFlows.append(flow) }
+                }
+            }
+            guard record.isActive else { break }
+            if !record.isReady {
+                if childFlows.isEmpty {
+                    markReady(record)
+                } else {
+                    record.readinessGroups.append(childFlows.map { ObjectIdentifier($0) })
+                }
+            }
+            for contributor in contributors.contributors {
+                guard case .contribute(let presentable, let stepper, let notPresented, let dismissed) = contributor,
+                    record.isActive
+                else { continue }
+                if let childFlow = presentable as? any Flow {
+                    startChild(childFlow, stepper: stepper, parent: record, allowStepWhenDismissed: dismissed)
+                } else {
+                    bind(stepper, to: record, node: presentable.navigationNode, role: .presentableStepper,
+                        allowStepWhenNotPresented: notPresented, allowStepWhenDismissed: dismissed)
+                }
+            }
+        }
+
+        var head = urgent + (collected ?? [])
+        collected = nil
+        collectingTicket = nil
+        currentFlow = nil
+        fanOut(item, from: record, into: &head)
+        queue.insert(contentsOf: head, at: 0)
+        queue.append(contentsOf: deferred)
+    }
+
+    /// A deep link continues into every active child of `record` (including children the link
+    /// itself just created), in creation order.
+    private func fanOut(_ item: PendingStep, from record: FlowRecord, into items: inout [PendingStep]) {
+        guard let broadcast = item.broadcast else { return }
+        for child in record.children where child.isActive {
+            items.append(makeItem(child, broadcast.step, origin: .deepLink, broadcast: broadcast, ticket: item.ticket,
+                recordsOutcome: true))
+        }
+    }
+
+    // MARK: - Flows and bindings
+
+    private func makeRecord(_ flow: any Flow, parent: FlowRecord?, allowStepWhenDismissed: Bool) -> FlowRecord {
+        let name = flow.flowName
+        let instance = (instanceCounters[name] ?? 0) + 1
+        instanceCounters[name] = instance
+        let record = FlowRecord(id: FlowID(name: name, instance: instance), flow: flow, parent: parent,
+            allowStepWhenDismissed: allowStepWhenDismissed)
+        recordsByObject[ObjectIdentifier(flow)] = record
+        recordsByID[record.id] = record
+        let node = flow.navigationNode
+        node.rootOfFlow = record.id
+        node.attach(to: self)
+        navigationNodeAttached(node)
+        emit(.flowStarted(flow: record.id, parent: parent?.id, rootPresentableID: node.presentableID))
+        return record
+    }
+
+    /// RXFLOW.md rule 4: a contributed flow gets its own record under the parent; its stepper
+    /// is its flow-level stepper; allowStepWhenNotPresented is ignored, allowStepWhenDismissed inherited.
+    private func startChild(_ flow: any Flow, stepper: any Stepper, parent: FlowRecord, allowStepWhenDismissed: Bool) {
+        guard recordsByObject[ObjectIdentifier(flow)] == nil else {
+            diagnose(.flowError, "\(parent.id) contributed \(flow.flowName), which is already coordinated",
+                flow: parent.id, presentableID: flow.navigationNode.presentableID)
+            return
+        }
+        guard !flow.navigationNode.isDismissed else {
+            diagnose(.flowError, "\(parent.id) contributed \(flow.flowName) whose root is dismissed",
+                flow: parent.id, presentableID: flow.navigationNode.presentableID)
+            return
+        }
+        let record = makeRecord(flow, parent: parent, allowStepWhenDismissed: allowStepWhenDismissed)
+        parent.children.append(record)
+        bind(stepper, to: record, node: flow.navigationNode, role: .flowStepper, allowStepWhenNotPresented: true,
+            allowStepWhenDismissed: allowStepWhenDismissed)
+    }
+
+    /// RXFLOW.md rules 2 and 3: initial step, then subscribe, then readyToEmitSteps.
+    private func bind(
+        _ stepper: any Stepper, to record: FlowRecord, node: NavigationNode, role: BindingRole,
+        allowStepWhenNotPresented: Bool, allowStepWhenDismissed: Bool
+    ) {
+        let stepperID = stepper.stepperID
+        let info = BindingInfo(stepperID: stepperID, flow: record.id, presentableID: node.presentableID, role: role,
+            allowStepWhenNotPresented: allowStepWhenNotPresented, allowStepWhenDismissed: allowStepWhenDismissed,
+            isRemote: stepper is any RemoteSteppable)
+        let stats = statsByStepper[stepperID] ?? StepperStats()
+        statsByStepper[stepperID] = stats
+        let binding = StepperBinding(stepper: stepper, info: info, flow: record, node: node, stats: stats)
+        record.bindings.append(binding)
+        bindingsByStepper[stepperID, default: []].append(binding)
+        if tombstones.removeValue(forKey: stepperID) != nil {
+            tombstoneOrder.removeAll { $0 == stepperID }
+        }
+        emit(.bound(info))
+
+        stepperEmitted(stepper.initialStep, binding: binding)
+        binding.token = stepper.steps.subscribe { [weak self, weak binding] step in
+            guard let self, let binding else { return }
+            self.stepperEmitted(step, binding: binding)
+        }
+        stepper.readyToEmitSteps()
+    }
+
+    private func unbind(_ binding: StepperBinding, reason: UnbindReason) {
+        guard binding.isActive else { return }
+        binding.isActive = false
+        if let token = binding.token {
+            binding.stepper.steps.unsubscribe(token)
+            binding.token = nil
+        }
+        let stepperID = binding.info.stepperID
+        var remaining = bindingsByStepper[stepperID] ?? []
+        remaining.removeAll { $0 === binding }
+        if remaining.isEmpty {
+            bindingsByStepper.removeValue(forKey: stepperID)
+            statsByStepper.removeValue(forKey: stepperID)
+            if binding.info.isRemote {
+                tombstones[stepperID] = binding.info
+                tombstoneOrder.append(stepperID)
+                if tombstoneOrder.count > tombstoneLimit {
+                    tombstones.removeValue(forKey: tombstoneOrder.removeFirst())
+                }
+            }
+        } else {
+            bindingsByStepper[stepperID] = remaining
+        }
+        binding.flow?.bindings.removeAll { $0 === binding }
+        emit(.unbound(binding.info, reason: reason))
+    }
+
+    /// Ends a flow: children first, then its bindings; removes it from its parent. Its tree
+    /// nodes are left where they are (RXFLOW.md rule 9: `.end` does not dismiss UI by itself).
+    private func endFlow(_ record: FlowRecord, reason: FlowEndReason) {
+        guard record.isActive else { return }
+        record.isActive = false
+        for child in record.children { endFlow(child, reason: .parentEnded) }
+        record.children.removeAll()
+        for binding in record.bindings { unbind(binding, reason: .flowEnded) }
+        record.bindings.removeAll()
+        record.readinessGroups.removeAll()
+        if let parent = record.parent {
+            parent.children.removeAll { $0 === record }
+        } else {
+            roots.removeAll { $0 === record }
+        }
+        recordsByObject.removeValue(forKey: ObjectIdentifier(record.flow))
+        recordsByID.removeValue(forKey: record.id)
+        let node = record.flow.navigationNode
+        if node.rootOfFlow == record.id { node.rootOfFlow = nil }
+        emit(.command(NavigationCommand(verb: .end, target: node.presentableID, kind: node.kind, flow: record.id)))
+        emit(.flowEnded(flow: record.id, reason: reason))
+    }
+
+    /// Dismissed nodes unbind their presentable steppers (unless allowStepWhenDismissed) and
+    /// end the flows rooted at them (unless the flow allows steps when dismissed) — rule 10:
+    /// nothing is forwarded to the parent.
+    private func flushDismissals() {
+        guard !deferDismissals else { return }
+        while !pendingDismissals.isEmpty {
+            let nodes = pendingDismissals
+            pendingDismissals.removeAll()
+            let dismissed = Set(nodes.map { ObjectIdentifier($0) })
+            for node in nodes { forget(node) }
+            let affected = bindingsByStepper.values.flatMap { $0 }.filter {
+                $0.isActive && $0.info.role == .presentableStepper && !$0.info.allowStepWhenDismissed
+                    && dismissed.contains(ObjectIdentifier($0.node))
+            }
+            for binding in affected { unbind(binding, reason: .presentableDismissed) }
+            for node in nodes {
+                guard let flowID = node.rootOfFlow, let record = recordsByID[flowID], record.isActive,
+                    !record.allowStepWhenDismissed
+                else { continue }
+                endFlow(record, reason: .dismissed)
+            }
+        }
+    }
+
+    private func liveNodes(_ presentableID: String) -> [NavigationNode] {
+        let entries = (nodesByID[presentableID] ?? []).compactMap(\.node).filter { !$0.isDismissed }
+        if entries.isEmpty {
+            nodesByID.removeValue(forKey: presentableID)
+        }
+        return entries
+    }
+
+    private func forget(_ node: NavigationNode) {
+        guard var entries = nodesByID[node.presentableID] else { return }
+        entries.removeAll { $0.node == nil || $0.node === node }
+        nodesByID[node.presentableID] = entries.isEmpty ? nil : entries
+    }
+}
+
+extension FlowCoordinator: NavigationHost {
+    func navigationNodeAttached(_ node: NavigationNode) {
+        var entries = (nodesByID[node.presentableID] ?? []).filter { $0.node != nil }
+        if !entries.contains(where: { $0.node === node }) { entries.append(WeakNode(node: node)) }
+        nodesByID[node.presentableID] = entries
+    }
+
+    func navigationCommand(_ command: NavigationCommand) {
+        var command = command
+        command.flow = currentFlow
+        emit(.command(command))
+    }
+
+    func navigationNodesDismissed(_ nodes: [NavigationNode]) {
+        pendingDismissals.append(contentsOf: nodes)
+        flushDismissals()
+    }
+
+    func navigationError(_ message: String, presentableID: String) {
+        diagnose(.flowError, message, flow: currentFlow, presentableID: presentableID)
+    }
+}

@@ -1,0 +1,182 @@
+import FlowBusWire
+import Flows
+import Testing
+
+/// Remote steppers, bindings, decoding, counters and the snapshot.
+@Suite("Bindings and remote steps")
+@FlowActor
+struct BindingTests {
+    /// A flow whose `.one` pushes screen `s` bound to remote stepper `s`.
+    func remoteFlow(_ name: String = "TestFlow", stepperID: String = "s") -> ScriptedFlow {
+        ScriptedFlow(name, root: NavigationStack(id: name.lowercased())) { flow, step in
+            guard step as? TestStep == .one else { return .none }
+            let screen = Screen(id: stepperID)
+            flow.stack.setRoot(screen)
+            return .one(flowContributor: .contribute(withNextPresentable: screen, withNextStepper: RemoteStepper(id: stepperID)))
+        }
+    }
+
+    @Test("A step from an unbound stepper id is refused with unbound-stepper")
+    func unboundStepper() async {
+        let (coordinator, log) = makeCoordinator()
+        await coordinator.coordinate(flow: remoteFlow(), with: OneStepper(withSingleStep: TestStep.one))
+        let outcome = await coordinator.receive(CanonicalStep("x"), from: "stranger")
+        #expect(outcome == [.dropped(.unboundStepper, flow: nil)])
+        let diagnostic = try! #require(log.diagnostics.last)
+        #expect(diagnostic.reason == .unboundStepper && diagnostic.stepperID == "stranger")
+        #expect(coordinator.snapshot().totals.dropped[.unboundStepper] == 1)
+        #expect(coordinator.snapshot().steppers["stranger"] == nil)  // no per-id state for strangers
+    }
+
+    @Test("A remote process cannot send under an in-process stepper's id")
+    func noImpersonation() async {
+        let (coordinator, log) = makeCoordinator()
+        let flow = ScriptedFlow()
+        await coordinator.coordinate(flow: flow, with: ManualStepper("local"))
+        await coordinator.receive(CanonicalStep("x"), from: "local")
+        #expect(log.reasons == [.unboundStepper])
+        #expect(flow.recorded.isEmpty)
+    }
+
+    @Test("A remote step reaches its flow, decoded by the registered decoder; unknown-step when it cannot decode")
+    func decoding() async {
+        let (coordinator, log) = makeCoordinator()
+        let flow = remoteFlow()
+        coordinator.setStepDecoder({ $0.name == "two" ? TestStep.two : nil }, forFlowNamed: "TestFlow")
+        await coordinator.coordinate(flow: flow, with: OneStepper(withSingleStep: TestStep.one))
+        #expect(await coordinator.receive(CanonicalStep("two"), from: "s") == [.navigated(FlowID(name: "TestFlow", instance: 1))])
+        #expect(await coordinator.receive(CanonicalStep("nine"), from: "s") == [.dropped(.unknownStep, flow: FlowID(name: "TestFlow", instance: 1))])
+        #expect(flow.recorded == ["one", "two"])
+        #expect(log.reasons == [.unknownStep])
+        let counters = try! #require(coordinator.snapshot().steppers["s"])
+        #expect(counters.accepted == 1 && counters.dropped == [.unknownStep: 1])
+    }
+
+    @Test("A typed flow can decode through its own step(from:)")
+    func flowOwnDecoder() async {
+        final class TypedFlow: Flow {
+            let screen = Screen(id: "typed")
+            var recorded: [TestStep] = []
+            var root: any Presentable { screen }
+            func step(from canonical: CanonicalStep) -> (any Step)? {
+                canonical.name == "three" ? TestStep.three : nil
+            }
+            func navigate(to step: any Step) -> FlowContributors {
+                if let step = step as? TestStep { recorded.append(step) }
+                return .none
+            }
+        }
+        let (coordinator, _) = makeCoordinator()
+        let flow = TypedFlow()
+        await coordinator.coordinate(flow: flow, with: RemoteStepper(id: "typed"))
+        await coordinator.receive(CanonicalStep("three"), from: "typed")
+        #expect(flow.recorded == [.three])
+    }
+
+    @Test("One stepper id bound in two flows: each binding is gated separately")
+    func twoBindings() async {
+        let (coordinator, log) = makeCoordinator()
+        let visible = remoteFlow("VisibleFlow", stepperID: "shared")
+        let hidden = remoteFlow("HiddenFlow", stepperID: "shared")
+        let parent = ScriptedFlow("ParentFlow", root: TabBar(id: "tabs")) { flow, step in
+            guard step as? TestStep == .one else { return .none }
+            (flow.rootNode as! TabBar).setTabs([visible, hidden], selected: 0)
+            return .multiple(
+                .contribute(withNextPresentable: visible, withNextStepper: OneStepper(withSingleStep: TestStep.one)),
+                .contribute(withNextPresentable: hidden, withNextStepper: OneStepper(withSingleStep: TestStep.one)))
+        }
+        await coordinator.coordinate(flow: parent, with: OneStepper(withSingleStep: TestStep.one))
+        let outcome = await coordinator.receive(CanonicalStep("hello"), from: "shared")
+        #expect(Set(outcome) == [.navigated(FlowID(name: "VisibleFlow", instance: 1)), .dropped(.notVisible, flow: FlowID(name: "HiddenFlow", instance: 1))])
+        #expect(log.reasons == [.notVisible])
+        let counters = try! #require(coordinator.snapshot().steppers["shared"])
+        #expect(counters.accepted == 1 && counters.dropped[.notVisible] == 1)
+    }
+
+    @Test("The snapshot shows the live tree per flow, bindings and counters")
+    func snapshot() async {
+        let (coordinator, _) = makeCoordinator()
+        let child = remoteFlow("ChildFlow", stepperID: "child/screen")
+        let parent = ScriptedFlow("ParentFlow", root: NavigationStack(id: "parent")) { flow, step in
+            guard step as? TestStep == .one else { return .none }
+            flow.stack.setRoot(Screen(id: "home"))
+            flow.stack.push(child)
+            return .one(flowContributor: .contribute(withNextPresentable: child, withNextStepper: OneStepper(withSingleStep: TestStep.one)))
+        }
+        await coordinator.coordinate(flow: parent, with: RemoteStepper(id: "parent"))
+        coordinator.submitDeepLink(TestStep.one)
+        await coordinator.idle()
+        let snapshot = coordinator.snapshot()
+        #expect(snapshot.flows.map(\.id.description) == ["ParentFlow#1", "ChildFlow#1"])
+        let parentTree = try! #require(snapshot.flows.first?.root)
+        #expect(parentTree.id == "parent" && parentTree.placement == .window && parentTree.isVisible)
+        #expect(parentTree.children.map(\.id) == ["home", "childflow"])
+        #expect(parentTree.children[1].childFlow == FlowID(name: "ChildFlow", instance: 1))
+        #expect(parentTree.children[1].children.isEmpty)
+        let childTree = try! #require(snapshot.flows.last?.root)
+        #expect(childTree.children.map(\.id) == ["child/screen"])
+        #expect(childTree.children[0].isVisible)
+        let remote = snapshot.bindings.filter(\.isRemote).map(\.description)
+        #expect(remote == ["child/screen -> ChildFlow#1 @ child/screen", "parent -> ParentFlow#1 @ parent"])
+        #expect(snapshot.queuedSteps == 0)
+    }
+
+    @Test("Every drop is observable: not-visible, dismissed, unbound-stepper all counted and reported (#163, #88, #60)")
+    func everyDropObservable() async {
+        let (coordinator, log) = makeCoordinator()
+        let driver = ManualStepper("driver", initial: TestStep.one)
+        let flow = ScriptedFlow(root: NavigationStack(id: "root")) { flow, step in
+            switch step as? TestStep {
+            case .one:
+                let a = Screen(id: "a")
+                flow.stack.setRoot(Screen(id: "base"))
+                flow.stack.push(a)
+                return .one(flowContributor: .contribute(withNextPresentable: a, withNextStepper: RemoteStepper(id: "a")))
+            case .two:
+                flow.stack.present(Screen(id: "cover"))
+            case .three:
+                flow.stack.dismissPresented()
+                flow.stack.pop()
+            default: break
+            }
+            return .none
+        }
+        await coordinator.coordinate(flow: flow, with: driver)
+        driver.steps.accept(TestStep.two)
+        await coordinator.idle()
+        await coordinator.receive(CanonicalStep("x"), from: "a")
+        driver.steps.accept(TestStep.three)
+        await coordinator.idle()
+        await coordinator.receive(CanonicalStep("x"), from: "a")
+        await coordinator.receive(CanonicalStep("x"), from: "b")
+        #expect(log.reasons == [.notVisible, .dismissed, .unboundStepper])
+        #expect(coordinator.snapshot().totals.dropped == [.notVisible: 1, .dismissed: 1, .unboundStepper: 1])
+    }
+
+    @Test("Events reach AsyncStream subscribers in the same order as onEvent")
+    func eventStream() async {
+        let (coordinator, log) = makeCoordinator()
+        let stream = coordinator.events()
+        await coordinator.coordinate(flow: remoteFlow(), with: OneStepper(withSingleStep: TestStep.one))
+        coordinator.finishEvents()
+        var lines: [String] = []
+        for await event in stream { lines.append(event.description) }
+        #expect(lines == log.lines)
+        #expect(!lines.isEmpty)
+    }
+
+    @Test("Two instances of one flow type get distinct ids")
+    func flowIdentity() async {
+        let (coordinator, _) = makeCoordinator()
+        let a = ScriptedFlow("WishlistFlow")
+        let b = ScriptedFlow("WishlistFlow")
+        let parent = ScriptedFlow("MainFlow") { _, _ in
+            .multiple(
+                .contribute(withNextPresentable: a, withNextStepper: NoneStepper()),
+                .contribute(withNextPresentable: b, withNextStepper: NoneStepper()))
+        }
+        await coordinator.coordinate(flow: parent, with: OneStepper(withSingleStep: TestStep.one))
+        #expect(coordinator.flowID(of: a)?.description == "WishlistFlow#1")
+        #expect(coordinator.flowID(of: b)?.description == "WishlistFlow#2")
+    }
+}
