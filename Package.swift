@@ -9,12 +9,17 @@ let package = Package(
         .library(name: "FlowBusWire", targets: ["FlowBusWire"]),
         .library(name: "Flows", targets: ["Flows"]),
         .library(name: "Reactors", targets: ["Reactors"]),
+        .library(name: "FlowBus", targets: ["FlowBus"]),
+        .executable(name: "flowd", targets: ["flowd"]),
+        .executable(name: "flowctl", targets: ["flowctl"]),
         .executable(name: "flowbench", targets: ["flowbench"]),
         .executable(name: "wire-smoke", targets: ["wire-smoke"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
     ],
     targets: [
         .systemLibrary(
@@ -26,6 +31,32 @@ let package = Package(
         .target(name: "FlowBusWire"),
         .target(name: "Flows", dependencies: ["FlowBusWire"]),
         .target(name: "Reactors"),
+        .target(
+            name: "FlowBus",
+            dependencies: [
+                "ZeroMQ", "FlowBusWire", "Flows", "Reactors",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Yams", package: "Yams"),
+            ]
+        ),
+        .executableTarget(
+            name: "flowd",
+            dependencies: [
+                "FlowBus",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "flowctl",
+            dependencies: [
+                "FlowBus", "FlowBusWire",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         .executableTarget(
             name: "flowbench",
             dependencies: [
@@ -45,6 +76,7 @@ let package = Package(
         .testTarget(name: "FlowBusWireTests", dependencies: ["FlowBusWire"], exclude: ["Fixtures"]),
         .testTarget(name: "FlowsTests", dependencies: ["Flows"]),
         .testTarget(name: "ReactorsTests", dependencies: ["Reactors"]),
+        .testTarget(name: "FlowBusTests", dependencies: ["FlowBus"]),
     ]
 )
 

@@ -13,7 +13,7 @@ public protocol FrameSource {
     /// The number of frames; a message has at least one.
     var frameCount: Int { get }
     /// Calls `body` with the bytes of frame `index`.
-    func withFrame<Result>(_ index: Int, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result
+    func withFrameBytes<Result>(_ index: Int, _ body: (UnsafeRawBufferPointer) -> Result) -> Result
 }
 
 /// The simplest multipart message: an array of frames.
@@ -30,7 +30,7 @@ extension Array: ReceiveBuffer where Element == [UInt8] {
 extension Array: FrameSource where Element == [UInt8] {
     public var frameCount: Int { count }
 
-    public func withFrame<Result>(_ index: Int, _ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
-        try self[index].withUnsafeBytes(body)
+    public func withFrameBytes<Result>(_ index: Int, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        self[index].withUnsafeBytes(body)
     }
 }

@@ -180,7 +180,7 @@ public final class Socket {
             let more = index < count - 1
             // Only the first frame can meet the high-water mark; later ones follow it.
             let frameMode: SendMode = index == 0 ? mode : .blocking
-            let sent = try message.withFrame(index) { bytes in
+            let sent = try message.withFrameBytes(index) { bytes in
                 Result { () throws(ZMQError) in try send(bytes, more: more, mode: frameMode) }
             }.get()
             if !sent { return false }

@@ -1,0 +1,170 @@
+import FlowBusWire
+import Flows
+
+/// A ``Flow`` built from a ``DeclaredFlowSpec``: navigate looks the step's name up in the table.
+@FlowActor
+public final class DeclaredFlow: Flow {
+    public nonisolated let flowName: String
+    let spec: DeclaredFlowSpec
+    let rootNode: NavigationNode
+    /// Builds a child flow by name; child flows come from the same config.
+    let makeFlow: @FlowActor (String) -> DeclaredFlow?
+
+    public var root: any Presentable { rootNode }
+
+    init(name: String, spec: DeclaredFlowSpec, makeFlow: @escaping @FlowActor (String) -> DeclaredFlow?) {
+        self.flowName = name
+        self.spec = spec
+        self.makeFlow = makeFlow
+        let rootID = spec.id ?? name.lowercased()
+        switch spec.root {
+        case .stack: rootNode = NavigationStack(id: rootID)
+        case .tabs: rootNode = TabBar(id: rootID)
+        case .screen: rootNode = Screen(id: rootID)
+        }
+    }
+
+    /// Builds the flow named `name` of `config`, able to start the child flows it declares.
+    public static func make(named name: String, in config: FlowBusConfig) -> DeclaredFlow? {
+        guard let spec = config.flows[name] else { return nil }
+        let flows = config.flows
+        func build(_ name: String) -> DeclaredFlow? {
+            guard let spec = flows[name] else { return nil }
+            return DeclaredFlow(name: name, spec: spec, makeFlow: build)
+        }
+        return DeclaredFlow(name: name, spec: spec, makeFlow: build)
+    }
+
+    /// Accepts a step only if the table has it and the step carries every `{param}` its ids use.
+    public func step(from canonical: CanonicalStep) -> (any Step)? {
+        guard let rules = spec.steps[canonical.name] else { return nil }
+        for template in rules.flatMap(\.templates) where Template.missingParameters(template, in: canonical.params).isEmpty == false {
+            return nil
+        }
+        return canonical
+    }
+
+    public func navigate(to step: any Step) -> FlowContributors {
+        guard let step = step as? CanonicalStep, let rules = spec.steps[step.name] else { return .none }
+        var contributors: [FlowContributor] = []
+        for rule in rules {
+            switch rule {
+            case .end(let name):
+                return .end(forwardToParentFlowWithStep: CanonicalStep(name, step.params))
+            case .none:
+                continue
+            default:
+                contributors += apply(rule, for: step)
+            }
+        }
+        switch contributors.count {
+        case 0: return .none
+        case 1: return .one(flowContributor: contributors[0])
+        default: return .multiple(flowContributors: contributors)
+        }
+    }
+
+    private func apply(_ rule: NavigationRule, for step: CanonicalStep) -> [FlowContributor] {
+        let params = step.params
+        switch rule {
+        case .push(let spec):
+            let screen = Screen(id: Template.expand(spec.screen, with: params))
+            (rootNode as? NavigationStack)?.push(screen)
+            return contribution(for: screen, spec, params)
+        case .setRoot(let spec):
+            let screen = Screen(id: Template.expand(spec.screen, with: params))
+            (rootNode as? NavigationStack)?.setRoot(screen)
+            return contribution(for: screen, spec, params)
+        case .present(.screen(let spec)):
+            let screen = Screen(id: Template.expand(spec.screen, with: params))
+            rootNode.present(screen)
+            return contribution(for: screen, spec, params)
+        case .present(.flow(let child)):
+            guard let flow = makeFlow(child.flow) else { return [] }
+            rootNode.present(flow)
+            return [.contribute(withNextPresentable: flow, withNextStepper: OneStepper(withSingleStep: CanonicalStep(child.step, params)))]
+        case .tabs(let tabs):
+            let bar = (rootNode as? TabBar) ?? TabBar(id: Template.expand(tabs.id, with: params))
+            let flows = tabs.flows.compactMap { child in makeFlow(child.flow).map { (flow: $0, step: child.step) } }
+            bar.setTabs(flows.map(\.flow), selected: tabs.selected ?? 0)
+            if bar !== rootNode { (rootNode as? NavigationStack)?.setRoot(bar) }
+            var contributors: [FlowContributor] = flows.map {
+                .contribute(withNextPresentable: $0.flow, withNextStepper: OneStepper(withSingleStep: CanonicalStep($0.step, params)))
+            }
+            if let stepper = tabs.stepper {
+                contributors.append(.contribute(withNextPresentable: bar, withNextStepper: RemoteStepper(id: Template.expand(stepper, with: params))))
+            }
+            return contributors
+        case .selectTab(let index):
+            // The root itself, or the tab bar a `tabs` rule put in the root stack.
+            let bar = (rootNode as? TabBar) ?? ((rootNode as? NavigationStack)?.top as? TabBar)
+            bar?.select(index)
+            return []
+        case .pop:
+            (rootNode as? NavigationStack)?.pop()
+            return []
+        case .popToRoot:
+            (rootNode as? NavigationStack)?.popToRoot()
+            return []
+        case .dismiss:
+            rootNode.dismissPresented()
+            return []
+        case .forwardToParent(let name):
+            return [.forwardToParentFlow(withStep: CanonicalStep(name, params))]
+        case .forwardToCurrent(let name):
+            return [.forwardToCurrentFlow(withStep: CanonicalStep(name, params))]
+        case .end, .none:
+            return []
+        }
+    }
+
+    private func contribution(for screen: Screen, _ spec: ScreenSpec, _ params: WireParams) -> [FlowContributor] {
+        guard let stepper = spec.stepper else { return [] }
+        return [.contribute(
+            withNextPresentable: screen,
+            withNextStepper: RemoteStepper(id: Template.expand(stepper, with: params)),
+            allowStepWhenNotPresented: spec.allowStepWhenNotPresented ?? false,
+            allowStepWhenDismissed: spec.allowStepWhenDismissed ?? false)]
+    }
+}
+
+extension NavigationRule {
+    /// The id templates this rule expands.
+    var templates: [String] {
+        switch self {
+        case .push(let spec), .setRoot(let spec), .present(.screen(let spec)):
+            [spec.screen] + (spec.stepper.map { [$0] } ?? [])
+        case .tabs(let tabs):
+            [tabs.id] + (tabs.stepper.map { [$0] } ?? [])
+        default:
+            []
+        }
+    }
+}
+
+/// `{name}` placeholders in presentable and stepper ids.
+enum Template {
+    static func expand(_ template: String, with params: WireParams) -> String {
+        guard template.contains("{") else { return template }
+        var result = ""
+        var rest = Substring(template)
+        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+            result += rest[..<open]
+            let name = String(rest[rest.index(after: open)..<close])
+            result += params[name]?.displayText ?? ""
+            rest = rest[rest.index(after: close)...]
+        }
+        return result + rest
+    }
+
+    static func missingParameters(_ template: String, in params: WireParams) -> [String] {
+        var missing: [String] = []
+        var rest = Substring(template)
+        while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+            let name = String(rest[rest.index(after: open)..<close])
+            if params[name] == nil { missing.append(name) }
+            rest = rest[rest.index(after: close)...]
+        }
+        return missing
+    }
+}

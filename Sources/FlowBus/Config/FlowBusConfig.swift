@@ -1,0 +1,187 @@
+import FlowBusWire
+import Foundation
+import Yams
+
+/// A FlowBus topology: where the coordinator listens, which flows it runs, and their limits.
+///
+/// Loaded from one YAML file (``load(path:environment:)``); `${VAR}` and `${VAR:-default}` in it
+/// are replaced from the environment, so one file serves a temporary demo directory and a
+/// system path alike.
+public struct FlowBusConfig: Codable, Sendable, Hashable {
+    /// The coordinator's endpoints.
+    public var endpoints: Endpoints
+    /// Size and queue limits.
+    public var limits: Limits
+    /// Which flow the coordinator starts with, and its first step.
+    public var coordinator: Coordinator?
+    /// Flows declared in the file, by name.
+    public var flows: [String: DeclaredFlowSpec]
+
+    public struct Endpoints: Codable, Sendable, Hashable {
+        /// ROUTER where steppers and tools send steps, deep links and renderer reports.
+        public var ingress: String
+        /// PUB where the coordinator publishes steps, navigation events, commands and diagnostics.
+        public var events: String
+        /// ROUTER answering status requests.
+        public var control: String
+
+        public init(ingress: String, events: String, control: String) {
+            self.ingress = ingress
+            self.events = events
+            self.control = control
+        }
+    }
+
+    public struct Limits: Codable, Sendable, Hashable {
+        /// Largest frame accepted from a peer; bigger ones are refused by libzmq before allocation.
+        public var maxMessageBytes: Int
+        /// Messages queued per peer before back-pressure (ingress) or a counted drop (events).
+        public var highWaterMark: Int
+
+        public init(maxMessageBytes: Int = 1 << 20, highWaterMark: Int = 100_000) {
+            self.maxMessageBytes = maxMessageBytes
+            self.highWaterMark = highWaterMark
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            let defaults = Limits()
+            maxMessageBytes = try container.decodeIfPresent(Int.self, forKey: .maxMessageBytes) ?? defaults.maxMessageBytes
+            highWaterMark = try container.decodeIfPresent(Int.self, forKey: .highWaterMark) ?? defaults.highWaterMark
+        }
+    }
+
+    public struct Coordinator: Codable, Sendable, Hashable {
+        /// The root flow's name, a key of `flows`.
+        public var flow: String
+        /// The step the root flow starts with.
+        public var step: String
+
+        public init(flow: String, step: String) {
+            self.flow = flow
+            self.step = step
+        }
+    }
+
+    public init(endpoints: Endpoints, limits: Limits = Limits(), coordinator: Coordinator? = nil, flows: [String: DeclaredFlowSpec] = [:]) {
+        self.endpoints = endpoints
+        self.limits = limits
+        self.coordinator = coordinator
+        self.flows = flows
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        endpoints = try container.decode(Endpoints.self, forKey: .endpoints)
+        limits = try container.decodeIfPresent(Limits.self, forKey: .limits) ?? Limits()
+        coordinator = try container.decodeIfPresent(Coordinator.self, forKey: .coordinator)
+        flows = try container.decodeIfPresent([String: DeclaredFlowSpec].self, forKey: .flows) ?? [:]
+    }
+}
+
+/// Why a configuration could not be used, with what to do about it.
+public struct ConfigError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}
+
+extension FlowBusConfig {
+    /// The environment variable naming the config file when no `--config` is given.
+    public static let pathVariable = "FLOWBUS_CONFIG"
+    /// The file used when neither `--config` nor ``pathVariable`` names one.
+    public static let defaultPath = "config/flowbus.yaml"
+
+    /// The config path to use: the explicit one, else ``pathVariable``, else ``defaultPath``.
+    public static func resolvePath(_ explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        explicit ?? environment[pathVariable] ?? defaultPath
+    }
+
+    /// Reads, expands and validates the config at `path`.
+    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> FlowBusConfig {
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw ConfigError("config file \(path) does not exist: pass --config FILE or set \(pathVariable) (the demo's is config/demo.yaml)")
+        }
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw ConfigError("cannot read config file \(path): \(error.localizedDescription)")
+        }
+        return try parse(yaml: text, source: path, environment: environment)
+    }
+
+    /// Parses YAML text (after `${VAR}` expansion) and validates it.
+    public static func parse(yaml: String, source: String = "config", environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> FlowBusConfig {
+        let expanded = try expandVariables(yaml, environment: environment, source: source)
+        let config: FlowBusConfig
+        do {
+            config = try YAMLDecoder().decode(FlowBusConfig.self, from: expanded)
+        } catch let error as DecodingError {
+            throw ConfigError("\(source): \(describe(error))")
+        } catch {
+            throw ConfigError("\(source): \(error)")
+        }
+        try config.validate(source: source)
+        return config
+    }
+
+    /// Checks references between sections, so a mistake is reported at load, not at the first step.
+    public func validate(source: String = "config") throws(ConfigError) {
+        for (name, endpoint) in [("ingress", endpoints.ingress), ("events", endpoints.events), ("control", endpoints.control)] {
+            guard endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("tcp://") || endpoint.hasPrefix("inproc://") else {
+                throw ConfigError("\(source): endpoints.\(name) '\(endpoint)' is not an ipc://, tcp:// or inproc:// endpoint")
+            }
+        }
+        if let coordinator {
+            guard flows[coordinator.flow] != nil else {
+                throw ConfigError("\(source): coordinator.flow '\(coordinator.flow)' is not declared under flows (declared: \(flows.keys.sorted().joined(separator: ", ")))")
+            }
+        }
+        for (name, flow) in flows {
+            for child in flow.childFlowNames where flows[child] == nil {
+                throw ConfigError("\(source): flow '\(name)' starts flow '\(child)', which is not declared under flows")
+            }
+        }
+    }
+
+    static func expandVariables(_ text: String, environment: [String: String], source: String) throws(ConfigError) -> String {
+        var result = ""
+        var rest = Substring(text)
+        while let start = rest.range(of: "${") {
+            result += rest[..<start.lowerBound]
+            guard let end = rest[start.upperBound...].firstIndex(of: "}") else {
+                throw ConfigError("\(source): unterminated ${ in '\(rest.prefix(40))'")
+            }
+            let body = rest[start.upperBound..<end]
+            let parts = body.split(separator: ":-", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(parts[0])
+            if let value = environment[name], !value.isEmpty {
+                result += value
+            } else if parts.count == 2 {
+                result += parts[1]
+            } else {
+                throw ConfigError("\(source): environment variable \(name) is not set and ${\(name)} has no default (write ${\(name):-value})")
+            }
+            rest = rest[rest.index(after: end)...]
+        }
+        return result + rest
+    }
+
+    static func describe(_ error: DecodingError) -> String {
+        func path(_ codingPath: [any CodingKey]) -> String {
+            codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().trimmingCharacters(in: ["."])
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            let at = path(context.codingPath)
+            return "missing key '\(key.stringValue)'\(at.isEmpty ? "" : " in \(at)")"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+            return "\(path(context.codingPath)): \(context.debugDescription)"
+        @unknown default:
+            return "\(error)"
+        }
+    }
+}

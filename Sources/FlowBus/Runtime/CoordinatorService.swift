@@ -1,0 +1,106 @@
+import FlowBusWire
+import Flows
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+import ZeroMQ
+
+/// The coordinator daemon as a ``Service``: routes steps from stepper processes to flows and
+/// publishes what happens.
+///
+/// Run it in a `ServiceGroup`; it stops cleanly on SIGTERM. The flows come from the config
+/// (``declared(config:logger:)``) or from Swift code (``init(config:logger:root:)``):
+///
+/// ```swift
+/// let service = CoordinatorService(config: config, logger: logger) {
+///     (flow: AppFlow(), stepper: OneStepper(withSingleStep: AppStep.start))
+/// }
+/// try await ServiceGroup(services: [service], logger: logger).run()
+/// ```
+public final class CoordinatorService: Service {
+    public typealias RootFactory = @FlowActor @Sendable () -> (flow: any Flow, stepper: any Stepper)?
+
+    private let config: FlowBusConfig
+    private let logger: Logger
+    private let root: RootFactory
+    private let readiness = ReadinessSignal()
+
+    /// A coordinator running the Swift flow `root` builds.
+    public init(config: FlowBusConfig, logger: Logger, root: @escaping RootFactory) {
+        self.config = config
+        self.logger = logger
+        self.root = root
+    }
+
+    /// A coordinator running the flows declared in `config`, starting at `config.coordinator`.
+    public static func declared(config: FlowBusConfig, logger: Logger) -> CoordinatorService {
+        CoordinatorService(config: config, logger: logger) {
+            guard let start = config.coordinator, let flow = DeclaredFlow.make(named: start.flow, in: config) else { return nil }
+            return (flow, OneStepper(withSingleStep: CanonicalStep(start.step)))
+        }
+    }
+
+    /// Returns once the endpoints are bound and the root flow is started.
+    public func waitUntilReady() async {
+        await readiness.wait()
+    }
+
+    public func run() async throws {
+        let context = try Context(defaultLinger: 200)
+        let sourceID = "flowd#\(UUID().uuidString.prefix(8).lowercased())"
+        let ingress = IngressLoop(context: context, endpoints: config.endpoints, limits: config.limits, sourceID: sourceID, logger: logger)
+        let router = try await StepRouter(context: context, config: config, sourceID: sourceID, ingress: ingress, logger: logger)
+        do {
+            try ingress.start()
+        } catch {
+            await router.close()
+            throw error
+        }
+        logger.info("flowd listening", metadata: [
+            "ingress": "\(config.endpoints.ingress)", "events": "\(config.endpoints.events)", "control": "\(config.endpoints.control)",
+        ])
+        await router.start(root)
+        readiness.signal()
+
+        await withGracefulShutdownHandler {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await router.consume(ingress.batches) }
+                group.addTask { await router.heartbeat() }
+                await group.next()
+                group.cancelAll()
+            }
+        } onGracefulShutdown: {
+            ingress.stop()
+        }
+        ingress.stop()
+        await router.close()
+        context.shutdown()
+        logger.info("flowd stopped")
+    }
+}
+
+/// A one-shot signal many tasks can wait for.
+final class ReadinessSignal: Sendable {
+    private let state = Mutex<(done: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func signal() {
+        let waiters = state.withLock { state in
+            state.done = true
+            defer { state.waiters.removeAll() }
+            return state.waiters
+        }
+        waiters.forEach { $0.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let resumeNow = state.withLock { state in
+                if state.done { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+}

@@ -1,0 +1,332 @@
+import FlowBusWire
+import Flows
+import Foundation
+import Logging
+import Synchronization
+import ZeroMQ
+
+/// Something that arrived on the coordinator's ingress or control endpoint, decoded far enough
+/// to be routed.
+enum IngressItem: Sendable {
+    /// A step from a stepper; `frames` are the message as received, for re-publishing.
+    case step(stepperID: String, step: CanonicalStep, frames: FrameBuffer)
+    /// A deep link for every active flow.
+    case deepLink(step: CanonicalStep, frames: FrameBuffer)
+    /// A renderer's report about a presentable.
+    case report(presentableID: String, event: PresentableEvent)
+    /// A status request, to be answered to `routingID` on the control endpoint.
+    case status(routingID: [UInt8])
+    /// A refused message and why.
+    case refused(Refusal)
+}
+
+/// A message the coordinator refused, with what is known of it.
+struct Refusal: Sendable {
+    var reason: DiagnosticReason
+    var detail: String
+    var source: String?
+    var topic: String?
+    var sequence: UInt64?
+    var endpoint: String
+}
+
+/// A multipart message from a ROUTER: the peer's routing id, then the FlowBus frames.
+struct RoutedFrames: ReceiveBuffer {
+    var routingID: [UInt8] = []
+    var frames = FrameBuffer()
+    private var sawRoutingID = false
+
+    mutating func removeAllFrames() {
+        routingID.removeAll(keepingCapacity: true)
+        frames.removeAll(keepingCapacity: true)
+        sawRoutingID = false
+    }
+
+    mutating func appendFrame(_ bytes: UnsafeRawBufferPointer) {
+        if sawRoutingID {
+            frames.append(frame: bytes)
+        } else {
+            routingID.append(contentsOf: bytes)
+            sawRoutingID = true
+        }
+    }
+}
+
+/// The thread that owns the coordinator's ROUTER sockets (ingress and control).
+///
+/// It drains sockets in batches, decodes what routing needs, de-duplicates by (source,
+/// sequence), acknowledges, and hands each batch to the coordinator in one hop. Replies
+/// produced elsewhere (status) come back through ``send(control:)``.
+final class IngressLoop: Sendable {
+    struct Counters: Sendable {
+        var received = 0
+        var accepted = 0
+        var duplicates = 0
+        var refused: [DiagnosticReason: Int] = [:]
+    }
+
+    private let context: Context
+    private let endpoints: FlowBusConfig.Endpoints
+    private let limits: FlowBusConfig.Limits
+    private let logger: Logger
+    private let wake = WakeSignal()
+    private let stopping = Atomic<Bool>(false)
+    private let pendingBatches = Atomic<Int>(0)
+    private let outbox = Mutex<[(routingID: [UInt8], message: FrameBuffer)]>([])
+    private let counterStore = Mutex(Counters())
+    private let finished = DispatchSemaphore(value: 0)
+    private let continuation: AsyncStream<[IngressItem]>.Continuation
+    /// Batches of routed items, in arrival order.
+    let batches: AsyncStream<[IngressItem]>
+    private let sourceID: String
+
+    /// Batches handed over but not yet processed before the loop stops reading (back-pressure).
+    static let maxPendingBatches = 16
+    static let maxBatchSize = 256
+
+    init(context: Context, endpoints: FlowBusConfig.Endpoints, limits: FlowBusConfig.Limits, sourceID: String, logger: Logger) {
+        self.context = context
+        self.endpoints = endpoints
+        self.limits = limits
+        self.sourceID = sourceID
+        self.logger = logger
+        (batches, continuation) = AsyncStream.makeStream(of: [IngressItem].self)
+    }
+
+    var counters: Counters { counterStore.withLock { $0 } }
+
+    /// Binds the endpoints and starts the thread; throws if an endpoint cannot be bound.
+    func start() throws {
+        let bound = DispatchSemaphore(value: 0)
+        let failure = Mutex<(any Error)?>(nil)
+        let thread = Thread { [self] in
+            defer {
+                continuation.finish()
+                finished.signal()
+            }
+            let ingress: Socket
+            let control: Socket
+            do {
+                ingress = try context.socket(.router)
+                try ingress.setOptions([
+                    .maxMessageSize(Int64(limits.maxMessageBytes)),
+                    .receiveHighWaterMark(Int32(clamping: limits.highWaterMark)),
+                    .sendHighWaterMark(Int32(clamping: limits.highWaterMark)),
+                    .linger(0),
+                ])
+                try ingress.bind(endpoints.ingress)
+                control = try context.socket(.router)
+                try control.setOptions([.maxMessageSize(Int64(limits.maxMessageBytes)), .linger(0)])
+                try control.bind(endpoints.control)
+            } catch {
+                failure.withLock { $0 = error }
+                bound.signal()
+                return
+            }
+            bound.signal()
+            run(ingress: ingress, control: control)
+        }
+        thread.name = "flowd-ingress"
+        thread.start()
+        bound.wait()
+        if let error = failure.withLock({ $0 }) { throw error }
+    }
+
+    /// Stops the thread and waits for it.
+    func stop() {
+        if !stopping.exchange(true, ordering: .acquiringAndReleasing) {
+            wake.signal()
+            finished.wait()
+        }
+    }
+
+    /// Called by the consumer after each batch: lets the loop read again.
+    func batchProcessed() {
+        if pendingBatches.subtract(1, ordering: .acquiringAndReleasing).newValue == Self.maxPendingBatches - 1 {
+            wake.signal()
+        }
+    }
+
+    /// Queues a reply for a peer of the control endpoint.
+    func send(control message: FrameBuffer, to routingID: [UInt8]) {
+        outbox.withLock { $0.append((routingID, message)) }
+        wake.signal()
+    }
+
+    private func run(ingress: Socket, control: Socket) {
+        let poller = Poller()
+        do {
+            try poller.add(ingress)
+            try poller.add(control)
+        } catch {
+            logger.error("cannot poll ingress sockets: \(error)")
+            return
+        }
+        let wakeIndex = poller.add(fileDescriptor: wake.fileDescriptor)
+        var received = RoutedFrames()
+        var deduplicator = Deduplicator()
+        var acks = AckBatch()
+        var ownSequence: UInt64 = 0
+        var ackBuffer = FrameBuffer()
+
+        while !stopping.load(ordering: .acquiring) {
+            let saturated = pendingBatches.load(ordering: .acquiring) >= Self.maxPendingBatches
+            poller.setEvents(saturated ? [] : .readable, at: 0)
+            poller.setEvents(saturated ? [] : .readable, at: 1)
+            do {
+                try poller.poll(timeout: 1000)
+            } catch {
+                if !error.isContextTerminated { logger.error("ingress poll failed: \(error)") }
+                return
+            }
+            if poller.isReadable(wakeIndex) {
+                wake.clear()
+                sendReplies(on: control)
+            }
+            if saturated { continue }
+
+            var batch: [IngressItem] = []
+            do {
+                while batch.count < Self.maxBatchSize, try ingress.receive(into: &received, mode: .nonBlocking) {
+                    if let item = route(received, deduplicator: &deduplicator, acks: &acks) {
+                        batch.append(item)
+                    }
+                }
+                while batch.count < Self.maxBatchSize, try control.receive(into: &received, mode: .nonBlocking) {
+                    batch.append(routeControl(received))
+                }
+            } catch {
+                if !error.isContextTerminated { logger.error("ingress receive failed: \(error)") }
+                return
+            }
+            if !batch.isEmpty {
+                pendingBatches.add(1, ordering: .acquiringAndReleasing)
+                continuation.yield(batch)
+            }
+            // Acknowledge after the batch is handed over: from here the coordinator owns it.
+            for ack in acks.drain() {
+                ownSequence += 1
+                let message = Ack(
+                    envelope: Envelope(kind: .ack, sequence: ownSequence, source: sourceID),
+                    acknowledgedSource: ack.source, acknowledgedSequence: ack.sequence)
+                do {
+                    try message.encode(into: &ackBuffer)
+                    try ingress.send(ack.routingID, more: true, mode: .nonBlocking)
+                    try ingress.send(message: ackBuffer, mode: .nonBlocking)
+                } catch {
+                    logger.debug("ack to \(ack.source) not sent: \(error)")
+                }
+            }
+        }
+    }
+
+    private func sendReplies(on control: Socket) {
+        let replies = outbox.withLock { pending -> [(routingID: [UInt8], message: FrameBuffer)] in
+            defer { pending.removeAll() }
+            return pending
+        }
+        for reply in replies {
+            do {
+                try control.send(reply.routingID, more: true)
+                try control.send(message: reply.message)
+            } catch {
+                logger.warning("status reply not sent: \(error)")
+            }
+        }
+    }
+
+    private func refuse(_ refusal: Refusal) -> IngressItem {
+        counterStore.withLock { $0.refused[refusal.reason, default: 0] += 1 }
+        return .refused(refusal)
+    }
+
+    private func route(_ received: RoutedFrames, deduplicator: inout Deduplicator, acks: inout AckBatch) -> IngressItem? {
+        counterStore.withLock { $0.received += 1 }
+        let frames = received.frames
+        let header: RoutedHeader
+        do {
+            header = try RoutedHeader.decode(from: frames)
+        } catch {
+            return refuse(Refusal(reason: error.reason, detail: error.detail, endpoint: "ingress"))
+        }
+        let envelope = header.envelope
+        acks.record(routingID: received.routingID, source: envelope.source, sequence: envelope.sequence)
+        switch deduplicator.check(source: envelope.source, sequence: envelope.sequence) {
+        case .duplicate(let last):
+            counterStore.withLock { $0.duplicates += 1 }
+            return refuse(Refusal(
+                reason: .duplicate, detail: "sequence \(envelope.sequence) of \(envelope.source) was already applied (last \(last))",
+                source: envelope.source, topic: header.topic, sequence: envelope.sequence, endpoint: "ingress"))
+        case .fresh:
+            break
+        }
+        do {
+            switch header.kind {
+            case .step, .deepLink:
+                let view = try NamedMessageView.decode(from: frames, header: header)
+                let step = CanonicalStep(view.name, try view.params.decodeParams())
+                counterStore.withLock { $0.accepted += 1 }
+                if header.kind == .step {
+                    return .step(stepperID: String(header.topicID), step: step, frames: frames)
+                }
+                return .deepLink(step: step, frames: frames)
+            case .presentableReport:
+                guard case .presentableReport(let report) = try WireMessage.decode(from: frames) else { return nil }
+                counterStore.withLock { $0.accepted += 1 }
+                return .report(presentableID: report.presentableID, event: report.event)
+            case .heartbeat:
+                return nil
+            default:
+                return refuse(Refusal(
+                    reason: .unknownKind, detail: "flowd's ingress accepts step, deepLink, presentableReport and heartbeat, not \(header.kind)",
+                    source: envelope.source, topic: header.topic, sequence: envelope.sequence, endpoint: "ingress"))
+            }
+        } catch {
+            return refuse(Refusal(
+                reason: error.reason, detail: error.detail, source: envelope.source, topic: header.topic,
+                sequence: envelope.sequence, endpoint: "ingress"))
+        }
+    }
+
+    private func routeControl(_ received: RoutedFrames) -> IngressItem {
+        do {
+            let header = try RoutedHeader.decode(from: received.frames)
+            guard header.kind == .statusRequest else {
+                return refuse(Refusal(
+                    reason: .unknownKind, detail: "flowd's control endpoint answers statusRequest only, not \(header.kind)",
+                    source: header.envelope.source, topic: header.topic, sequence: header.envelope.sequence, endpoint: "control"))
+            }
+            return .status(routingID: received.routingID)
+        } catch {
+            return refuse(Refusal(reason: error.reason, detail: error.detail, endpoint: "control"))
+        }
+    }
+}
+
+/// Remembers the last sequence applied per source, so a resent message is applied once.
+struct Deduplicator {
+    enum Verdict { case fresh, duplicate(last: UInt64) }
+    private var lastSequence: [String: UInt64] = [:]
+
+    mutating func check(source: String, sequence: UInt64) -> Verdict {
+        if let last = lastSequence[source], sequence <= last { return .duplicate(last: last) }
+        lastSequence[source] = sequence
+        return .fresh
+    }
+}
+
+/// The highest sequence seen per (peer, source) in one batch: one cumulative ack each.
+struct AckBatch {
+    struct Pending { var routingID: [UInt8]; var source: String; var sequence: UInt64 }
+    private var pending: [String: Pending] = [:]
+
+    mutating func record(routingID: [UInt8], source: String, sequence: UInt64) {
+        if let existing = pending[source], existing.sequence >= sequence { return }
+        pending[source] = Pending(routingID: routingID, source: source, sequence: sequence)
+    }
+
+    mutating func drain() -> [Pending] {
+        defer { pending.removeAll(keepingCapacity: true) }
+        return Array(pending.values)
+    }
+}

@@ -1,0 +1,176 @@
+import ArgumentParser
+import FlowBus
+import FlowBusWire
+import Foundation
+
+/// The FlowBus command line: publish steps and deep links, watch the bus, query flowd.
+@main
+struct Flowctl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "flowctl",
+        abstract: "Drive and watch a FlowBus topology.",
+        subcommands: [StepCommand.self, DeepLinkCommand.self, ReportCommand.self, EchoCommand.self, StatusCommand.self]
+    )
+}
+
+/// Where to find the topology: every command takes it.
+struct ConfigOptions: ParsableArguments {
+    @Option(name: .shortAndLong, help: "The topology file (default: $\(FlowBusConfig.pathVariable), else \(FlowBusConfig.defaultPath)).")
+    var config: String?
+
+    func load() throws -> FlowBusConfig {
+        do {
+            return try FlowBusConfig.load(path: FlowBusConfig.resolvePath(config))
+        } catch {
+            throw ValidationError(error.description)
+        }
+    }
+}
+
+/// Parses `key=value` arguments into typed params: integers, doubles, true/false, else strings.
+func parseParams(_ arguments: [String]) throws -> WireParams {
+    var params: WireParams = [:]
+    for argument in arguments {
+        guard let equals = argument.firstIndex(of: "="), equals != argument.startIndex else {
+            throw ValidationError("parameter '\(argument)' is not key=value (e.g. withMovieId=23452)")
+        }
+        let key = String(argument[..<equals])
+        let text = String(argument[argument.index(after: equals)...])
+        if let integer = Int64(text) {
+            params[key] = .int(integer)
+        } else if let number = Double(text), text.contains(".") || text.contains("e") {
+            params[key] = .double(number)
+        } else if text == "true" || text == "false" {
+            params[key] = .bool(text == "true")
+        } else {
+            params[key] = .string(text.hasPrefix("\"") && text.hasSuffix("\"") && text.count >= 2 ? String(text.dropFirst().dropLast()) : text)
+        }
+    }
+    return params
+}
+
+/// Writes one line to standard output at once, so a pipe reader sees each message as it comes.
+func emit(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// Waits for flowd's acknowledgement or says what to check.
+func requireAcknowledgement(_ publisher: StepPublisher, endpoint: String, timeout: Double) throws {
+    guard try publisher.waitForAcknowledgement(timeout: .milliseconds(Int(timeout * 1000))) else {
+        throw ClientError("flowd did not acknowledge within \(timeout) s on \(endpoint): is it running? Start it with `flowd --config FILE`")
+    }
+}
+
+struct StepCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "step", abstract: "Publish a step as a stepper.")
+
+    @OptionGroup var options: ConfigOptions
+    @Argument(help: "The step's name, e.g. moviePicked.") var name: String
+    @Argument(help: "The step's parameters as key=value, e.g. withMovieId=23452.") var params: [String] = []
+    @Option(name: .customLong("as"), help: "The stepper id to publish as (bound by a flow, e.g. wishlist/movies).") var stepperID: String
+    @Flag(help: "Encode params as JSON instead of the binary form.") var json = false
+    @Option(help: "Seconds to wait for flowd's acknowledgement.") var timeout: Double = 5
+
+    func run() throws {
+        let config = try options.load()
+        let publisher = try StepPublisher(stepperID: stepperID, endpoint: config.endpoints.ingress, contentType: json ? .json : .fbv)
+        try publisher.publish(name, try parseParams(params))
+        try requireAcknowledgement(publisher, endpoint: config.endpoints.ingress, timeout: timeout)
+        print("step \(name) published as \(stepperID), acknowledged")
+    }
+}
+
+struct DeepLinkCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "deeplink", abstract: "Send a step to every active flow.")
+
+    @OptionGroup var options: ConfigOptions
+    @Argument(help: "The step's name.") var name: String
+    @Argument(help: "The step's parameters as key=value.") var params: [String] = []
+    @Option(help: "Seconds to wait for flowd's acknowledgement.") var timeout: Double = 5
+
+    func run() throws {
+        let config = try options.load()
+        let publisher = try StepPublisher(stepperID: "flowctl", endpoint: config.endpoints.ingress)
+        try publisher.publishDeepLink(name, try parseParams(params))
+        try requireAcknowledgement(publisher, endpoint: config.endpoints.ingress, timeout: timeout)
+        print("deep link \(name) published, acknowledged")
+    }
+}
+
+struct ReportCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "report", abstract: "Report, as a renderer, that a presentable appeared, disappeared or was dismissed.")
+
+    @OptionGroup var options: ConfigOptions
+    @Argument(help: "appeared, disappeared or dismissed.") var event: String
+    @Argument(help: "The presentable's id, e.g. watched/movies.") var presentableID: String
+    @Option(help: "Seconds to wait for flowd's acknowledgement.") var timeout: Double = 5
+
+    func run() throws {
+        guard let kind = PresentableEvent(rawValue: event) else {
+            throw ValidationError("'\(event)' is not a report: use appeared, disappeared or dismissed")
+        }
+        let config = try options.load()
+        let publisher = try StepPublisher(stepperID: "renderer", endpoint: config.endpoints.ingress)
+        try publisher.report(kind, for: presentableID)
+        try requireAcknowledgement(publisher, endpoint: config.endpoints.ingress, timeout: timeout)
+        print("\(presentableID) \(event), acknowledged")
+    }
+}
+
+struct EchoCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "echo", abstract: "Print messages from flowd's events endpoint.")
+
+    enum Stream: String, ExpressibleByArgument, CaseIterable {
+        case nav, did, steps, diagnostics, commands, all
+
+        var topics: [String] {
+            switch self {
+            case .nav: ["nav/"]
+            case .did: ["nav/did/"]
+            case .steps: ["step/", "deeplink/"]
+            case .diagnostics: ["diag/"]
+            case .commands: ["cmd/"]
+            case .all: [""]
+            }
+        }
+    }
+
+    @OptionGroup var options: ConfigOptions
+    @Argument(help: "What to watch: \(Stream.allCases.map(\.rawValue).joined(separator: ", ")).") var stream: Stream
+    @Option(help: "Stop after this many messages.") var count: Int?
+    @Option(help: "Stop after this many seconds without a message.") var idleTimeout: Double?
+    @Flag(help: "Print one JSON object per line.") var json = false
+
+    func run() throws {
+        let config = try options.load()
+        let subscriber = try BusSubscriber(endpoint: config.endpoints.events, topics: stream.topics)
+        var printed = 0
+        while count.map({ printed < $0 }) ?? true {
+            guard let received = try subscriber.next(timeout: idleTimeout.map { .milliseconds(Int($0 * 1000)) }) else {
+                throw ClientError("no message within \(idleTimeout ?? 0) s on \(config.endpoints.events): is flowd running?")
+            }
+            switch received {
+            case .message(let message):
+                if case .heartbeat = message { continue }
+                emit(json ? MessageFormatter.json(message) : MessageFormatter.line(message))
+            case .malformed(let error):
+                emit(json ? "{\"malformed\":\"\(error.reason.rawValue)\"}" : "malformed message: \(error)")
+            }
+            printed += 1
+        }
+    }
+}
+
+struct StatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show flowd's flows, navigation tree, bindings and counters.")
+
+    @OptionGroup var options: ConfigOptions
+    @Flag(help: "Print the status as JSON.") var json = false
+    @Option(help: "Seconds to wait for flowd.") var timeout: Double = 3
+
+    func run() throws {
+        let config = try options.load()
+        let status = try StatusClient.fetch(endpoint: config.endpoints.control, timeout: .milliseconds(Int(timeout * 1000)))
+        print(json ? try WireJSON.string(.map(status)) : MessageFormatter.status(status))
+    }
+}

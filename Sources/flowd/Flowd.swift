@@ -1,0 +1,44 @@
+import ArgumentParser
+import FlowBus
+import Logging
+import ServiceLifecycle
+import UnixSignals
+
+/// The coordinator daemon: routes steps from stepper processes to the flows of a config file.
+@main
+struct Flowd: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "flowd",
+        abstract: "The FlowBus coordinator: routes steps from stepper processes to flows.",
+        discussion: "Binds the endpoints of the config, runs its flows, and publishes navigation events, commands and diagnostics. Stops cleanly on SIGTERM or SIGINT."
+    )
+
+    @Option(name: .shortAndLong, help: "The topology file (default: $\(FlowBusConfig.pathVariable), else \(FlowBusConfig.defaultPath)).")
+    var config: String?
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: Logger.Level = .info
+
+    func run() async throws {
+        let level = logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "flowd")
+        let path = FlowBusConfig.resolvePath(config)
+        let topology: FlowBusConfig
+        do {
+            topology = try FlowBusConfig.load(path: path)
+        } catch {
+            throw ValidationError(error.description)
+        }
+        let service = CoordinatorService.declared(config: topology, logger: logger)
+        let group = ServiceGroup(
+            configuration: .init(services: [.init(service: service)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
