@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "Flows", targets: ["Flows"]),
         .library(name: "Reactors", targets: ["Reactors"]),
         .library(name: "FlowBus", targets: ["FlowBus"]),
+        .library(name: "FlowBusTesting", targets: ["FlowBusTesting"]),
         .executable(name: "flowd", targets: ["flowd"]),
         .executable(name: "flowctl", targets: ["flowctl"]),
         .executable(name: "flowbench", targets: ["flowbench"]),
@@ -40,6 +41,7 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
             ]
         ),
+        .target(name: "FlowBusTesting", dependencies: ["FlowBus", "FlowBusWire"]),
         .executableTarget(
             name: "flowd",
             dependencies: [
@@ -76,7 +78,11 @@ let package = Package(
         .testTarget(name: "FlowBusWireTests", dependencies: ["FlowBusWire"], exclude: ["Fixtures"]),
         .testTarget(name: "FlowsTests", dependencies: ["Flows"]),
         .testTarget(name: "ReactorsTests", dependencies: ["Reactors"]),
-        .testTarget(name: "FlowBusTests", dependencies: ["FlowBus"]),
+        .testTarget(name: "FlowBusTests", dependencies: ["FlowBus", "FlowBusWire", "Flows"]),
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["FlowBus", "FlowBusTesting", "FlowBusWire", "ZeroMQ"]
+        ),
     ]
 )
 

@@ -10,6 +10,16 @@ public enum ReceiveMode: Sendable, Hashable {
     case timeout(milliseconds: Int)
 }
 
+extension ReceiveMode {
+    /// Wait at most `duration`, rounded up to whole milliseconds (a positive wait never becomes 0).
+    public static func within(_ duration: Duration) -> ReceiveMode {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0, duration > .zero else { return .nonBlocking }
+        let milliseconds = seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
+        return .timeout(milliseconds: Int(clamping: milliseconds))
+    }
+}
+
 /// How a send waits for room in the queue.
 public enum SendMode: Sendable, Hashable {
     /// Wait until the message is queued (or the socket's send timeout passes).

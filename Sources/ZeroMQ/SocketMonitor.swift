@@ -73,8 +73,7 @@ public final class SocketMonitor {
         while true {
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { return nil }
-            let leftMilliseconds = Int(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000)
-            guard let event = try next(mode: .timeout(milliseconds: max(leftMilliseconds, 1))) else { return nil }
+            guard let event = try next(mode: .within(left)) else { return nil }
             if event.kind == kind { return event }
         }
     }

@@ -15,36 +15,62 @@ public final class BusSubscriber {
 
     private let context: Context
     private let socket: Socket
+    private let includeHeartbeats: Bool
     private var buffer = FrameBuffer()
+    private var early: [Received] = []
 
     /// Connects to `endpoint` and subscribes to each topic prefix (all topics when empty).
-    public init(endpoint: String, topics: [String], context: Context? = nil) throws {
+    /// Heartbeats (`hb/`) are always subscribed, to know the publisher is there, and returned
+    /// only when `includeHeartbeats` is set or asked for in `topics`.
+    public init(endpoint: String, topics: [String], includeHeartbeats: Bool = false, context: Context? = nil) throws {
         self.context = try context ?? Context(defaultLinger: 0)
+        self.includeHeartbeats = includeHeartbeats || topics.isEmpty || topics.contains { "hb/".hasPrefix($0) }
         socket = try self.context.socket(.sub)
         try socket.setOptions([.receiveHighWaterMark(1_000_000), .reconnectInterval(100), .reconnectIntervalMax(2000)])
-        if topics.isEmpty {
-            try socket.setOption(.subscribe(""))
-        } else {
-            for topic in topics { try socket.setOption(.subscribe(topic)) }
+        for topic in Set(topics.isEmpty ? [""] : topics + ["hb/"]) {
+            try socket.setOption(.subscribe(topic))
         }
         try socket.connect(endpoint)
     }
 
-    /// The next message, or `nil` when none arrives within `timeout`.
+    /// The next message, or `nil` when none arrives within `timeout` (`nil`: wait forever).
     public func next(timeout: Duration?) throws -> Received? {
-        let mode: ReceiveMode = timeout.map { .timeout(milliseconds: max(0, Int($0.components.seconds * 1000 + $0.components.attoseconds / 1_000_000_000_000_000))) } ?? .blocking
+        if !early.isEmpty { return early.removeFirst() }
+        let deadline = timeout.map { ContinuousClock.now + $0 }
+        while true {
+            guard let received = try receiveOne(until: deadline) else { return nil }
+            if case .message(.heartbeat) = received, !includeHeartbeats { continue }
+            return received
+        }
+    }
+
+    /// Waits for the publisher's first heartbeat: from then on nothing it publishes is missed.
+    /// Messages that arrive before it are kept for ``next(timeout:)``.
+    /// - Returns: whether the publisher was reached in time.
+    public func waitUntilConnected(timeout: Duration = .seconds(5)) throws -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while let received = try receiveOne(until: deadline) {
+            if case .message(.heartbeat) = received { return true }
+            early.append(received)
+        }
+        return false
+    }
+
+    private func receiveOne(until deadline: ContinuousClock.Instant?) throws -> Received? {
+        let mode: ReceiveMode
+        if let deadline {
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else { return nil }
+            mode = .within(left)
+        } else {
+            mode = .blocking
+        }
         guard try socket.receive(into: &buffer, mode: mode) else { return nil }
         do {
             return .message(try WireMessage.decode(from: buffer))
         } catch {
             return .malformed(error)
         }
-    }
-
-    /// Waits until the publisher is known to deliver to this subscriber: the first message of any
-    /// kind (flowd sends a heartbeat every second), or `timeout`.
-    public func waitUntilConnected(timeout: Duration = .seconds(5)) throws -> Received? {
-        try next(timeout: timeout)
     }
 }
 
@@ -61,8 +87,7 @@ public enum StatusClient {
         let request = StatusRequest(envelope: Envelope(kind: .statusRequest, sequence: 1, source: "flowctl#\(ProcessInfo.processInfo.processIdentifier)"))
         try socket.send(message: try request.encoded())
         var buffer = FrameBuffer()
-        let milliseconds = Int(timeout.components.seconds * 1000)
-        guard try socket.receive(into: &buffer, mode: .timeout(milliseconds: milliseconds)) else {
+        guard try socket.receive(into: &buffer, mode: .within(timeout)) else {
             throw ClientError("flowd did not answer on \(endpoint) within \(timeout): is it running? Start it with `flowd --config FILE`")
         }
         guard case .statusReply(let reply) = try WireMessage.decode(from: buffer) else {

@@ -104,8 +104,7 @@ public final class StepPublisher {
         while acknowledged < sequence {
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { return false }
-            let milliseconds = max(1, Int(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000))
-            if try socket.receive(into: &received, mode: .timeout(milliseconds: milliseconds)) {
+            if try socket.receive(into: &received, mode: .within(left)) {
                 record(received)
             }
         }

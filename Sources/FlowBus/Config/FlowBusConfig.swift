@@ -16,6 +16,8 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     public var coordinator: Coordinator?
     /// Flows declared in the file, by name.
     public var flows: [String: DeclaredFlowSpec]
+    /// How often daemons publish a heartbeat (`hb/<source>`), in milliseconds.
+    public var heartbeatMilliseconds: Int
 
     public struct Endpoints: Codable, Sendable, Hashable {
         /// ROUTER where steppers and tools send steps, deep links and renderer reports.
@@ -63,11 +65,15 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         }
     }
 
-    public init(endpoints: Endpoints, limits: Limits = Limits(), coordinator: Coordinator? = nil, flows: [String: DeclaredFlowSpec] = [:]) {
+    public init(
+        endpoints: Endpoints, limits: Limits = Limits(), coordinator: Coordinator? = nil, flows: [String: DeclaredFlowSpec] = [:],
+        heartbeatMilliseconds: Int = 1000
+    ) {
         self.endpoints = endpoints
         self.limits = limits
         self.coordinator = coordinator
         self.flows = flows
+        self.heartbeatMilliseconds = heartbeatMilliseconds
     }
 
     public init(from decoder: any Decoder) throws {
@@ -76,6 +82,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         limits = try container.decodeIfPresent(Limits.self, forKey: .limits) ?? Limits()
         coordinator = try container.decodeIfPresent(Coordinator.self, forKey: .coordinator)
         flows = try container.decodeIfPresent([String: DeclaredFlowSpec].self, forKey: .flows) ?? [:]
+        heartbeatMilliseconds = try container.decodeIfPresent(Int.self, forKey: .heartbeatMilliseconds) ?? 1000
     }
 }
 
@@ -134,6 +141,9 @@ extension FlowBusConfig {
             guard endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("tcp://") || endpoint.hasPrefix("inproc://") else {
                 throw ConfigError("\(source): endpoints.\(name) '\(endpoint)' is not an ipc://, tcp:// or inproc:// endpoint")
             }
+        }
+        guard heartbeatMilliseconds >= 10 else {
+            throw ConfigError("\(source): heartbeatMilliseconds is \(heartbeatMilliseconds), at least 10 expected")
         }
         if let coordinator {
             guard flows[coordinator.flow] != nil else {

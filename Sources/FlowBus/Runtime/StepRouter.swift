@@ -13,12 +13,14 @@ final class StepRouter {
     private let ingress: IngressLoop
     private let logger: Logger
     private let started = Date()
+    private let heartbeatInterval: Duration
 
     init(context: Context, config: FlowBusConfig, sourceID: String, ingress: IngressLoop, logger: Logger) throws {
         publisher = try EventPublisher(context: context, endpoint: config.endpoints.events, limits: config.limits, sourceID: sourceID, logger: logger)
         coordinator = FlowCoordinator()
         self.ingress = ingress
         self.logger = logger
+        heartbeatInterval = .milliseconds(config.heartbeatMilliseconds)
         coordinator.onEvent = { [weak self] event in self?.publish(event) }
     }
 
@@ -45,7 +47,7 @@ final class StepRouter {
     func heartbeat() async {
         while !Task.isCancelled {
             publisher.publish(Heartbeat(envelope: publisher.envelope(.heartbeat)))
-            try? await Task.sleep(for: .seconds(1))
+            try? await Task.sleep(for: heartbeatInterval)
         }
     }
 

@@ -1,0 +1,60 @@
+import ArgumentParser
+import FlowBusWire
+
+/// How the benchmark message is split into frames.
+enum FrameShape: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
+    /// The real FlowBus step: topic, envelope, name, params.
+    case step
+    /// The same bytes in a single frame, to show what multipart costs.
+    case single
+
+    var frames: Int { self == .step ? 4 : 1 }
+}
+
+/// The message every raw scenario sends: one real FlowBus step, encoded once with FlowBusWire.
+///
+/// `step/movie-list`, an FBV envelope from `movie-list#5f3a`, `moviePicked`,
+/// `{withMovieId: 23452}` — what the demo's movie list stepper publishes. Only the envelope's
+/// sequence changes from message to message (patched in place, no re-encoding): 0 marks a
+/// probe sent while waiting for the path to be connected, 1... the measured messages.
+enum BenchMessage {
+    static let stepperID = "movie-list"
+    static let source = "movie-list#5f3a"
+    static let stepName = "moviePicked"
+    static let params: WireParams = ["withMovieId": 23452]
+    /// The topic prefix a SUB subscribes to.
+    static let subscription = Topic.Prefix.step.subscription
+
+    /// The step as FlowBusWire encodes it.
+    static func step() throws -> StepMessage {
+        let envelope = Envelope(kind: .step, contentType: .fbv, sequence: 0, source: source)
+        return StepMessage(stepperID: stepperID, envelope: envelope, name: stepName, params: params)
+    }
+
+    /// The four frames of the step.
+    static func stepFrames() throws -> FrameBuffer {
+        try step().encoded()
+    }
+
+    /// The message to send in `shape`, and where its sequence number lives.
+    static func template(_ shape: FrameShape) throws -> (message: FrameStore, sequenceOffset: Int) {
+        let frames = FrameStore(try stepFrames())
+        // Envelope layout (docs/PROTOCOL.md): the u64 sequence is at byte 4 of frame 1. Concatenating
+        // the frames keeps every byte where it was in the storage, so the offset is the same.
+        let offset = frames.frameStart(1) + 4
+        switch shape {
+        case .step: return (frames, offset)
+        case .single: return (FrameStore(concatenating: frames), offset)
+        }
+    }
+
+    /// The size of frame 0 (the topic).
+    static let topicSize = Topic.step(stepperID).utf8.count
+
+    /// Where the sequence is in a received message whose payload starts at frame `firstFrame`
+    /// (1 after a ROUTER's routing id, 0 otherwise); the same for both shapes.
+    @inline(__always)
+    static func receivedSequenceOffset(in received: FrameStore, firstFrame: Int) -> Int {
+        received.frameStart(firstFrame) + topicSize + 4
+    }
+}

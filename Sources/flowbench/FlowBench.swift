@@ -1,0 +1,123 @@
+import ArgumentParser
+import Foundation
+
+/// `flowbench`: raw libzmq baselines and FlowBus figures measured in one run, on this machine.
+///
+/// The root only dispatches: `run` (the default) measures; the hidden `peer` is what the child
+/// processes run. They are siblings so that their options do not mix.
+@main
+struct FlowBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "flowbench",
+        abstract: "Measure libzmq one-hop and two-hop paths and the FlowBusWire codec with FlowBus's own messages.",
+        discussion: "`flowbench` alone runs everything and prints a table; `flowbench --json` prints one JSON object. See `flowbench help run` for the options.",
+        subcommands: [RunBenchmarks.self, PeerCommand.self],
+        defaultSubcommand: RunBenchmarks.self
+    )
+}
+
+/// `flowbench run`: every scenario, then the codec, then the table or the JSON object.
+struct RunBenchmarks: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Measure libzmq one-hop and two-hop paths and the FlowBusWire codec with FlowBus's own messages.",
+        discussion: """
+            Every path runs in real processes (flowbench starts copies of itself) and carries a real \
+            FlowBus step: 4 frames (topic, envelope, name, FBV params) encoded once with FlowBusWire. \
+            Throughput: N messages back to back, timed at the receiver from first to last. Latency: \
+            one message in flight, one-way time on the shared CLOCK_MONOTONIC, p50/p99. Compare ratios \
+            within one run: figures move with the load of a shared machine.
+            """
+    )
+
+    @Option(help: "Transport between the processes: ipc (socket files in a temporary directory) or tcp (127.0.0.1).")
+    var transport: Transport = .ipc
+
+    @Option(name: .customLong("messages"), help: "Messages per throughput measurement.")
+    var messages: Int = 200_000
+
+    @Option(name: [.customLong("latency-samples"), .customLong("round-trips")],
+            help: "Measured messages per latency measurement (one in flight).")
+    var latencySamples: Int = 10_000
+
+    @Option(help: "Unmeasured messages before each latency measurement.")
+    var latencyWarmup: Int = 500
+
+    @Option(help: ArgumentHelp(
+        "High-water mark of every data socket, in messages; the forwarder's PUB drops beyond it (counted as lost).",
+        discussion: "Default: --messages + 1000 or 100000, whichever is larger, so that a receiver falling behind a throughput run never makes PUB drop."))
+    var hwm: Int32?
+
+    @Option(help: "After the last message, how long a receiver waits for more before counting the rest as lost, in ms.")
+    var idleTimeout: Int = 2000
+
+    @Option(help: "Seconds spent on each codec operation.")
+    var codecSeconds: Double = 0.3
+
+    @Flag(inversion: .prefixedNo, help: "Also measure the step's bytes sent as one frame.")
+    var singleFrame = true
+
+    @Flag(inversion: .prefixedNo, help: "Measure the process paths.")
+    var paths = true
+
+    @Flag(inversion: .prefixedNo, help: "Measure the FlowBusWire codec.")
+    var codec = true
+
+    @Option(parsing: .upToNextOption,
+            help: "Run only these scenarios, by key or id (e.g. two_hop raw.one_hop); default: all.")
+    var only: [String] = []
+
+    @Flag(help: "Print one JSON object on stdout (the table goes to stderr).")
+    var json = false
+
+    func validate() throws {
+        guard messages >= 1 else { throw ValidationError("--messages must be at least 1; 200000 takes about a second") }
+        guard latencySamples >= 1 else { throw ValidationError("--latency-samples must be at least 1, e.g. 10000") }
+        guard latencyWarmup >= 0 else { throw ValidationError("--latency-warmup cannot be negative; use 0 for none") }
+        if let hwm, hwm < 0 { throw ValidationError("--hwm cannot be negative; 0 means no limit") }
+        guard idleTimeout >= 100 else { throw ValidationError("--idle-timeout must be at least 100 ms") }
+        guard codecSeconds > 0 && codecSeconds <= 10 else { throw ValidationError("--codec-seconds must be in (0, 10]") }
+    }
+
+    func run() throws {
+        let config = BenchConfig(
+            transport: transport, messages: messages, latencySamples: latencySamples, latencyWarmup: latencyWarmup,
+            highWaterMark: hwm ?? Int32(clamping: max(100_000, messages + 1_000)), idleTimeoutMilliseconds: idleTimeout, codecSeconds: codecSeconds)
+        let progress = { (line: String) in FileHandle.standardError.write(Data("flowbench: \(line)\n".utf8)) }
+
+        var results: [ScenarioResult] = []
+        if paths {
+            ChildRegistry.shared.installSignalHandlers()
+            let bench = try Bench(config: config)
+            defer { bench.shutdown() }
+            do {
+                var scenarios = allScenarios(includeSingleFrame: singleFrame || !only.isEmpty)
+                if !only.isEmpty {
+                    scenarios = scenarios.filter { only.contains($0.id.key) || only.contains($0.id.description) }
+                    guard !scenarios.isEmpty else {
+                        throw BenchError("no scenario matches --only \(only.joined(separator: " "))",
+                                         fix: "use keys from the table, e.g. --only one_hop two_hop")
+                    }
+                }
+                results = try runScenarios(scenarios, on: bench, progress: progress)
+            } catch let error as BenchError {
+                bench.shutdown()
+                FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+                throw ExitCode.failure
+            }
+        }
+        var codecResults: [CodecResult] = []
+        if codec {
+            progress("codec: FlowBusWire in this process")
+            codecResults = try CodecBench(seconds: codecSeconds).run()
+        }
+
+        let table = try renderTable(config: config, results: results, codec: codecResults)
+        if json {
+            FileHandle.standardError.write(Data(table.utf8))
+            print(try BenchReport(config: config, results: results, codec: codecResults).json())
+        } else {
+            print(table, terminator: "")
+        }
+    }
+}

@@ -1,0 +1,190 @@
+import FlowBus
+import FlowBusTesting
+import FlowBusWire
+import Foundation
+import Testing
+import ZeroMQ
+
+/// The repository's root, found from this file's path.
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+/// The movie demo's config with a fast heartbeat, so subscribers connect quickly.
+func demoTopology() throws -> TestTopology {
+    let yaml = try String(contentsOf: packageRoot.appendingPathComponent("config/demo.yaml"), encoding: .utf8)
+    return try TestTopology(configYAML: yaml + "\nheartbeatMilliseconds: 50\n")
+}
+
+/// Publishes one step as `stepperID` and waits for flowd's acknowledgement, so steps from
+/// different steppers reach flowd in the order the test sends them.
+func tap(_ topology: TestTopology, _ stepperID: String, _ name: String, _ params: WireParams = [:], sourceLocation: SourceLocation = #_sourceLocation) throws {
+    let stepper = try topology.stepper(stepperID)
+    try stepper.publish(name, params)
+    #expect(try stepper.waitForAcknowledgement(timeout: .seconds(10)), "flowd acknowledged \(name) from \(stepperID)", sourceLocation: sourceLocation)
+}
+
+func lines(_ messages: [WireMessage]) -> [String] { messages.map(MessageFormatter.line) }
+
+func isDidNavigate(_ message: WireMessage) -> Bool {
+    if case .navigation(let event) = message { return event.phase == .did }
+    return false
+}
+
+@Suite("flowd with real processes", .serialized)
+struct FlowdTests {
+    @Test("The movie demo journey produces the exact didNavigate trace")
+    func demoJourney() throws {
+        let topology = try demoTopology()
+        let flowd = try topology.startFlowd()
+        let events = try topology.subscribe(["nav/did/"])
+
+        try tap(topology, "apikey", "apiKeyIsComplete")
+        try tap(topology, "wishlist/movies", "moviePicked", ["withMovieId": 23452])
+        try tap(topology, "wishlist/movie/23452", "castPicked", ["withCastId": 2])
+        try tap(topology, "dashboard", "watchedTab")
+        try tap(topology, "watched/movies", "moviePicked", ["withMovieId": 1])
+        try tap(topology, "dashboard", "settings")
+        try tap(topology, "settings/list", "apiKey")
+        try tap(topology, "settings/list", "about")
+        try tap(topology, "settings/list", "settingsDone")
+        let link = try topology.stepper("flowctl")
+        try link.publishDeepLink("moviePicked", ["withMovieId": 42])
+        #expect(try link.waitForAcknowledgement())
+
+        let trace = lines(try events.collect(16, where: isDidNavigate)).map { $0.replacingOccurrences(of: #" presentable=\S+"#, with: "", options: .regularExpression) }
+        #expect(trace == [
+            "did navigate flow=MainFlow step=apiKeyIsComplete",
+            "did navigate flow=WishlistFlow step=movieList",
+            "did navigate flow=WatchedFlow step=movieList",
+            "did navigate flow=WishlistFlow step=moviePicked(withMovieId: 23452)",
+            "did navigate flow=WishlistFlow step=castPicked(withCastId: 2)",
+            "did navigate flow=MainFlow step=watchedTab",
+            "did navigate flow=WatchedFlow step=moviePicked(withMovieId: 1)",
+            "did navigate flow=MainFlow step=settings",
+            "did navigate flow=SettingsFlow step=settings",
+            "did navigate flow=SettingsFlow step=apiKey",
+            "did navigate flow=SettingsFlow step=about",
+            "did navigate flow=SettingsFlow step=settingsDone",
+            "did navigate flow=MainFlow step=settingsDone",
+            "did navigate flow=MainFlow step=moviePicked(withMovieId: 42)",
+            "did navigate flow=WishlistFlow step=moviePicked(withMovieId: 42)",
+            "did navigate flow=WatchedFlow step=moviePicked(withMovieId: 42)",
+        ])
+        // The root flow's first step happened before anyone could subscribe; flowd logged it.
+        #expect(flowd.output.contains("did navigate flow=MainFlow step=apiKey"))
+        #expect(flowd.terminate() == 0, "flowd exits 0 on SIGTERM")
+    }
+
+    @Test("A step from a screen that is not visible is dropped and reported, not buffered")
+    func invisiblePresentableDrop() throws {
+        let topology = try demoTopology()
+        try topology.startFlowd()
+        let events = try topology.subscribe(["nav/did/", "diag/"])
+        try tap(topology, "apikey", "apiKeyIsComplete")
+        // The Watched tab is not selected: its movie list is hidden.
+        try tap(topology, "watched/movies", "moviePicked", ["withMovieId": 7])
+        let messages = try events.collect(4)
+        guard case .diagnostic(let diagnostic)? = messages.last else {
+            Issue.record("expected a diagnostic after the three didNavigate events, got \(lines(messages))")
+            return
+        }
+        #expect(diagnostic.reason == .notVisible)
+        #expect(diagnostic.details["stepper"] == "watched/movies")
+        #expect(diagnostic.details["flow"] == "WatchedFlow")
+        // Dropped, not buffered: selecting the tab later does not replay it.
+        try tap(topology, "dashboard", "watchedTab")
+        #expect(lines(try events.collect(1)) == ["did navigate flow=MainFlow step=watchedTab presentable=dashboard"])
+        #expect(try events.next(timeout: .milliseconds(300)) == nil)
+        let counters = try topology.status()["steppers"]?.mapValue?["watched/movies"]?.mapValue
+        #expect(counters?["dropped"]?.mapValue?["not-visible"] == 1)
+    }
+
+    @Test("A step from an unbound stepper is refused with a diagnostic")
+    func unboundStepper() throws {
+        let topology = try demoTopology()
+        try topology.startFlowd()
+        let events = try topology.subscribe(["diag/"])
+        try tap(topology, "nobody", "moviePicked", ["withMovieId": 1])
+        let messages = try events.collect(1)
+        guard case .diagnostic(let diagnostic)? = messages.first else {
+            Issue.record("no diagnostic for an unbound stepper")
+            return
+        }
+        #expect(diagnostic.reason == .unboundStepper)
+        #expect(diagnostic.details["stepper"] == "nobody")
+        #expect(try topology.status()["totals"]?.mapValue?["dropped"]?.mapValue?["unbound-stepper"] == 1)
+    }
+
+    @Test("A deep link reaches every active flow")
+    func deepLinkReachesEveryFlow() throws {
+        let topology = try demoTopology()
+        try topology.startFlowd()
+        let events = try topology.subscribe(["nav/did/"])
+        try tap(topology, "apikey", "apiKeyIsComplete")
+        _ = try events.collect(3)
+        let result = try topology.run("flowctl", ["deeplink", "moviePicked", "withMovieId=99", "--config", topology.configPath])
+        #expect(result.status == 0)
+        let flows = try events.collect(3).compactMap { message -> String? in
+            guard case .navigation(let event) = message else { return nil }
+            return event.flow
+        }
+        #expect(Set(flows) == ["MainFlow", "WishlistFlow", "WatchedFlow"])
+        let wishlist = try topology.status()["bindings"]?.listValue?.compactMap { $0.mapValue?["stepper"]?.stringValue }
+        #expect(wishlist?.contains("wishlist/movie/99") == true)
+        #expect(wishlist?.contains("watched/movie/99") == true)
+    }
+
+    @Test(".end removes the child flow and its bindings")
+    func endRemovesChildFlow() throws {
+        let topology = try demoTopology()
+        try topology.startFlowd()
+        try tap(topology, "apikey", "apiKeyIsComplete")
+        try tap(topology, "dashboard", "settings")
+        let duringSettings = try topology.status()
+        #expect(duringSettings["flows"]?.listValue?.contains { $0.mapValue?["name"] == "SettingsFlow" } == true)
+        try tap(topology, "settings/list", "settingsDone")
+        let events = try topology.subscribe(["diag/"])
+        let after = try topology.status()
+        #expect(after["flows"]?.listValue?.contains { $0.mapValue?["name"] == "SettingsFlow" } == false)
+        #expect(after["bindings"]?.listValue?.contains { $0.mapValue?["stepper"] == "settings/list" } == false)
+        // Its stepper is no longer bound: a late step is reported, not lost.
+        try tap(topology, "settings/list", "about")
+        guard case .diagnostic(let diagnostic)? = try events.collect(1).first else {
+            Issue.record("no diagnostic for a step of an ended flow's stepper")
+            return
+        }
+        #expect([DiagnosticReason.dismissed, .unboundStepper].contains(diagnostic.reason))
+    }
+
+    @Test("A malformed message is refused with a diagnostic and flowd keeps serving")
+    func malformedInput() throws {
+        let topology = try demoTopology()
+        try topology.startFlowd()
+        let events = try topology.subscribe(["diag/", "nav/did/"])
+        let context = try ZeroMQ.Context(defaultLinger: 500)
+        let raw = try context.socket(.dealer)
+        try raw.connect(topology.config.endpoints.ingress)
+        try raw.send(message: [Array("step/apikey".utf8), [0x09, 0x01]])
+        guard case .diagnostic(let diagnostic)? = try events.collect(1).first else {
+            Issue.record("no diagnostic for a malformed envelope")
+            return
+        }
+        #expect(diagnostic.reason == .malformed)
+        try tap(topology, "apikey", "apiKeyIsComplete")
+        #expect(lines(try events.collect(1)) == ["did navigate flow=MainFlow step=apiKeyIsComplete presentable=apikey"])
+        #expect(try topology.status()["ingress"]?.mapValue?["refused"]?.mapValue?["malformed"] == 1)
+    }
+
+    @Test("flowctl names the problem and the fix")
+    func flowctlErrors() throws {
+        let topology = try demoTopology()
+        let missing = try topology.run("flowctl", ["status", "--config", "/nonexistent.yaml"])
+        #expect(missing.status != 0)
+        #expect(missing.output.contains("/nonexistent.yaml does not exist"))
+        let noDaemon = try topology.run("flowctl", ["step", "apiKeyIsComplete", "--as", "apikey", "--timeout", "0.5", "--config", topology.configPath])
+        #expect(noDaemon.status != 0)
+        #expect(noDaemon.output.contains("is it running?"))
+        let badParam = try topology.run("flowctl", ["step", "moviePicked", "withMovieId", "--as", "x", "--config", topology.configPath])
+        #expect(badParam.status != 0)
+        #expect(badParam.output.contains("is not key=value"))
+    }
+}
