@@ -18,6 +18,34 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     public var flows: [String: DeclaredFlowSpec]
     /// How often daemons publish a heartbeat (`hb/<source>`), in milliseconds.
     public var heartbeatMilliseconds: Int
+    /// Reactor hosts, by name: where each listens and which reactor ids it serves.
+    public var reactors: [String: ReactorHostSpec]
+
+    /// A reactor host process's endpoints and the reactor ids it serves.
+    public struct ReactorHostSpec: Codable, Sendable, Hashable {
+        /// ROUTER where views send actions and snapshot requests (acks and snapshots come back).
+        public var actions: String
+        /// PUB where the host publishes every state with its sequence, and heartbeats.
+        public var states: String
+        /// Reactor ids served, exactly (`counter`) or as a family with a trailing slash (`movie/`).
+        public var serves: [String]
+
+        public init(actions: String, states: String, serves: [String]) {
+            self.actions = actions
+            self.states = states
+            self.serves = serves
+        }
+
+        /// Whether this host serves `reactorID`.
+        public func serves(_ reactorID: String) -> Bool {
+            serves.contains { $0.hasSuffix("/") ? reactorID.hasPrefix($0) : reactorID == $0 }
+        }
+    }
+
+    /// The host serving `reactorID`, with its name.
+    public func reactorHost(for reactorID: String) -> (name: String, spec: ReactorHostSpec)? {
+        reactors.sorted { $0.key < $1.key }.first { $0.value.serves(reactorID) }.map { ($0.key, $0.value) }
+    }
 
     public struct Endpoints: Codable, Sendable, Hashable {
         /// ROUTER where steppers and tools send steps, deep links and renderer reports.
@@ -67,13 +95,14 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
 
     public init(
         endpoints: Endpoints, limits: Limits = Limits(), coordinator: Coordinator? = nil, flows: [String: DeclaredFlowSpec] = [:],
-        heartbeatMilliseconds: Int = 1000
+        heartbeatMilliseconds: Int = 1000, reactors: [String: ReactorHostSpec] = [:]
     ) {
         self.endpoints = endpoints
         self.limits = limits
         self.coordinator = coordinator
         self.flows = flows
         self.heartbeatMilliseconds = heartbeatMilliseconds
+        self.reactors = reactors
     }
 
     public init(from decoder: any Decoder) throws {
@@ -83,6 +112,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         coordinator = try container.decodeIfPresent(Coordinator.self, forKey: .coordinator)
         flows = try container.decodeIfPresent([String: DeclaredFlowSpec].self, forKey: .flows) ?? [:]
         heartbeatMilliseconds = try container.decodeIfPresent(Int.self, forKey: .heartbeatMilliseconds) ?? 1000
+        reactors = try container.decodeIfPresent([String: ReactorHostSpec].self, forKey: .reactors) ?? [:]
     }
 }
 
@@ -137,9 +167,12 @@ extension FlowBusConfig {
 
     /// Checks references between sections, so a mistake is reported at load, not at the first step.
     public func validate(source: String = "config") throws(ConfigError) {
-        for (name, endpoint) in [("ingress", endpoints.ingress), ("events", endpoints.events), ("control", endpoints.control)] {
+        let reactorEndpoints = reactors.sorted { $0.key < $1.key }.flatMap { name, host in
+            [("reactors.\(name).actions", host.actions), ("reactors.\(name).states", host.states)]
+        }
+        for (name, endpoint) in [("endpoints.ingress", endpoints.ingress), ("endpoints.events", endpoints.events), ("endpoints.control", endpoints.control)] + reactorEndpoints {
             guard endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("tcp://") || endpoint.hasPrefix("inproc://") else {
-                throw ConfigError("\(source): endpoints.\(name) '\(endpoint)' is not an ipc://, tcp:// or inproc:// endpoint")
+                throw ConfigError("\(source): \(name) '\(endpoint)' is not an ipc://, tcp:// or inproc:// endpoint")
             }
         }
         guard heartbeatMilliseconds >= 10 else {
