@@ -65,6 +65,13 @@ public struct ScreenSpec: Codable, Sendable, Hashable {
     public var allowStepWhenNotPresented: Bool?
     /// Accept the stepper's steps after the screen is dismissed.
     public var allowStepWhenDismissed: Bool?
+
+    public init(screen: String, stepper: String? = nil, allowStepWhenNotPresented: Bool? = nil, allowStepWhenDismissed: Bool? = nil) {
+        self.screen = screen
+        self.stepper = stepper
+        self.allowStepWhenNotPresented = allowStepWhenNotPresented
+        self.allowStepWhenDismissed = allowStepWhenDismissed
+    }
 }
 
 /// A child flow to start, with its first step.
@@ -73,6 +80,11 @@ public struct ChildFlowSpec: Codable, Sendable, Hashable {
     public var flow: String
     /// The child's first step.
     public var step: String
+
+    public init(flow: String, step: String) {
+        self.flow = flow
+        self.step = step
+    }
 }
 
 /// A tab bar of child flows.

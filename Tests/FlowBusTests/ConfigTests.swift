@@ -1,0 +1,122 @@
+import FlowBus
+import FlowBusWire
+import Foundation
+import Testing
+
+@Suite("Topology config")
+struct ConfigTests {
+    let minimal = """
+        endpoints:
+          ingress: ipc://${RUN:-/tmp/fb}/in.sock
+          events: ipc://${RUN:-/tmp/fb}/ev.sock
+          control: ipc://${RUN:-/tmp/fb}/ctl.sock
+        """
+
+    @Test("${VAR:-default} takes the environment's value, else the default")
+    func variableExpansion() throws {
+        let fromDefault = try FlowBusConfig.parse(yaml: minimal, environment: [:])
+        #expect(fromDefault.endpoints.ingress == "ipc:///tmp/fb/in.sock")
+        let fromEnvironment = try FlowBusConfig.parse(yaml: minimal, environment: ["RUN": "/run/x"])
+        #expect(fromEnvironment.endpoints.events == "ipc:///run/x/ev.sock")
+        #expect(fromEnvironment.limits == FlowBusConfig.Limits())
+        #expect(fromEnvironment.heartbeatMilliseconds == 1000)
+    }
+
+    @Test("A variable without a default that is not set names the fix")
+    func missingVariable() {
+        #expect {
+            try FlowBusConfig.parse(yaml: "endpoints: { ingress: ipc://${NOPE}/x }", environment: [:])
+        } throws: { error in
+            "\(error)".contains("NOPE is not set") && "\(error)".contains("${NOPE:-value}")
+        }
+    }
+
+    @Test("A missing key is reported with its path")
+    func missingKey() {
+        #expect {
+            try FlowBusConfig.parse(yaml: "endpoints: { ingress: ipc://a, events: ipc://b }", environment: [:])
+        } throws: { error in
+            "\(error)".contains("missing key 'control'") && "\(error)".contains("endpoints")
+        }
+    }
+
+    @Test("A bad endpoint, an unknown root flow and an undeclared child flow are refused at load")
+    func validation() {
+        #expect(throws: ConfigError.self) {
+            try FlowBusConfig.parse(yaml: "endpoints: { ingress: http://x, events: ipc://b, control: ipc://c }", environment: [:])
+        }
+        #expect {
+            try FlowBusConfig.parse(yaml: minimal + "\ncoordinator: { flow: Main, step: start }\n", environment: [:])
+        } throws: { "\($0)".contains("coordinator.flow 'Main' is not declared") }
+        let undeclaredChild = minimal + """
+
+            flows:
+              Main:
+                steps:
+                  go:
+                    - present: { flow: Ghost, step: start }
+            """
+        #expect {
+            try FlowBusConfig.parse(yaml: undeclaredChild, environment: [:])
+        } throws: { "\($0)".contains("starts flow 'Ghost'") }
+    }
+
+    @Test("Every navigation rule form parses")
+    func ruleForms() throws {
+        let yaml = minimal + """
+
+            flows:
+              Main:
+                root: stack
+                steps:
+                  a:
+                    - push: { screen: "movie/{id}", stepper: "movie/{id}", allowStepWhenNotPresented: true }
+                    - setRoot: { screen: home }
+                    - present: { screen: modal }
+                    - present: { flow: Child, step: start }
+                    - tabs: { id: tabs, flows: [{ flow: Child, step: start }], selected: 0 }
+                    - selectTab: 1
+                    - pop
+                    - popToRoot: true
+                    - dismiss
+                    - forwardToParent: up
+                    - forwardToCurrent: again
+                    - end: done
+                    - none
+              Child:
+                steps: {}
+            """
+        let config = try FlowBusConfig.parse(yaml: yaml, environment: [:])
+        let rules = try #require(config.flows["Main"]?.steps["a"])
+        #expect(rules.count == 13)
+        #expect(rules[0] == .push(ScreenSpec(screen: "movie/{id}", stepper: "movie/{id}", allowStepWhenNotPresented: true, allowStepWhenDismissed: nil)))
+        #expect(rules[3] == .present(.flow(ChildFlowSpec(flow: "Child", step: "start"))))
+        #expect(rules[6] == .pop)
+        #expect(rules[7] == .popToRoot)
+        #expect(rules[11] == .end("done"))
+    }
+
+    @Test("An unknown bare rule names the accepted ones")
+    func unknownRule() {
+        let yaml = minimal + "\nflows: { Main: { steps: { a: [jump] } } }\n"
+        #expect {
+            try FlowBusConfig.parse(yaml: yaml, environment: [:])
+        } throws: { "\($0)".contains("unknown rule 'jump'") }
+    }
+
+    @Test("The shipped demo config loads")
+    func demoConfigLoads() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let config = try FlowBusConfig.load(path: root.appendingPathComponent("config/demo.yaml").path, environment: ["FLOWBUS_RUN_DIR": "/tmp/x"])
+        #expect(config.coordinator == FlowBusConfig.Coordinator(flow: "MainFlow", step: "apiKey"))
+        #expect(Set(config.flows.keys) == ["MainFlow", "WishlistFlow", "WatchedFlow", "SettingsFlow"])
+        #expect(config.endpoints.ingress == "ipc:///tmp/x/ingress.sock")
+    }
+
+    @Test("The config path comes from --config, else FLOWBUS_CONFIG, else the default")
+    func pathResolution() {
+        #expect(FlowBusConfig.resolvePath("a.yaml", environment: [FlowBusConfig.pathVariable: "b.yaml"]) == "a.yaml")
+        #expect(FlowBusConfig.resolvePath(nil, environment: [FlowBusConfig.pathVariable: "b.yaml"]) == "b.yaml")
+        #expect(FlowBusConfig.resolvePath(nil, environment: [:]) == FlowBusConfig.defaultPath)
+    }
+}

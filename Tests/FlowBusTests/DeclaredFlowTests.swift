@@ -1,0 +1,95 @@
+import FlowBus
+import FlowBusWire
+import Flows
+import Foundation
+import Testing
+
+/// Collects the coordinator's events as log lines.
+@FlowActor
+final class EventLog {
+    var didNavigate: [String] = []
+    var diagnostics: [DiagnosticReason] = []
+    var commands: [String] = []
+
+    func record(_ event: CoordinatorEvent) {
+        switch event {
+        case .didNavigate(let navigation): didNavigate.append("\(navigation.flow.name) \(describeStep(navigation.step))")
+        case .diagnostic(let diagnostic): diagnostics.append(diagnostic.reason)
+        case .command(let command): commands.append("\(command.verb.rawValue) \(command.target)")
+        default: break
+        }
+    }
+}
+
+@Suite("Flows declared in the config, run by the engine")
+@FlowActor
+struct DeclaredFlowTests {
+    let yaml = """
+        endpoints: { ingress: ipc://a, events: ipc://b, control: ipc://c }
+        coordinator: { flow: Main, step: start }
+        flows:
+          Main:
+            root: stack
+            id: main
+            steps:
+              start:
+                - setRoot: { screen: list, stepper: list }
+              picked:
+                - push: { screen: "item/{id}", stepper: "item/{id}" }
+              settings:
+                - present: { flow: Settings, step: open }
+              closed:
+                - dismiss
+              back:
+                - pop
+          Settings:
+            id: settings
+            steps:
+              open:
+                - setRoot: { screen: settings/main, stepper: settings/main }
+              done:
+                - end: closed
+        """
+
+    func start() async throws -> (FlowCoordinator, EventLog) {
+        let config = try FlowBusConfig.parse(yaml: yaml, environment: [:])
+        let log = EventLog()
+        let coordinator = FlowCoordinator { log.record($0) }
+        let main = try #require(DeclaredFlow.make(named: "Main", in: config))
+        await coordinator.coordinate(flow: main, with: OneStepper(withSingleStep: CanonicalStep("start")))
+        return (coordinator, log)
+    }
+
+    @Test("Templates in ids take the step's params; pushed screens bind their steppers")
+    func templates() async throws {
+        let (coordinator, log) = try await start()
+        await coordinator.receive(CanonicalStep("picked", ["id": 42]), from: "list")
+        await coordinator.receive(CanonicalStep("picked", ["id": 7]), from: "item/42")
+        #expect(log.didNavigate == ["Main start", "Main picked(id: 42)", "Main picked(id: 7)"])
+        #expect(log.commands.contains("push item/42"))
+        #expect(coordinator.snapshot().bindings.map(\.stepperID).contains("item/7"))
+        // item/42 is covered by item/7: its steps are dropped and reported.
+        await coordinator.receive(CanonicalStep("back"), from: "item/42")
+        #expect(log.diagnostics == [.notVisible])
+    }
+
+    @Test("A step the table lacks, or lacking a templated param, is refused as unknown-step")
+    func unknownSteps() async throws {
+        let (coordinator, log) = try await start()
+        await coordinator.receive(CanonicalStep("nonsense"), from: "list")
+        await coordinator.receive(CanonicalStep("picked"), from: "list")
+        #expect(log.diagnostics == [.unknownStep, .unknownStep])
+        #expect(log.didNavigate == ["Main start"])
+    }
+
+    @Test("A presented child flow ends into its parent, which dismisses it")
+    func childFlowEnds() async throws {
+        let (coordinator, log) = try await start()
+        await coordinator.receive(CanonicalStep("settings"), from: "list")
+        #expect(coordinator.activeFlows.map(\.name) == ["Main", "Settings"])
+        await coordinator.receive(CanonicalStep("done"), from: "settings/main")
+        #expect(log.didNavigate == ["Main start", "Main settings", "Settings open", "Settings done", "Main closed"])
+        #expect(coordinator.activeFlows.map(\.name) == ["Main"])
+        #expect(!coordinator.snapshot().bindings.map(\.stepperID).contains("settings/main"))
+    }
+}
