@@ -59,6 +59,9 @@ func requireAcknowledgement(_ publisher: StepPublisher, endpoint: String, timeou
     guard try publisher.waitForAcknowledgement(timeout: .milliseconds(Int(timeout * 1000))) else {
         throw ClientError("flowd did not acknowledge within \(timeout) s on \(endpoint): is it running? Start it with `flowd --config FILE`")
     }
+    if let refusal = publisher.refusals.first {
+        throw ClientError("flowd refused it: \(refusal.reason.rawValue): \(refusal.details["message"]?.stringValue ?? "")")
+    }
 }
 
 struct StepCommand: ParsableCommand {

@@ -28,6 +28,8 @@ public final class StepPublisher {
     private let socket: Socket
     private var sequence: UInt64 = 0
     private var acknowledged: UInt64 = 0
+    /// Refusals flowd sent back for this publisher's messages, oldest first.
+    public private(set) var refusals: [DiagnosticMessage] = []
     private var buffer = FrameBuffer()
     private var received = FrameBuffer()
 
@@ -118,8 +120,14 @@ public final class StepPublisher {
     }
 
     private func record(_ frames: FrameBuffer) {
-        guard case .ack(let ack)? = try? WireMessage.decode(from: frames), ack.acknowledgedSource == sourceID else { return }
-        acknowledged = max(acknowledged, ack.acknowledgedSequence)
+        switch try? WireMessage.decode(from: frames) {
+        case .ack(let ack) where ack.acknowledgedSource == sourceID:
+            acknowledged = max(acknowledged, ack.acknowledgedSequence)
+        case .diagnostic(let diagnostic):
+            refusals.append(diagnostic)
+        default:
+            break
+        }
     }
 }
 

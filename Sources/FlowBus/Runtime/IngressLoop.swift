@@ -188,9 +188,13 @@ final class IngressLoop: Sendable {
             var batch: [IngressItem] = []
             do {
                 while batch.count < Self.maxBatchSize, try ingress.receive(into: &received, mode: .nonBlocking) {
-                    if let item = route(received, deduplicator: &deduplicator, acks: &acks) {
-                        batch.append(item)
+                    guard let item = route(received, deduplicator: &deduplicator, acks: &acks) else { continue }
+                    if case .refused(let refusal) = item {
+                        // The sender hears of its refusal before the ack that covers it (PROTOCOL 3.3).
+                        ownSequence += 1
+                        tell(received.routingID, refusal, sequence: ownSequence, on: ingress, buffer: &ackBuffer)
                     }
+                    batch.append(item)
                 }
                 while batch.count < Self.maxBatchSize, try control.receive(into: &received, mode: .nonBlocking) {
                     batch.append(routeControl(received))
@@ -217,6 +221,23 @@ final class IngressLoop: Sendable {
                     logger.debug("ack to \(ack.source) not sent: \(error)")
                 }
             }
+        }
+    }
+
+    private func tell(_ routingID: [UInt8], _ refusal: Refusal, sequence: UInt64, on socket: Socket, buffer: inout FrameBuffer) {
+        var details: WireParams = ["endpoint": .string(refusal.endpoint)]
+        if let source = refusal.source { details["source"] = .string(source) }
+        if let topic = refusal.topic { details["topic"] = .string(topic) }
+        if let sequence = refusal.sequence { details["sequence"] = .int(Int64(clamping: sequence)) }
+        let diagnostic = DiagnosticMessage(
+            envelope: Envelope(kind: .diagnostic, contentType: .fbv, sequence: sequence, source: sourceID),
+            reason: refusal.reason, message: refusal.detail, details: details)
+        do {
+            try diagnostic.encode(into: &buffer)
+            try socket.send(routingID, more: true, mode: .nonBlocking)
+            try socket.send(message: buffer, mode: .nonBlocking)
+        } catch {
+            logger.debug("refusal not sent back to its sender: \(error)")
         }
     }
 
