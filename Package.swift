@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "flowctl", targets: ["flowctl"]),
         .executable(name: "flowbench", targets: ["flowbench"]),
         .executable(name: "wire-smoke", targets: ["wire-smoke"]),
+        .executable(name: "movie-app", targets: ["movie-app"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -67,6 +68,17 @@ let package = Package(
             ]
         ),
         .executableTarget(
+            name: "movie-app",
+            dependencies: [
+                "FlowBus", "Flows",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            path: "Sources/Examples/movie-app"
+        ),
+        .executableTarget(
             name: "wire-smoke",
             dependencies: [
                 "ZeroMQ", "FlowBusWire",
@@ -81,7 +93,7 @@ let package = Package(
         .testTarget(name: "FlowBusTests", dependencies: ["FlowBus", "FlowBusWire", "Flows"]),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["FlowBus", "FlowBusTesting", "FlowBusWire", "ZeroMQ"]
+            dependencies: ["FlowBus", "FlowBusTesting", "FlowBusWire", "Flows", "ZeroMQ"]
         ),
     ]
 )

@@ -1,6 +1,7 @@
 import FlowBus
 import FlowBusTesting
 import FlowBusWire
+import Flows
 import Foundation
 import Testing
 import ZeroMQ
@@ -186,5 +187,105 @@ struct FlowdTests {
         let badParam = try topology.run("flowctl", ["step", "moviePicked", "withMovieId", "--as", "x", "--config", topology.configPath])
         #expect(badParam.status != 0)
         #expect(badParam.output.contains("is not key=value"))
+    }
+}
+
+@Suite("A Python stepper against flowd", .serialized)
+struct PythonStepperTests {
+    @Test("publish_step.py publishes a step as a stepper and receives its didNavigate")
+    func pythonStepperRoundTrip() throws {
+        let topology = try demoTopology()
+        try topology.startFlowd()
+        let script = packageRoot.appendingPathComponent("docs/examples/publish_step.py").path
+        let python = Process()
+        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        python.arguments = [
+            "python3", script, "ipc://\(topology.directory.path)/ingress.sock", "apikey", "apiKeyIsComplete",
+            "--watch", "ipc://\(topology.directory.path)/events.sock", "--timeout", "10",
+        ]
+        let output = Pipe()
+        python.standardOutput = output
+        python.standardError = output
+        try python.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        python.waitUntilExit()
+        #expect(python.terminationStatus == 0, "\(text)")
+        #expect(text.contains("ack from flowd#"))
+        #expect(text.contains("did navigate flow=MainFlow step=apiKeyIsComplete presentable=apikey"))
+    }
+}
+
+@Suite("A coordinator with flows written in Swift", .serialized)
+struct SwiftFlowsTests {
+    @Test("movie-app runs typed Swift flows on the same coordinator service")
+    func typedFlows() throws {
+        let topology = try demoTopology()
+        let app = try topology.start("movie-app", arguments: ["--config", topology.configPath])
+        let events = try topology.subscribe(["nav/did/", "diag/"])
+        try tap(topology, "apikey", "apiKeyIsComplete")
+        try tap(topology, "wishlist/movies", "moviePicked", ["withMovieId": 23452])
+        // adapt turns an invalid movie id into the list, as the flow's Swift code says.
+        try tap(topology, "wishlist/movie/23452", "moviePicked", ["withMovieId": 0])
+        // A step AppStep cannot decode is refused.
+        try tap(topology, "dashboard", "moviePicked", ["withMovieId": "not a number"])
+        let seen = lines(try events.collect(6))
+        #expect(seen == [
+            "did navigate flow=MainFlow step=apiKeyIsComplete presentable=apikey",
+            "did navigate flow=WishlistFlow step=movieList presentable=wishlist",
+            "did navigate flow=WatchedFlow step=movieList presentable=watched",
+            "did navigate flow=WishlistFlow step=moviePicked(withMovieId: 23452) presentable=wishlist/movies",
+            "did navigate flow=WishlistFlow step=movieList presentable=wishlist/movie/23452",
+        ].map { $0 } + [seen.last ?? ""])
+        #expect(seen.last?.hasPrefix("diagnostic unknown-step") == true, "\(seen.last ?? "nothing")")
+        #expect(app.terminate() == 0)
+    }
+}
+
+@Suite("Stepper processes", .serialized)
+struct StepperProcessTests {
+    @Test("A stepper started before its binding emits its initial step once bound, then its ready steps")
+    func initialStepThenReady() throws {
+        let topology = try demoTopology()
+        try topology.startFlowd()
+        let events = try topology.subscribe(["nav/did/", "diag/"])
+        let config = topology.config
+        let finished = DispatchSemaphore(value: 0)
+        let failure = LockedBox<String?>(nil)
+        Thread.detachNewThread {
+            defer { finished.signal() }
+            do {
+                let stepper = try StepperProcess(stepperID: "wishlist/movies", config: config)
+                try stepper.run(initialStep: CanonicalStep("moviePicked", ["withMovieId": 1]), timeout: .seconds(20)) { publisher in
+                    try publisher.publish("castPicked", ["withCastId": 9])
+                    _ = try publisher.waitForAcknowledgement()
+                }
+            } catch {
+                failure.value = "\(error)"
+            }
+        }
+        // The stepper is not bound yet: the wishlist tab does not exist until the api key is in.
+        try tap(topology, "apikey", "apiKeyIsComplete")
+        #expect(finished.wait(timeout: .now() + 30) == .success)
+        #expect(failure.value == nil)
+        let trace = lines(try events.collect(5)).map { $0.replacingOccurrences(of: #" presentable=\S+"#, with: "", options: .regularExpression) }
+        #expect(Array(trace.prefix(4)) == [
+            "did navigate flow=MainFlow step=apiKeyIsComplete",
+            "did navigate flow=WishlistFlow step=movieList",
+            "did navigate flow=WatchedFlow step=movieList",
+            "did navigate flow=WishlistFlow step=moviePicked(withMovieId: 1)",
+        ])
+        // The ready step comes after the initial one: by then movie/1 covers the list, so it is reported.
+        #expect(trace.last?.hasPrefix("diagnostic not-visible: step castPicked(withCastId: 9) from wishlist/movies") == true, "\(trace)")
+    }
+}
+
+/// A value shared with a background thread.
+final class LockedBox<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value
+    init(_ value: Value) { stored = value }
+    var value: Value {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
     }
 }

@@ -365,6 +365,48 @@ def publish_step(endpoint, stepper_id, name, params, timeout=5.0, source=None, l
     return result
 
 
+KIND_HEARTBEAT = 12
+KIND_DID_NAVIGATE = 8
+
+
+def subscribe_did_navigate(context, events_endpoint, timeout):
+    """A SUB on flowd's `events` for didNavigate, returned once flowd's heartbeat shows it is
+    connected (PROTOCOL.md 3.4: subscribe to `nav/did/`; heartbeats on `hb/`)."""
+    import zmq
+
+    sub = context.socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.setsockopt(zmq.SUBSCRIBE, b"nav/did/")
+    sub.setsockopt(zmq.SUBSCRIBE, b"hb/")
+    sub.connect(events_endpoint)
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not sub.poll(max(1, int(remaining * 1000))):
+            sub.close(0)
+            raise TimeoutError(f"no heartbeat from {events_endpoint} within {timeout:g} s")
+        frames = sub.recv_multipart()
+        if len(frames) >= 2 and decode_envelope(frames[1])["kind"] == KIND_HEARTBEAT:
+            return sub
+
+
+def wait_did_navigate(sub, name, params, timeout):
+    """The first didNavigate of step `name` with `params`: (flow, step name, params, presentable)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not sub.poll(max(1, int(remaining * 1000))):
+            return None
+        frames = sub.recv_multipart()
+        env = decode_envelope(frames[1])
+        if env["kind"] != KIND_DID_NAVIGATE or len(frames) != 6:
+            continue
+        event = (frames[2].decode("utf-8"), frames[3].decode("utf-8"),
+                 _decode_value(frames[4], env["content_type"]) if frames[4] else {}, frames[5].decode("utf-8"))
+        if event[1] == name and event[2] == params:
+            return event
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="publish_step.py",
@@ -377,6 +419,8 @@ def main(argv=None):
     parser.add_argument("params", nargs="*", metavar="key=value", help="step params")
     parser.add_argument("--timeout", type=float, default=5.0, metavar="S", help="seconds to wait for the ack (default 5)")
     parser.add_argument("--source", help="source id for the envelope (default: <stepper_id>#py-<random>)")
+    parser.add_argument("--watch", metavar="EVENTS_ENDPOINT",
+                        help="also wait for flowd's didNavigate of this step on its events endpoint, and print it")
     args = parser.parse_intermixed_args(argv)
 
     def fail(code, message):
@@ -399,9 +443,13 @@ def main(argv=None):
     except ImportError:
         return fail(EXIT_ZMQ, "pyzmq is not installed: run scripts/bootstrap or `python3 -m pip install pyzmq`")
 
+    watch_context = zmq.Context() if args.watch else None
     try:
+        sub = subscribe_did_navigate(watch_context, args.watch, args.timeout) if args.watch else None
         result = publish_step(args.endpoint, args.stepper_id, args.step_name, params, timeout=args.timeout,
                               source=args.source, log=lambda line: print(line, file=sys.stderr))
+    except TimeoutError as error:
+        return fail(EXIT_NO_ACK, f"{error} (is flowd running with that events endpoint?)")
     except zmq.ZMQError as error:
         return fail(EXIT_ZMQ, f"cannot connect to {args.endpoint!r}: {error} "
                               "(endpoints look like tcp://127.0.0.1:5560 or ipc:///path/to/socket)")
@@ -415,6 +463,15 @@ def main(argv=None):
     elif not result.diagnostics:
         return fail(EXIT_NO_ACK, f"no ack within {args.timeout:g} s from {args.endpoint} "
                                  "(is flowd or `wire-smoke listen` running there? --timeout waits longer)")
+    if sub is not None and result.exit_code == EXIT_OK:
+        event = wait_did_navigate(sub, args.step_name, params, args.timeout)
+        sub.close(0)
+        watch_context.term()
+        if event is None:
+            return fail(EXIT_NO_ACK, f"flowd acknowledged the step but published no didNavigate for it within {args.timeout:g} s "
+                                     "(was it dropped? watch `flowctl echo diagnostics`)")
+        presentable = f" presentable={event[3]}" if event[3] else ""
+        print(f"did navigate flow={event[0]} step={describe_step(event[1], event[2])}{presentable}", flush=True)
     return result.exit_code
 
 

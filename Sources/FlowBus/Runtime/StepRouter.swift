@@ -38,9 +38,8 @@ final class StepRouter {
 
     func consume(_ batches: AsyncStream<[IngressItem]>) async {
         for await batch in batches {
-            for item in batch { apply(item) }
+            for item in batch { await apply(item) }
             ingress.batchProcessed()
-            await coordinator.idle()
         }
     }
 
@@ -51,14 +50,16 @@ final class StepRouter {
         }
     }
 
-    private func apply(_ item: IngressItem) {
+    /// Applies one item completely before the next: a remote step is gated against the tree as
+    /// every earlier step left it, whatever the batching.
+    private func apply(_ item: IngressItem) async {
         switch item {
         case .step(let stepperID, let step, let frames):
             publisher.publish(frames: frames)
-            _ = coordinator.submit(step, from: stepperID)
+            _ = await coordinator.receive(step, from: stepperID)
         case .deepLink(let step, let frames):
             publisher.publish(frames: frames)
-            coordinator.submitDeepLink(step)
+            _ = await coordinator.navigate(to: step)
         case .report(let presentableID, let event):
             coordinator.report(RendererReport(event), for: presentableID)
         case .status(let routingID):

@@ -1,0 +1,115 @@
+// The movie demo's flows written in Swift instead of YAML: an app's own coordinator daemon.
+//
+// It runs the same CoordinatorService as flowd, on the endpoints of a topology file, with typed
+// steps (a Codable enum) and flows that may adapt steps and run side effects.
+import ArgumentParser
+import FlowBus
+import Flows
+import Logging
+import ServiceLifecycle
+import UnixSignals
+
+/// The app's steps; Codable gives their wire form (`moviePicked(withMovieId:)` → `moviePicked`
+/// with params `withMovieId`).
+enum AppStep: Step, Codable, Equatable {
+    case apiKey, apiKeyIsComplete, movieList, settings, settingsDone
+    case moviePicked(withMovieId: Int)
+    case castPicked(withCastId: Int)
+}
+
+@FlowActor
+protocol AppFlow: Flow {}
+
+extension AppFlow {
+    /// Incoming canonical steps become AppSteps; anything else is refused as unknown-step.
+    func step(from canonical: CanonicalStep) -> (any Step)? {
+        try? decodeCanonical(AppStep.self, name: canonical.name, params: canonical.params)
+    }
+}
+
+final class MainFlow: AppFlow {
+    let stack = NavigationStack(id: "main")
+    var root: any Presentable { stack }
+
+    func navigate(to step: any Step) -> FlowContributors {
+        guard let step = step as? AppStep else { return .none }
+        switch step {
+        case .apiKey:
+            let screen = Screen(id: "apikey")
+            stack.setRoot(screen)
+            return .one(flowContributor: .contribute(withNextPresentable: screen, withNextStepper: RemoteStepper(id: "apikey")))
+        case .apiKeyIsComplete:
+            let dashboard = TabBar(id: "dashboard")
+            let wishlist = MovieListFlow(name: "WishlistFlow", prefix: "wishlist")
+            let watched = MovieListFlow(name: "WatchedFlow", prefix: "watched")
+            dashboard.setTabs([wishlist, watched])
+            stack.setRoot(dashboard)
+            return .multiple(
+                .contribute(withNextPresentable: wishlist, withNextStepper: OneStepper(withSingleStep: AppStep.movieList)),
+                .contribute(withNextPresentable: watched, withNextStepper: OneStepper(withSingleStep: AppStep.movieList)),
+                .contribute(withNextPresentable: dashboard, withNextStepper: RemoteStepper(id: "dashboard")))
+        default:
+            return .none
+        }
+    }
+}
+
+final class MovieListFlow: AppFlow {
+    let name: String
+    let stack: NavigationStack
+    var flowName: String { name }
+    var root: any Presentable { stack }
+
+    init(name: String, prefix: String) {
+        self.name = name
+        self.stack = NavigationStack(id: prefix)
+    }
+
+    /// Swift flows can adapt steps: a movie id below 1 is shown as the list instead.
+    func adapt(step: any Step) async throws -> any Step {
+        if case AppStep.moviePicked(let id)? = step as? AppStep, id < 1 { return AppStep.movieList }
+        return step
+    }
+
+    private func show(_ id: String, bound: Bool) -> FlowContributors {
+        let screen = Screen(id: "\(stack.presentableID)/\(id)")
+        stack.push(screen)
+        guard bound else { return .none }
+        return .one(flowContributor: .contribute(withNextPresentable: screen, withNextStepper: RemoteStepper(id: screen.presentableID)))
+    }
+
+    func navigate(to step: any Step) -> FlowContributors {
+        guard let step = step as? AppStep else { return .none }
+        switch step {
+        case .movieList: return show("movies", bound: true)
+        case .moviePicked(let id): return show("movie/\(id)", bound: true)
+        case .castPicked(let id): return show("cast/\(id)", bound: false)
+        default: return .none
+        }
+    }
+}
+
+@main
+struct MovieApp: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "movie-app",
+        abstract: "The movie demo's coordinator with flows written in Swift (endpoints from the topology file).")
+
+    @Option(name: .shortAndLong, help: "The topology file whose endpoints to use.")
+    var config: String?
+
+    func run() async throws {
+        LoggingSystem.bootstrap(StreamLogHandler.standardError)
+        let logger = Logger(label: "movie-app")
+        let topology: FlowBusConfig
+        do {
+            topology = try FlowBusConfig.load(path: FlowBusConfig.resolvePath(config))
+        } catch {
+            throw ValidationError(error.description)
+        }
+        let service = CoordinatorService(config: topology, logger: logger) {
+            (flow: MainFlow(), stepper: OneStepper(withSingleStep: AppStep.apiKey))
+        }
+        try await ServiceGroup(services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger).run()
+    }
+}

@@ -1,0 +1,59 @@
+import FlowBusWire
+import Flows
+import Foundation
+
+/// RxFlow's `Stepper` for a process: an initial step, then `readyToEmitSteps`.
+///
+/// In RxFlow a stepper's initial step is emitted when a flow contribution binds it. Across
+/// processes the stepper may start before or after that moment, so ``run(initialStep:timeout:readyToEmitSteps:)``
+/// first waits until flowd reports the stepper id bound (a status query), then publishes the
+/// initial step, then calls `readyToEmitSteps`. A step published while unbound would be refused
+/// as `unbound-stepper`; waiting avoids that race.
+public final class StepperProcess {
+    /// The publisher, for steps emitted later.
+    public let publisher: StepPublisher
+    private let control: String
+
+    /// A stepper for `stepperID` on the coordinator of `config`.
+    public init(stepperID: String, config: FlowBusConfig, contentType: ContentType = .fbv) throws {
+        publisher = try StepPublisher(stepperID: stepperID, endpoint: config.endpoints.ingress, contentType: contentType)
+        control = config.endpoints.control
+    }
+
+    /// The stepper id.
+    public var stepperID: String { publisher.stepperID }
+
+    /// Whether flowd currently binds this stepper id to a flow.
+    public func isBound() throws -> Bool {
+        let status = try StatusClient.fetch(endpoint: control)
+        return status["bindings"]?.listValue?.contains { $0.mapValue?["stepper"]?.stringValue == stepperID } ?? false
+    }
+
+    /// Waits until flowd binds this stepper id, polling its status.
+    /// - Returns: whether it was bound within `timeout`.
+    public func waitUntilBound(timeout: Duration = .seconds(30), pollEvery interval: Duration = .milliseconds(50)) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if (try? isBound()) == true { return true }
+            Thread.sleep(forTimeInterval: Double(interval.components.attoseconds) / 1e18 + Double(interval.components.seconds))
+        }
+        return false
+    }
+
+    /// Waits for the binding, publishes `initialStep` (if any), then calls `readyToEmitSteps`.
+    public func run(
+        initialStep: CanonicalStep? = nil, timeout: Duration = .seconds(30),
+        readyToEmitSteps: (StepPublisher) throws -> Void = { _ in }
+    ) throws {
+        guard waitUntilBound(timeout: timeout) else {
+            throw ClientError("no flow bound stepper \(stepperID) within \(timeout): check the flow that should contribute it (flowctl status)")
+        }
+        if let initialStep {
+            try publisher.publish(initialStep)
+        }
+        try readyToEmitSteps(publisher)
+    }
+}
+
+@available(*, unavailable, message: "a stepper process owns a socket: use it from one thread")
+extension StepperProcess: Sendable {}
