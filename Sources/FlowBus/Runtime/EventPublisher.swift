@@ -71,11 +71,11 @@ final class EventPublisher {
         } catch {
             logger.error("events send failed: \(error)")
         }
-        drainSubscriptions()
     }
 
-    /// XPUB hands subscriptions to its owner; reading them keeps its queue empty.
-    private func drainSubscriptions() {
+    /// XPUB hands subscriptions to its owner; reading them keeps its queue empty and lets it
+    /// attach new subscribers. Called once per batch and per heartbeat, not per message.
+    func drainSubscriptions() {
         while (try? socket.receive(into: &subscriptions, mode: .nonBlocking)) == true {}
     }
 }

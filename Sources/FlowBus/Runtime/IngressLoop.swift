@@ -63,6 +63,13 @@ final class IngressLoop: Sendable {
         var accepted = 0
         var duplicates = 0
         var refused: [DiagnosticReason: Int] = [:]
+
+        mutating func add(_ other: Counters) {
+            received += other.received
+            accepted += other.accepted
+            duplicates += other.duplicates
+            refused.merge(other.refused, uniquingKeysWith: +)
+        }
     }
 
     private let context: Context
@@ -186,9 +193,11 @@ final class IngressLoop: Sendable {
             if saturated { continue }
 
             var batch: [IngressItem] = []
+            var tally = Counters()
+            defer { if tally.received > 0 || !tally.refused.isEmpty { counterStore.withLock { $0.add(tally) } } }
             do {
                 while batch.count < Self.maxBatchSize, try ingress.receive(into: &received, mode: .nonBlocking) {
-                    guard let item = route(received, deduplicator: &deduplicator, acks: &acks) else { continue }
+                    guard let item = route(received, deduplicator: &deduplicator, acks: &acks, tally: &tally) else { continue }
                     if case .refused(let refusal) = item {
                         // The sender hears of its refusal before the ack that covers it (PROTOCOL 3.3).
                         ownSequence += 1
@@ -197,7 +206,7 @@ final class IngressLoop: Sendable {
                     batch.append(item)
                 }
                 while batch.count < Self.maxBatchSize, try control.receive(into: &received, mode: .nonBlocking) {
-                    batch.append(routeControl(received))
+                    batch.append(routeControl(received, tally: &tally))
                 }
             } catch {
                 if !error.isContextTerminated { logger.error("ingress receive failed: \(error)") }
@@ -256,28 +265,28 @@ final class IngressLoop: Sendable {
         }
     }
 
-    private func refuse(_ refusal: Refusal) -> IngressItem {
-        counterStore.withLock { $0.refused[refusal.reason, default: 0] += 1 }
+    private func refuse(_ refusal: Refusal, tally: inout Counters) -> IngressItem {
+        tally.refused[refusal.reason, default: 0] += 1
         return .refused(refusal)
     }
 
-    private func route(_ received: RoutedFrames, deduplicator: inout Deduplicator, acks: inout AckBatch) -> IngressItem? {
-        counterStore.withLock { $0.received += 1 }
+    private func route(_ received: RoutedFrames, deduplicator: inout Deduplicator, acks: inout AckBatch, tally: inout Counters) -> IngressItem? {
+        tally.received += 1
         let frames = received.frames
         let header: RoutedHeader
         do {
             header = try RoutedHeader.decode(from: frames)
         } catch {
-            return refuse(Refusal(reason: error.reason, detail: error.detail, endpoint: "ingress"))
+            return refuse(Refusal(reason: error.reason, detail: error.detail, endpoint: "ingress"), tally: &tally)
         }
         let envelope = header.envelope
         acks.record(routingID: received.routingID, source: envelope.source, sequence: envelope.sequence)
         switch deduplicator.check(source: envelope.source, sequence: envelope.sequence) {
         case .duplicate(let last):
-            counterStore.withLock { $0.duplicates += 1 }
+            tally.duplicates += 1
             return refuse(Refusal(
                 reason: .duplicate, detail: "sequence \(envelope.sequence) of \(envelope.source) was already applied (last \(last))",
-                source: envelope.source, topic: header.topic, sequence: envelope.sequence, endpoint: "ingress"))
+                source: envelope.source, topic: header.topic, sequence: envelope.sequence, endpoint: "ingress"), tally: &tally)
         case .fresh:
             break
         }
@@ -286,40 +295,40 @@ final class IngressLoop: Sendable {
             case .step, .deepLink:
                 let view = try NamedMessageView.decode(from: frames, header: header)
                 let step = CanonicalStep(view.name, try view.params.decodeParams())
-                counterStore.withLock { $0.accepted += 1 }
+                tally.accepted += 1
                 if header.kind == .step {
                     return .step(stepperID: String(header.topicID), step: step, frames: frames)
                 }
                 return .deepLink(step: step, frames: frames)
             case .presentableReport:
                 guard case .presentableReport(let report) = try WireMessage.decode(from: frames) else { return nil }
-                counterStore.withLock { $0.accepted += 1 }
+                tally.accepted += 1
                 return .report(presentableID: report.presentableID, event: report.event)
             case .heartbeat:
                 return nil
             default:
                 return refuse(Refusal(
                     reason: .unknownKind, detail: "flowd's ingress accepts step, deepLink, presentableReport and heartbeat, not \(header.kind)",
-                    source: envelope.source, topic: header.topic, sequence: envelope.sequence, endpoint: "ingress"))
+                    source: envelope.source, topic: header.topic, sequence: envelope.sequence, endpoint: "ingress"), tally: &tally)
             }
         } catch {
             return refuse(Refusal(
                 reason: error.reason, detail: error.detail, source: envelope.source, topic: header.topic,
-                sequence: envelope.sequence, endpoint: "ingress"))
+                sequence: envelope.sequence, endpoint: "ingress"), tally: &tally)
         }
     }
 
-    private func routeControl(_ received: RoutedFrames) -> IngressItem {
+    private func routeControl(_ received: RoutedFrames, tally: inout Counters) -> IngressItem {
         do {
             let header = try RoutedHeader.decode(from: received.frames)
             guard header.kind == .statusRequest else {
                 return refuse(Refusal(
                     reason: .unknownKind, detail: "flowd's control endpoint answers statusRequest only, not \(header.kind)",
-                    source: header.envelope.source, topic: header.topic, sequence: header.envelope.sequence, endpoint: "control"))
+                    source: header.envelope.source, topic: header.topic, sequence: header.envelope.sequence, endpoint: "control"), tally: &tally)
             }
             return .status(routingID: received.routingID)
         } catch {
-            return refuse(Refusal(reason: error.reason, detail: error.detail, endpoint: "control"))
+            return refuse(Refusal(reason: error.reason, detail: error.detail, endpoint: "control"), tally: &tally)
         }
     }
 }

@@ -39,6 +39,7 @@ final class StepRouter {
     func consume(_ batches: AsyncStream<[IngressItem]>) async {
         for await batch in batches {
             for item in batch { await apply(item) }
+            publisher.drainSubscriptions()
             ingress.batchProcessed()
         }
     }
@@ -46,6 +47,7 @@ final class StepRouter {
     func heartbeat() async {
         while !Task.isCancelled {
             publisher.publish(Heartbeat(envelope: publisher.envelope(.heartbeat)))
+            publisher.drainSubscriptions()
             try? await Task.sleep(for: heartbeatInterval)
         }
     }
