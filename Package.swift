@@ -56,7 +56,7 @@ let package = Package(
         .executableTarget(
             name: "flowctl",
             dependencies: [
-                "FlowBus", "FlowBusWire",
+                "FlowBus", "FlowBusWire", "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -73,7 +73,7 @@ public final class TestTopology: @unchecked Sendable {
             guard flowd.isRunning else {
                 throw HarnessError("flowd exited during start-up:\n\(flowd.output)")
             }
-            if (try? StatusClient.fetch(endpoint: config.endpoints.control, timeout: .milliseconds(200))) != nil { return flowd }
+            if (try? StatusClient.fetch(endpoint: config.endpoints.control, curve: config.curve, timeout: .milliseconds(200))) != nil { return flowd }
         }
         throw HarnessError("flowd did not answer within \(timeout):\n\(flowd.output)")
     }
@@ -90,12 +90,12 @@ public final class TestTopology: @unchecked Sendable {
 
     /// A stepper connected to flowd's ingress.
     public func stepper(_ stepperID: String, contentType: ContentType = .fbv) throws -> StepPublisher {
-        try StepPublisher(stepperID: stepperID, endpoint: config.endpoints.ingress, contentType: contentType)
+        try StepPublisher(stepperID: stepperID, config: config, contentType: contentType)
     }
 
     /// A subscriber to flowd's events, connected (it has seen a heartbeat) before it is returned.
     public func subscribe(_ topics: [String], timeout: Duration = .seconds(10)) throws -> BusSubscriber {
-        let subscriber = try BusSubscriber(endpoint: config.endpoints.events, topics: topics)
+        let subscriber = try BusSubscriber(endpoint: config.endpoints.events, topics: topics, curve: config.curve)
         guard try subscriber.waitUntilConnected(timeout: timeout) else {
             throw HarnessError("no heartbeat from flowd's events endpoint \(config.endpoints.events) within \(timeout)")
         }
@@ -104,7 +104,7 @@ public final class TestTopology: @unchecked Sendable {
 
     /// flowd's status.
     public func status() throws -> WireParams {
-        try StatusClient.fetch(endpoint: config.endpoints.control)
+        try StatusClient.fetch(endpoint: config.endpoints.control, curve: config.curve)
     }
 
     /// Stops every process this topology started (SIGTERM, then SIGKILL after a grace period).

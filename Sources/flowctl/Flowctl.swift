@@ -2,6 +2,7 @@ import ArgumentParser
 import FlowBus
 import FlowBusWire
 import Foundation
+import ZeroMQ
 
 /// The FlowBus command line: publish steps and deep links, watch the bus, query flowd.
 @main
@@ -9,7 +10,7 @@ struct Flowctl: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "flowctl",
         abstract: "Drive and watch a FlowBus topology.",
-        subcommands: [StepCommand.self, DeepLinkCommand.self, ReportCommand.self, EchoCommand.self, StatusCommand.self]
+        subcommands: [StepCommand.self, DeepLinkCommand.self, ReportCommand.self, EchoCommand.self, StatusCommand.self, KeygenCommand.self]
     )
 }
 
@@ -76,7 +77,7 @@ struct StepCommand: ParsableCommand {
 
     func run() throws {
         let config = try options.load()
-        let publisher = try StepPublisher(stepperID: stepperID, endpoint: config.endpoints.ingress, contentType: json ? .json : .fbv)
+        let publisher = try StepPublisher(stepperID: stepperID, config: config, contentType: json ? .json : .fbv)
         try publisher.publish(name, try parseParams(params))
         try requireAcknowledgement(publisher, endpoint: config.endpoints.ingress, timeout: timeout)
         print("step \(name) published as \(stepperID), acknowledged")
@@ -93,7 +94,7 @@ struct DeepLinkCommand: ParsableCommand {
 
     func run() throws {
         let config = try options.load()
-        let publisher = try StepPublisher(stepperID: "flowctl", endpoint: config.endpoints.ingress)
+        let publisher = try StepPublisher(stepperID: "flowctl", config: config)
         try publisher.publishDeepLink(name, try parseParams(params))
         try requireAcknowledgement(publisher, endpoint: config.endpoints.ingress, timeout: timeout)
         print("deep link \(name) published, acknowledged")
@@ -113,7 +114,7 @@ struct ReportCommand: ParsableCommand {
             throw ValidationError("'\(event)' is not a report: use appeared, disappeared or dismissed")
         }
         let config = try options.load()
-        let publisher = try StepPublisher(stepperID: "renderer", endpoint: config.endpoints.ingress)
+        let publisher = try StepPublisher(stepperID: "renderer", config: config)
         try publisher.report(kind, for: presentableID)
         try requireAcknowledgement(publisher, endpoint: config.endpoints.ingress, timeout: timeout)
         print("\(presentableID) \(event), acknowledged")
@@ -146,7 +147,7 @@ struct EchoCommand: ParsableCommand {
 
     func run() throws {
         let config = try options.load()
-        let subscriber = try BusSubscriber(endpoint: config.endpoints.events, topics: stream.topics)
+        let subscriber = try BusSubscriber(endpoint: config.endpoints.events, topics: stream.topics, curve: config.curve)
         var printed = 0
         while count.map({ printed < $0 }) ?? true {
             guard let received = try subscriber.next(timeout: idleTimeout.map { .milliseconds(Int($0 * 1000)) }) else {
@@ -173,7 +174,34 @@ struct StatusCommand: ParsableCommand {
 
     func run() throws {
         let config = try options.load()
-        let status = try StatusClient.fetch(endpoint: config.endpoints.control, timeout: .milliseconds(Int(timeout * 1000)))
+        let status = try StatusClient.fetch(endpoint: config.endpoints.control, curve: config.curve, timeout: .milliseconds(Int(timeout * 1000)))
         print(json ? try WireJSON.string(.map(status)) : MessageFormatter.status(status))
+    }
+}
+
+struct KeygenCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keygen", abstract: "Write a CURVE key pair: NAME.key (secret, mode 0600) and NAME.pub.")
+
+    @Argument(help: "The key's name, e.g. flowd or a client's name.") var name: String
+    @Option(help: "The directory to write into.") var dir: String = "."
+    @Flag(help: "Replace existing files.") var force = false
+
+    func run() throws {
+        let pair = try CurveKeyPair.generate()
+        let directory = URL(fileURLWithPath: dir)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let secretPath = directory.appendingPathComponent("\(name).key").path
+        let publicPath = directory.appendingPathComponent("\(name).pub").path
+        for path in [secretPath, publicPath] where FileManager.default.fileExists(atPath: path) && !force {
+            throw ValidationError("\(path) exists: pass --force to replace it")
+        }
+        // Created private before the secret is written into it.
+        guard FileManager.default.createFile(atPath: secretPath, contents: nil, attributes: [.posixPermissions: 0o600]) else {
+            throw ValidationError("cannot create \(secretPath)")
+        }
+        try "# FlowBus CURVE secret key of \(name): keep it private\n\(pair.secretKey)\n".write(toFile: secretPath, atomically: false, encoding: .utf8)
+        try "# FlowBus CURVE public key of \(name)\n\(pair.publicKey)\n".write(toFile: publicPath, atomically: true, encoding: .utf8)
+        print("wrote \(secretPath) (secret) and \(publicPath): public key \(pair.publicKey)")
     }
 }

@@ -289,3 +289,87 @@ final class LockedBox<Value: Sendable>: @unchecked Sendable {
         set { lock.withLock { stored = newValue } }
     }
 }
+
+@Suite("Security: CURVE with ZAP on tcp, private ipc files", .serialized)
+struct SecurityTests {
+    /// A free tcp port on loopback (bound, read back, released).
+    func freePort() throws -> String {
+        let context = try ZeroMQ.Context(defaultLinger: 0)
+        let socket = try context.socket(.router)
+        try socket.bind("tcp://127.0.0.1:*")
+        return try socket.lastEndpoint
+    }
+
+    @Test("flowctl keygen writes a private secret key and its public key")
+    func keygen() throws {
+        let topology = try demoTopology()
+        let keys = topology.directory.appendingPathComponent("keys").path
+        let result = try topology.run("flowctl", ["keygen", "client", "--dir", keys])
+        #expect(result.status == 0, "\(result.output)")
+        let attributes = try FileManager.default.attributesOfItem(atPath: keys + "/client.key")
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        let again = try topology.run("flowctl", ["keygen", "client", "--dir", keys])
+        #expect(again.status != 0)
+        #expect(again.output.contains("pass --force"))
+    }
+
+    @Test("A known client key gets in; an unknown one gets no step, subscription or status in")
+    func curveAllowsOnlyKnownKeys() throws {
+        let keys = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("flowbus-keys-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: keys, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: keys) }
+        var secrets: [String] = []
+        for name in ["flowd", "client", "intruder"] {
+            let pair = try CurveKeyPair.generate()
+            secrets.append(pair.secretKey)
+            try "\(pair.secretKey)\n".write(to: keys.appendingPathComponent("\(name).key"), atomically: true, encoding: .utf8)
+            try "\(pair.publicKey)\n".write(to: keys.appendingPathComponent("\(name).pub"), atomically: true, encoding: .utf8)
+        }
+        let demo = try String(contentsOf: packageRoot.appendingPathComponent("config/demo.yaml"), encoding: .utf8)
+        let (ingressEndpoint, eventsEndpoint, controlEndpoint) = (try freePort(), try freePort(), try freePort())
+        func topologyYAML(clientKey: String) -> String {
+            demo.replacingOccurrences(of: "ipc://${FLOWBUS_RUN_DIR:-/tmp/flowbus}/ingress.sock", with: ingressEndpoint)
+                .replacingOccurrences(of: "ipc://${FLOWBUS_RUN_DIR:-/tmp/flowbus}/events.sock", with: eventsEndpoint)
+                .replacingOccurrences(of: "ipc://${FLOWBUS_RUN_DIR:-/tmp/flowbus}/control.sock", with: controlEndpoint)
+                + """
+
+                heartbeatMilliseconds: 50
+                security:
+                  serverKey: \(keys.path)/flowd.key
+                  serverPublicKey: \(keys.path)/flowd.pub
+                  clientKey: \(keys.path)/\(clientKey).key
+                  allowedClients: [\(keys.path)/client.pub]
+                """
+        }
+        let topology = try TestTopology(configYAML: topologyYAML(clientKey: "client"))
+        let flowd = try topology.startFlowd()
+        let events = try topology.subscribe(["nav/did/"])
+        try tap(topology, "apikey", "apiKeyIsComplete")
+        #expect(lines(try events.collect(3)).first == "did navigate flow=MainFlow step=apiKeyIsComplete presentable=apikey")
+
+        let intruder = try TestTopology(configYAML: topologyYAML(clientKey: "intruder"))
+        let stepper = try intruder.stepper("wishlist/movies")
+        try stepper.publish("moviePicked", ["withMovieId": 1])
+        #expect(try stepper.waitForAcknowledgement(timeout: .milliseconds(1500)) == false)
+        let eavesdropper = try BusSubscriber(endpoint: eventsEndpoint, topics: [""], curve: intruder.config.curve)
+        #expect(try eavesdropper.waitUntilConnected(timeout: .milliseconds(500)) == false)
+        #expect(throws: (any Error).self) { try StatusClient.fetch(endpoint: controlEndpoint, curve: intruder.config.curve, timeout: .milliseconds(500)) }
+
+        // Nothing of the intruder's was applied, its attempts were counted, and no secret was logged.
+        let late = try events.next(timeout: .milliseconds(200))
+        #expect(late == nil, "\(String(describing: late))")
+        let refused = try topology.status()["ingress"]?.mapValue?["refused"]?.mapValue?["unauthorized"]?.intValue ?? 0
+        #expect(refused >= 1)
+        for secret in secrets { #expect(!flowd.output.contains(secret)) }
+    }
+
+    @Test("ipc socket files are private to their owner")
+    func ipcPermissions() throws {
+        let topology = try demoTopology()
+        try topology.startFlowd()
+        for name in ["ingress", "events", "control"] {
+            let attributes = try FileManager.default.attributesOfItem(atPath: topology.directory.appendingPathComponent("\(name).sock").path)
+            #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600, "\(name).sock")
+        }
+    }
+}

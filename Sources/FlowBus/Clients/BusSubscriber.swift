@@ -22,7 +22,7 @@ public final class BusSubscriber {
     /// Connects to `endpoint` and subscribes to each topic prefix (all topics when empty).
     /// Heartbeats (`hb/`) are always subscribed, to know the publisher is there, and returned
     /// only when `includeHeartbeats` is set or asked for in `topics`.
-    public init(endpoint: String, topics: [String], includeHeartbeats: Bool = false, context: Context? = nil) throws {
+    public init(endpoint: String, topics: [String], includeHeartbeats: Bool = false, curve: CurveKeys = CurveKeys(), context: Context? = nil) throws {
         self.context = try context ?? Context(defaultLinger: 0)
         self.includeHeartbeats = includeHeartbeats || topics.isEmpty || topics.contains { "hb/".hasPrefix($0) }
         socket = try self.context.socket(.sub)
@@ -30,6 +30,7 @@ public final class BusSubscriber {
         for topic in Set(topics.isEmpty ? [""] : topics + ["hb/"]) {
             try socket.setOption(.subscribe(topic))
         }
+        try curve.secureClient(socket, endpoint: endpoint)
         try socket.connect(endpoint)
     }
 
@@ -80,9 +81,10 @@ extension BusSubscriber: Sendable {}
 /// Asks `flowd` for its status on the control endpoint.
 public enum StatusClient {
     /// The status map flowd returns: flows with their live trees, bindings, counters.
-    public static func fetch(endpoint: String, timeout: Duration = .seconds(3)) throws -> WireParams {
+    public static func fetch(endpoint: String, curve: CurveKeys = CurveKeys(), timeout: Duration = .seconds(3)) throws -> WireParams {
         let context = try Context(defaultLinger: 0)
         let socket = try context.socket(.dealer)
+        try curve.secureClient(socket, endpoint: endpoint)
         try socket.connect(endpoint)
         let request = StatusRequest(envelope: Envelope(kind: .statusRequest, sequence: 1, source: "flowctl#\(ProcessInfo.processInfo.processIdentifier)"))
         try socket.send(message: try request.encoded())

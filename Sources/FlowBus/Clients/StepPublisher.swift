@@ -35,14 +35,20 @@ public final class StepPublisher {
 
     /// Connects to `endpoint` (flowd's ingress). libzmq connects in the background and queues
     /// steps until flowd is there.
-    public init(stepperID: String, endpoint: String, contentType: ContentType = .fbv, context: Context? = nil) throws {
+    public init(stepperID: String, endpoint: String, contentType: ContentType = .fbv, curve: CurveKeys = CurveKeys(), context: Context? = nil) throws {
         self.stepperID = stepperID
         self.sourceID = "\(stepperID)#\(UUID().uuidString.prefix(8).lowercased())"
         self.contentType = contentType
         self.context = try context ?? Context(defaultLinger: 2000)
         socket = try self.context.socket(.dealer)
         try socket.setOptions([.sendHighWaterMark(100_000), .reconnectInterval(100), .reconnectIntervalMax(2000)])
+        try curve.secureClient(socket, endpoint: endpoint)
         try socket.connect(endpoint)
+    }
+
+    /// Connects to the ingress of `config`'s coordinator, with its security settings.
+    public convenience init(stepperID: String, config: FlowBusConfig, contentType: ContentType = .fbv) throws {
+        try self.init(stepperID: stepperID, endpoint: config.endpoints.ingress, contentType: contentType, curve: config.curve)
     }
 
     /// The last sequence published.

@@ -13,11 +13,13 @@ public final class StepperProcess {
     /// The publisher, for steps emitted later.
     public let publisher: StepPublisher
     private let control: String
+    private let curve: CurveKeys
 
     /// A stepper for `stepperID` on the coordinator of `config`.
     public init(stepperID: String, config: FlowBusConfig, contentType: ContentType = .fbv) throws {
-        publisher = try StepPublisher(stepperID: stepperID, endpoint: config.endpoints.ingress, contentType: contentType)
+        publisher = try StepPublisher(stepperID: stepperID, config: config, contentType: contentType)
         control = config.endpoints.control
+        curve = config.curve
     }
 
     /// The stepper id.
@@ -25,7 +27,7 @@ public final class StepperProcess {
 
     /// Whether flowd currently binds this stepper id to a flow.
     public func isBound() throws -> Bool {
-        let status = try StatusClient.fetch(endpoint: control)
+        let status = try StatusClient.fetch(endpoint: control, curve: curve)
         return status["bindings"]?.listValue?.contains { $0.mapValue?["stepper"]?.stringValue == stepperID } ?? false
     }
 

@@ -20,6 +20,14 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     public var heartbeatMilliseconds: Int
     /// Reactor hosts, by name: where each listens and which reactor ids it serves.
     public var reactors: [String: ReactorHostSpec]
+    /// CURVE settings, as written in the file.
+    public var security: SecurityConfig?
+    /// The keys `security` names, loaded when the file is (relative to its directory).
+    public var curve = CurveKeys()
+
+    enum CodingKeys: String, CodingKey {
+        case endpoints, limits, coordinator, flows, heartbeatMilliseconds, reactors, security
+    }
 
     /// A reactor host process's endpoints and the reactor ids it serves.
     public struct ReactorHostSpec: Codable, Sendable, Hashable {
@@ -113,6 +121,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         flows = try container.decodeIfPresent([String: DeclaredFlowSpec].self, forKey: .flows) ?? [:]
         heartbeatMilliseconds = try container.decodeIfPresent(Int.self, forKey: .heartbeatMilliseconds) ?? 1000
         reactors = try container.decodeIfPresent([String: ReactorHostSpec].self, forKey: .reactors) ?? [:]
+        security = try container.decodeIfPresent(SecurityConfig.self, forKey: .security)
     }
 }
 
@@ -153,7 +162,7 @@ extension FlowBusConfig {
     /// Parses YAML text (after `${VAR}` expansion) and validates it.
     public static func parse(yaml: String, source: String = "config", environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> FlowBusConfig {
         let expanded = try expandVariables(yaml, environment: environment, source: source)
-        let config: FlowBusConfig
+        var config: FlowBusConfig
         do {
             config = try YAMLDecoder().decode(FlowBusConfig.self, from: expanded)
         } catch let error as DecodingError {
@@ -162,6 +171,10 @@ extension FlowBusConfig {
             throw ConfigError("\(source): \(error)")
         }
         try config.validate(source: source)
+        if let security = config.security {
+            let directory = source.contains("/") ? (source as NSString).deletingLastPathComponent : FileManager.default.currentDirectoryPath
+            config.curve = try CurveKeys.load(security, relativeTo: directory)
+        }
         return config
     }
 

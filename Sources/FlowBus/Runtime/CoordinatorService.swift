@@ -49,7 +49,10 @@ public final class CoordinatorService: Service {
     public func run() async throws {
         let context = try Context(defaultLinger: 200)
         let sourceID = "flowd#\(UUID().uuidString.prefix(8).lowercased())"
-        let ingress = IngressLoop(context: context, endpoints: config.endpoints, limits: config.limits, sourceID: sourceID, logger: logger)
+        let ingress = IngressLoop(context: context, config: config, sourceID: sourceID, logger: logger)
+        // The ZAP handler must exist before any CURVE socket binds: without it CURVE admits everyone.
+        let authenticator = try startAuthenticator(context: context, ingress: ingress)
+        defer { authenticator?.stop() }
         let router = try await StepRouter(context: context, config: config, sourceID: sourceID, ingress: ingress, logger: logger)
         do {
             try ingress.start()
@@ -77,6 +80,22 @@ public final class CoordinatorService: Service {
         await router.close()
         context.shutdown()
         logger.info("flowd stopped")
+    }
+}
+
+extension CoordinatorService {
+    /// Starts a ZAP handler admitting only `security.allowedClients`, when the config has a server key.
+    func startAuthenticator(context: Context, ingress: IngressLoop) throws -> ZAPHandler? {
+        let curve = config.curve
+        guard curve.requiresAuthentication else { return nil }
+        let logger = self.logger
+        return try ZAPHandler(context: context, policy: curve.decide) { request, decision in
+            guard case .deny(let reason) = decision else { return }
+            logger.warning("refused a connection from \(request.address): \(reason)")
+            ingress.inject(.refused(Refusal(
+                reason: .unauthorized, detail: "connection from \(request.address) refused: \(reason)", source: nil, topic: nil,
+                sequence: nil, endpoint: "zap")))
+        }
     }
 }
 

@@ -19,7 +19,7 @@ final class EventPublisher {
     private(set) var dropped = 0
     private(set) var published = 0
 
-    init(context: Context, endpoint: String, limits: FlowBusConfig.Limits, sourceID: String, logger: Logger) throws {
+    init(context: Context, endpoint: String, limits: FlowBusConfig.Limits, curve: CurveKeys, sourceID: String, logger: Logger) throws {
         socket = try context.socket(.xpub)
         try socket.setOptions([
             .sendHighWaterMark(Int32(clamping: limits.highWaterMark)),
@@ -27,7 +27,9 @@ final class EventPublisher {
             .xpubNoDrop(true),
             .linger(200),
         ])
+        try curve.secureServer(socket, endpoint: endpoint)
         try socket.bind(endpoint)
+        restrictPermissions(ofIPCEndpoint: endpoint)
         self.sourceID = sourceID
         self.logger = logger
     }

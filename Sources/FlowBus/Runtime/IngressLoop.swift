@@ -80,6 +80,8 @@ final class IngressLoop: Sendable {
     private let stopping = Atomic<Bool>(false)
     private let pendingBatches = Atomic<Int>(0)
     private let outbox = Mutex<[(routingID: [UInt8], message: FrameBuffer)]>([])
+    /// Items produced off the loop (e.g. the ZAP handler's refusals), handed over with the next batch.
+    private let injected = Mutex<[IngressItem]>([])
     private let counterStore = Mutex(Counters())
     private let finished = DispatchSemaphore(value: 0)
     private let continuation: AsyncStream<[IngressItem]>.Continuation
@@ -91,10 +93,13 @@ final class IngressLoop: Sendable {
     static let maxPendingBatches = 16
     static let maxBatchSize = 256
 
-    init(context: Context, endpoints: FlowBusConfig.Endpoints, limits: FlowBusConfig.Limits, sourceID: String, logger: Logger) {
+    private let curve: CurveKeys
+
+    init(context: Context, config: FlowBusConfig, sourceID: String, logger: Logger) {
         self.context = context
-        self.endpoints = endpoints
-        self.limits = limits
+        self.endpoints = config.endpoints
+        self.limits = config.limits
+        self.curve = config.curve
         self.sourceID = sourceID
         self.logger = logger
         (batches, continuation) = AsyncStream.makeStream(of: [IngressItem].self)
@@ -121,10 +126,14 @@ final class IngressLoop: Sendable {
                     .sendHighWaterMark(Int32(clamping: limits.highWaterMark)),
                     .linger(0),
                 ])
+                try curve.secureServer(ingress, endpoint: endpoints.ingress)
                 try ingress.bind(endpoints.ingress)
+                restrictPermissions(ofIPCEndpoint: endpoints.ingress)
                 control = try context.socket(.router)
                 try control.setOptions([.maxMessageSize(Int64(limits.maxMessageBytes)), .linger(0)])
+                try curve.secureServer(control, endpoint: endpoints.control)
                 try control.bind(endpoints.control)
+                restrictPermissions(ofIPCEndpoint: endpoints.control)
             } catch {
                 failure.withLock { $0 = error }
                 bound.signal()
@@ -152,6 +161,15 @@ final class IngressLoop: Sendable {
         if pendingBatches.subtract(1, ordering: .acquiringAndReleasing).newValue == Self.maxPendingBatches - 1 {
             wake.signal()
         }
+    }
+
+    /// Hands `item` to the coordinator with the next batch.
+    func inject(_ item: IngressItem) {
+        if case .refused(let refusal) = item {
+            counterStore.withLock { $0.refused[refusal.reason, default: 0] += 1 }
+        }
+        injected.withLock { $0.append(item) }
+        wake.signal()
     }
 
     /// Queues a reply for a peer of the control endpoint.
@@ -192,7 +210,10 @@ final class IngressLoop: Sendable {
             }
             if saturated { continue }
 
-            var batch: [IngressItem] = []
+            var batch: [IngressItem] = injected.withLock { items in
+                defer { items.removeAll() }
+                return items
+            }
             var tally = Counters()
             defer { if tally.received > 0 || !tally.refused.isEmpty { counterStore.withLock { $0.add(tally) } } }
             do {

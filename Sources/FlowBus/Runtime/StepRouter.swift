@@ -16,7 +16,8 @@ final class StepRouter {
     private let heartbeatInterval: Duration
 
     init(context: Context, config: FlowBusConfig, sourceID: String, ingress: IngressLoop, logger: Logger) throws {
-        publisher = try EventPublisher(context: context, endpoint: config.endpoints.events, limits: config.limits, sourceID: sourceID, logger: logger)
+        publisher = try EventPublisher(
+            context: context, endpoint: config.endpoints.events, limits: config.limits, curve: config.curve, sourceID: sourceID, logger: logger)
         coordinator = FlowCoordinator()
         self.ingress = ingress
         self.logger = logger
