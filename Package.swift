@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "flowctl", targets: ["flowctl"]),
         .executable(name: "flowbench", targets: ["flowbench"]),
         .executable(name: "wire-smoke", targets: ["wire-smoke"]),
+        .executable(name: "reactor-host", targets: ["reactor-host"]),
         .executable(name: "movie-app", targets: ["movie-app"]),
     ],
     dependencies: [
@@ -86,11 +87,25 @@ let package = Package(
             ],
             path: "Sources/Examples/wire-smoke"
         ),
+        .executableTarget(
+            name: "reactor-host",
+            dependencies: [
+                "FlowBus", "FlowBusWire", "Reactors",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            path: "Sources/Examples/reactor-host"
+        ),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "FlowBusWireTests", dependencies: ["FlowBusWire"], exclude: ["Fixtures"]),
         .testTarget(name: "FlowsTests", dependencies: ["Flows"]),
         .testTarget(name: "ReactorsTests", dependencies: ["Reactors"]),
-        .testTarget(name: "FlowBusTests", dependencies: ["FlowBus", "FlowBusWire", "Flows"]),
+        .testTarget(
+            name: "FlowBusTests",
+            dependencies: ["FlowBus", "FlowBusWire", "Flows", "Reactors", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(
             name: "IntegrationTests",
             dependencies: ["FlowBus", "FlowBusTesting", "FlowBusWire", "Flows", "ZeroMQ"]

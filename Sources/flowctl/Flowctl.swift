@@ -10,7 +10,10 @@ struct Flowctl: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "flowctl",
         abstract: "Drive and watch a FlowBus topology.",
-        subcommands: [StepCommand.self, DeepLinkCommand.self, ReportCommand.self, EchoCommand.self, StatusCommand.self, KeygenCommand.self]
+        subcommands: [
+            StepCommand.self, DeepLinkCommand.self, ReportCommand.self, EchoCommand.self, StatusCommand.self,
+            ReactorActionCommand.self, ReactorStateCommand.self, ReactorEchoStateCommand.self, KeygenCommand.self,
+        ]
     )
 }
 

@@ -1,0 +1,76 @@
+import ArgumentParser
+import FlowBus
+import Logging
+import ServiceLifecycle
+import UnixSignals
+
+/// The demo's reactor host: the Counter of seed 001, the api key `login` reactor (a stepper too)
+/// and the `movie/<id>` family, served on the endpoints of one `reactors:` entry of the config.
+struct ReactorHostCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "reactor-host",
+        abstract: "Host the demo reactors (counter, login, movie/<id>) on a FlowBus topology.",
+        discussion: "Binds the actions and states endpoints of reactors.<host> in the config. Stops cleanly on SIGTERM or SIGINT."
+    )
+
+    @Option(name: .shortAndLong, help: "The topology file (default: $\(FlowBusConfig.pathVariable), else \(FlowBusConfig.defaultPath)).")
+    var config: String?
+
+    @Option(help: "The reactor host to run: a key of the config's reactors: section.")
+    var host: String = "demo"
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: String = "info"
+
+    @Option(help: "The counter's simulated delay, in milliseconds (seed 001: 500).")
+    var counterDelayMs: Int = 500
+
+    @Option(help: "The simulated load time of a movie's details, in milliseconds.")
+    var movieDelayMs: Int = 200
+
+    func run() async throws {
+        guard let level = Logger.Level(rawValue: logLevel) else {
+            throw ValidationError("'\(logLevel)' is not a log level: use trace, debug, info, notice, warning, error or critical")
+        }
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "reactor-host")
+        let topology: FlowBusConfig
+        do {
+            topology = try FlowBusConfig.load(path: FlowBusConfig.resolvePath(config))
+        } catch {
+            throw ValidationError(error.description)
+        }
+
+        let counterDelay = Duration.milliseconds(counterDelayMs)
+        let movieDelay = Duration.milliseconds(movieDelayMs)
+        var reactors = ReactorRegistry()
+        reactors.register("counter") { _ in CounterReactor(delay: counterDelay) }
+        reactors.register("login") { context in LoginReactor(steps: context.stepper("apikey")) }
+        reactors.register(family: "movie/") { context in
+            Int(context.memberID).map { MovieDetailReactor(id: $0, loadTime: movieDelay) }
+        }
+
+        let service: ReactorHostService
+        do {
+            service = try ReactorHostService(hostName: host, config: topology, reactors: reactors, logger: logger)
+        } catch {
+            throw ValidationError(error.description)
+        }
+        let group = ServiceGroup(
+            configuration: .init(services: [.init(service: service)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+}
+
+// Top-level code (this file is main.swift) resolves `ReactorHostCommand.main()` to
+// ParsableCommand's synchronous entry point, which refuses async commands: parse and run here.
+do {
+    let command = try ReactorHostCommand.parse()
+    try await command.run()
+} catch {
+    ReactorHostCommand.exit(withError: error)
+}

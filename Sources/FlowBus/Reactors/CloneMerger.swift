@@ -1,0 +1,113 @@
+import FlowBusWire
+
+/// One state of a reactor as a view receives it: the snapshot first, then live states.
+public struct ReactorViewState: Sendable, Hashable {
+    /// The reactor.
+    public var reactorID: String
+    /// The envelope as the host sent it; its sequence is the reactor's state sequence.
+    public var envelope: Envelope
+    /// The state, as a wire value (decode it with ``decode(_:)``).
+    public var state: WireValue
+    /// True for a snapshot (the first state a view gets, or the one it resynchronised from).
+    public var isSnapshot: Bool
+
+    /// Creates a state as received.
+    public init(reactorID: String, envelope: Envelope, state: WireValue, isSnapshot: Bool) {
+        self.reactorID = reactorID
+        self.envelope = envelope
+        self.state = state
+        self.isSnapshot = isSnapshot
+    }
+
+    /// The reactor's state sequence.
+    public var sequence: UInt64 { envelope.sequence }
+
+    /// Decodes the state into the reactor's `State` type (or any `Decodable` mirror of it).
+    public func decode<State: Decodable>(_ type: State.Type) throws -> State {
+        try WireValueDecoder().decode(type, from: state)
+    }
+
+    /// The state as the wire message it came in (for ``MessageFormatter``).
+    public var message: WireMessage {
+        isSnapshot
+            ? .snapshot(SnapshotMessage(reactorID: reactorID, envelope: envelope, state: state))
+            : .state(StateMessage(reactorID: reactorID, envelope: envelope, state: state))
+    }
+}
+
+/// The view side of the Clone pattern, without sockets: merges a snapshot with live states so
+/// that the consumer sees every state once, in sequence order, with no gap.
+///
+/// Live states received before the snapshot are queued; the snapshot (sequence N) is delivered,
+/// then queued and later states with sequence ≤ N are dropped and the others delivered in order.
+/// A live state whose sequence skips ahead (a state lost at a high-water mark) or that comes
+/// from another host source (the host restarted) asks for a new snapshot: the merger goes back
+/// to waiting and the caller sends a snapshot request.
+struct CloneMerger {
+    enum Phase: Equatable {
+        case waitingForSnapshot
+        case live
+    }
+
+    private(set) var phase = Phase.waitingForSnapshot
+    private(set) var lastSequence: UInt64?
+    private(set) var source: String?
+    private var queued: [ReactorViewState] = []
+    /// States dropped because the snapshot (or an earlier state) already covered them.
+    private(set) var dropped = 0
+
+    /// A live state from the `states` endpoint.
+    /// - Returns: the states to deliver now, and whether a new snapshot is needed.
+    mutating func live(_ state: ReactorViewState) -> (deliver: [ReactorViewState], resync: Bool) {
+        if phase == .waitingForSnapshot {
+            queued.append(state)
+            return ([], false)
+        }
+        var delivered: [ReactorViewState] = []
+        let resync = apply(state, into: &delivered)
+        return (delivered, resync)
+    }
+
+    /// The snapshot answering the request; ignored unless one is awaited.
+    /// - Returns: the states to deliver now (the snapshot first), and whether a new snapshot is needed.
+    mutating func snapshot(_ snapshot: ReactorViewState) -> (deliver: [ReactorViewState], resync: Bool) {
+        guard phase == .waitingForSnapshot else { return ([], false) }
+        var delivered: [ReactorViewState] = []
+        if source != snapshot.envelope.source || lastSequence.map({ snapshot.sequence > $0 }) ?? true {
+            delivered.append(snapshot)
+            lastSequence = snapshot.sequence
+            source = snapshot.envelope.source
+        }
+        phase = .live
+        let pending = queued
+        queued.removeAll()
+        for (index, state) in pending.enumerated() where apply(state, into: &delivered) {
+            queued.append(contentsOf: pending[(index + 1)...])
+            return (delivered, true)
+        }
+        return (delivered, false)
+    }
+
+    /// Applies a live state in the live phase; true when it reveals a gap (then it is queued).
+    private mutating func apply(_ state: ReactorViewState, into delivered: inout [ReactorViewState]) -> Bool {
+        guard let last = lastSequence, state.envelope.source == source else {
+            return startResync(with: state)
+        }
+        if state.sequence <= last {
+            dropped += 1
+            return false
+        }
+        if state.sequence != last + 1 {
+            return startResync(with: state)
+        }
+        lastSequence = state.sequence
+        delivered.append(state)
+        return false
+    }
+
+    private mutating func startResync(with state: ReactorViewState) -> Bool {
+        phase = .waitingForSnapshot
+        queued.append(state)
+        return true
+    }
+}

@@ -1,0 +1,463 @@
+import FlowBusWire
+import Foundation
+import Logging
+import Synchronization
+import ZeroMQ
+
+/// The thread that owns every socket of a reactor host: the `actions` ROUTER, the `states` XPUB
+/// and one DEALER per stepper id its reactors publish as.
+///
+/// Actions are decoded on this thread and handed to their ``HostedReactor`` at once (no task, no
+/// stream hop: the store's drain runs the synchronous part of the action right here). States come
+/// back through the ``ReactorHostOutlet`` in each store's serial context and are published by this
+/// thread, which also keeps the latest published state of every reactor and answers snapshot
+/// requests from it: a snapshot with sequence N is always the last state of that reactor that
+/// went to the `states` socket, so every later state follows it on the socket (Clone pattern).
+final class ReactorHostLoop: Sendable {
+    struct Settings: Sendable {
+        var hostName: String
+        var spec: FlowBusConfig.ReactorHostSpec
+        var stepIngress: String
+        var limits: FlowBusConfig.Limits
+        var heartbeat: Duration
+        var contentType: ContentType
+        var sourceID: String
+    }
+
+    let settings: Settings
+    let registry: ReactorRegistry
+    let outlet: ReactorHostOutlet
+    let logger: Logger
+    private let stopping = Atomic<Bool>(false)
+    private let finished = ReadinessSignal()
+
+    /// Messages drained from the ROUTER before the loop publishes and acknowledges.
+    static let maxBatchSize = 256
+
+    init(settings: Settings, registry: ReactorRegistry, outlet: ReactorHostOutlet, logger: Logger) {
+        self.settings = settings
+        self.registry = registry
+        self.outlet = outlet
+        self.logger = logger
+    }
+
+    var isStopping: Bool { stopping.load(ordering: .acquiring) }
+
+    /// Starts the thread; returns once the endpoints are bound and the exact reactors created.
+    /// - Throws: when an endpoint cannot be bound.
+    func start() async throws {
+        try await withCheckedThrowingContinuation { (started: CheckedContinuation<Void, any Error>) in
+            let thread = Thread { [self] in
+                defer { finished.signal() }
+                let io: ReactorHostIO
+                do {
+                    io = try ReactorHostIO(loop: self)
+                } catch {
+                    started.resume(throwing: error)
+                    return
+                }
+                io.createExactReactors()
+                started.resume()
+                io.run()
+                io.close()
+            }
+            thread.name = "reactor-host-io"
+            thread.start()
+        }
+    }
+
+    /// Asks the thread to stop; it shuts the reactors down and closes its sockets.
+    func requestStop() {
+        stopping.store(true, ordering: .releasing)
+        outlet.wake.signal()
+    }
+
+    /// Returns once the thread has closed its sockets.
+    func waitUntilFinished() async {
+        await finished.wait()
+    }
+}
+
+/// A snapshot request waiting for the first state of a reactor created for it.
+private struct PendingSnapshot {
+    var routingID: [UInt8]
+}
+
+/// The thread-confined part of the loop: sockets, reactor instances, latest states.
+private final class ReactorHostIO {
+    private let loop: ReactorHostLoop
+    private let settings: ReactorHostLoop.Settings
+    private let logger: Logger
+    private let outlet: ReactorHostOutlet
+    private let context: Context
+    private let actions: Socket
+    private let states: Socket
+    private let poller = Poller()
+    private let wakeIndex: Int
+    private var instances: [String: HostedReactor] = [:]
+    private var latest: [String: (sequence: UInt64, state: WireValue)] = [:]
+    private var pendingSnapshots: [String: [PendingSnapshot]] = [:]
+    private var steppers: [String: HostStepOutlet] = [:]
+    private var deduplicator = Deduplicator()
+    private var acks = AckBatch()
+    private var ownSequence: UInt64 = 0
+    private var received = RoutedFrames()
+    private var buffer = FrameBuffer()
+    private var scratch = FrameBuffer()
+    private var nextHeartbeat = ContinuousClock.now
+
+    init(loop: ReactorHostLoop) throws {
+        self.loop = loop
+        settings = loop.settings
+        logger = loop.logger
+        outlet = loop.outlet
+        context = try Context(defaultLinger: 0)
+        actions = try context.socket(.router)
+        try actions.setOptions([
+            .maxMessageSize(Int64(settings.limits.maxMessageBytes)),
+            .receiveHighWaterMark(Int32(clamping: settings.limits.highWaterMark)),
+            .sendHighWaterMark(Int32(clamping: settings.limits.highWaterMark)),
+            .linger(0),
+        ])
+        try actions.bind(settings.spec.actions)
+        states = try context.socket(.xpub)
+        try states.setOptions([
+            .sendHighWaterMark(Int32(clamping: settings.limits.highWaterMark)),
+            // At the mark XPUB returns EAGAIN instead of dropping silently: drops are counted.
+            .xpubNoDrop(true),
+            .linger(200),
+        ])
+        try states.bind(settings.spec.states)
+        try poller.add(actions)
+        try poller.add(states)
+        wakeIndex = poller.add(fileDescriptor: outlet.wake.fileDescriptor)
+    }
+
+    func createExactReactors() {
+        for reactorID in loop.registry.exactIDs {
+            _ = instance(for: reactorID)
+        }
+        flushOutbox()
+    }
+
+    func run() {
+        while !loop.isStopping {
+            let wait = ContinuousClock.now.duration(to: nextHeartbeat)
+            let milliseconds = max(0, Int(wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000))
+            do {
+                try poller.poll(timeout: milliseconds)
+            } catch {
+                if !error.isContextTerminated { logger.error("reactor host poll failed: \(error)") }
+                return
+            }
+            if poller.isReadable(wakeIndex) { outlet.wake.clear() }
+            if loop.isStopping { break }
+            flushOutbox()
+            do {
+                try receiveBatch()
+            } catch {
+                if !error.isContextTerminated { logger.error("reactor host receive failed: \(error)") }
+                return
+            }
+            drainSubscriptions()
+            for stepper in steppers.values { stepper.drainReplies(logger: logger) }
+            if ContinuousClock.now >= nextHeartbeat {
+                ownSequence += 1
+                publish(Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: ownSequence, messageID: .none, source: settings.sourceID)))
+                nextHeartbeat = ContinuousClock.now + settings.heartbeat
+            }
+        }
+    }
+
+    func close() {
+        for instance in instances.values { instance.shutdown() }
+        // Steps already produced still go out (the stepper sockets linger).
+        flushOutbox()
+        instances.removeAll()
+        actions.close()
+        states.close()
+        for stepper in steppers.values { stepper.close() }
+        steppers.removeAll()
+        outlet.count { $0.reactors = 0 }
+    }
+
+    // MARK: Receiving
+
+    private func receiveBatch() throws(ZMQError) {
+        var count = 0
+        while count < ReactorHostLoop.maxBatchSize, try actions.receive(into: &received, mode: .nonBlocking) {
+            count += 1
+            route()
+        }
+        guard count > 0 else { return }
+        flushOutbox()
+        // Acknowledge once the batch is dealt with; diagnostics to a peer went out before.
+        for ack in acks.drain() {
+            ownSequence += 1
+            let message = Ack(
+                envelope: Envelope(kind: .ack, sequence: ownSequence, messageID: .none, source: settings.sourceID),
+                acknowledgedSource: ack.source, acknowledgedSequence: ack.sequence)
+            reply(message, to: ack.routingID)
+        }
+    }
+
+    private func route() {
+        outlet.count { $0.received += 1 }
+        let frames = received.frames
+        let routingID = received.routingID
+        let header: RoutedHeader
+        do {
+            header = try RoutedHeader.decode(from: frames)
+        } catch {
+            refuse(error.reason, error.detail, routingID: routingID, header: nil)
+            return
+        }
+        let envelope = header.envelope
+        acks.record(routingID: routingID, source: envelope.source, sequence: envelope.sequence)
+        if case .duplicate(let last) = deduplicator.check(source: envelope.source, sequence: envelope.sequence) {
+            outlet.count { $0.duplicates += 1 }
+            refuse(.duplicate, "sequence \(envelope.sequence) of \(envelope.source) was already dealt with (last \(last))", routingID: routingID, header: header)
+            return
+        }
+        do {
+            switch header.kind {
+            case .action:
+                let view = try NamedMessageView.decode(from: frames, header: header)
+                let params = try view.params.decodeParams()
+                let reactorID = String(header.topicID)
+                guard let instance = instance(for: reactorID) else {
+                    refuse(.unknownReactor, "no reactor \(reactorID) on reactor host \(settings.hostName)", routingID: routingID, header: header)
+                    return
+                }
+                do {
+                    try instance.send(name: view.name, params: params)
+                    outlet.count { $0.actionsApplied += 1 }
+                } catch {
+                    refuse(error.reason, error.detail, routingID: routingID, header: header)
+                }
+            case .snapshotRequest:
+                _ = try WireMessage.decode(from: frames, header: header)
+                let reactorID = String(header.topicID)
+                guard instance(for: reactorID) != nil else {
+                    refuse(.unknownReactor, "no reactor \(reactorID) on reactor host \(settings.hostName)", routingID: routingID, header: header)
+                    return
+                }
+                answerSnapshot(reactorID, to: routingID)
+            case .heartbeat:
+                return
+            default:
+                refuse(.unknownKind, "a reactor host's actions endpoint accepts action, snapshotRequest and heartbeat, not \(header.kind)", routingID: routingID, header: header)
+            }
+        } catch {
+            refuse(error.reason, error.detail, routingID: routingID, header: header)
+        }
+    }
+
+    /// The running instance for `reactorID`, created from its registration on first use.
+    private func instance(for reactorID: String) -> HostedReactor? {
+        if let instance = instances[reactorID] { return instance }
+        guard let (registration, familyPrefix) = loop.registry.registration(for: reactorID) else { return nil }
+        var reactorLogger = logger
+        reactorLogger[metadataKey: "reactor"] = "\(reactorID)"
+        let context = ReactorContext(reactorID: reactorID, familyPrefix: familyPrefix, logger: reactorLogger, outlet: outlet)
+        guard let instance = registration.make(context) else { return nil }
+        instances[reactorID] = instance
+        outlet.count { $0.reactors = instances.count }
+        logger.debug("reactor \(reactorID) started")
+        return instance
+    }
+
+    // MARK: Snapshots
+
+    private func answerSnapshot(_ reactorID: String, to routingID: [UInt8]) {
+        // Publish what is queued first, so the answer is as fresh as possible; correctness does
+        // not depend on it: the answer is the latest *published* state.
+        flushOutbox()
+        guard let current = latest[reactorID] else {
+            // A reactor just created whose first state is not out yet: answered when it is.
+            pendingSnapshots[reactorID, default: []].append(PendingSnapshot(routingID: routingID))
+            return
+        }
+        let message = SnapshotMessage(
+            reactorID: reactorID,
+            envelope: Envelope(kind: .snapshot, contentType: settings.contentType, sequence: current.sequence, messageID: .none, source: settings.sourceID),
+            state: current.state)
+        reply(message, to: routingID)
+        outlet.count { $0.snapshotsAnswered += 1 }
+    }
+
+    // MARK: Publishing
+
+    private func flushOutbox() {
+        let items = outlet.take()
+        guard !items.isEmpty else { return }
+        var published = 0
+        for item in items {
+            switch item {
+            case .state(let reactorID, let sequence, let state):
+                latest[reactorID] = (sequence, state)
+                let message = StateMessage(
+                    reactorID: reactorID,
+                    envelope: Envelope(kind: .state, contentType: settings.contentType, sequence: sequence, messageID: .none, source: settings.sourceID),
+                    state: state)
+                if publish(message) { published += 1 }
+                if let waiting = pendingSnapshots.removeValue(forKey: reactorID) {
+                    for request in waiting { answerSnapshot(reactorID, to: request.routingID) }
+                }
+            case .unencodableState(let reactorID, let sequence, let detail):
+                outlet.count { $0.statesUnencodable += 1 }
+                let text = "state \(sequence) of \(reactorID) cannot be encoded: \(detail)"
+                logger.error("\(text)")
+                publishDiagnostic("bad-state", text, details: ["topic": .string(Topic.state(reactorID)), "sequence": .int(Int64(clamping: sequence))])
+            case .step(let stepperID, let name, let params):
+                sendStep(stepperID: stepperID, name: name, params: params)
+            }
+        }
+        if published > 0 { outlet.count { $0.statesPublished += published } }
+    }
+
+    /// Sends a message on the `states` socket; false when it was not sent.
+    @discardableResult
+    private func publish(_ message: some WireMessageEncodable) -> Bool {
+        do {
+            try message.encode(into: &buffer)
+        } catch {
+            logger.error("cannot encode \(message.kind) \(message.topic): \(error)")
+            return false
+        }
+        do {
+            if try states.send(message: buffer, mode: .nonBlocking) { return true }
+            let dropped = outlet.counters.withLock { counters in
+                counters.statesDropped += 1
+                return counters.statesDropped
+            }
+            if dropped == 1 || dropped % 10_000 == 0 {
+                logger.warning("states endpoint at its high-water mark: \(dropped) message(s) dropped so far (a view is too slow; views resynchronise from a snapshot on a gap)")
+            }
+        } catch {
+            logger.error("states send failed: \(error)")
+        }
+        return false
+    }
+
+    /// Sends a message to one peer of the `actions` socket.
+    private func reply(_ message: some WireMessageEncodable, to routingID: [UInt8]) {
+        do {
+            try message.encode(into: &scratch)
+            try actions.send(routingID, more: true, mode: .nonBlocking)
+            try actions.send(message: scratch, mode: .nonBlocking)
+        } catch {
+            logger.debug("\(message.kind) to a peer not sent: \(error)")
+        }
+    }
+
+    private func refuse(_ reason: DiagnosticReason, _ detail: String, routingID: [UInt8], header: RoutedHeader?) {
+        outlet.count { $0.refused[reason, default: 0] += 1 }
+        var details: WireParams = ["endpoint": "actions", "host": .string(settings.hostName)]
+        if let header {
+            details["source"] = .string(header.envelope.source)
+            details["topic"] = .string(header.topic)
+            details["sequence"] = .int(Int64(clamping: header.envelope.sequence))
+        }
+        logger.warning("refused message: \(reason): \(detail)", metadata: ["source": "\(header?.envelope.source ?? "?")"])
+        guard let diagnostic = publishDiagnostic(reason, detail, details: details) else { return }
+        // The sender hears about it too, before the ack that covers it.
+        reply(diagnostic, to: routingID)
+    }
+
+    @discardableResult
+    private func publishDiagnostic(_ reason: DiagnosticReason, _ detail: String, details: WireParams) -> DiagnosticMessage? {
+        ownSequence += 1
+        let diagnostic = DiagnosticMessage(
+            envelope: Envelope(kind: .diagnostic, contentType: settings.contentType, sequence: ownSequence, messageID: .none, source: settings.sourceID),
+            reason: reason, message: detail, details: details)
+        publish(diagnostic)
+        return diagnostic
+    }
+
+    /// XPUB hands subscriptions to its owner; reading them keeps its queue empty.
+    private func drainSubscriptions() {
+        while (try? states.receive(into: &scratch, mode: .nonBlocking)) == true {}
+    }
+
+    // MARK: Steps
+
+    private func sendStep(stepperID: String, name: String, params: WireParams) {
+        let stepper: HostStepOutlet
+        if let existing = steppers[stepperID] {
+            stepper = existing
+        } else {
+            do {
+                stepper = try HostStepOutlet(
+                    stepperID: stepperID, sourceSuffix: String(settings.sourceID.split(separator: "#").last ?? "0"),
+                    endpoint: settings.stepIngress, contentType: settings.contentType, context: context)
+            } catch {
+                outlet.count { $0.stepsDropped += 1 }
+                logger.error("cannot connect stepper \(stepperID) to \(settings.stepIngress): \(error)")
+                return
+            }
+            steppers[stepperID] = stepper
+        }
+        if stepper.send(name: name, params: params, buffer: &scratch, logger: logger) {
+            outlet.count { $0.stepsSent += 1 }
+            logger.info("step \(MessageFormatter.step(name, params)) published as \(stepperID)")
+        } else {
+            outlet.count { $0.stepsDropped += 1 }
+        }
+    }
+}
+
+/// One stepper id a hosted reactor publishes as: a DEALER to flowd's ingress, owned by the host's
+/// I/O thread, with its own source id and sequence.
+private final class HostStepOutlet {
+    let stepperID: String
+    let sourceID: String
+    private let contentType: ContentType
+    private let socket: Socket
+    private var sequence: UInt64 = 0
+    private(set) var acknowledged: UInt64 = 0
+    private var received = FrameBuffer()
+
+    init(stepperID: String, sourceSuffix: String, endpoint: String, contentType: ContentType, context: Context) throws(ZMQError) {
+        self.stepperID = stepperID
+        sourceID = "\(stepperID)#\(sourceSuffix)"
+        self.contentType = contentType
+        socket = try context.socket(.dealer)
+        try socket.setOptions([.sendHighWaterMark(100_000), .reconnectInterval(100), .reconnectIntervalMax(2000), .linger(2000)])
+        try socket.connect(endpoint)
+    }
+
+    func send(name: String, params: WireParams, buffer: inout FrameBuffer, logger: Logger) -> Bool {
+        sequence += 1
+        let message = StepMessage(
+            stepperID: stepperID, envelope: Envelope(kind: .step, contentType: contentType, sequence: sequence, source: sourceID),
+            name: name, params: params)
+        do {
+            try message.encode(into: &buffer)
+            if try socket.send(message: buffer, mode: .nonBlocking) { return true }
+            logger.warning("step \(name) as \(stepperID) dropped: flowd's ingress queue is full (is flowd running?)")
+        } catch {
+            logger.error("step \(name) as \(stepperID) not sent: \(error)")
+        }
+        sequence -= 1
+        return false
+    }
+
+    /// Reads acks and diagnostics flowd sent back.
+    func drainReplies(logger: Logger) {
+        while (try? socket.receive(into: &received, mode: .nonBlocking)) == true {
+            switch try? WireMessage.decode(from: received) {
+            case .ack(let ack) where ack.acknowledgedSource == sourceID:
+                acknowledged = max(acknowledged, ack.acknowledgedSequence)
+            case .diagnostic(let diagnostic):
+                logger.notice("flowd refused a step of \(stepperID): \(diagnostic.reason): \(diagnostic.message)")
+            default:
+                break
+            }
+        }
+    }
+
+    func close() {
+        socket.close()
+    }
+}

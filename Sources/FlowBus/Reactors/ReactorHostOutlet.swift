@@ -1,0 +1,76 @@
+import FlowBusWire
+import Synchronization
+import ZeroMQ
+
+/// What the hosted reactors hand to the host's I/O thread: states to publish, steps to send.
+enum ReactorHostOutboxItem: Sendable {
+    /// A state, in the reactor's sequence order.
+    case state(reactorID: String, sequence: UInt64, state: WireValue)
+    /// A state that could not be encoded as a wire value.
+    case unencodableState(reactorID: String, sequence: UInt64, detail: String)
+    /// A step a reactor publishes as a stepper.
+    case step(stepperID: String, name: String, params: WireParams)
+}
+
+/// Counters of a reactor host, for logs and tests.
+public struct ReactorHostCounters: Sendable, Hashable {
+    /// Messages received on the `actions` endpoint.
+    public var received = 0
+    /// Actions decoded and handed to their reactor.
+    public var actionsApplied = 0
+    /// Snapshot requests answered.
+    public var snapshotsAnswered = 0
+    /// Messages whose (source, sequence) was already dealt with.
+    public var duplicates = 0
+    /// Refused messages by reason (duplicates included).
+    public var refused: [DiagnosticReason: Int] = [:]
+    /// States published on the `states` endpoint.
+    public var statesPublished = 0
+    /// States the `states` socket refused at its high-water mark (views see a gap and resynchronise).
+    public var statesDropped = 0
+    /// States that could not be encoded (a bug of the reactor's `State` type).
+    public var statesUnencodable = 0
+    /// Steps sent to flowd by reactors that are steppers.
+    public var stepsSent = 0
+    /// Steps that could not be queued (high-water mark) or encoded.
+    public var stepsDropped = 0
+    /// Mutation streams that ended with an error (the reactor lives on).
+    public var mutationFailures = 0
+    /// Reactor instances running.
+    public var reactors = 0
+
+    public init() {}
+}
+
+/// The hand-over point between reactors (any thread, any task) and the host's I/O thread, which
+/// owns every socket. Pushing never blocks: items queue under a mutex and the I/O thread is woken
+/// through an eventfd when the queue goes from empty to non-empty.
+final class ReactorHostOutlet: Sendable {
+    let wake = WakeSignal()
+    private let queue = Mutex<[ReactorHostOutboxItem]>([])
+    let counters = Mutex(ReactorHostCounters())
+
+    func push(_ item: ReactorHostOutboxItem) {
+        let wasEmpty = queue.withLock { queue in
+            defer { queue.append(item) }
+            return queue.isEmpty
+        }
+        if wasEmpty { wake.signal() }
+    }
+
+    /// Everything queued so far, in order.
+    func take() -> [ReactorHostOutboxItem] {
+        queue.withLock { queue in
+            defer { queue.removeAll(keepingCapacity: true) }
+            return queue
+        }
+    }
+
+    func mutationFailed() {
+        counters.withLock { $0.mutationFailures += 1 }
+    }
+
+    func count(_ update: (inout ReactorHostCounters) -> Void) {
+        counters.withLock { update(&$0) }
+    }
+}

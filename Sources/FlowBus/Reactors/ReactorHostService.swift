@@ -1,0 +1,121 @@
+import FlowBusWire
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// A process hosting reactor instances behind the bus, as a ``Service``.
+///
+/// It binds the host's `actions` ROUTER and `states` PUB from `config.reactors[hostName]`. Views
+/// send actions and snapshot requests to `actions`; every state of every hosted reactor is
+/// published on `states` as `state/<reactorId>` with the reactor's state sequence, whether or not
+/// anyone watches; a snapshot request is answered with the latest state and its sequence. Actions
+/// are acknowledged cumulatively per source and applied once per (source, sequence). Refused
+/// messages are counted, logged and published as `diag/<reason>` (and sent to the sender before
+/// the ack); the host keeps serving. Heartbeats go out on `states` every
+/// `config.heartbeatMilliseconds`.
+///
+/// ```swift
+/// var reactors = ReactorRegistry()
+/// reactors.register("counter") { _ in CounterReactor() }
+/// let host = try ReactorHostService(hostName: "demo", config: config, reactors: reactors, logger: logger)
+/// try await ServiceGroup(services: [host], logger: logger).run()
+/// ```
+///
+/// One thread owns every socket of the host; reactors never touch a socket. See `docs/REACTORS.md`.
+public final class ReactorHostService: Service {
+    /// The host's name, a key of `config.reactors`.
+    public let hostName: String
+    /// The host's endpoints and the ids it serves.
+    public let spec: FlowBusConfig.ReactorHostSpec
+    /// This process instance's source id (`<hostName>#<random>`), in every envelope it sends.
+    public let sourceID: String
+    private let config: FlowBusConfig
+    private let registry: ReactorRegistry
+    private let contentType: ContentType
+    private let logger: Logger
+    private let outlet = ReactorHostOutlet()
+    private let readiness = ReadinessSignal()
+    private let startError = Mutex<(any Error)?>(nil)
+
+    /// A host for the reactors of `reactors`, on the endpoints of `config.reactors[hostName]`.
+    ///
+    /// - Parameters:
+    ///   - hostName: A key of the config's `reactors:` section.
+    ///   - config: The topology (endpoints, limits, heartbeat; flowd's ingress for reactors that
+    ///     are steppers).
+    ///   - reactors: The reactors and families to host.
+    ///   - contentType: How states, snapshots, diagnostics and steps are encoded (FBV by default).
+    ///   - logger: Where the host logs.
+    /// - Throws: ``ConfigError`` when the config has no host `hostName`.
+    public init(
+        hostName: String, config: FlowBusConfig, reactors: ReactorRegistry, contentType: ContentType = .fbv, logger: Logger
+    ) throws(ConfigError) {
+        guard let spec = config.reactors[hostName] else {
+            let known = config.reactors.keys.sorted()
+            throw ConfigError(
+                "no reactor host '\(hostName)' in the config's reactors: section (\(known.isEmpty ? "it declares none" : "declared: \(known.joined(separator: ", "))"))")
+        }
+        self.hostName = hostName
+        self.spec = spec
+        self.config = config
+        self.registry = reactors
+        self.contentType = contentType
+        self.logger = logger
+        sourceID = "\(hostName)#\(UUID().uuidString.prefix(8).lowercased())"
+    }
+
+    /// Returns once the endpoints are bound and the reactors with exact ids are running.
+    /// - Throws: the error that ended ``run()`` before the host was ready (e.g. an endpoint in use).
+    public func waitUntilReady() async throws {
+        await readiness.wait()
+        if let error = startError.withLock({ $0 }) { throw error }
+    }
+
+    /// The host's counters so far.
+    public var counters: ReactorHostCounters { outlet.counters.withLock { $0 } }
+
+    public func run() async throws {
+        for id in registry.exactIDs where !spec.serves(id) {
+            logger.warning("reactor \(id) is hosted but not listed in reactors.\(hostName).serves: views will not find it through the config")
+        }
+        for prefix in registry.familyPrefixes where !spec.serves.contains(prefix) {
+            logger.warning("reactor family \(prefix) is hosted but not listed in reactors.\(hostName).serves")
+        }
+        for served in spec.serves where registry.registration(for: served.hasSuffix("/") ? served + "x" : served) == nil {
+            logger.warning("reactors.\(hostName).serves lists \(served), which this process does not host: its actions will be refused with unknown-reactor")
+        }
+        let loop = ReactorHostLoop(
+            settings: .init(
+                hostName: hostName, spec: spec, stepIngress: config.endpoints.ingress, limits: config.limits,
+                heartbeat: .milliseconds(config.heartbeatMilliseconds), contentType: contentType, sourceID: sourceID),
+            registry: registry, outlet: outlet, logger: logger)
+        do {
+            try await loop.start()
+        } catch {
+            startError.withLock { $0 = error }
+            readiness.signal()
+            throw error
+        }
+        logger.info("reactor host \(hostName) listening", metadata: [
+            "actions": "\(spec.actions)", "states": "\(spec.states)", "source": "\(sourceID)",
+            "reactors": "\((registry.exactIDs + registry.familyPrefixes).joined(separator: ","))",
+        ])
+        readiness.signal()
+        await withGracefulShutdownHandler {
+            await withTaskCancellationHandler {
+                await loop.waitUntilFinished()
+            } onCancel: {
+                loop.requestStop()
+            }
+        } onGracefulShutdown: {
+            loop.requestStop()
+        }
+        let counters = self.counters
+        logger.info("reactor host \(hostName) stopped", metadata: [
+            "received": "\(counters.received)", "actions": "\(counters.actionsApplied)", "snapshots": "\(counters.snapshotsAnswered)",
+            "states": "\(counters.statesPublished)", "steps": "\(counters.stepsSent)",
+            "refused": "\(counters.refused.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: ","))",
+        ])
+    }
+}

@@ -1,0 +1,203 @@
+import FlowBusWire
+import Logging
+import Reactors
+
+/// The reactors a ``ReactorHostService`` hosts: exact reactor ids (`counter`) and id families
+/// (`movie/`, instantiated per id on first use).
+///
+/// A hosted reactor's `Action` must be `Decodable` (an action arrives as a name and params, the
+/// canonical form of a Swift enum: `submit(apiKey: "k")` is name `submit`, params
+/// `{apiKey: "k"}`) and its `State` must be `Encodable` (it is published as a wire value).
+///
+/// ```swift
+/// var reactors = ReactorRegistry()
+/// reactors.register("counter") { _ in CounterReactor() }
+/// reactors.register(family: "movie/") { context in
+///     Int(context.memberID).map { MovieDetailReactor(id: $0) }   // nil: no such reactor
+/// }
+/// reactors.register("login") { context in LoginReactor(steps: context.stepper("apikey")) }
+/// ```
+public struct ReactorRegistry: Sendable {
+    /// A reactor id or a family of them.
+    enum Match: Sendable, Hashable {
+        case exact(String)
+        case family(String)
+    }
+
+    struct Registration: Sendable {
+        let match: Match
+        let make: @Sendable (ReactorContext) -> HostedReactor?
+    }
+
+    private(set) var registrations: [Registration] = []
+
+    /// An empty registry.
+    public init() {}
+
+    /// Hosts one reactor under the exact id `reactorID`. The host creates it when it starts, so
+    /// its state is current (and answerable by snapshot) before any view asks.
+    ///
+    /// - Parameters:
+    ///   - reactorID: The reactor id, e.g. `counter` (no trailing `/`).
+    ///   - make: Builds the reactor; called once, on the host's I/O thread.
+    public mutating func register<R: Reactor>(_ reactorID: String, _ make: @escaping @Sendable (ReactorContext) -> R)
+    where R.Action: Decodable, R.State: Encodable {
+        precondition(!reactorID.isEmpty && !reactorID.hasSuffix("/"), "an exact reactor id is not empty and has no trailing '/': use register(family:) for \(reactorID)")
+        registrations.append(Registration(match: .exact(reactorID)) { context in
+            HostedReactor(make(context), context: context)
+        })
+    }
+
+    /// Hosts a family of reactors: every id starting with `prefix` (e.g. `movie/` for `movie/42`).
+    /// A member is created on the first action or snapshot request for its id.
+    ///
+    /// - Parameters:
+    ///   - prefix: The family prefix, ending with `/`.
+    ///   - make: Builds the member for ``ReactorContext/reactorID``; returns nil when there is no
+    ///     such reactor (the request is refused with `unknown-reactor`). Called on the host's I/O
+    ///     thread.
+    public mutating func register<R: Reactor>(family prefix: String, _ make: @escaping @Sendable (ReactorContext) -> R?)
+    where R.Action: Decodable, R.State: Encodable {
+        precondition(prefix.hasSuffix("/") && prefix.count > 1, "a family prefix ends with '/', e.g. movie/")
+        registrations.append(Registration(match: .family(prefix)) { context in
+            make(context).map { HostedReactor($0, context: context) }
+        })
+    }
+
+    /// The exact ids registered, in registration order.
+    public var exactIDs: [String] {
+        registrations.compactMap { if case .exact(let id) = $0.match { id } else { nil } }
+    }
+
+    /// The family prefixes registered, in registration order.
+    public var familyPrefixes: [String] {
+        registrations.compactMap { if case .family(let prefix) = $0.match { prefix } else { nil } }
+    }
+
+    /// The registration for `reactorID`: an exact id first, else the longest matching family.
+    func registration(for reactorID: String) -> (Registration, familyPrefix: String?)? {
+        if let exact = registrations.first(where: { $0.match == .exact(reactorID) }) { return (exact, nil) }
+        var best: (Registration, String)?
+        for registration in registrations {
+            guard case .family(let prefix) = registration.match, reactorID.hasPrefix(prefix), reactorID.count > prefix.count else { continue }
+            if best.map({ prefix.count > $0.1.count }) ?? true { best = (registration, prefix) }
+        }
+        return best.map { ($0.0, $0.1) }
+    }
+}
+
+/// What a reactor factory gets: the reactor's id, a logger, and the steppers it may publish as.
+public struct ReactorContext: Sendable {
+    /// The whole reactor id, e.g. `movie/42`.
+    public let reactorID: String
+    /// The family prefix the id matched (`movie/`), nil for an exact id.
+    public let familyPrefix: String?
+    /// A logger with the reactor id in its metadata.
+    public let logger: Logger
+    let outlet: ReactorHostOutlet
+
+    /// The id after the family prefix (`42` for `movie/42`); the whole id for an exact one.
+    public var memberID: String {
+        guard let familyPrefix else { return reactorID }
+        return String(reactorID.dropFirst(familyPrefix.count))
+    }
+
+    /// A handle to publish steps to flowd's ingress as stepper `stepperID` (a reactor that is
+    /// also a stepper). Steps go out through the host's I/O thread, in order with the states.
+    public func stepper(_ stepperID: String) -> ReactorStepper {
+        ReactorStepper(stepperID: stepperID, outlet: outlet)
+    }
+}
+
+/// Publishes steps as one stepper from inside a hosted reactor (typically from a
+/// ``Mutations/run(_:)`` part of `mutate`). Never blocks; callable from any thread.
+///
+/// The host owns one DEALER per stepper id, connected to flowd's `ingress`, with its own source id
+/// and sequence; flowd acknowledges and de-duplicates as for any stepper.
+public struct ReactorStepper: Sendable {
+    /// The stepper id (the topic `step/<id>`), bound by a flow contribution in flowd.
+    public let stepperID: String
+    let outlet: ReactorHostOutlet
+
+    /// Publishes a step given by name and params.
+    public func emit(_ name: String, _ params: WireParams = [:]) {
+        outlet.push(.step(stepperID: stepperID, name: name, params: params))
+    }
+
+    /// Publishes a Swift enum step through its canonical form (`moviePicked(withId: 1)`).
+    /// - Throws: when the value does not encode as one enum case.
+    public func emit<S: Encodable>(_ step: S) throws {
+        let form = try canonicalForm(step)
+        emit(form.name, form.params)
+    }
+}
+
+/// One running reactor instance behind the bus, its types erased: decodes actions into the
+/// reactor's `Action`, and pushes every state (encoded) to the host's outlet in the store's
+/// serial context.
+final class HostedReactor: Sendable {
+    /// Why an action could not be applied.
+    struct Refused: Error {
+        var reason: DiagnosticReason
+        var detail: String
+    }
+
+    let reactorID: String
+    private let apply: @Sendable (String, WireParams) throws(Refused) -> Void
+    private let stop: @Sendable () -> Void
+
+    init<R: Reactor>(_ reactor: R, context: ReactorContext) where R.Action: Decodable, R.State: Encodable {
+        let reactorID = context.reactorID
+        let outlet = context.outlet
+        let logger = context.logger
+        self.reactorID = reactorID
+        let store = ReactorStore(reactor) { error in
+            outlet.mutationFailed()
+            logger.warning("a mutation stream of \(reactorID) failed: \(error)")
+        }
+        let encoder = WireValueEncoder()
+        // Runs in the store's serial context, in sequence order: the outlet receives every state.
+        let subscription = store.observe { snapshot in
+            do {
+                outlet.push(.state(reactorID: reactorID, sequence: snapshot.sequence, state: try encoder.encode(snapshot.state)))
+            } catch {
+                outlet.push(.unencodableState(reactorID: reactorID, sequence: snapshot.sequence, detail: "\(error)"))
+            }
+        }
+        apply = { (name, params) throws(Refused) in
+            let action: R.Action
+            do {
+                action = try decodeCanonical(R.Action.self, name: name, params: params)
+            } catch {
+                throw Refused(reason: .badAction, detail: "\(reactorID) cannot map action \(MessageFormatter.step(name, params)): \(Self.describe(error, action: name))")
+            }
+            store.send(action)
+        }
+        stop = {
+            subscription.cancel()
+            store.shutdown()
+        }
+    }
+
+    /// Decodes the action and sends it to the store (whose drain may run on the caller's thread).
+    func send(name: String, params: WireParams) throws(Refused) {
+        try apply(name, params)
+    }
+
+    /// Ends the store and every task it runs.
+    func shutdown() {
+        stop()
+    }
+
+    static func describe(_ error: any Error, action: String) -> String {
+        guard let decoding = error as? DecodingError else { return "\(error)" }
+        if case .keyNotFound(let key, let context) = decoding, context.codingPath.isEmpty {
+            return "no action named '\(key.stringValue)'"
+        }
+        if case .typeMismatch(_, let context) = decoding, context.codingPath.isEmpty {
+            return "no action named '\(action)'"
+        }
+        let described = FlowBusConfig.describe(decoding)
+        return described.hasPrefix(action + ".") ? String(described.dropFirst(action.count + 1)) : described
+    }
+}

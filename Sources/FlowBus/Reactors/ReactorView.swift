@@ -1,0 +1,288 @@
+import FlowBusWire
+import Foundation
+import ZeroMQ
+
+/// A view's connection to one reactor on a reactor host: sends actions, and reads its states —
+/// the snapshot first, then every live state, with no gap and no duplicate (Clone pattern).
+///
+/// ```swift
+/// let view = try ReactorView(reactorID: "counter", config: config)
+/// let first = try view.next(timeout: .seconds(5))          // the snapshot
+/// try view.send(CounterAction.increase)                    // or view.send("increase")
+/// while let (sequence, state) = try view.next(CounterState.self, timeout: .seconds(2)) { … }
+/// ```
+///
+/// How states are read: ``next(timeout:)`` subscribes to `state/<reactorId>` on the host's
+/// `states` endpoint, waits for a heartbeat there (from then on the subscription is active), asks
+/// the `actions` endpoint for a snapshot, queues live states until the snapshot (sequence N)
+/// arrives, returns it, then drops states with sequence ≤ N and returns the others in order. A
+/// gap in the sequence (a state lost at a high-water mark) or a new host source (the host
+/// restarted) makes it ask for a new snapshot, counted in ``resynchronisations``.
+///
+/// Actions carry this view's source id and a sequence from 1; the host acknowledges them
+/// cumulatively (``waitForAcknowledgement(timeout:)``), applies each (source, sequence) once, and
+/// tells the view about a refused one (``refusal(for:)``) before the ack that covers it.
+///
+/// A view owns sockets: use it from one thread.
+public final class ReactorView {
+    /// The reactor this view talks to.
+    public let reactorID: String
+    /// This view's source id in envelopes.
+    public let sourceID: String
+    /// The host's `actions` endpoint.
+    public let actionsEndpoint: String
+    /// The host's `states` endpoint.
+    public let statesEndpoint: String
+    /// How action params are encoded.
+    public var contentType: ContentType
+    private let context: Context
+    private let dealer: Socket
+    private var subscriber: Socket?
+    private var poller: Poller?
+    private var sequence: UInt64 = 0
+    private var acknowledged: UInt64 = 0
+    private var refusals: [UInt64: DiagnosticMessage] = [:]
+    private var merger = CloneMerger()
+    private var sawHeartbeat = false
+    private var pendingSnapshotRequest: UInt64?
+    private var ready: [ReactorViewState] = []
+    private var readyHead = 0
+    private var failure: ClientError?
+    private var buffer = FrameBuffer()
+    private var outgoing = FrameBuffer()
+    /// How many times a gap or a host restart made the view ask for a new snapshot.
+    public private(set) var resynchronisations = 0
+    /// Messages on the `states` endpoint that did not decode.
+    public private(set) var malformedCount = 0
+    /// The source id of the host, once a heartbeat or a state was seen.
+    public private(set) var hostSource: String?
+
+    /// A view of `reactorID` on the host that serves it in `config` (`config.reactorHost(for:)`).
+    /// - Throws: ``ClientError`` when no host of the config serves the id.
+    public convenience init(reactorID: String, config: FlowBusConfig, contentType: ContentType = .fbv, context: Context? = nil) throws {
+        guard let host = config.reactorHost(for: reactorID) else {
+            throw ClientError(
+                "no reactor host serves \(reactorID): list it (or its family, e.g. movie/) under reactors.<host>.serves in the config")
+        }
+        try self.init(
+            reactorID: reactorID, actionsEndpoint: host.spec.actions, statesEndpoint: host.spec.states, contentType: contentType,
+            context: context)
+    }
+
+    /// A view of `reactorID` on the host at these endpoints. Connects the `actions` DEALER now;
+    /// the `states` subscription starts at the first ``next(timeout:)``.
+    public init(
+        reactorID: String, actionsEndpoint: String, statesEndpoint: String, contentType: ContentType = .fbv, context: Context? = nil
+    ) throws {
+        self.reactorID = reactorID
+        self.actionsEndpoint = actionsEndpoint
+        self.statesEndpoint = statesEndpoint
+        self.contentType = contentType
+        sourceID = "view:\(String(decoding: reactorID.utf8.prefix(200), as: UTF8.self))#\(UUID().uuidString.prefix(8).lowercased())"
+        self.context = try context ?? Context(defaultLinger: 0)
+        dealer = try self.context.socket(.dealer)
+        try dealer.setOptions([.sendHighWaterMark(100_000), .reconnectInterval(100), .reconnectIntervalMax(2000), .linger(1000)])
+        try dealer.connect(actionsEndpoint)
+    }
+
+    // MARK: Actions
+
+    /// The last sequence this view sent (actions and snapshot requests share it).
+    public var lastSequence: UInt64 { sequence }
+    /// The highest sequence the host acknowledged.
+    public var lastAcknowledged: UInt64 { acknowledged }
+
+    /// Sends an action given by name and params.
+    /// - Returns: the action's sequence (for ``refusal(for:)``).
+    @discardableResult
+    public func send(_ name: String, _ params: WireParams = [:]) throws -> UInt64 {
+        sequence += 1
+        let message = ActionMessage(
+            reactorID: reactorID, envelope: Envelope(kind: .action, contentType: contentType, sequence: sequence, source: sourceID),
+            name: name, params: params)
+        do {
+            try message.encode(into: &outgoing)
+        } catch {
+            sequence -= 1
+            throw error
+        }
+        try dealer.send(message: outgoing)
+        try drainDealer()
+        return sequence
+    }
+
+    /// Sends a Swift enum action through its canonical form (`submit(apiKey: "k")` → name
+    /// `submit`, params `{apiKey: "k"}`).
+    @discardableResult
+    public func send<Action: Encodable>(_ action: Action) throws -> UInt64 {
+        let form = try canonicalForm(action)
+        return try send(form.name, form.params)
+    }
+
+    /// Waits until the host acknowledged everything sent, or `timeout` passes.
+    /// - Returns: whether everything was acknowledged (refused actions are acknowledged too: see
+    ///   ``refusal(for:)``).
+    public func waitForAcknowledgement(timeout: Duration = .seconds(5)) throws -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while acknowledged < sequence {
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else { return false }
+            if try dealer.receive(into: &buffer, mode: .within(left)) {
+                handleDealer()
+                try drainDealer()
+            }
+        }
+        return true
+    }
+
+    /// The diagnostic the host sent back for the message with `sequence`, if it refused it.
+    public func refusal(for sequence: UInt64) -> DiagnosticMessage? {
+        refusals[sequence]
+    }
+
+    // MARK: States
+
+    /// The next state: the snapshot first, then live states in sequence order.
+    /// - Parameter timeout: How long to wait; nil waits forever.
+    /// - Returns: nil when nothing arrived in time (no heartbeat yet: is the host running?).
+    /// - Throws: ``ClientError`` when the host refused the snapshot request (e.g.
+    ///   `unknown-reactor`), or a socket error.
+    public func next(timeout: Duration?) throws -> ReactorViewState? {
+        let deadline = timeout.map { ContinuousClock.now + $0 }
+        let subscriber = try subscribed()
+        let poller = try self.poller ?? {
+            let poller = Poller()
+            try poller.add(dealer)
+            try poller.add(subscriber)
+            self.poller = poller
+            return poller
+        }()
+        while true {
+            if let failure {
+                self.failure = nil
+                throw failure
+            }
+            if readyHead < ready.count {
+                let state = ready[readyHead]
+                readyHead += 1
+                if readyHead == ready.count {
+                    ready.removeAll(keepingCapacity: true)
+                    readyHead = 0
+                }
+                return state
+            }
+            if sawHeartbeat, merger.phase == .waitingForSnapshot, pendingSnapshotRequest == nil {
+                try requestSnapshot()
+            }
+            var milliseconds = -1
+            if let deadline {
+                let left = ContinuousClock.now.duration(to: deadline)
+                guard left > .zero else { return nil }
+                milliseconds = max(1, Int(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000))
+            }
+            try poller.poll(timeout: milliseconds)
+            try drainDealer()
+            while try subscriber.receive(into: &buffer, mode: .nonBlocking) {
+                handleSubscriber()
+            }
+        }
+    }
+
+    /// The next state decoded as `State` (see ``next(timeout:)``).
+    public func next<State: Decodable>(_ type: State.Type, timeout: Duration?) throws -> (sequence: UInt64, state: State)? {
+        guard let received = try next(timeout: timeout) else { return nil }
+        return (received.sequence, try received.decode(type))
+    }
+
+    // MARK: Internals
+
+    private func subscribed() throws -> Socket {
+        if let subscriber { return subscriber }
+        let socket = try context.socket(.sub)
+        try socket.setOptions([
+            .receiveHighWaterMark(100_000), .reconnectInterval(100), .reconnectIntervalMax(2000), .linger(0),
+            .subscribe(Topic.state(reactorID)), .subscribe("hb/"),
+        ])
+        try socket.connect(statesEndpoint)
+        subscriber = socket
+        return socket
+    }
+
+    private func requestSnapshot() throws {
+        sequence += 1
+        let request = SnapshotRequest(
+            reactorID: reactorID, envelope: Envelope(kind: .snapshotRequest, sequence: sequence, source: sourceID))
+        try request.encode(into: &outgoing)
+        try dealer.send(message: outgoing)
+        pendingSnapshotRequest = sequence
+    }
+
+    private func drainDealer() throws {
+        while try dealer.receive(into: &buffer, mode: .nonBlocking) {
+            handleDealer()
+        }
+    }
+
+    /// An ack, diagnostic or snapshot from the host's `actions` endpoint (in `buffer`).
+    private func handleDealer() {
+        guard let message = try? WireMessage.decode(from: buffer) else { return }
+        switch message {
+        case .ack(let ack) where ack.acknowledgedSource == sourceID:
+            acknowledged = max(acknowledged, ack.acknowledgedSequence)
+        case .diagnostic(let diagnostic):
+            guard diagnostic.details["source"]?.stringValue == sourceID, let refused = diagnostic.details["sequence"]?.intValue else { return }
+            let refusedSequence = UInt64(clamping: refused)
+            refusals[refusedSequence] = diagnostic
+            if refusedSequence == pendingSnapshotRequest {
+                pendingSnapshotRequest = nil
+                failure = ClientError("the reactor host at \(actionsEndpoint) refused the snapshot of \(reactorID): \(diagnostic.reason): \(diagnostic.message)")
+            }
+        case .snapshot(let snapshot) where snapshot.reactorID == reactorID && pendingSnapshotRequest != nil:
+            pendingSnapshotRequest = nil
+            hostSource = snapshot.envelope.source
+            let outcome = merger.snapshot(
+                ReactorViewState(reactorID: reactorID, envelope: snapshot.envelope, state: snapshot.state, isSnapshot: true))
+            deliver(outcome)
+        default:
+            break
+        }
+    }
+
+    /// A heartbeat or state from the host's `states` endpoint (in `buffer`).
+    private func handleSubscriber() {
+        let message: WireMessage
+        do {
+            message = try WireMessage.decode(from: buffer)
+        } catch {
+            malformedCount += 1
+            return
+        }
+        switch message {
+        case .heartbeat(let heartbeat):
+            sawHeartbeat = true
+            if let hostSource, hostSource != heartbeat.envelope.source, merger.phase == .live {
+                // The host restarted: its sequences started again. Resynchronise.
+                resynchronisations += 1
+                merger = CloneMerger()
+                pendingSnapshotRequest = nil
+            }
+            hostSource = heartbeat.envelope.source
+        case .state(let state) where state.reactorID == reactorID:
+            // Any state proves the subscription is active, like a heartbeat.
+            sawHeartbeat = true
+            deliver(merger.live(ReactorViewState(reactorID: reactorID, envelope: state.envelope, state: state.state, isSnapshot: false)))
+        default:
+            break
+        }
+    }
+
+    private func deliver(_ outcome: (deliver: [ReactorViewState], resync: Bool)) {
+        ready.append(contentsOf: outcome.deliver)
+        if outcome.resync {
+            resynchronisations += 1
+        }
+    }
+}
+
+@available(*, unavailable, message: "a view owns sockets: use it from one thread")
+extension ReactorView: Sendable {}
