@@ -128,7 +128,7 @@ struct EchoCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "echo", abstract: "Print messages from flowd's events endpoint.")
 
     enum Stream: String, ExpressibleByArgument, CaseIterable {
-        case nav, did, steps, diagnostics, commands, all
+        case nav, did, steps, diagnostics, commands, all, state
 
         var topics: [String] {
             switch self {
@@ -138,17 +138,34 @@ struct EchoCommand: ParsableCommand {
             case .diagnostics: ["diag/"]
             case .commands: ["cmd/"]
             case .all: [""]
+            case .state: []
             }
         }
     }
 
     @OptionGroup var options: ConfigOptions
-    @Argument(help: "What to watch: \(Stream.allCases.map(\.rawValue).joined(separator: ", ")).") var stream: Stream
+    @Argument(help: "What to watch: \(Stream.allCases.map(\.rawValue).joined(separator: ", ")) (state takes a reactor id).") var stream: Stream
+    @Argument(help: "For state: the reactor id, e.g. counter.") var reactorID: String?
     @Option(help: "Stop after this many messages.") var count: Int?
     @Option(help: "Stop after this many seconds without a message.") var idleTimeout: Double?
     @Flag(help: "Print one JSON object per line.") var json = false
 
+    func validate() throws {
+        if stream == .state, reactorID == nil {
+            throw ValidationError("echo state needs a reactor id, e.g. `flowctl echo state counter`")
+        }
+    }
+
     func run() throws {
+        if stream == .state, let reactorID {
+            // A reactor's states come from its host with the snapshot first: the same as echo-state.
+            var arguments = [reactorID] + (options.config.map { ["--config", $0] } ?? [])
+            if let count { arguments += ["--count", String(count)] }
+            if let idleTimeout { arguments += ["--idle-timeout", String(idleTimeout)] }
+            if json { arguments.append("--json") }
+            try ReactorEchoStateCommand.parse(arguments).run()
+            return
+        }
         let config = try options.load()
         let subscriber = try BusSubscriber(endpoint: config.endpoints.events, topics: stream.topics, curve: config.curve)
         var printed = 0
