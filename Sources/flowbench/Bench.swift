@@ -17,6 +17,7 @@ final class Bench {
     private let control: Socket
     let controlEndpoint: String
     private var peers: [String: PeerProcess] = [:]
+    private var externals: [String: ExternalProcess] = [:]
     private var pending: [(peer: String, parts: [String])] = []
     private var runCounter = 0
 
@@ -145,6 +146,82 @@ final class Bench {
             throw BenchError("the \(peer.name) peer (\(peer.role.rawValue)) exited early with status \(status)",
                              fix: "see its message above on stderr")
         }
+        for external in externals.values where !external.process.isRunning {
+            try external.checkRunning()
+        }
+    }
+
+    // MARK: Other programs
+
+    /// Starts a program that is not flowbench (e.g. `flowd`), registers it for cleanup, and
+    /// waits until `ready` returns `true` (polled until `timeout` seconds pass). Its stdout and
+    /// stderr go to `<name>.log` in the temporary directory; ``ExternalProcess/output`` reads
+    /// it back for error messages. ``stopAll()`` stops it with SIGTERM after the peers.
+    func spawnProcess(
+        _ name: String, executable: String, arguments: [String], timeout seconds: Double = 15,
+        ready: (ExternalProcess) throws -> Bool
+    ) throws -> ExternalProcess {
+        let logPath = "\(directory)/\(name).log"
+        guard FileManager.default.createFile(atPath: logPath, contents: nil), let log = FileHandle(forWritingAtPath: logPath) else {
+            throw BenchError("cannot create \(logPath) for the output of \(name)", fix: "set TMPDIR to a writable directory")
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        do {
+            try process.run()
+        } catch {
+            throw BenchError("could not start \(executable): \(error)", fix: "check that \(executable) exists and is executable")
+        }
+        try? log.close()
+        ChildRegistry.shared.add(process.processIdentifier)
+        let external = ExternalProcess(name: name, executable: executable, process: process, logPath: logPath)
+        externals[name] = external
+        let deadline = monotonicNanoseconds() + Int64(seconds * 1e9)
+        while true {
+            try external.checkRunning()
+            if try ready(external) { return external }
+            if monotonicNanoseconds() > deadline {
+                throw BenchError(
+                    "\(name) (\(executable)) was not ready within \(Int(seconds)) s; its output:\n\(external.output())",
+                    fix: "see its output above; the machine may be overloaded")
+            }
+            usleep(20_000)
+        }
+    }
+
+    /// Stops one program started by ``spawnProcess(_:executable:arguments:timeout:ready:)``:
+    /// SIGTERM, up to 5 s to exit, then SIGKILL.
+    /// - Returns: its exit status, or `nil` if it had to be killed.
+    @discardableResult
+    func stopProcess(_ external: ExternalProcess) -> Int32? {
+        defer {
+            externals[external.name] = nil
+            ChildRegistry.shared.remove(external.process.processIdentifier)
+        }
+        let process = external.process
+        // One that exited by itself was reported by checkRunning() already.
+        let wasRunning = process.isRunning
+        if process.isRunning {
+            process.terminate()
+            let deadline = monotonicNanoseconds() + 5_000_000_000
+            while process.isRunning && monotonicNanoseconds() < deadline { usleep(5_000) }
+            if process.isRunning {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                FileHandle.standardError.write(Data("flowbench: \(external.name) did not stop within 5 s of SIGTERM and was killed; its output:\n\(external.output())\n".utf8))
+                return nil
+            }
+        }
+        process.waitUntilExit()
+        let status = process.terminationStatus
+        if wasRunning && (process.terminationReason != .exit || status != 0) {
+            FileHandle.standardError.write(Data("flowbench: \(external.name) exited with status \(status) after SIGTERM; its output:\n\(external.output())\n".utf8))
+        }
+        return status
     }
 
     /// Asks every peer to stop, waits a little, then terminates those still running.
@@ -166,6 +243,7 @@ final class Bench {
             ChildRegistry.shared.remove(peer.process.processIdentifier)
         }
         peers.removeAll()
+        for external in externals.values.sorted(by: { $0.name < $1.name }) { stopProcess(external) }
         // Control messages still queued belong to peers that are gone.
         pending.removeAll()
         while (try? control.receiveMessage(mode: .nonBlocking)) != nil {}
@@ -178,6 +256,38 @@ struct PeerProcess {
     let role: PeerRole
     let process: Process
     var stopping = false
+}
+
+/// A program other than flowbench started by ``Bench`` (e.g. `flowd`), with its output file.
+final class ExternalProcess {
+    let name: String
+    let executable: String
+    let process: Process
+    let logPath: String
+
+    init(name: String, executable: String, process: Process, logPath: String) {
+        self.name = name
+        self.executable = executable
+        self.process = process
+        self.logPath = logPath
+    }
+
+    /// The last `lines` lines of what it wrote on stdout and stderr.
+    func output(lines: Int = 60) -> String {
+        guard let data = FileManager.default.contents(atPath: logPath), !data.isEmpty else { return "  (no output)" }
+        let all = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        let tail = all.suffix(lines)
+        let skipped = all.count - tail.count
+        let header = skipped > 0 ? ["  … \(skipped) earlier line(s) in \(logPath)"] : []
+        return (header + tail.map { "  " + $0 }).joined(separator: "\n")
+    }
+
+    /// Throws, with its output, if it exited.
+    func checkRunning() throws {
+        guard !process.isRunning else { return }
+        throw BenchError("\(name) (\(executable)) exited early with status \(process.terminationStatus); its output:\n\(output())",
+                         fix: "see its output above")
+    }
 }
 
 /// A failure with the problem and its fix, printed as `error: <problem>\nfix: <fix>`.

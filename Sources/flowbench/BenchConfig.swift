@@ -17,6 +17,17 @@ enum MeasureMode: String, CaseIterable, Codable, Sendable, ExpressibleByArgument
     case latency
 }
 
+/// Where a benchmark message carries the sequence that tells probes (0) from measured messages
+/// (1...) and orders them.
+enum SequenceField: String, CaseIterable, Codable, Sendable, ExpressibleByArgument {
+    /// The step envelope's sequence (raw paths: the message arrives as it was sent).
+    case envelope
+    /// The `withMovieId` param (through flowd: it arrives in a didNavigate whose envelope is
+    /// flowd's). The sender then numbers its envelopes 1, 2, 3… across probes and measured
+    /// messages, since flowd refuses a (source, sequence) it has already seen.
+    case params
+}
+
 /// Everything a run needs to know, parsed once from the command line.
 struct BenchConfig: Codable, Sendable {
     var transport: Transport
@@ -26,4 +37,8 @@ struct BenchConfig: Codable, Sendable {
     var highWaterMark: Int32
     var idleTimeoutMilliseconds: Int
     var codecSeconds: Double
+    /// The flowd executable for the steps scenario; `nil`: the one beside flowbench.
+    var flowdPath: String? = nil
+    /// flowd's `--log-level` in the steps scenario.
+    var flowdLogLevel: String = "info"
 }

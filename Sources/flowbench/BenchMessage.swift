@@ -51,6 +51,39 @@ enum BenchMessage {
     /// The size of frame 0 (the topic).
     static let topicSize = Topic.step(stepperID).utf8.count
 
+    /// Where the `withMovieId` value is in the step from ``template(_:)``: the last 8 bytes of
+    /// the params frame (frame 3), since the map's only entry is an FBV int (docs/PROTOCOL.md
+    /// 5.1). The steps scenario carries its sequence there: flowd copies a step's params into
+    /// the didNavigate it publishes, while the envelope's sequence is flowd's own.
+    static func paramSequenceOffset(in template: FrameStore) -> Int {
+        template.frameStart(3) + template.frameSize(3) - 8
+    }
+
+    /// The params frame of the step without its last 8 bytes (the int value): what a received
+    /// params frame must start with for ``receivedParamSequence(in:firstFrame:)`` to read it.
+    static let paramsPrefix: [UInt8] = {
+        let frames = try! stepFrames()
+        return Array(frames.frameBytes(3).dropLast(8))
+    }()
+
+    /// The `withMovieId` value of a received step (4 frames) or didNavigate (6 frames, params
+    /// in frame 4) whose payload starts at frame `firstFrame`, or `nil` if its params are not
+    /// `{withMovieId: <int>}`.
+    @inline(__always)
+    static func receivedParamSequence(in received: FrameStore, firstFrame: Int) -> UInt64? {
+        let params: Int
+        switch received.count - firstFrame {
+        case 4: params = firstFrame + 3
+        case 6: params = firstFrame + 4
+        default: return nil
+        }
+        let start = received.frameStart(params)
+        guard received.frameSize(params) == paramsPrefix.count + 8,
+              received.storage[start..<start + paramsPrefix.count].elementsEqual(paramsPrefix)
+        else { return nil }
+        return received.loadBigEndian(at: start + paramsPrefix.count)
+    }
+
     /// Where the sequence is in a received message whose payload starts at frame `firstFrame`
     /// (1 after a ROUTER's routing id, 0 otherwise); the same for both shapes.
     @inline(__always)

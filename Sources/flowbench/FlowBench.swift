@@ -9,7 +9,7 @@ import Foundation
 struct FlowBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "flowbench",
-        abstract: "Measure libzmq one-hop and two-hop paths and the FlowBusWire codec with FlowBus's own messages.",
+        abstract: "Measure libzmq one-hop and two-hop paths, steps through flowd, and the FlowBusWire codec with FlowBus's own messages.",
         discussion: "`flowbench` alone runs everything and prints a table; `flowbench --json` prints one JSON object. See `flowbench help run` for the options.",
         subcommands: [RunBenchmarks.self, PeerCommand.self],
         defaultSubcommand: RunBenchmarks.self
@@ -20,13 +20,16 @@ struct FlowBench: ParsableCommand {
 struct RunBenchmarks: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
-        abstract: "Measure libzmq one-hop and two-hop paths and the FlowBusWire codec with FlowBus's own messages.",
+        abstract: "Measure libzmq one-hop and two-hop paths, steps through flowd, and the FlowBusWire codec with FlowBus's own messages.",
         discussion: """
             Every path runs in real processes (flowbench starts copies of itself) and carries a real \
             FlowBus step: 4 frames (topic, envelope, name, FBV params) encoded once with FlowBusWire. \
             Throughput: N messages back to back, timed at the receiver from first to last. Latency: \
-            one message in flight, one-way time on the shared CLOCK_MONOTONIC, p50/p99. Compare ratios \
-            within one run: figures move with the load of a shared machine.
+            one message in flight, one-way time on the shared CLOCK_MONOTONIC, p50/p99. The steps \
+            scenario runs the same step through a real flowd (built beside flowbench: \
+            `swift build -c release --product flowbench --product flowd`) to a didNavigate subscriber, \
+            with ratios to the raw two-hop path. Compare ratios within one run: figures move with the \
+            load of a shared machine.
             """
     )
 
@@ -63,6 +66,14 @@ struct RunBenchmarks: ParsableCommand {
     @Flag(inversion: .prefixedNo, help: "Measure the FlowBusWire codec.")
     var codec = true
 
+    @Option(help: ArgumentHelp(
+        "The flowd executable for the steps scenario (default: flowd beside flowbench).",
+        discussion: "Build both with `swift build -c release --product flowbench --product flowd`."))
+    var flowd: String?
+
+    @Option(help: "flowd's --log-level in the steps scenario (flowd logs every didNavigate at info).")
+    var flowdLogLevel: String = "info"
+
     @Option(parsing: .upToNextOption,
             help: "Run only these scenarios, by key or id (e.g. two_hop raw.one_hop); default: all.")
     var only: [String] = []
@@ -77,12 +88,17 @@ struct RunBenchmarks: ParsableCommand {
         if let hwm, hwm < 0 { throw ValidationError("--hwm cannot be negative; 0 means no limit") }
         guard idleTimeout >= 100 else { throw ValidationError("--idle-timeout must be at least 100 ms") }
         guard codecSeconds > 0 && codecSeconds <= 10 else { throw ValidationError("--codec-seconds must be in (0, 10]") }
+        let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+        guard levels.contains(flowdLogLevel) else {
+            throw ValidationError("--flowd-log-level must be one of \(levels.joined(separator: ", "))")
+        }
     }
 
     func run() throws {
         let config = BenchConfig(
             transport: transport, messages: messages, latencySamples: latencySamples, latencyWarmup: latencyWarmup,
-            highWaterMark: hwm ?? Int32(clamping: max(100_000, messages + 1_000)), idleTimeoutMilliseconds: idleTimeout, codecSeconds: codecSeconds)
+            highWaterMark: hwm ?? Int32(clamping: max(100_000, messages + 1_000)), idleTimeoutMilliseconds: idleTimeout, codecSeconds: codecSeconds,
+            flowdPath: flowd, flowdLogLevel: flowdLogLevel)
         let progress = { (line: String) in FileHandle.standardError.write(Data("flowbench: \(line)\n".utf8)) }
 
         var results: [ScenarioResult] = []
@@ -93,7 +109,10 @@ struct RunBenchmarks: ParsableCommand {
             do {
                 var scenarios = allScenarios(includeSingleFrame: singleFrame || !only.isEmpty)
                 if !only.isEmpty {
-                    scenarios = scenarios.filter { only.contains($0.id.key) || only.contains($0.id.description) }
+                    let selected = scenarios.filter { only.contains($0.id.key) || only.contains($0.id.description) }
+                    // A selected scenario's baseline runs too (first), for its ratios.
+                    let baselines = Set(selected.compactMap(\.baseline))
+                    scenarios = scenarios.filter { baselines.contains($0.id) || selected.map(\.id).contains($0.id) }
                     guard !scenarios.isEmpty else {
                         throw BenchError("no scenario matches --only \(only.joined(separator: " "))",
                                          fix: "use keys from the table, e.g. --only one_hop two_hop")

@@ -105,10 +105,14 @@ struct SenderPeer: ParsableCommand {
     @Option(help: "Measured messages.") var messages: Int
     @Option(help: "Unmeasured messages first (latency).") var warmup: Int = 0
     @Option(help: "Frame shape.") var shape: FrameShape = .step
+    @Option(help: "Where the sequence goes: envelope, or params (withMovieId; envelopes then numbered 1, 2, 3…).")
+    var sequenceIn: SequenceField = .envelope
 
     func run() throws {
         try runPeer(common, role: .sender) { context, control in
-            var (message, sequenceOffset) = try BenchMessage.template(shape)
+            var (message, envelopeOffset) = try BenchMessage.template(shape)
+            var stamp = SequenceStamp(field: sequenceIn, envelopeOffset: envelopeOffset,
+                                      paramOffset: BenchMessage.paramSequenceOffset(in: try BenchMessage.template(.step).message))
             let data = try context.socket(.dealer)
             try data.setOptions([.sendHighWaterMark(common.hwm), .sendTimeout(10_000)])
             try data.connect(connect)
@@ -125,9 +129,9 @@ struct SenderPeer: ParsableCommand {
             guard try control.wait(for: "prime") else { return }
 
             // Probes (sequence 0) every 2 ms until the receiver has seen one and the parent says go.
-            message.storeBigEndian(0, at: sequenceOffset)
             var probes = 0
             primeLoop: while true {
+                stamp.stamp(0, into: &message)
                 if try data.send(message: message, mode: .nonBlocking) { probes += 1 }
                 for _ in 0..<2 {
                     switch try control.poll() {
@@ -144,7 +148,7 @@ struct SenderPeer: ParsableCommand {
             case .throughput:
                 let start = monotonicNanoseconds()
                 for sequence in 1...UInt64(messages) {
-                    message.storeBigEndian(sequence, at: sequenceOffset)
+                    stamp.stamp(sequence, into: &message)
                     if sequence & 0xFFFF == 0 { try control.checkParent() }
                     guard try data.send(message: message) else {
                         throw BenchError("send blocked for 10 s at message \(sequence)", fix: "the receiving side stopped reading; see its messages")
@@ -153,7 +157,7 @@ struct SenderPeer: ParsableCommand {
                 let elapsed = monotonicNanoseconds() - start
                 try control.sendResult(SenderReport(sent: messages, probes: probes, elapsedNanoseconds: elapsed, latency: nil, lost: 0))
             case .latency:
-                let report = try measureLatency(data: data, ack: ack!, message: &message, sequenceOffset: sequenceOffset, probes: probes,
+                let report = try measureLatency(data: data, ack: ack!, message: &message, stamp: &stamp, probes: probes,
                                             checkParent: control.checkParent)
                 try control.sendResult(report)
             }
@@ -163,7 +167,7 @@ struct SenderPeer: ParsableCommand {
 
     /// Lock-step: stamp, send, wait for the ack carrying the receiver's receive time.
     private func measureLatency(
-        data: Socket, ack: Socket, message: inout FrameStore, sequenceOffset: Int, probes: Int,
+        data: Socket, ack: Socket, message: inout FrameStore, stamp: inout SequenceStamp, probes: Int,
         checkParent: () throws -> Void
     ) throws -> SenderReport {
         var samples = [Int64]()
@@ -173,7 +177,7 @@ struct SenderPeer: ParsableCommand {
         let total = warmup + messages
         for index in 1...total {
             let sequence = UInt64(index)
-            message.storeBigEndian(sequence, at: sequenceOffset)
+            stamp.stamp(sequence, into: &message)
             if index & 0x3FF == 0 { try checkParent() }
             let sent = monotonicNanoseconds()
             guard try data.send(message: message) else {
@@ -191,6 +195,33 @@ struct SenderPeer: ParsableCommand {
         }
         return SenderReport(sent: total, probes: probes, elapsedNanoseconds: nil,
                             latency: LatencySummary(sorting: &samples), lost: lost)
+    }
+}
+
+/// Writes a message's sequence where ``SequenceField`` says, patching the bytes in place.
+struct SequenceStamp {
+    let field: SequenceField
+    let envelopeOffset: Int
+    let paramOffset: Int
+    /// The last envelope sequence sent with `.params`.
+    private(set) var envelopeSequence: UInt64 = 0
+
+    init(field: SequenceField, envelopeOffset: Int, paramOffset: Int) {
+        self.field = field
+        self.envelopeOffset = envelopeOffset
+        self.paramOffset = paramOffset
+    }
+
+    @inline(__always)
+    mutating func stamp(_ sequence: UInt64, into message: inout FrameStore) {
+        switch field {
+        case .envelope:
+            message.storeBigEndian(sequence, at: envelopeOffset)
+        case .params:
+            envelopeSequence += 1
+            message.storeBigEndian(envelopeSequence, at: envelopeOffset)
+            message.storeBigEndian(sequence, at: paramOffset)
+        }
     }
 }
 
@@ -266,6 +297,8 @@ struct ReceiverPeer: ParsableCommand {
     @Option(help: "throughput or latency.") var mode: MeasureMode
     @Option(help: "Messages to expect (measured and warm-up).") var messages: Int
     @Option(help: "Give up this long after the last message, in ms.") var idleTimeout: Int = 2000
+    @Option(help: "Where the sequence is: envelope (a step), or params (withMovieId of a step or didNavigate).")
+    var sequenceIn: SequenceField = .envelope
 
     func run() throws {
         try runPeer(common, role: .receiver) { context, control in
@@ -308,9 +341,15 @@ struct ReceiverPeer: ParsableCommand {
             receiveLoop: while report.received < messages {
                 if try data.receive(into: &frames, mode: .nonBlocking) {
                     let now = monotonicNanoseconds()
-                    guard frames.count > firstFrame,
-                          let sequence = frames.loadBigEndian(at: BenchMessage.receivedSequenceOffset(in: frames, firstFrame: firstFrame))
-                    else { report.malformed += 1; continue }
+                    let sequence: UInt64?
+                    switch sequenceIn {
+                    case .envelope:
+                        sequence = frames.count > firstFrame
+                            ? frames.loadBigEndian(at: BenchMessage.receivedSequenceOffset(in: frames, firstFrame: firstFrame)) : nil
+                    case .params:
+                        sequence = BenchMessage.receivedParamSequence(in: frames, firstFrame: firstFrame)
+                    }
+                    guard let sequence else { report.malformed += 1; continue }
                     if sequence == 0 {
                         if !primed { primed = true; try control.send("primed") }
                         continue

@@ -28,6 +28,8 @@ struct BenchReport: Encodable {
         var latencySamples: Int
         var latencyWarmup: Int
         var hwm: Int32
+        /// flowd's `--log-level` in the steps scenario (at `info` flowd logs every didNavigate).
+        var flowdLogLevel: String
         var throughputMethod = "sender sends N messages back to back; receiver times its first to its last message"
         var latencyMethod = "one message in flight; one-way time from the sender's CLOCK_MONOTONIC before send to the receiver's after receive (returned in an ack); nearest-rank percentiles"
     }
@@ -56,6 +58,41 @@ struct BenchReport: Encodable {
         var p99Ratio: Double?
     }
 
+    /// The headline figures of one FlowBus scenario beside its baseline: `steps` (stepper →
+    /// flowd → didNavigate receiver) now, `reactor` later, at the top level of the report.
+    /// Ratios are FlowBus ÷ raw two-hop. Every key is always written (`null` when not measured).
+    struct Headline: Encodable {
+        var throughputPerS: Double?
+        var p50Us: Double?
+        var p99Us: Double?
+        var throughputRatio: Double?
+        var p50Ratio: Double?
+        var p99Ratio: Double?
+
+        enum CodingKeys: String, CodingKey {
+            case throughputPerS, p50Us, p99Us, throughputRatio, p50Ratio, p99Ratio
+        }
+
+        init(_ path: Path) {
+            throughputPerS = path.throughputPerS
+            p50Us = path.p50Us
+            p99Us = path.p99Us
+            throughputRatio = path.throughputRatio
+            p50Ratio = path.p50Ratio
+            p99Ratio = path.p99Ratio
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(throughputPerS, forKey: .throughputPerS)
+            try container.encode(p50Us, forKey: .p50Us)
+            try container.encode(p99Us, forKey: .p99Us)
+            try container.encode(throughputRatio, forKey: .throughputRatio)
+            try container.encode(p50Ratio, forKey: .p50Ratio)
+            try container.encode(p99Ratio, forKey: .p99Ratio)
+        }
+    }
+
     var machine: MachineInfo
     var config: Config
     var message: MessageInfo
@@ -63,6 +100,8 @@ struct BenchReport: Encodable {
     var baseline: String
     var raw: [String: Path]
     var flowbus: [String: Path]
+    /// `flowbus.steps` in short; absent when the steps scenario did not run.
+    var steps: Headline?
     /// Operations per second.
     var codec: [String: Double]
 
@@ -70,7 +109,8 @@ struct BenchReport: Encodable {
         machine = .current()
         self.config = Config(
             transport: config.transport.rawValue, messages: config.messages, latencySamples: config.latencySamples,
-            latencyWarmup: config.latencyWarmup, hwm: config.highWaterMark)
+            latencyWarmup: config.latencyWarmup, hwm: config.highWaterMark,
+            flowdLogLevel: config.flowdLogLevel)
         let frames = try BenchMessage.stepFrames()
         message = MessageInfo(
             topic: String(decoding: frames.frameBytes(0), as: UTF8.self), step: BenchMessage.stepName,
@@ -95,6 +135,7 @@ struct BenchReport: Encodable {
         }
         raw = groups[.raw] ?? [:]
         flowbus = groups[.flowbus] ?? [:]
+        steps = flowbus[StepsScenario.key].map(Headline.init)
         self.codec = Dictionary(uniqueKeysWithValues: codec.map { ($0.key, $0.opsPerSecond.rounded()) })
     }
 

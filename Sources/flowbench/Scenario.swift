@@ -37,6 +37,13 @@ protocol Scenario {
     /// The scenario whose figures the ratios divide by, or `nil` for none.
     var baseline: ScenarioID? { get }
     func run(on bench: Bench) throws -> Measurement
+    /// Checks what the scenario needs outside flowbench (e.g. the flowd executable) before any
+    /// scenario runs, so a missing piece fails the run at once. Default: nothing to check.
+    func preflight(config: BenchConfig) throws
+}
+
+extension Scenario {
+    func preflight(config: BenchConfig) throws {}
 }
 
 /// What a scenario measured.
@@ -74,13 +81,15 @@ func allScenarios(includeSingleFrame: Bool) -> [any Scenario] {
     if includeSingleFrame {
         list += [RawPathScenario(hops: .one, shape: .single), RawPathScenario(hops: .two, shape: .single)]
     }
-    // FlowBus scenarios go here, e.g. StepsScenario() (stepper → flowd → didNavigate receiver)
-    // and ReactorScenario() (view → reactor → view), with `baseline: .rawTwoHop`.
+    // FlowBus scenarios, with `baseline: .rawTwoHop`. Still to come: ReactorScenario()
+    // (view → reactor → view).
+    list.append(StepsScenario())
     return list
 }
 
 /// Runs the scenarios and computes the ratios of each to its baseline.
 func runScenarios(_ scenarios: [any Scenario], on bench: Bench, progress: (String) -> Void) throws -> [ScenarioResult] {
+    for scenario in scenarios { try scenario.preflight(config: bench.config) }
     var results: [ScenarioResult] = []
     for scenario in scenarios {
         progress("\(scenario.id): \(scenario.path)")
