@@ -35,7 +35,8 @@ struct FlowdTests {
     @Test("The movie demo journey produces the exact didNavigate trace")
     func demoJourney() throws {
         let topology = try demoTopology()
-        let flowd = try topology.startFlowd()
+        // At debug level flowd logs each navigation.
+        let flowd = try topology.startFlowd(arguments: ["--log-level", "debug"])
         let events = try topology.subscribe(["nav/did/"])
 
         try tap(topology, "apikey", "apiKeyIsComplete")

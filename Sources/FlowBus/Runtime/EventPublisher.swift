@@ -15,9 +15,14 @@ final class EventPublisher {
     private var sequence: UInt64 = 0
     private var buffer = FrameBuffer()
     private var subscriptions = FrameBuffer()
+    /// The topic prefixes subscribers asked for. XPUB reports the first subscription to a prefix
+    /// and the last unsubscription, so this is exact; nothing is encoded for a topic nobody wants.
+    private var subscribedPrefixes: Set<[UInt8]> = []
     /// Messages refused by the socket at its high-water mark, counted and reported.
     private(set) var dropped = 0
     private(set) var published = 0
+    /// Messages not encoded because no subscriber wanted their topic.
+    private(set) var unwanted = 0
 
     init(context: Context, endpoint: String, limits: FlowBusConfig.Limits, curve: CurveKeys, sourceID: String, logger: Logger) throws {
         socket = try context.socket(.xpub)
@@ -44,13 +49,26 @@ final class EventPublisher {
         return Envelope(kind: kind, contentType: contentType, sequence: sequence, messageID: .none, source: sourceID)
     }
 
+    /// Whether a subscriber wants messages of `topic`.
+    func isWanted(_ topic: some Collection<UInt8>) -> Bool {
+        subscribedPrefixes.contains { topic.starts(with: $0) }
+    }
+
     /// Sends frames as they are (a step re-published for observers).
     func publish(frames: FrameBuffer) {
+        guard isWanted(frames.frameBytes(0)) else {
+            unwanted += 1
+            return
+        }
         send(frames)
     }
 
-    /// Encodes and sends one message.
+    /// Encodes and sends one message, if anyone subscribed to its topic.
     func publish(_ message: some WireMessageEncodable) {
+        guard isWanted(message.topic.utf8) else {
+            unwanted += 1
+            return
+        }
         do {
             try message.encode(into: &buffer)
         } catch {
@@ -78,6 +96,11 @@ final class EventPublisher {
     /// XPUB hands subscriptions to its owner; reading them keeps its queue empty and lets it
     /// attach new subscribers. Called once per batch and per heartbeat, not per message.
     func drainSubscriptions() {
-        while (try? socket.receive(into: &subscriptions, mode: .nonBlocking)) == true {}
+        while (try? socket.receive(into: &subscriptions, mode: .nonBlocking)) == true {
+            let frame = subscriptions.frameBytes(0)
+            guard let flag = frame.first else { continue }
+            let prefix = Array(frame.dropFirst())
+            if flag == 1 { subscribedPrefixes.insert(prefix) } else if flag == 0 { subscribedPrefixes.remove(prefix) }
+        }
     }
 }

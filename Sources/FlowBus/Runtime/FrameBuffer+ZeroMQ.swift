@@ -1,9 +1,5 @@
 import FlowBusWire
-import Glibc
 import ZeroMQ
-
-#if canImport(Glibc)
-#endif
 
 // FrameBuffer is FlowBus's reusable multipart buffer; ZeroMQ receives into it and sends from it.
 extension FrameBuffer: ReceiveBuffer, FrameSource {
@@ -17,7 +13,9 @@ extension FrameBuffer: ReceiveBuffer, FrameSource {
 
     public var frameCount: Int { count }
 
+    // Not through the generic `withFrame`: this runs once per frame sent.
     public func withFrameBytes<Result>(_ index: Int, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
-        withFrame(index) { bytes in body(bytes) }
+        let range = frameRange(index)
+        return storage.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[range])) }
     }
 }

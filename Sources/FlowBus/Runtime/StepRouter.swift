@@ -39,6 +39,7 @@ final class StepRouter {
 
     func consume(_ batches: AsyncStream<[IngressItem]>) async {
         for await batch in batches {
+            publisher.drainSubscriptions()
             for item in batch { await apply(item) }
             publisher.drainSubscriptions()
             ingress.batchProcessed()
@@ -47,6 +48,8 @@ final class StepRouter {
 
     func heartbeat() async {
         while !Task.isCancelled {
+            // Subscriptions first: a subscriber that sees this heartbeat is known from now on.
+            publisher.drainSubscriptions()
             publisher.publish(Heartbeat(envelope: publisher.envelope(.heartbeat)))
             publisher.drainSubscriptions()
             try? await Task.sleep(for: heartbeatInterval)
@@ -85,7 +88,7 @@ final class StepRouter {
             if case .willNavigate = event { phase = .will } else { phase = .did }
             let (name, params) = canonical(navigation.step)
             if phase == .did {
-                logger.info("did navigate flow=\(navigation.flow.name) step=\(describeStep(navigation.step))")
+                logger.debug("did navigate flow=\(navigation.flow.name) step=\(describeStep(navigation.step))")
             }
             publisher.publish(NavigationEventMessage(
                 phase: phase, envelope: publisher.envelope(phase == .will ? .willNavigate : .didNavigate),
@@ -188,7 +191,10 @@ final class StepRouter {
                 "duplicates": .int(Int64(counters.duplicates)),
                 "refused": .map(Dictionary(uniqueKeysWithValues: counters.refused.map { ($0.key.rawValue, WireValue.int(Int64($0.value))) })),
             ]),
-            "events": .map(["published": .int(Int64(publisher.published)), "dropped_hwm": .int(Int64(publisher.dropped))]),
+            "events": .map([
+                "published": .int(Int64(publisher.published)), "dropped_hwm": .int(Int64(publisher.dropped)),
+                "unsubscribed": .int(Int64(publisher.unwanted)),
+            ]),
         ]
     }
 }
