@@ -12,7 +12,7 @@ struct Flowctl: ParsableCommand {
         abstract: "Drive and watch a FlowBus topology.",
         subcommands: [
             StepCommand.self, DeepLinkCommand.self, ReportCommand.self, EchoCommand.self, StatusCommand.self,
-            ReactorActionCommand.self, ReactorStateCommand.self, ReactorEchoStateCommand.self, KeygenCommand.self,
+            ReactorActionCommand.self, ReactorStateCommand.self, ReactorEchoStateCommand.self, GraphCommand.self, KeygenCommand.self,
         ]
     )
 }
@@ -223,5 +223,45 @@ struct KeygenCommand: ParsableCommand {
         try "# FlowBus CURVE secret key of \(name): keep it private\n\(pair.secretKey)\n".write(toFile: secretPath, atomically: false, encoding: .utf8)
         try "# FlowBus CURVE public key of \(name)\n\(pair.publicKey)\n".write(toFile: publicPath, atomically: true, encoding: .utf8)
         print("wrote \(secretPath) (secret) and \(publicPath): public key \(pair.publicKey)")
+    }
+}
+
+struct GraphCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "graph",
+        abstract: "Draw the declared flows (or, with --live, flowd's current navigation tree) as Graphviz DOT or Mermaid.")
+
+    enum Format: String, ExpressibleByArgument, CaseIterable {
+        case dot, mermaid
+    }
+
+    @OptionGroup var options: ConfigOptions
+    @Flag(help: "Draw flowd's live navigation tree instead of the declared flows.") var live = false
+    @Option(help: "Output format: dot or mermaid.") var format: Format = .dot
+    @Option(help: "Render to this SVG file through Graphviz's `dot` (apt-get install graphviz).") var svg: String?
+
+    func run() throws {
+        let config = try options.load()
+        let graph = live
+            ? FlowGraph.live(try StatusClient.fetch(endpoint: config.endpoints.control, curve: config.curve))
+            : FlowGraph.declared(config)
+        guard let svg else {
+            print(format == .dot ? graph.dot : graph.mermaid)
+            return
+        }
+        guard let dot = ["/usr/bin/dot", "/usr/local/bin/dot"].first(where: FileManager.default.isExecutableFile(atPath:)) else {
+            throw ClientError("--svg needs Graphviz's `dot`: install it with `apt-get install graphviz`, or print DOT without --svg")
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: dot)
+        process.arguments = ["-Tsvg", "-o", svg]
+        let input = Pipe()
+        process.standardInput = input
+        try process.run()
+        input.fileHandleForWriting.write(Data(graph.dot.utf8))
+        try input.fileHandleForWriting.close()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw ClientError("dot failed (exit \(process.terminationStatus)) rendering \(svg)") }
+        print("wrote \(svg)")
     }
 }
