@@ -12,7 +12,7 @@ struct Flowctl: ParsableCommand {
         abstract: "Drive and watch a FlowBus topology.",
         subcommands: [
             StepCommand.self, DeepLinkCommand.self, ReportCommand.self, EchoCommand.self, StatusCommand.self,
-            ReactorActionCommand.self, ReactorStateCommand.self, ReactorEchoStateCommand.self, GraphCommand.self, KeygenCommand.self,
+            ReactorActionCommand.self, ReactorStateCommand.self, ReactorEchoStateCommand.self, GraphCommand.self, DoctorCommand.self, KeygenCommand.self,
         ]
     )
 }
@@ -146,9 +146,10 @@ struct EchoCommand: ParsableCommand {
     @OptionGroup var options: ConfigOptions
     @Argument(help: "What to watch: \(Stream.allCases.map(\.rawValue).joined(separator: ", ")) (state takes a reactor id).") var stream: Stream
     @Argument(help: "For state: the reactor id, e.g. counter.") var reactorID: String?
-    @Option(help: "Stop after this many messages.") var count: Int?
+    @Option(help: "Stop after this many messages (with --stats: this many one-second reports).") var count: Int?
     @Option(help: "Stop after this many seconds without a message.") var idleTimeout: Double?
     @Flag(help: "Print one JSON object per line.") var json = false
+    @Flag(help: "Print message rates per topic every second instead of the messages (like `ros2 topic hz`).") var stats = false
 
     func validate() throws {
         if stream == .state, reactorID == nil {
@@ -168,6 +169,10 @@ struct EchoCommand: ParsableCommand {
         }
         let config = try options.load()
         let subscriber = try BusSubscriber(endpoint: config.endpoints.events, topics: stream.topics, curve: config.curve)
+        if stats {
+            try printRates(subscriber)
+            return
+        }
         var printed = 0
         while count.map({ printed < $0 }) ?? true {
             guard let received = try subscriber.next(timeout: idleTimeout.map { .milliseconds(Int($0 * 1000)) }) else {
@@ -181,6 +186,38 @@ struct EchoCommand: ParsableCommand {
                 emit(json ? "{\"malformed\":\"\(error.reason.rawValue)\"}" : "malformed message: \(error)")
             }
             printed += 1
+        }
+    }
+}
+
+extension EchoCommand {
+    /// Counts messages per topic (up to the id) and prints their rates each second.
+    func printRates(_ subscriber: BusSubscriber) throws {
+        var windowStart = ContinuousClock.now
+        var counts: [String: Int] = [:]
+        var windows = 0
+        while count.map({ windows < $0 }) ?? true {
+            let left = ContinuousClock.now.duration(to: windowStart + .seconds(1))
+            if left > .zero, let received = try subscriber.next(timeout: left) {
+                guard case .message(let message) = received else {
+                    counts["malformed", default: 0] += 1
+                    continue
+                }
+                if case .heartbeat = message { continue }
+                counts[message.topic, default: 0] += 1
+                continue
+            }
+            let elapsed = windowStart.duration(to: .now)
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            windowStart = .now
+            windows += 1
+            let total = counts.values.reduce(0, +)
+            var lines = ["\(String(format: "%.0f", Double(total) / seconds)) msg/s over \(String(format: "%.2f", seconds)) s"]
+            for (topic, n) in counts.sorted(by: { $0.value > $1.value }) {
+                lines.append("  \(topic): \(n) (\(String(format: "%.1f", Double(n) / seconds))/s)")
+            }
+            emit(lines.joined(separator: "\n"))
+            counts.removeAll()
         }
     }
 }
@@ -263,5 +300,74 @@ struct GraphCommand: ParsableCommand {
         process.waitUntilExit()
         guard process.terminationStatus == 0 else { throw ClientError("dot failed (exit \(process.terminationStatus)) rendering \(svg)") }
         print("wrote \(svg)")
+    }
+}
+
+struct DoctorCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "doctor", abstract: "Check libzmq, the config, endpoints, permissions, keys and the daemons, and say what to fix.")
+
+    @OptionGroup var options: ConfigOptions
+
+    func run() throws {
+        var problems = 0
+        func check(_ ok: Bool, _ what: String, fix: @autoclosure () -> String) {
+            emit("\(ok ? "ok  " : "FAIL") \(what)\(ok ? "" : ": " + fix())")
+            if !ok { problems += 1 }
+        }
+        let version = ZeroMQLibrary.version
+        check(version.major > 4 || (version.major == 4 && version.minor >= 2), "libzmq \(ZeroMQLibrary.versionString) (4.2 or later needed)",
+              fix: "install libzmq3-dev 4.3 (scripts/bootstrap)")
+        check(ZeroMQLibrary.has("curve"), "libzmq has CURVE", fix: "install Debian's libzmq3-dev, which is built with CURVE")
+        let path = FlowBusConfig.resolvePath(options.config)
+        let config: FlowBusConfig
+        do {
+            config = try FlowBusConfig.load(path: path)
+            check(true, "config \(path) loads", fix: "")
+        } catch {
+            check(false, "config \(path) loads", fix: error.description)
+            throw ExitCode(1)
+        }
+        let endpoints = [("ingress", config.endpoints.ingress), ("events", config.endpoints.events), ("control", config.endpoints.control)]
+            + config.reactors.sorted { $0.key < $1.key }.flatMap { [("\($0.key) actions", $0.value.actions), ("\($0.key) states", $0.value.states)] }
+        for (name, endpoint) in endpoints where endpoint.hasPrefix("ipc://") {
+            let file = String(endpoint.dropFirst("ipc://".count))
+            let directory = (file as NSString).deletingLastPathComponent
+            check(FileManager.default.isWritableFile(atPath: directory), "\(name): directory \(directory) is writable",
+                  fix: "create it (mkdir -p \(directory)) or point FLOWBUS_RUN_DIR elsewhere")
+            check(file.utf8.count < 108, "\(name): ipc path fits a unix socket (\(file.utf8.count) < 108 bytes)", fix: "use a shorter directory")
+            if let mode = (try? FileManager.default.attributesOfItem(atPath: file))?[.posixPermissions] as? NSNumber {
+                check(mode.intValue & 0o077 == 0, "\(name): \(file) is private (mode \(String(mode.intValue, radix: 8)))",
+                      fix: "chmod 600 \(file), or restart the daemon that owns it")
+            }
+        }
+        if config.security != nil {
+            check(config.curve.server != nil || config.curve.serverPublicKey != nil, "security: keys load", fix: "run `flowctl keygen NAME --dir DIR` and name the files in security:")
+            for secret in [config.security?.serverKey, config.security?.clientKey].compactMap({ $0 }) {
+                let file = secret.hasPrefix("/") ? secret : ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent(secret)
+                if let mode = (try? FileManager.default.attributesOfItem(atPath: file))?[.posixPermissions] as? NSNumber {
+                    check(mode.intValue & 0o077 == 0, "security: \(file) is readable by its owner only", fix: "chmod 600 \(file)")
+                }
+            }
+            if config.curve.server != nil {
+                check(!config.curve.allowedClients.isEmpty, "security: allowedClients lists at least one key", fix: "add client .pub files to security.allowedClients")
+            }
+            let tcp = endpoints.contains { $0.1.hasPrefix("tcp://") }
+            check(tcp, "security applies to tcp endpoints", fix: "CURVE protects tcp:// only; ipc:// relies on file permissions")
+        }
+        do {
+            let status = try StatusClient.fetch(endpoint: config.endpoints.control, curve: config.curve, timeout: .seconds(2))
+            let flows = status["flows"]?.listValue?.count ?? 0
+            check(true, "flowd answers on \(config.endpoints.control) (\(flows) flow(s), protocol v\(Envelope.currentVersion))", fix: "")
+        } catch {
+            check(false, "flowd answers on \(config.endpoints.control)", fix: "start it: flowd --config \(path)")
+        }
+        for (name, host) in config.reactors.sorted(by: { $0.key < $1.key }) {
+            let subscriber = try BusSubscriber(endpoint: host.states, topics: ["hb/"], curve: config.curve)
+            check(try subscriber.waitUntilConnected(timeout: .seconds(2)), "reactor host \(name) sends heartbeats on \(host.states)",
+                  fix: "start it: reactor-host --config \(path) --host \(name)")
+        }
+        emit(problems == 0 ? "all checks passed" : "\(problems) problem(s) found")
+        if problems > 0 { throw ExitCode(1) }
     }
 }

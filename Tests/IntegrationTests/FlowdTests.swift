@@ -374,3 +374,47 @@ struct SecurityTests {
         }
     }
 }
+
+@Suite("flowctl tools", .serialized)
+struct FlowctlToolTests {
+    @Test("flowctl doctor passes on a running topology and names the fix when flowd is down")
+    func doctor() throws {
+        let topology = try demoTopology()
+        let down = try topology.run("flowctl", ["doctor", "--config", topology.configPath])
+        #expect(down.status == 1)
+        #expect(down.output.contains("FAIL flowd answers"))
+        #expect(down.output.contains("start it: flowd --config"))
+        try topology.startFlowd()
+        try topology.start("reactor-host", arguments: ["--config", topology.configPath, "--host", "demo"])
+        let subscriber = try BusSubscriber(endpoint: try #require(topology.config.reactors["demo"]).states, topics: ["hb/"])
+        #expect(try subscriber.waitUntilConnected(timeout: .seconds(20)))
+        let up = try topology.run("flowctl", ["doctor", "--config", topology.configPath])
+        #expect(up.status == 0, "\(up.output)")
+        #expect(up.output.contains("all checks passed"))
+    }
+
+    @Test("flowctl echo --stats reports rates per topic")
+    func echoStats() throws {
+        let topology = try demoTopology()
+        try topology.startFlowd()
+        let echo = try topology.start("flowctl", arguments: ["echo", "did", "--stats", "--count", "2", "--config", topology.configPath])
+        _ = try topology.subscribe(["nav/did/"])
+        try tap(topology, "apikey", "apiKeyIsComplete")
+        #expect(echo.waitForExit(timeout: .seconds(10)) == 0)
+        #expect(echo.output.contains("msg/s over"))
+    }
+
+    @Test("flowctl graph draws the declared flows and the live tree")
+    func graph() throws {
+        let topology = try demoTopology()
+        let declared = try topology.run("flowctl", ["graph", "--config", topology.configPath])
+        #expect(declared.status == 0)
+        #expect(declared.output.contains("\"MainFlow.apiKeyIsComplete\" -> \"tabs:dashboard\" [label=\"tabs\"];"))
+        try topology.startFlowd()
+        try tap(topology, "apikey", "apiKeyIsComplete")
+        let live = try topology.run("flowctl", ["graph", "--live", "--format", "mermaid", "--config", topology.configPath])
+        #expect(live.status == 0)
+        #expect(live.output.contains("flowchart LR"))
+        #expect(live.output.contains("stack wishlist"))
+    }
+}
