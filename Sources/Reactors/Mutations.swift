@@ -98,7 +98,7 @@ extension Mutations {
     /// Leading members that are synchronous are reduced within `send`; the rest runs in order in
     /// one task.
     public static func concat(_ members: [Mutations]) -> Mutations {
-        Mutations(node: .concat(members.map(\.node)))
+        Mutations(node: .concat(members.map { $0.node }))
     }
 
     /// Runs each member after the previous one ended (RxSwift's `concat`).
@@ -109,7 +109,7 @@ extension Mutations {
     /// Synchronous members are reduced within `send`, in argument order; each asynchronous
     /// member runs in its own task.
     public static func merge(_ members: [Mutations]) -> Mutations {
-        Mutations(node: .merge(members.map(\.node)))
+        Mutations(node: .merge(members.map { $0.node }))
     }
 
     /// Runs all members at once and interleaves their mutations (RxSwift's `merge`).

@@ -65,16 +65,40 @@ public final class ReactorStore<R: Reactor>: Sendable {
     ///   - onMutationFailure: Called, in the serial context, with the error that ended a
     ///     mutation stream or a bound action source (cancellation is not a failure). The
     ///     reactor lives on either way; this is where a host counts and logs it.
-    public init(_ reactor: R, onMutationFailure: (@Sendable (any Error) -> Void)? = nil) {
+    public convenience init(_ reactor: R, onMutationFailure: (@Sendable (any Error) -> Void)? = nil) {
+        let initialState = reactor.initialState
+        self.init(
+            reactor, reducedState: initialState,
+            current: StateSnapshot(sequence: 0, state: reactor.transform(state: initialState)),
+            onMutationFailure: onMutationFailure)
+    }
+
+    /// Creates a store for `reactor` that resumes from a state saved earlier (a reactor host
+    /// restarting from its persisted state), connected at once.
+    ///
+    /// `restored` becomes the current state with its sequence, and the state `reduce` continues
+    /// from: the next reduced mutation emits sequence `restored.sequence + 1`. The restored state
+    /// is taken as it was emitted (after `transform(state:)`), so the transform is not applied to
+    /// it again; `initialState` is not used. `transform(mutation:)` is called now, as for
+    /// ``init(_:onMutationFailure:)``.
+    ///
+    /// - Parameters:
+    ///   - reactor: The reactor to run.
+    ///   - restored: The state to resume from, with its sequence.
+    ///   - onMutationFailure: As for ``init(_:onMutationFailure:)``.
+    public convenience init(
+        _ reactor: R, restoring restored: StateSnapshot<R.State>, onMutationFailure: (@Sendable (any Error) -> Void)? = nil
+    ) {
+        self.init(reactor, reducedState: restored.state, current: restored, onMutationFailure: onMutationFailure)
+    }
+
+    private init(
+        _ reactor: R, reducedState: R.State, current: StateSnapshot<R.State>, onMutationFailure: (@Sendable (any Error) -> Void)?
+    ) {
         self.reactor = reactor
         self.isStubbed = false
         self.failureHandler = onMutationFailure
-        let initialState = reactor.initialState
-        self.core = Mutex(
-            Core(
-                reducedState: initialState,
-                current: StateSnapshot(sequence: 0, state: reactor.transform(state: initialState))
-            ))
+        self.core = Mutex(Core(reducedState: reducedState, current: current))
         let root = reactor.transform(mutation: Mutations(node: .upstream(transform: nil))).node
         let upstream = root.upstream
         self.mutateIsConnected = upstream.found
@@ -111,6 +135,18 @@ public final class ReactorStore<R: Reactor>: Sendable {
 
     /// True once ``shutdown()`` ran.
     public var isShutDown: Bool { core.withLock(\.isShutDown) }
+
+    /// True while work of an action is not finished: an action or mutation is queued or being
+    /// processed, or a mutation stream returned by `mutate` (or a part of it) is still running.
+    /// External streams merged in `transform(mutation:)` do not count (they may never end).
+    ///
+    /// A host stopping gracefully polls this to let in-flight actions finish within a bound
+    /// before it saves the state and shuts the store down.
+    public var hasWorkInFlight: Bool {
+        core.withLock { core in
+            core.isDraining || core.head < core.queue.count || core.streams.values.contains { $0.fromMutate }
+        }
+    }
 
     // MARK: Actions
 
@@ -549,7 +585,7 @@ extension ReactorStore {
         mutating func emit(_ state: R.State) -> (StateSnapshot<R.State>, [Observer])? {
             if isShutDown { return nil }
             current = StateSnapshot(sequence: current.sequence + 1, state: state)
-            return (current, observers.map(\.observer))
+            return (current, observers.map { $0.observer })
         }
 
         mutating func reserveObserverID() -> UInt64? {
@@ -612,7 +648,7 @@ extension ReactorStore {
             var leftovers = Leftovers()
             leftovers.streams = Array(streams.values)
             leftovers.bindings = Array(bindings.values)
-            leftovers.observers = observers.map(\.observer)
+            leftovers.observers = observers.map { $0.observer }
             for work in queue[head...] {
                 switch work {
                 case .action(_, let waiter?): leftovers.waiters.append(waiter)

@@ -60,6 +60,16 @@ final class Bench {
         }
     }
 
+    /// A port on 127.0.0.1 that was free a moment ago, as an endpoint, for a program that binds
+    /// it itself and does not report kernel-chosen ports (flowd, reactor-host) over tcp.
+    func freeTCPEndpoint() throws -> String {
+        let socket = try context.socket(.router)
+        defer { socket.close() }
+        try socket.setOption(.linger(0))
+        try socket.bind("tcp://127.0.0.1:*")
+        return try socket.lastEndpoint
+    }
+
     // MARK: Peers
 
     /// Starts `flowbench peer <role> <arguments>` and waits for its `hello`.

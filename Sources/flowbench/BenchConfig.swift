@@ -26,6 +26,9 @@ enum SequenceField: String, CaseIterable, Codable, Sendable, ExpressibleByArgume
     /// flowd's). The sender then numbers its envelopes 1, 2, 3… across probes and measured
     /// messages, since flowd refuses a (source, sequence) it has already seen.
     case params
+    /// Receiver only: `n` of a reactor state `{n: <int>}` (the reactor scenario's sender puts it
+    /// in its action's params, with `params`).
+    case state
 }
 
 /// Everything a run needs to know, parsed once from the command line.
@@ -41,4 +44,6 @@ struct BenchConfig: Codable, Sendable {
     var flowdPath: String? = nil
     /// flowd's `--log-level` in the steps scenario.
     var flowdLogLevel: String = "info"
+    /// The reactor-host executable for the reactor scenario; `nil`: the one beside flowbench.
+    var reactorHostPath: String? = nil
 }

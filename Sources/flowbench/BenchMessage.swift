@@ -7,8 +7,11 @@ enum FrameShape: String, CaseIterable, Codable, Sendable, ExpressibleByArgument 
     case step
     /// The same bytes in a single frame, to show what multipart costs.
     case single
+    /// Not the step: the reactor scenario's action (topic, envelope, name, params), see
+    /// ``BenchMessage/action()``.
+    case action
 
-    var frames: Int { self == .step ? 4 : 1 }
+    var frames: Int { self == .single ? 1 : 4 }
 }
 
 /// The message every raw scenario sends: one real FlowBus step, encoded once with FlowBusWire.
@@ -38,12 +41,12 @@ enum BenchMessage {
 
     /// The message to send in `shape`, and where its sequence number lives.
     static func template(_ shape: FrameShape) throws -> (message: FrameStore, sequenceOffset: Int) {
-        let frames = FrameStore(try stepFrames())
+        let frames = FrameStore(shape == .action ? try action().encoded() : try stepFrames())
         // Envelope layout (docs/PROTOCOL.md): the u64 sequence is at byte 4 of frame 1. Concatenating
         // the frames keeps every byte where it was in the storage, so the offset is the same.
         let offset = frames.frameStart(1) + 4
         switch shape {
-        case .step: return (frames, offset)
+        case .step, .action: return (frames, offset)
         case .single: return (FrameStore(concatenating: frames), offset)
         }
     }
@@ -82,6 +85,44 @@ enum BenchMessage {
               received.storage[start..<start + paramsPrefix.count].elementsEqual(paramsPrefix)
         else { return nil }
         return received.loadBigEndian(at: start + paramsPrefix.count)
+    }
+
+    // MARK: The reactor scenario
+
+    /// The reactor the reactor scenario drives: reactor-host's `bench` (`tick(n:)` → `{n}`).
+    static let reactorID = "bench"
+    static let actionName = "tick"
+    /// A view's source id, as `ReactorView` names them (`view:<reactorId>#<random>`).
+    static let viewSource = "view:bench#5f3a"
+    static let actionParams: WireParams = ["n": 23452]
+
+    /// `tick(n: 23452)` to `action/bench`, FBV. The sequence travels in `n` (the action's envelope
+    /// sequence is the view's, the state's the reactor's): the params frame is `{n: <int>}`, so
+    /// ``paramSequenceOffset(in:)`` finds it as it finds `withMovieId` in the step.
+    static func action() throws -> ActionMessage {
+        let envelope = Envelope(kind: .action, contentType: .fbv, sequence: 0, source: viewSource)
+        return ActionMessage(reactorID: reactorID, envelope: envelope, name: actionName, params: actionParams)
+    }
+
+    /// The state frame of `{n: <int>}` without its last 8 bytes (the int): what a received state
+    /// must start with for ``receivedStateSequence(in:firstFrame:)`` to read `n`.
+    static let statePrefix: [UInt8] = {
+        let envelope = Envelope(kind: .state, contentType: .fbv, sequence: 0, source: "bench#0")
+        let frames = try! StateMessage(reactorID: reactorID, envelope: envelope, state: .map(["n": .int(0)])).encoded()
+        return Array(frames.frameBytes(2).dropLast(8))
+    }()
+
+    /// `n` of a received state (3 frames: topic, envelope, state) whose payload starts at frame
+    /// `firstFrame`, or `nil` if it is not a state `{n: <int>}` of `bench`.
+    @inline(__always)
+    static func receivedStateSequence(in received: FrameStore, firstFrame: Int) -> UInt64? {
+        guard received.count - firstFrame == 3 else { return nil }
+        let state = firstFrame + 2
+        let start = received.frameStart(state)
+        guard received.frameSize(state) == statePrefix.count + 8,
+              received.storage[start..<start + statePrefix.count].elementsEqual(statePrefix)
+        else { return nil }
+        return received.loadBigEndian(at: start + statePrefix.count)
     }
 
     /// Where the sequence is in a received message whose payload starts at frame `firstFrame`

@@ -9,7 +9,7 @@ import Foundation
 struct FlowBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "flowbench",
-        abstract: "Measure libzmq one-hop and two-hop paths, steps through flowd, and the FlowBusWire codec with FlowBus's own messages.",
+        abstract: "Measure libzmq one-hop and two-hop paths, steps through flowd, actions through a reactor host, and the FlowBusWire codec with FlowBus's own messages.",
         discussion: "`flowbench` alone runs everything and prints a table; `flowbench --json` prints one JSON object. See `flowbench help run` for the options.",
         subcommands: [RunBenchmarks.self, PeerCommand.self],
         defaultSubcommand: RunBenchmarks.self
@@ -20,16 +20,18 @@ struct FlowBench: ParsableCommand {
 struct RunBenchmarks: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
-        abstract: "Measure libzmq one-hop and two-hop paths, steps through flowd, and the FlowBusWire codec with FlowBus's own messages.",
+        abstract: "Measure libzmq one-hop and two-hop paths, steps through flowd, actions through a reactor host, and the FlowBusWire codec with FlowBus's own messages.",
         discussion: """
             Every path runs in real processes (flowbench starts copies of itself) and carries a real \
             FlowBus step: 4 frames (topic, envelope, name, FBV params) encoded once with FlowBusWire. \
             Throughput: N messages back to back, timed at the receiver from first to last. Latency: \
             one message in flight, one-way time on the shared CLOCK_MONOTONIC, p50/p99. The steps \
             scenario runs the same step through a real flowd (built beside flowbench: \
-            `swift build -c release --product flowbench --product flowd`) to a didNavigate subscriber, \
-            with ratios to the raw two-hop path. Compare ratios within one run: figures move with the \
-            load of a shared machine.
+            `swift build -c release --product flowbench --product flowd`) to a didNavigate subscriber; \
+            the reactor scenario sends actions to the real reactor-host example (built beside flowbench: \
+            `swift build -c release --product reactor-host`), whose bench reactor answers each with one \
+            state (`tick(n:)` in, `{n}` out), to a state subscriber; both with ratios to the raw two-hop \
+            path. Compare ratios within one run: figures move with the load of a shared machine.
             """
     )
 
@@ -74,6 +76,11 @@ struct RunBenchmarks: ParsableCommand {
     @Option(help: "flowd's --log-level in the steps scenario (flowd logs every didNavigate at info).")
     var flowdLogLevel: String = "info"
 
+    @Option(help: ArgumentHelp(
+        "The reactor-host executable for the reactor scenario (default: reactor-host beside flowbench).",
+        discussion: "Build it with `swift build -c release --product reactor-host`."))
+    var reactorHost: String?
+
     @Option(parsing: .upToNextOption,
             help: "Run only these scenarios, by key or id (e.g. two_hop raw.one_hop); default: all.")
     var only: [String] = []
@@ -98,7 +105,7 @@ struct RunBenchmarks: ParsableCommand {
         let config = BenchConfig(
             transport: transport, messages: messages, latencySamples: latencySamples, latencyWarmup: latencyWarmup,
             highWaterMark: hwm ?? Int32(clamping: max(100_000, messages + 1_000)), idleTimeoutMilliseconds: idleTimeout, codecSeconds: codecSeconds,
-            flowdPath: flowd, flowdLogLevel: flowdLogLevel)
+            flowdPath: flowd, flowdLogLevel: flowdLogLevel, reactorHostPath: reactorHost)
         let progress = { (line: String) in FileHandle.standardError.write(Data("flowbench: \(line)\n".utf8)) }
 
         var results: [ScenarioResult] = []

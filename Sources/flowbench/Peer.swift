@@ -105,14 +105,19 @@ struct SenderPeer: ParsableCommand {
     @Option(help: "Measured messages.") var messages: Int
     @Option(help: "Unmeasured messages first (latency).") var warmup: Int = 0
     @Option(help: "Frame shape.") var shape: FrameShape = .step
-    @Option(help: "Where the sequence goes: envelope, or params (withMovieId; envelopes then numbered 1, 2, 3…).")
+    @Option(help: "Where the sequence goes: envelope, or params (withMovieId, or n of an action; envelopes then numbered 1, 2, 3…).")
     var sequenceIn: SequenceField = .envelope
 
     func run() throws {
         try runPeer(common, role: .sender) { context, control in
+            guard sequenceIn != .state else {
+                throw BenchError("--sequence-in state is for the receiver; a sender puts it in params", fix: "this is a bug in flowbench")
+            }
             var (message, envelopeOffset) = try BenchMessage.template(shape)
+            // The step's withMovieId, or the action's n: the int ending the params frame of each.
+            let paramsTemplate = shape == .action ? message : try BenchMessage.template(.step).message
             var stamp = SequenceStamp(field: sequenceIn, envelopeOffset: envelopeOffset,
-                                      paramOffset: BenchMessage.paramSequenceOffset(in: try BenchMessage.template(.step).message))
+                                      paramOffset: BenchMessage.paramSequenceOffset(in: paramsTemplate))
             let data = try context.socket(.dealer)
             try data.setOptions([.sendHighWaterMark(common.hwm), .sendTimeout(10_000)])
             try data.connect(connect)
@@ -217,7 +222,7 @@ struct SequenceStamp {
         switch field {
         case .envelope:
             message.storeBigEndian(sequence, at: envelopeOffset)
-        case .params:
+        case .params, .state:  // a sender refuses .state
             envelopeSequence += 1
             message.storeBigEndian(envelopeSequence, at: envelopeOffset)
             message.storeBigEndian(sequence, at: paramOffset)
@@ -297,7 +302,7 @@ struct ReceiverPeer: ParsableCommand {
     @Option(help: "throughput or latency.") var mode: MeasureMode
     @Option(help: "Messages to expect (measured and warm-up).") var messages: Int
     @Option(help: "Give up this long after the last message, in ms.") var idleTimeout: Int = 2000
-    @Option(help: "Where the sequence is: envelope (a step), or params (withMovieId of a step or didNavigate).")
+    @Option(help: "Where the sequence is: envelope (a step), params (withMovieId of a step or didNavigate), or state (n of a bench reactor state).")
     var sequenceIn: SequenceField = .envelope
 
     func run() throws {
@@ -348,6 +353,8 @@ struct ReceiverPeer: ParsableCommand {
                             ? frames.loadBigEndian(at: BenchMessage.receivedSequenceOffset(in: frames, firstFrame: firstFrame)) : nil
                     case .params:
                         sequence = BenchMessage.receivedParamSequence(in: frames, firstFrame: firstFrame)
+                    case .state:
+                        sequence = BenchMessage.receivedStateSequence(in: frames, firstFrame: firstFrame)
                     }
                     guard let sequence else { report.malformed += 1; continue }
                     if sequence == 0 {

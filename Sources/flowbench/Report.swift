@@ -59,7 +59,8 @@ struct BenchReport: Encodable {
     }
 
     /// The headline figures of one FlowBus scenario beside its baseline: `steps` (stepper →
-    /// flowd → didNavigate receiver) now, `reactor` later, at the top level of the report.
+    /// flowd → didNavigate receiver) and `reactor` (view → reactor host → state receiver), at the
+    /// top level of the report.
     /// Ratios are FlowBus ÷ raw two-hop. Every key is always written (`null` when not measured).
     struct Headline: Encodable {
         var throughputPerS: Double?
@@ -102,6 +103,8 @@ struct BenchReport: Encodable {
     var flowbus: [String: Path]
     /// `flowbus.steps` in short; absent when the steps scenario did not run.
     var steps: Headline?
+    /// `flowbus.reactor` in short; absent when the reactor scenario did not run.
+    var reactor: Headline?
     /// Operations per second.
     var codec: [String: Double]
 
@@ -136,6 +139,7 @@ struct BenchReport: Encodable {
         raw = groups[.raw] ?? [:]
         flowbus = groups[.flowbus] ?? [:]
         steps = flowbus[StepsScenario.key].map(Headline.init)
+        reactor = flowbus[ReactorScenario.key].map(Headline.init)
         self.codec = Dictionary(uniqueKeysWithValues: codec.map { ($0.key, $0.opsPerSecond.rounded()) })
     }
 
@@ -173,6 +177,16 @@ func renderTable(config: BenchConfig, results: [ScenarioResult], codec: [CodecRe
         \(config.latencySamples) samples after \(config.latencyWarmup) warm-up
 
         """
+    if results.contains(where: { $0.id.key == ReactorScenario.key }) {
+        // The reactor scenario sends an action, not the step; its bytes column is the state it gets.
+        let action = try BenchMessage.action().encoded()
+        out += """
+            reactor: action \(BenchMessage.actionName)\(WireValueText.params(BenchMessage.actionParams)) on \
+            \(String(decoding: action.frameBytes(0), as: UTF8.self)), frames \((0..<action.count).map { String(action.frameSize($0)) }.joined(separator: "+")) \
+            = \(action.byteCount) B; each gives one state {n} on \(Topic.state(BenchMessage.reactorID)) (bytes column)
+
+            """
+    }
     if !results.isEmpty {
         let header = ["scenario", "path", "bytes", "msg/s", "p50 µs", "p99 µs", "lost", "×msg/s", "×p50", "×p99"]
         var rows: [[String]] = []

@@ -81,9 +81,9 @@ func allScenarios(includeSingleFrame: Bool) -> [any Scenario] {
     if includeSingleFrame {
         list += [RawPathScenario(hops: .one, shape: .single), RawPathScenario(hops: .two, shape: .single)]
     }
-    // FlowBus scenarios, with `baseline: .rawTwoHop`. Still to come: ReactorScenario()
-    // (view → reactor → view).
+    // FlowBus scenarios, with `baseline: .rawTwoHop`.
     list.append(StepsScenario())
+    list.append(ReactorScenario())
     return list
 }
 

@@ -64,7 +64,7 @@ struct StepsScenario: Scenario {
         guard FileManager.default.isExecutableFile(atPath: candidate) else {
             throw BenchError(
                 "the steps scenario needs flowd, and there is none beside flowbench (\(candidate))",
-                fix: "build both with `\(buildHint)` (same -c and --scratch-path as flowbench), pass --flowd PATH, or skip it with --only one_hop two_hop")
+                fix: "build both with `\(buildHint)` (same -c and --scratch-path as flowbench), pass --flowd PATH, or skip it with --only one_hop two_hop reactor")
         }
         return candidate
     }
@@ -143,14 +143,8 @@ struct StepsScenario: Scenario {
             return Endpoints(ingress: bench.bindEndpoint("\(run)-ingress"), events: bench.bindEndpoint("\(run)-events"),
                              control: bench.bindEndpoint("\(run)-control"))
         case .tcp:
-            func freePort() throws -> String {
-                let socket = try bench.context.socket(.router)
-                defer { socket.close() }
-                try socket.setOption(.linger(0))
-                try socket.bind("tcp://127.0.0.1:*")
-                return try socket.lastEndpoint
-            }
-            return Endpoints(ingress: try freePort(), events: try freePort(), control: try freePort())
+            return Endpoints(ingress: try bench.freeTCPEndpoint(), events: try bench.freeTCPEndpoint(),
+                             control: try bench.freeTCPEndpoint())
         }
     }
 
