@@ -17,12 +17,14 @@ let package = Package(
         .executable(name: "wire-smoke", targets: ["wire-smoke"]),
         .executable(name: "reactor-host", targets: ["reactor-host"]),
         .executable(name: "movie-app", targets: ["movie-app"]),
+        .executable(name: "stepper-load", targets: ["stepper-load"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
     ],
     targets: [
         .systemLibrary(
@@ -41,6 +43,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         .target(name: "FlowBusTesting", dependencies: ["FlowBus", "FlowBusWire"]),
@@ -97,6 +100,14 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],
             path: "Sources/Examples/reactor-host"
+        ),
+        .executableTarget(
+            name: "stepper-load",
+            dependencies: [
+                "FlowBus", "FlowBusWire",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Sources/Examples/stepper-load"
         ),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "FlowBusWireTests", dependencies: ["FlowBusWire"], exclude: ["Fixtures"]),

@@ -66,4 +66,41 @@ struct CloneMergerTests {
         #expect(merger.snapshot(state(7, snapshot: true)).deliver.isEmpty)
         #expect(merger.live(state(3)).deliver.map(\.sequence) == [3])
     }
+
+    @Test("A restarted host that persists the reactor: its snapshot of the last state seen is dropped, the next states follow")
+    func persistedRestartNoDuplicate() {
+        var merger = CloneMerger()
+        _ = merger.snapshot(state(0, snapshot: true))
+        #expect(merger.live(state(1)).deliver.map(\.sequence) == [1])
+        #expect(merger.live(state(2)).deliver.map(\.sequence) == [2])
+        merger.hostRestarted()
+        // The restarted host republishes its restored state 2, then continues with 3.
+        #expect(merger.live(state(2, source: "host#2")).deliver.isEmpty)
+        #expect(merger.live(state(3, source: "host#2")).deliver.isEmpty)
+        let outcome = merger.snapshot(state(2, source: "host#2", snapshot: true))
+        #expect(outcome.deliver.map(\.sequence) == [3], "snapshot 2 is the state already delivered: dropped")
+        #expect(!outcome.resync)
+        #expect(merger.live(state(4, source: "host#2")).deliver.map(\.sequence) == [4])
+    }
+
+    @Test("A restarted host whose snapshot is ahead of what the view saw: the snapshot is delivered")
+    func persistedRestartAhead() {
+        var merger = CloneMerger()
+        _ = merger.snapshot(state(5, snapshot: true))
+        let restart = merger.live(state(7, source: "host#2"))
+        #expect(restart.resync && restart.deliver.isEmpty)
+        let outcome = merger.snapshot(state(7, source: "host#2", snapshot: true))
+        #expect(outcome.deliver.map(\.sequence) == [7])
+        #expect(outcome.deliver.first?.isSnapshot == true)
+    }
+
+    @Test("A restarted host that does not persist: sequence 0 again, delivered as a new history")
+    func unpersistedRestart() {
+        var merger = CloneMerger()
+        _ = merger.snapshot(state(5, snapshot: true))
+        merger.hostRestarted()
+        let outcome = merger.snapshot(state(0, source: "host#2", snapshot: true))
+        #expect(outcome.deliver.map(\.sequence) == [0])
+        #expect(merger.live(state(1, source: "host#2")).deliver.map(\.sequence) == [1])
+    }
 }

@@ -14,7 +14,7 @@ final class CounterReactor: Reactor {
         case setLoading(Bool)
     }
 
-    struct State: Encodable, Sendable {
+    struct State: Codable, Sendable {
         var value = 0
         var isLoading = false
     }

@@ -12,7 +12,7 @@ final class MovieDetailReactor: Reactor {
         case setTitle(String)
     }
 
-    struct State: Encodable, Sendable {
+    struct State: Codable, Sendable {
         var id: Int
         var title: String?
         var isLoading = false

@@ -5,7 +5,8 @@ import ServiceLifecycle
 import UnixSignals
 
 /// The demo's reactor host: the Counter of seed 001, the api key `login` reactor (a stepper too)
-/// and the `movie/<id>` family, served on the endpoints of one `reactors:` entry of the config.
+/// and the `movie/<id>` family, served on the endpoints of one `reactors:` entry of the config;
+/// also flowbench's `bench` reactor when that entry serves `bench`.
 struct ReactorHostCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "reactor-host",
@@ -27,6 +28,9 @@ struct ReactorHostCommand: AsyncParsableCommand {
 
     @Option(help: "The simulated load time of a movie's details, in milliseconds.")
     var movieDelayMs: Int = 200
+
+    @Option(help: "On SIGTERM, how long in-flight actions may take to finish (states published and saved), in milliseconds.")
+    var drainMs: Int = 2000
 
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else {
@@ -53,10 +57,15 @@ struct ReactorHostCommand: AsyncParsableCommand {
         reactors.register(family: "movie/") { context in
             Int(context.memberID).map { MovieDetailReactor(id: $0, loadTime: movieDelay) }
         }
+        // flowbench's reactor, only for a host that serves it (the demo's does not).
+        if topology.reactors[host]?.serves(BenchReactor.reactorID) == true {
+            reactors.register(BenchReactor.reactorID) { _ in BenchReactor() }
+        }
 
         let service: ReactorHostService
         do {
-            service = try ReactorHostService(hostName: host, config: topology, reactors: reactors, logger: logger)
+            service = try ReactorHostService(
+                hostName: host, config: topology, reactors: reactors, drain: .milliseconds(max(0, drainMs)), logger: logger)
         } catch {
             throw ValidationError(error.description)
         }

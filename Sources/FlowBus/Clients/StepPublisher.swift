@@ -15,8 +15,20 @@ public struct ClientError: Error, CustomStringConvertible, Sendable {
 /// A process's connection to `flowd`'s ingress, publishing steps as one stepper.
 ///
 /// Steps carry this publisher's source id and a sequence number from 1; `flowd` acknowledges
-/// them cumulatively and applies each (source, sequence) once. The publisher owns a socket, so
-/// it is used from one thread.
+/// them cumulatively and applies each (source, sequence) once, in order.
+///
+/// Delivery is reliable across a restart of flowd: the publisher keeps every step until it is
+/// acknowledged and sends the unacknowledged ones again, in order, when its connection to flowd
+/// is re-established (ZeroMQ socket monitor), when acks start coming from another flowd
+/// instance, or when no ack progress was seen for ``retransmitInterval`` (doubling up to 30 s).
+/// flowd drops what it already dealt with and what arrives before a missing sequence, so each
+/// step is applied exactly once. With a journal (`persistence:` in the config), this holds even
+/// across a SIGKILL of flowd.
+///
+/// There is no background thread: ``publish(_:_:)`` reads acks and resends opportunistically,
+/// ``waitForAcknowledgement(timeout:)`` and ``poll(timeout:)`` do so while they wait. At most
+/// ``maxOutstanding`` steps wait for their ack; `publish` then waits for room (back-pressure).
+/// The publisher owns a socket, so it is used from one thread.
 public final class StepPublisher {
     /// The stepper id steps are published as (the topic `step/<id>`).
     public let stepperID: String
@@ -24,13 +36,35 @@ public final class StepPublisher {
     public let sourceID: String
     /// How params are encoded.
     public var contentType: ContentType
+    /// How many published messages may wait for their ack before ``publish(_:_:)`` waits.
+    public var maxOutstanding = 10_000
+    /// How long without ack progress, while connected, before unacknowledged messages are sent
+    /// again (a safety net: reconnections and a new flowd instance trigger a resend at once).
+    public var retransmitInterval: Duration = .seconds(1) {
+        didSet { backoff = retransmitInterval }
+    }
     private let context: Context
     private let socket: Socket
+    private let monitor: SocketMonitor
+    private let poller = Poller()
+    private let socketIndex: Int
+    private let monitorIndex: Int
     private var sequence: UInt64 = 0
     private var acknowledged: UInt64 = 0
+    /// Messages not acknowledged yet, oldest first, from `outboxStart`.
+    private var outbox: [(sequence: UInt64, frames: FrameBuffer)] = []
+    private var outboxStart = 0
+    private var isConnected = false
+    private var wasDisconnected = false
+    /// The source id of the flowd instance acks last came from.
+    private var flowdSource: String?
+    private var resentSinceLastAck = false
+    private var lastProgress = ContinuousClock.now
+    private var backoff: Duration = .seconds(1)
     /// Refusals flowd sent back for this publisher's messages, oldest first.
     public private(set) var refusals: [DiagnosticMessage] = []
-    private var buffer = FrameBuffer()
+    /// How many messages were sent again so far.
+    public private(set) var resentMessages = 0
     private var received = FrameBuffer()
 
     /// Connects to `endpoint` (flowd's ingress). libzmq connects in the background and queues
@@ -43,6 +77,9 @@ public final class StepPublisher {
         socket = try self.context.socket(.dealer)
         try socket.setOptions([.sendHighWaterMark(100_000), .reconnectInterval(100), .reconnectIntervalMax(2000)])
         try curve.secureClient(socket, endpoint: endpoint)
+        monitor = try SocketMonitor(watching: socket, context: self.context, events: [.connected, .disconnected])
+        socketIndex = try poller.add(socket)
+        monitorIndex = try poller.add(monitor.socket)
         try socket.connect(endpoint)
     }
 
@@ -55,18 +92,13 @@ public final class StepPublisher {
     public var lastSequence: UInt64 { sequence }
     /// The highest sequence flowd acknowledged.
     public var lastAcknowledged: UInt64 { acknowledged }
+    /// How many published messages wait for their ack.
+    public var outstanding: Int { outbox.count - outboxStart }
 
     /// Publishes a step given by name and params.
     @discardableResult
     public func publish(_ name: String, _ params: WireParams = [:]) throws -> UInt64 {
-        sequence += 1
-        let message = StepMessage(
-            stepperID: stepperID, envelope: Envelope(kind: .step, contentType: contentType, sequence: sequence, source: sourceID),
-            name: name, params: params)
-        try message.encode(into: &buffer)
-        try socket.send(message: buffer)
-        collectAcks()
-        return sequence
+        try send { envelope in StepMessage(stepperID: stepperID, envelope: envelope, name: name, params: params) }
     }
 
     /// Publishes a canonical step.
@@ -86,49 +118,107 @@ public final class StepPublisher {
     /// Publishes a deep link, which flowd sends to every active flow.
     @discardableResult
     public func publishDeepLink(_ name: String, _ params: WireParams = [:]) throws -> UInt64 {
-        sequence += 1
-        let message = DeepLinkMessage(
-            envelope: Envelope(kind: .deepLink, contentType: contentType, sequence: sequence, source: sourceID), name: name, params: params)
-        try message.encode(into: &buffer)
-        try socket.send(message: buffer)
-        return sequence
+        try send { envelope in DeepLinkMessage(envelope: envelope, name: name, params: params) }
     }
 
     /// Reports what a renderer did with a presentable.
     @discardableResult
     public func report(_ event: PresentableEvent, for presentableID: String) throws -> UInt64 {
-        sequence += 1
-        let message = PresentableReport(
-            envelope: Envelope(kind: .presentableReport, sequence: sequence, source: sourceID), presentableID: presentableID, event: event)
-        try message.encode(into: &buffer)
-        try socket.send(message: buffer)
-        return sequence
+        try send(contentType: ContentType.none) { envelope in PresentableReport(envelope: envelope, presentableID: presentableID, event: event) }
     }
 
-    /// Waits until flowd acknowledged everything published, or `timeout` passes.
+    /// Waits until flowd acknowledged everything published, or `timeout` passes, resending
+    /// what flowd lost meanwhile.
     /// - Returns: whether everything was acknowledged.
     public func waitForAcknowledgement(timeout: Duration = .seconds(5)) throws -> Bool {
         let deadline = ContinuousClock.now + timeout
         while acknowledged < sequence {
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { return false }
-            if try socket.receive(into: &received, mode: .within(left)) {
-                record(received)
-            }
+            try poll(timeout: min(left, .milliseconds(100)))
         }
         return true
     }
 
-    private func collectAcks() {
-        while (try? socket.receive(into: &received, mode: .nonBlocking)) == true {
-            record(received)
+    /// Reads acks, refusals and connection events for up to `timeout` (returning as soon as
+    /// something arrived), and resends unacknowledged messages if flowd lost them. Call it from
+    /// a sending loop that may go quiet, so that resends happen without a thread.
+    public func poll(timeout: Duration = .zero) throws {
+        let milliseconds = Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        try poller.poll(timeout: max(0, milliseconds))
+        if poller.isReadable(monitorIndex) {
+            while let event = try monitor.next(mode: .nonBlocking) {
+                switch event.kind {
+                case .connected?:
+                    isConnected = true
+                    if wasDisconnected {
+                        // A new connection: what was in flight on the old one may be lost.
+                        wasDisconnected = false
+                        try resend()
+                    }
+                case .disconnected?:
+                    isConnected = false
+                    wasDisconnected = true
+                default:
+                    break
+                }
+            }
+        }
+        if poller.isReadable(socketIndex) {
+            while try socket.receive(into: &received, mode: .nonBlocking) {
+                try record(received)
+            }
+        }
+        if outstanding > 0, isConnected, ContinuousClock.now - lastProgress >= backoff {
+            try resend()
+            backoff = min(backoff * 2, .seconds(30))
         }
     }
 
-    private func record(_ frames: FrameBuffer) {
+    private func send(contentType: ContentType? = nil, _ make: (Envelope) -> some WireMessageEncodable) throws -> UInt64 {
+        while outstanding >= maxOutstanding {
+            try poll(timeout: .milliseconds(100))
+        }
+        sequence += 1
+        var frames = FrameBuffer()
+        try make(Envelope(kind: .step, contentType: contentType ?? self.contentType, sequence: sequence, source: sourceID)).encode(into: &frames)
+        if outstanding == 0 { lastProgress = .now }
+        outbox.append((sequence, frames))
+        try socket.send(message: frames)
+        try poll()
+        return sequence
+    }
+
+    /// Sends every unacknowledged message again, oldest first.
+    private func resend() throws {
+        resentSinceLastAck = true
+        lastProgress = .now
+        for index in outboxStart..<outbox.count {
+            try socket.send(message: outbox[index].frames)
+        }
+        resentMessages += outstanding
+    }
+
+    private func record(_ frames: FrameBuffer) throws {
         switch try? WireMessage.decode(from: frames) {
         case .ack(let ack) where ack.acknowledgedSource == sourceID:
-            acknowledged = max(acknowledged, ack.acknowledgedSequence)
+            let instance = ack.envelope.source
+            if ack.acknowledgedSequence > acknowledged {
+                acknowledged = ack.acknowledgedSequence
+                lastProgress = .now
+                backoff = retransmitInterval
+                while outboxStart < outbox.count, outbox[outboxStart].sequence <= acknowledged { outboxStart += 1 }
+                if outboxStart > 1024, outboxStart * 2 > outbox.count {
+                    outbox.removeFirst(outboxStart)
+                    outboxStart = 0
+                }
+            }
+            if let previous = flowdSource, previous != instance, !resentSinceLastAck, outstanding > 0 {
+                // Another flowd answers: the one we sent to is gone, with what it had not committed.
+                try resend()
+            }
+            flowdSource = instance
+            resentSinceLastAck = false
         case .diagnostic(let diagnostic):
             refusals.append(diagnostic)
         default:

@@ -24,9 +24,13 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     public var security: SecurityConfig?
     /// The keys `security` names, loaded when the file is (relative to its directory).
     public var curve = CurveKeys()
+    /// Where the coordinator journals what it applies, so a restart loses nothing acknowledged;
+    /// nil: nothing is persisted. See `docs/RELIABILITY.md`.
+    public var persistence: Persistence?
 
     enum CodingKeys: String, CodingKey {
         case endpoints, limits, coordinator, flows, heartbeatMilliseconds, reactors, security
+        case persistence
     }
 
     /// A reactor host process's endpoints and the reactor ids it serves.
@@ -37,11 +41,15 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         public var states: String
         /// Reactor ids served, exactly (`counter`) or as a family with a trailing slash (`movie/`).
         public var serves: [String]
+        /// Which reactors keep their state (and the host its de-duplication table) across
+        /// restarts, and where; nil: nothing is persisted. See `docs/RELIABILITY.md`.
+        public var persistence: ReactorPersistenceSpec?
 
-        public init(actions: String, states: String, serves: [String]) {
+        public init(actions: String, states: String, serves: [String], persistence: ReactorPersistenceSpec? = nil) {
             self.actions = actions
             self.states = states
             self.serves = serves
+            self.persistence = persistence
         }
 
         /// Whether this host serves `reactorID`.
@@ -122,6 +130,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         heartbeatMilliseconds = try container.decodeIfPresent(Int.self, forKey: .heartbeatMilliseconds) ?? 1000
         reactors = try container.decodeIfPresent([String: ReactorHostSpec].self, forKey: .reactors) ?? [:]
         security = try container.decodeIfPresent(SecurityConfig.self, forKey: .security)
+        persistence = try container.decodeIfPresent(Persistence.self, forKey: .persistence)
     }
 }
 
@@ -171,8 +180,13 @@ extension FlowBusConfig {
             throw ConfigError("\(source): \(error)")
         }
         try config.validate(source: source)
+        config.persistence?.resolveJournal(relativeToConfigAt: source)
+        let configDirectory = source.contains("/") ? (source as NSString).deletingLastPathComponent : FileManager.default.currentDirectoryPath
+        for name in config.reactors.keys {
+            config.reactors[name]?.persistence?.resolveDatabase(relativeTo: configDirectory)
+        }
         if let security = config.security {
-            let directory = source.contains("/") ? (source as NSString).deletingLastPathComponent : FileManager.default.currentDirectoryPath
+            let directory = configDirectory
             config.curve = try CurveKeys.load(security, relativeTo: directory)
         }
         return config

@@ -43,6 +43,13 @@ public struct ReactorViewState: Sendable, Hashable {
 /// A live state whose sequence skips ahead (a state lost at a high-water mark) or that comes
 /// from another host source (the host restarted) asks for a new snapshot: the merger goes back
 /// to waiting and the caller sends a snapshot request.
+///
+/// Across a host restart (a snapshot from another source), the merger keeps what it delivered
+/// last: a host that persists the reactor continues its sequence, so a snapshot with the last
+/// delivered sequence and the same state is a duplicate and is dropped, and one with a higher
+/// sequence is delivered. A snapshot with a lower sequence (a host that does not persist the
+/// reactor starts again from 0), or the same sequence with another state, is delivered too: the
+/// reactor's history started again.
 struct CloneMerger {
     enum Phase: Equatable {
         case waitingForSnapshot
@@ -51,6 +58,7 @@ struct CloneMerger {
 
     private(set) var phase = Phase.waitingForSnapshot
     private(set) var lastSequence: UInt64?
+    private(set) var lastState: WireValue?
     private(set) var source: String?
     private var queued: [ReactorViewState] = []
     /// States dropped because the snapshot (or an earlier state) already covered them.
@@ -73,11 +81,25 @@ struct CloneMerger {
     mutating func snapshot(_ snapshot: ReactorViewState) -> (deliver: [ReactorViewState], resync: Bool) {
         guard phase == .waitingForSnapshot else { return ([], false) }
         var delivered: [ReactorViewState] = []
-        if source != snapshot.envelope.source || lastSequence.map({ snapshot.sequence > $0 }) ?? true {
+        let isNew: Bool
+        if let last = lastSequence {
+            if snapshot.envelope.source == source {
+                isNew = snapshot.sequence > last
+            } else {
+                // The host restarted: the same state again is a duplicate.
+                isNew = snapshot.sequence != last || snapshot.state != lastState
+            }
+        } else {
+            isNew = true
+        }
+        if isNew {
             delivered.append(snapshot)
             lastSequence = snapshot.sequence
-            source = snapshot.envelope.source
+            lastState = snapshot.state
+        } else {
+            dropped += 1
         }
+        source = snapshot.envelope.source
         phase = .live
         let pending = queued
         queued.removeAll()
@@ -101,8 +123,16 @@ struct CloneMerger {
             return startResync(with: state)
         }
         lastSequence = state.sequence
+        lastState = state.state
         delivered.append(state)
         return false
+    }
+
+    /// The host restarted (a heartbeat from another source): wait for a new snapshot, keeping
+    /// what was delivered last so that the snapshot is not delivered twice.
+    mutating func hostRestarted() {
+        phase = .waitingForSnapshot
+        queued.removeAll()
     }
 
     private mutating func startResync(with state: ReactorViewState) -> Bool {

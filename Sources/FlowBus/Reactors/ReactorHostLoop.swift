@@ -22,6 +22,9 @@ final class ReactorHostLoop: Sendable {
         var heartbeat: Duration
         var contentType: ContentType
         var sourceID: String
+        /// How long a graceful stop waits for in-flight actions to finish (their asynchronous
+        /// mutations reduced, published and saved) before the reactors are shut down.
+        var drain: Duration = .seconds(2)
     }
 
     let settings: Settings
@@ -29,6 +32,7 @@ final class ReactorHostLoop: Sendable {
     let outlet: ReactorHostOutlet
     let logger: Logger
     private let stopping = Atomic<Bool>(false)
+    private let graceful = Atomic<Bool>(false)
     private let finished = ReadinessSignal()
 
     /// Messages drained from the ROUTER before the loop publishes and acknowledges.
@@ -66,11 +70,16 @@ final class ReactorHostLoop: Sendable {
         }
     }
 
-    /// Asks the thread to stop; it shuts the reactors down and closes its sockets.
-    func requestStop() {
+    /// Asks the thread to stop; it shuts the reactors down and closes its sockets. A graceful
+    /// stop first deals with queued messages and waits (up to `settings.drain`) for in-flight
+    /// actions to finish.
+    func requestStop(graceful: Bool) {
+        if graceful { self.graceful.store(true, ordering: .releasing) }
         stopping.store(true, ordering: .releasing)
         outlet.wake.signal()
     }
+
+    var isGraceful: Bool { graceful.load(ordering: .acquiring) }
 
     /// Returns once the thread has closed its sockets.
     func waitUntilFinished() async {
@@ -98,8 +107,14 @@ private final class ReactorHostIO {
     private var latest: [String: (sequence: UInt64, state: WireValue)] = [:]
     private var pendingSnapshots: [String: [PendingSnapshot]] = [:]
     private var steppers: [String: HostStepOutlet] = [:]
-    private var deduplicator = Deduplicator()
+    private var ledger: ActionLedger
     private var acks = AckBatch()
+    private let database: ReactorStateDatabase?
+    /// Saved states not yet handed to their reactor (consumed when the reactor is created).
+    private var saved: [String: PersistedReactorState] = [:]
+    /// The sequence saved last per persisted reactor.
+    private var savedSequence: [String: UInt64] = [:]
+    private var persistedIDs: [String: Bool] = [:]
     private var ownSequence: UInt64 = 0
     private var received = RoutedFrames()
     private var buffer = FrameBuffer()
@@ -111,15 +126,31 @@ private final class ReactorHostIO {
         settings = loop.settings
         logger = loop.logger
         outlet = loop.outlet
+        if let spec = settings.spec.persistence {
+            let database = try ReactorStateDatabase(spec: spec)
+            let loaded = try database.load()
+            self.database = database
+            saved = loaded.states
+            savedSequence = loaded.states.mapValues(\.sequence)
+            ledger = ActionLedger(strict: true, known: loaded.sources)
+            logger.info("reactor state database \(database.path) open", metadata: [
+                "states": "\(loaded.states.count)", "sources": "\(loaded.sources.count)",
+            ])
+        } else {
+            database = nil
+            ledger = ActionLedger(strict: false)
+        }
         context = try Context(defaultLinger: 0)
         actions = try context.socket(.router)
         try actions.setOptions([
             .maxMessageSize(Int64(settings.limits.maxMessageBytes)),
             .receiveHighWaterMark(Int32(clamping: settings.limits.highWaterMark)),
             .sendHighWaterMark(Int32(clamping: settings.limits.highWaterMark)),
-            .linger(0),
+            // The last acks of a graceful stop still go out.
+            .linger(200),
         ])
         try actions.bind(settings.spec.actions)
+        restrictPermissions(ofIPCEndpoint: settings.spec.actions)
         states = try context.socket(.xpub)
         try states.setOptions([
             .sendHighWaterMark(Int32(clamping: settings.limits.highWaterMark)),
@@ -128,6 +159,7 @@ private final class ReactorHostIO {
             .linger(200),
         ])
         try states.bind(settings.spec.states)
+        restrictPermissions(ofIPCEndpoint: settings.spec.states)
         try poller.add(actions)
         try poller.add(states)
         wakeIndex = poller.add(fileDescriptor: outlet.wake.fileDescriptor)
@@ -138,6 +170,9 @@ private final class ReactorHostIO {
             _ = instance(for: reactorID)
         }
         flushOutbox()
+        for (reactorID, state) in saved where loop.registry.registration(for: reactorID) == nil {
+            logger.warning("the state database has a state of \(reactorID) (sequence \(state.sequence)), which this host does not run")
+        }
     }
 
     func run() {
@@ -152,7 +187,7 @@ private final class ReactorHostIO {
             }
             if poller.isReadable(wakeIndex) { outlet.wake.clear() }
             if loop.isStopping { break }
-            flushOutbox()
+            if flushOutbox() { sendAcks() }
             do {
                 try receiveBatch()
             } catch {
@@ -161,18 +196,53 @@ private final class ReactorHostIO {
             }
             drainSubscriptions()
             for stepper in steppers.values { stepper.drainReplies(logger: logger) }
-            if ContinuousClock.now >= nextHeartbeat {
-                ownSequence += 1
-                publish(Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: ownSequence, messageID: .none, source: settings.sourceID)))
-                nextHeartbeat = ContinuousClock.now + settings.heartbeat
+            heartbeatIfDue()
+        }
+        if loop.isGraceful { drainForStop() }
+    }
+
+    private func heartbeatIfDue() {
+        guard ContinuousClock.now >= nextHeartbeat else { return }
+        ownSequence += 1
+        publish(Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: ownSequence, messageID: .none, source: settings.sourceID)))
+        nextHeartbeat = ContinuousClock.now + settings.heartbeat
+    }
+
+    /// A graceful stop (SIGTERM): deals with the messages already queued on `actions` (applied and
+    /// acknowledged), then waits up to `settings.drain` for the actions' asynchronous mutations to
+    /// finish, publishing and saving their states as they come. Messages arriving meanwhile are not
+    /// read: they are not acknowledged, so their senders resend them to the next host.
+    private func drainForStop() {
+        let deadline = ContinuousClock.now + settings.drain
+        do {
+            while ContinuousClock.now < deadline, try receiveBatch() > 0 {}
+        } catch {
+            if !error.isContextTerminated { logger.error("reactor host receive failed while stopping: \(error)") }
+            return
+        }
+        while ContinuousClock.now < deadline, instances.values.contains(where: \.hasWorkInFlight) {
+            let left = ContinuousClock.now.duration(to: deadline)
+            let milliseconds = max(1, min(20, Int(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000)))
+            do {
+                try poller.poll(timeout: milliseconds)
+            } catch {
+                return
             }
+            if poller.isReadable(wakeIndex) { outlet.wake.clear() }
+            if flushOutbox() { sendAcks() }
+            drainSubscriptions()
+            heartbeatIfDue()
+        }
+        let unfinished = instances.values.filter(\.hasWorkInFlight).map(\.reactorID).sorted()
+        if !unfinished.isEmpty {
+            logger.warning("stopping with work in flight after \(settings.drain): \(unfinished.joined(separator: ", ")) (their last states are saved; the rest of that work is lost)")
         }
     }
 
     func close() {
         for instance in instances.values { instance.shutdown() }
-        // Steps already produced still go out (the stepper sockets linger).
-        flushOutbox()
+        // Steps already produced still go out (the stepper sockets linger); states are saved.
+        if flushOutbox() { sendAcks() }
         instances.removeAll()
         actions.close()
         states.close()
@@ -183,15 +253,23 @@ private final class ReactorHostIO {
 
     // MARK: Receiving
 
-    private func receiveBatch() throws(ZMQError) {
+    /// Reads and deals with up to a batch of messages; returns how many.
+    @discardableResult
+    private func receiveBatch() throws(ZMQError) -> Int {
         var count = 0
         while count < ReactorHostLoop.maxBatchSize, try actions.receive(into: &received, mode: .nonBlocking) {
             count += 1
             route()
         }
-        guard count > 0 else { return }
-        flushOutbox()
-        // Acknowledge once the batch is dealt with; diagnostics to a peer went out before.
+        guard count > 0 else { return 0 }
+        // Acknowledge once the batch is dealt with and saved (its states and de-duplication
+        // entries in one transaction); diagnostics to a peer went out before.
+        if flushOutbox() { sendAcks() }
+        return count
+    }
+
+    /// Sends the acks of what was dealt with (held back while saving fails).
+    private func sendAcks() {
         for ack in acks.drain() {
             ownSequence += 1
             let message = Ack(
@@ -199,6 +277,14 @@ private final class ReactorHostIO {
                 acknowledgedSource: ack.source, acknowledgedSequence: ack.sequence)
             reply(message, to: ack.routingID)
         }
+    }
+
+    private func isPersisted(_ reactorID: String) -> Bool {
+        guard let spec = settings.spec.persistence else { return false }
+        if let known = persistedIDs[reactorID] { return known }
+        let persisted = spec.persists(reactorID)
+        persistedIDs[reactorID] = persisted
+        return persisted
     }
 
     private func route() {
@@ -213,10 +299,20 @@ private final class ReactorHostIO {
             return
         }
         let envelope = header.envelope
-        acks.record(routingID: routingID, source: envelope.source, sequence: envelope.sequence)
-        if case .duplicate(let last) = deduplicator.check(source: envelope.source, sequence: envelope.sequence) {
+        switch ledger.check(source: envelope.source, sequence: envelope.sequence) {
+        case .fresh:
+            acks.record(routingID: routingID, source: envelope.source, sequence: envelope.sequence)
+        case .duplicate(let last):
+            acks.record(routingID: routingID, source: envelope.source, sequence: envelope.sequence)
             outlet.count { $0.duplicates += 1 }
             refuse(.duplicate, "sequence \(envelope.sequence) of \(envelope.source) was already dealt with (last \(last))", routingID: routingID, header: header)
+            return
+        case .outOfOrder(let expected):
+            // Not dealt with, so not acknowledged: an ack would cover the lost messages before it.
+            outlet.count { $0.outOfOrder += 1 }
+            refuse(
+                .outOfOrder, "sequence \(envelope.sequence) of \(envelope.source) skips ahead: \(expected) expected (a message was lost in transit; resend from \(expected))",
+                routingID: routingID, header: header, extra: ["expected": .int(Int64(clamping: expected))])
             return
         }
         do {
@@ -260,7 +356,12 @@ private final class ReactorHostIO {
         var reactorLogger = logger
         reactorLogger[metadataKey: "reactor"] = "\(reactorID)"
         let context = ReactorContext(reactorID: reactorID, familyPrefix: familyPrefix, logger: reactorLogger, outlet: outlet)
-        guard let instance = registration.make(context) else { return nil }
+        let restoring = isPersisted(reactorID) ? saved[reactorID] : nil
+        guard let instance = registration.make(context, restoring) else { return nil }
+        if let restoring {
+            saved.removeValue(forKey: reactorID)
+            logger.info("reactor \(reactorID) restored at sequence \(restoring.sequence)")
+        }
         instances[reactorID] = instance
         outlet.count { $0.reactors = instances.count }
         logger.debug("reactor \(reactorID) started")
@@ -288,9 +389,16 @@ private final class ReactorHostIO {
 
     // MARK: Publishing
 
-    private func flushOutbox() {
+    /// Saves, then publishes, what the reactors produced, with the de-duplication entries of the
+    /// messages dealt with so far: one transaction. A persisted reactor's state is saved before it
+    /// goes to the `states` socket, so no view ever sees a state a restarted host does not have.
+    /// - Returns: false when saving failed (the acks are then held back; the states are still
+    ///   published, and the failure is logged, counted and published as `persistence-failed`).
+    @discardableResult
+    private func flushOutbox() -> Bool {
         let items = outlet.take()
-        guard !items.isEmpty else { return }
+        let durable = save(items)
+        guard !items.isEmpty else { return durable }
         var published = 0
         for item in items {
             switch item {
@@ -314,6 +422,38 @@ private final class ReactorHostIO {
             }
         }
         if published > 0 { outlet.count { $0.statesPublished += published } }
+        return durable
+    }
+
+    /// Saves the last state of each persisted reactor among `items` and the changed
+    /// de-duplication entries, in one transaction.
+    private func save(_ items: [ReactorHostOutboxItem]) -> Bool {
+        guard let database else { return true }
+        var states: [String: (sequence: UInt64, state: WireValue)] = [:]
+        for case .state(let reactorID, let sequence, let state) in items
+        where isPersisted(reactorID) && savedSequence[reactorID].map({ sequence > $0 }) ?? true {
+            states[reactorID] = (sequence, state)
+        }
+        let sources = ledger.takeChanges()
+        guard !states.isEmpty || !sources.isEmpty else { return true }
+        do {
+            try database.save(states: states.map { ($0.key, $0.value.sequence, $0.value.state) }, sources: sources)
+            for (reactorID, state) in states { savedSequence[reactorID] = state.sequence }
+            outlet.count { $0.saves += 1 }
+            return true
+        } catch {
+            ledger.restore(sources)
+            let failures = outlet.counters.withLock { counters in
+                counters.saveFailures += 1
+                return counters.saveFailures
+            }
+            let text = "cannot save reactor states to \(database.path): \(error) (acks held back until a save succeeds)"
+            if failures == 1 || failures % 1000 == 0 {
+                logger.error("\(text)")
+                publishDiagnostic(.persistenceFailed, text, details: ["host": .string(settings.hostName)])
+            }
+            return false
+        }
     }
 
     /// Sends a message on the `states` socket; false when it was not sent.
@@ -351,9 +491,10 @@ private final class ReactorHostIO {
         }
     }
 
-    private func refuse(_ reason: DiagnosticReason, _ detail: String, routingID: [UInt8], header: RoutedHeader?) {
+    private func refuse(_ reason: DiagnosticReason, _ detail: String, routingID: [UInt8], header: RoutedHeader?, extra: WireParams = [:]) {
         outlet.count { $0.refused[reason, default: 0] += 1 }
         var details: WireParams = ["endpoint": "actions", "host": .string(settings.hostName)]
+        details.merge(extra) { _, new in new }
         if let header {
             details["source"] = .string(header.envelope.source)
             details["topic"] = .string(header.topic)

@@ -38,6 +38,12 @@ public struct ReactorHostCounters: Sendable, Hashable {
     public var mutationFailures = 0
     /// Reactor instances running.
     public var reactors = 0
+    /// Messages refused as `out-of-order` (a host that persists: a sequence skipped ahead).
+    public var outOfOrder = 0
+    /// Transactions that saved states and de-duplication entries (a host that persists).
+    public var saves = 0
+    /// Transactions that failed (acks are held back until one succeeds).
+    public var saveFailures = 0
 
     public init() {}
 }

@@ -33,6 +33,7 @@ public final class ReactorHostService: Service {
     private let config: FlowBusConfig
     private let registry: ReactorRegistry
     private let contentType: ContentType
+    private let drain: Duration
     private let logger: Logger
     private let outlet = ReactorHostOutlet()
     private let readiness = ReadinessSignal()
@@ -46,10 +47,14 @@ public final class ReactorHostService: Service {
     ///     are steppers).
     ///   - reactors: The reactors and families to host.
     ///   - contentType: How states, snapshots, diagnostics and steps are encoded (FBV by default).
+    ///   - drain: On a graceful shutdown (SIGTERM), how long the host waits for in-flight actions
+    ///     to finish — their asynchronous mutations reduced, published and saved — before it shuts
+    ///     the reactors down. Cancelling ``run()``'s task stops at once instead.
     ///   - logger: Where the host logs.
     /// - Throws: ``ConfigError`` when the config has no host `hostName`.
     public init(
-        hostName: String, config: FlowBusConfig, reactors: ReactorRegistry, contentType: ContentType = .fbv, logger: Logger
+        hostName: String, config: FlowBusConfig, reactors: ReactorRegistry, contentType: ContentType = .fbv,
+        drain: Duration = .seconds(2), logger: Logger
     ) throws(ConfigError) {
         guard let spec = config.reactors[hostName] else {
             let known = config.reactors.keys.sorted()
@@ -61,6 +66,7 @@ public final class ReactorHostService: Service {
         self.config = config
         self.registry = reactors
         self.contentType = contentType
+        self.drain = drain
         self.logger = logger
         sourceID = "\(hostName)#\(UUID().uuidString.prefix(8).lowercased())"
     }
@@ -88,9 +94,10 @@ public final class ReactorHostService: Service {
         let loop = ReactorHostLoop(
             settings: .init(
                 hostName: hostName, spec: spec, stepIngress: config.endpoints.ingress, limits: config.limits,
-                heartbeat: .milliseconds(config.heartbeatMilliseconds), contentType: contentType, sourceID: sourceID),
+                heartbeat: .milliseconds(config.heartbeatMilliseconds), contentType: contentType, sourceID: sourceID, drain: drain),
             registry: registry, outlet: outlet, logger: logger)
         do {
+            try checkPersistence()
             try await loop.start()
         } catch {
             startError.withLock { $0 = error }
@@ -106,16 +113,34 @@ public final class ReactorHostService: Service {
             await withTaskCancellationHandler {
                 await loop.waitUntilFinished()
             } onCancel: {
-                loop.requestStop()
+                loop.requestStop(graceful: false)
             }
         } onGracefulShutdown: {
-            loop.requestStop()
+            loop.requestStop(graceful: true)
         }
         let counters = self.counters
         logger.info("reactor host \(hostName) stopped", metadata: [
             "received": "\(counters.received)", "actions": "\(counters.actionsApplied)", "snapshots": "\(counters.snapshotsAnswered)",
             "states": "\(counters.statesPublished)", "steps": "\(counters.stepsSent)",
             "refused": "\(counters.refused.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: ","))",
+            "saves": "\(counters.saves)", "saveFailures": "\(counters.saveFailures)",
         ])
+    }
+
+    /// Every reactor listed under `persistence.reactors` must be restorable (`State: Codable`).
+    private func checkPersistence() throws(ConfigError) {
+        guard let persistence = spec.persistence else { return }
+        for listed in persistence.reactors {
+            let probe = listed.hasSuffix("/") ? listed + "x" : listed
+            guard let (registration, _) = registry.registration(for: probe) else {
+                logger.warning("reactors.\(hostName).persistence lists \(listed), which this process does not host")
+                continue
+            }
+            guard registration.isRestorable else {
+                throw ConfigError(
+                    "reactors.\(hostName).persistence lists \(listed), whose State is not Decodable: make it Codable (register it with a Codable State) or remove it from the list")
+            }
+        }
+        logger.info("reactor host \(hostName) persists \(persistence.reactors.joined(separator: ", ")) in \(persistence.database)")
     }
 }

@@ -26,7 +26,10 @@ public struct ReactorRegistry: Sendable {
 
     struct Registration: Sendable {
         let match: Match
-        let make: @Sendable (ReactorContext) -> HostedReactor?
+        /// Whether its state can be restored (its `State` is `Decodable`), so it can be persisted.
+        let isRestorable: Bool
+        /// Builds the instance, resuming from a saved state when one is given (and restorable).
+        let make: @Sendable (ReactorContext, PersistedReactorState?) -> HostedReactor?
     }
 
     private(set) var registrations: [Registration] = []
@@ -37,14 +40,33 @@ public struct ReactorRegistry: Sendable {
     /// Hosts one reactor under the exact id `reactorID`. The host creates it when it starts, so
     /// its state is current (and answerable by snapshot) before any view asks.
     ///
+    /// Its state cannot be persisted (`State` is not `Decodable`): listing it under the host's
+    /// `persistence.reactors` is an error at start.
+    ///
     /// - Parameters:
     ///   - reactorID: The reactor id, e.g. `counter` (no trailing `/`).
     ///   - make: Builds the reactor; called once, on the host's I/O thread.
     public mutating func register<R: Reactor>(_ reactorID: String, _ make: @escaping @Sendable (ReactorContext) -> R)
     where R.Action: Decodable, R.State: Encodable {
         precondition(!reactorID.isEmpty && !reactorID.hasSuffix("/"), "an exact reactor id is not empty and has no trailing '/': use register(family:) for \(reactorID)")
-        registrations.append(Registration(match: .exact(reactorID)) { context in
-            HostedReactor(make(context), context: context)
+        registrations.append(Registration(match: .exact(reactorID), isRestorable: false) { context, _ in
+            HostedReactor(make(context), context: context, restoring: nil)
+        })
+    }
+
+    /// Hosts one reactor whose `State` is `Codable` under the exact id `reactorID`: when the host
+    /// persists it (`persistence.reactors` in the config), it resumes from its saved state and
+    /// sequence after a restart.
+    ///
+    /// - Parameters:
+    ///   - reactorID: The reactor id, e.g. `counter` (no trailing `/`).
+    ///   - make: Builds the reactor; called once, on the host's I/O thread.
+    public mutating func register<R: Reactor>(_ reactorID: String, _ make: @escaping @Sendable (ReactorContext) -> R)
+    where R.Action: Decodable, R.State: Codable {
+        precondition(!reactorID.isEmpty && !reactorID.hasSuffix("/"), "an exact reactor id is not empty and has no trailing '/': use register(family:) for \(reactorID)")
+        registrations.append(Registration(match: .exact(reactorID), isRestorable: true) { context, saved in
+            let reactor = make(context)
+            return HostedReactor(reactor, context: context, restoring: Self.restore(saved, of: reactor, context: context))
         })
     }
 
@@ -59,9 +81,42 @@ public struct ReactorRegistry: Sendable {
     public mutating func register<R: Reactor>(family prefix: String, _ make: @escaping @Sendable (ReactorContext) -> R?)
     where R.Action: Decodable, R.State: Encodable {
         precondition(prefix.hasSuffix("/") && prefix.count > 1, "a family prefix ends with '/', e.g. movie/")
-        registrations.append(Registration(match: .family(prefix)) { context in
-            make(context).map { HostedReactor($0, context: context) }
+        registrations.append(Registration(match: .family(prefix), isRestorable: false) { context, _ in
+            make(context).map { HostedReactor($0, context: context, restoring: nil) }
         })
+    }
+
+    /// Hosts a family of reactors whose `State` is `Codable`: when the host persists the family
+    /// (`persistence.reactors`), each member resumes from its saved state when it is created again.
+    ///
+    /// - Parameters:
+    ///   - prefix: The family prefix, ending with `/`.
+    ///   - make: Builds the member, or returns nil when there is no such reactor.
+    public mutating func register<R: Reactor>(family prefix: String, _ make: @escaping @Sendable (ReactorContext) -> R?)
+    where R.Action: Decodable, R.State: Codable {
+        precondition(prefix.hasSuffix("/") && prefix.count > 1, "a family prefix ends with '/', e.g. movie/")
+        registrations.append(Registration(match: .family(prefix), isRestorable: true) { context, saved in
+            make(context).map { HostedReactor($0, context: context, restoring: Self.restore(saved, of: $0, context: context)) }
+        })
+    }
+
+    /// The snapshot a restored store starts from: the saved state and sequence; or, when the saved
+    /// state no longer decodes as `State` (its type changed), the initial state with the next
+    /// sequence (logged), so that views never take it for a state they already have.
+    private static func restore<R: Reactor>(_ saved: PersistedReactorState?, of reactor: R, context: ReactorContext) -> StateSnapshot<R.State>?
+    where R.State: Decodable {
+        guard let saved else { return nil }
+        var problem = saved.problem ?? "unreadable"
+        if let value = saved.state {
+            do {
+                return StateSnapshot(sequence: saved.sequence, state: try WireValueDecoder().decode(R.State.self, from: value))
+            } catch {
+                problem = "\(error)"
+            }
+        }
+        context.logger.error(
+            "the saved state of \(context.reactorID) (sequence \(saved.sequence)) cannot be restored (\(problem)): starting from its initial state as sequence \(saved.sequence + 1)")
+        return StateSnapshot(sequence: saved.sequence + 1, state: reactor.transform(state: reactor.initialState))
     }
 
     /// The exact ids registered, in registration order.
@@ -145,16 +200,19 @@ final class HostedReactor: Sendable {
     let reactorID: String
     private let apply: @Sendable (String, WireParams) throws(Refused) -> Void
     private let stop: @Sendable () -> Void
+    private let busy: @Sendable () -> Bool
 
-    init<R: Reactor>(_ reactor: R, context: ReactorContext) where R.Action: Decodable, R.State: Encodable {
+    init<R: Reactor>(_ reactor: R, context: ReactorContext, restoring restored: StateSnapshot<R.State>?)
+    where R.Action: Decodable, R.State: Encodable {
         let reactorID = context.reactorID
         let outlet = context.outlet
         let logger = context.logger
         self.reactorID = reactorID
-        let store = ReactorStore(reactor) { error in
+        let onFailure: @Sendable (any Error) -> Void = { error in
             outlet.mutationFailed()
             logger.warning("a mutation stream of \(reactorID) failed: \(error)")
         }
+        let store = restored.map { ReactorStore(reactor, restoring: $0, onMutationFailure: onFailure) } ?? ReactorStore(reactor, onMutationFailure: onFailure)
         let encoder = WireValueEncoder()
         // Runs in the store's serial context, in sequence order: the outlet receives every state.
         let subscription = store.observe { snapshot in
@@ -177,7 +235,11 @@ final class HostedReactor: Sendable {
             subscription.cancel()
             store.shutdown()
         }
+        busy = { store.hasWorkInFlight }
     }
+
+    /// Whether an action's work is still running (see `ReactorStore.hasWorkInFlight`).
+    var hasWorkInFlight: Bool { busy() }
 
     /// Decodes the action and sends it to the store (whose drain may run on the caller's thread).
     func send(name: String, params: WireParams) throws(Refused) {

@@ -23,6 +23,12 @@ import ZeroMQ
 /// cumulatively (``waitForAcknowledgement(timeout:)``), applies each (source, sequence) once, and
 /// tells the view about a refused one (``refusal(for:)``) before the ack that covers it.
 ///
+/// The view keeps every message the host has not acknowledged in an outbox and sends it again,
+/// with its original sequence, when the host restarts (a message from a new host source), when
+/// the host says a message was lost in transit (`out-of-order`), or when no ack has come for
+/// ``retransmitInterval`` while waiting for one. The host de-duplicates by (source, sequence), so
+/// an action is applied once however often it is sent (``retransmissions`` counts resends).
+///
 /// A view owns sockets: use it from one thread.
 public final class ReactorView {
     /// The reactor this view talks to.
@@ -41,6 +47,12 @@ public final class ReactorView {
     private var poller: Poller?
     private var sequence: UInt64 = 0
     private var acknowledged: UInt64 = 0
+    /// What the host has not acknowledged yet, in sequence order.
+    private var outbox: [(sequence: UInt64, message: Unacknowledged)] = []
+    /// Entries of `outbox` before this index are acknowledged (removed in bulk, not per ack).
+    private var outboxHead = 0
+    /// The highest sequence sent when the outbox was last resent.
+    private var resentThrough: UInt64 = 0
     private var refusals: [UInt64: DiagnosticMessage] = [:]
     private var merger = CloneMerger()
     private var sawHeartbeat = false
@@ -54,8 +66,26 @@ public final class ReactorView {
     public private(set) var resynchronisations = 0
     /// Messages on the `states` endpoint that did not decode.
     public private(set) var malformedCount = 0
-    /// The source id of the host, once a heartbeat or a state was seen.
+    /// The source id of the host, once any message from it was seen.
     public private(set) var hostSource: String?
+    /// Whether the view is following live states (it has its snapshot and no resynchronisation
+    /// is under way).
+    public var isSynchronised: Bool { merger.phase == .live }
+    /// How many times the host's source id changed (the host restarted).
+    public private(set) var hostRestarts = 0
+    /// Messages sent again because the host had not acknowledged them.
+    public private(set) var retransmissions = 0
+    /// While waiting for an ack, how long without progress before unacknowledged messages are
+    /// sent again.
+    public var retransmitInterval: Duration = .seconds(1)
+
+    /// A message kept until the host acknowledges it.
+    private enum Unacknowledged {
+        case action(name: String, params: WireParams, contentType: ContentType)
+        /// A snapshot request: resent as a heartbeat with its sequence (it only fills the
+        /// sequence; a new request is made when a snapshot is still wanted).
+        case sequenceOnly
+    }
 
     /// A view of `reactorID` on the host that serves it in `config` (`config.reactorHost(for:)`).
     /// - Throws: ``ClientError`` when no host of the config serves the id.
@@ -96,6 +126,8 @@ public final class ReactorView {
     /// - Returns: the action's sequence (for ``refusal(for:)``).
     @discardableResult
     public func send(_ name: String, _ params: WireParams = [:]) throws -> UInt64 {
+        // Notice a host restart first, so that resent messages go before this one.
+        try drainDealer()
         sequence += 1
         let message = ActionMessage(
             reactorID: reactorID, envelope: Envelope(kind: .action, contentType: contentType, sequence: sequence, source: sourceID),
@@ -106,6 +138,7 @@ public final class ReactorView {
             sequence -= 1
             throw error
         }
+        outbox.append((sequence, .action(name: name, params: params, contentType: contentType)))
         try dealer.send(message: outgoing)
         try drainDealer()
         return sequence
@@ -124,16 +157,28 @@ public final class ReactorView {
     ///   ``refusal(for:)``).
     public func waitForAcknowledgement(timeout: Duration = .seconds(5)) throws -> Bool {
         let deadline = ContinuousClock.now + timeout
+        var progress = (acknowledged, ContinuousClock.now)
         while acknowledged < sequence {
-            let left = ContinuousClock.now.duration(to: deadline)
-            guard left > .zero else { return false }
-            if try dealer.receive(into: &buffer, mode: .within(left)) {
+            let now = ContinuousClock.now
+            guard now < deadline else { return false }
+            if acknowledged != progress.0 {
+                progress = (acknowledged, now)
+            } else if now - progress.1 >= retransmitInterval {
+                // No ack for a while: the messages may have been lost with a host that died.
+                try retransmit(from: acknowledged + 1)
+                progress.1 = now
+            }
+            let wait = min(now.duration(to: deadline), retransmitInterval)
+            if try dealer.receive(into: &buffer, mode: .within(wait)) {
                 handleDealer()
                 try drainDealer()
             }
         }
         return true
     }
+
+    /// Messages sent but not yet acknowledged by the host.
+    public var unacknowledgedCount: Int { outbox.count - outboxHead }
 
     /// The diagnostic the host sent back for the message with `sequence`, if it refused it.
     public func refusal(for sequence: UInt64) -> DiagnosticMessage? {
@@ -213,8 +258,68 @@ public final class ReactorView {
         let request = SnapshotRequest(
             reactorID: reactorID, envelope: Envelope(kind: .snapshotRequest, sequence: sequence, source: sourceID))
         try request.encode(into: &outgoing)
-        try dealer.send(message: outgoing)
+        outbox.append((sequence, .sequenceOnly))
         pendingSnapshotRequest = sequence
+        try dealer.send(message: outgoing)
+    }
+
+    /// Sends again, in order and with their original sequences, the unacknowledged messages from
+    /// `first` on.
+    private func retransmit(from first: UInt64) throws {
+        var resent = 0
+        for entry in outbox[outboxHead...] where entry.sequence >= first {
+            switch entry.message {
+            case .action(let name, let params, let contentType):
+                try ActionMessage(
+                    reactorID: reactorID,
+                    envelope: Envelope(kind: .action, contentType: contentType, sequence: entry.sequence, source: sourceID),
+                    name: name, params: params
+                ).encode(into: &outgoing)
+            case .sequenceOnly:
+                try Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: entry.sequence, source: sourceID)).encode(into: &outgoing)
+            }
+            try dealer.send(message: outgoing)
+            resent += 1
+        }
+        resentThrough = sequence
+        retransmissions += resent
+    }
+
+    private func acknowledge(_ sequence: UInt64) {
+        guard sequence > acknowledged else { return }
+        acknowledged = sequence
+        while outboxHead < outbox.count, outbox[outboxHead].sequence <= sequence { outboxHead += 1 }
+        if outboxHead == outbox.count {
+            outbox.removeAll(keepingCapacity: outbox.count <= 1024)
+            outboxHead = 0
+        } else if outboxHead >= 1024, outboxHead * 2 >= outbox.count {
+            outbox.removeFirst(outboxHead)
+            outboxHead = 0
+        }
+    }
+
+    /// Any message from the host names its source: a new one means the host restarted. The view
+    /// then resends what was not acknowledged and, if it follows states, asks for a new snapshot
+    /// once its subscription is active at the new host (a heartbeat or state from it).
+    private func noticeHost(_ source: String, onSubscriber: Bool) {
+        guard let known = hostSource else {
+            hostSource = source
+            return
+        }
+        guard known != source else { return }
+        hostSource = source
+        hostRestarts += 1
+        if merger.phase == .live || pendingSnapshotRequest != nil {
+            merger.hostRestarted()
+            pendingSnapshotRequest = nil
+            resynchronisations += 1
+        }
+        sawHeartbeat = onSubscriber
+        do {
+            try retransmit(from: acknowledged + 1)
+        } catch {
+            failure = ClientError("cannot resend unacknowledged messages to the restarted reactor host at \(actionsEndpoint): \(error)")
+        }
     }
 
     private func drainDealer() throws {
@@ -228,18 +333,41 @@ public final class ReactorView {
         guard let message = try? WireMessage.decode(from: buffer) else { return }
         switch message {
         case .ack(let ack) where ack.acknowledgedSource == sourceID:
-            acknowledged = max(acknowledged, ack.acknowledgedSequence)
+            noticeHost(ack.envelope.source, onSubscriber: false)
+            acknowledge(ack.acknowledgedSequence)
         case .diagnostic(let diagnostic):
+            noticeHost(diagnostic.envelope.source, onSubscriber: false)
             guard diagnostic.details["source"]?.stringValue == sourceID, let refused = diagnostic.details["sequence"]?.intValue else { return }
             let refusedSequence = UInt64(clamping: refused)
+            switch diagnostic.reason {
+            case .outOfOrder:
+                // An earlier message was lost in transit: resend from the one the host expects
+                // (unless a resend sent after this message already covers it).
+                if refusedSequence == pendingSnapshotRequest { pendingSnapshotRequest = nil }
+                if refusedSequence > resentThrough, let expected = diagnostic.details["expected"]?.intValue {
+                    do {
+                        try retransmit(from: UInt64(clamping: expected))
+                    } catch {
+                        failure = ClientError("cannot resend to the reactor host at \(actionsEndpoint): \(error)")
+                    }
+                }
+                return
+            case .duplicate:
+                // Already dealt with (a resend whose first copy got through): not a refusal.
+                return
+            default:
+                break
+            }
             refusals[refusedSequence] = diagnostic
             if refusedSequence == pendingSnapshotRequest {
                 pendingSnapshotRequest = nil
                 failure = ClientError("the reactor host at \(actionsEndpoint) refused the snapshot of \(reactorID): \(diagnostic.reason): \(diagnostic.message)")
             }
         case .snapshot(let snapshot) where snapshot.reactorID == reactorID && pendingSnapshotRequest != nil:
+            noticeHost(snapshot.envelope.source, onSubscriber: false)
+            // A restart noticed just now cancelled the request: a new one follows.
+            guard pendingSnapshotRequest != nil else { return }
             pendingSnapshotRequest = nil
-            hostSource = snapshot.envelope.source
             let outcome = merger.snapshot(
                 ReactorViewState(reactorID: reactorID, envelope: snapshot.envelope, state: snapshot.state, isSnapshot: true))
             deliver(outcome)
@@ -259,15 +387,12 @@ public final class ReactorView {
         }
         switch message {
         case .heartbeat(let heartbeat):
+            // A restarted host: resend, and resynchronise from a new snapshot (the merger keeps
+            // what was delivered, so the snapshot of a persisted reactor is not delivered twice).
+            noticeHost(heartbeat.envelope.source, onSubscriber: true)
             sawHeartbeat = true
-            if let hostSource, hostSource != heartbeat.envelope.source, merger.phase == .live {
-                // The host restarted: its sequences started again. Resynchronise.
-                resynchronisations += 1
-                merger = CloneMerger()
-                pendingSnapshotRequest = nil
-            }
-            hostSource = heartbeat.envelope.source
         case .state(let state) where state.reactorID == reactorID:
+            noticeHost(state.envelope.source, onSubscriber: true)
             // Any state proves the subscription is active, like a heartbeat.
             sawHeartbeat = true
             deliver(merger.live(ReactorViewState(reactorID: reactorID, envelope: state.envelope, state: state.state, isSnapshot: false)))

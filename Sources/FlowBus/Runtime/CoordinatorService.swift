@@ -9,7 +9,11 @@ import ZeroMQ
 /// The coordinator daemon as a ``Service``: routes steps from stepper processes to flows and
 /// publishes what happens.
 ///
-/// Run it in a `ServiceGroup`; it stops cleanly on SIGTERM. The flows come from the config
+/// Run it in a `ServiceGroup`; it stops cleanly on SIGTERM: it stops reading its endpoints,
+/// finishes the batches it already took, commits them, sends their acks and lets its events
+/// leave (each within a bounded linger), then returns. With `persistence: { journal: PATH }` in
+/// the config it journals what it applies and restores it when it starts again (see
+/// ``StepJournal``). The flows come from the config
 /// (``declared(config:logger:)``) or from Swift code (``init(config:logger:root:)``):
 ///
 /// ```swift
@@ -49,11 +53,19 @@ public final class CoordinatorService: Service {
     public func run() async throws {
         let context = try Context(defaultLinger: 200)
         let sourceID = "flowd#\(UUID().uuidString.prefix(8).lowercased())"
-        let ingress = IngressLoop(context: context, config: config, sourceID: sourceID, logger: logger)
+        let journal = try config.persistence.map { try StepJournal.open(path: $0.journal, synchronous: $0.synchronous) }
+        defer {
+            journal?.checkpoint()
+            journal?.close()
+        }
+        let ingress = IngressLoop(
+            context: context, config: config, sourceID: sourceID, logger: logger,
+            restoredSequences: try journal?.lastSequences() ?? [:], requiresFirstSequence: journal != nil)
         // The ZAP handler must exist before any CURVE socket binds: without it CURVE admits everyone.
         let authenticator = try startAuthenticator(context: context, ingress: ingress)
         defer { authenticator?.stop() }
-        let router = try await StepRouter(context: context, config: config, sourceID: sourceID, ingress: ingress, logger: logger)
+        let router = try await StepRouter(
+            context: context, config: config, sourceID: sourceID, ingress: ingress, journal: journal, logger: logger)
         do {
             try ingress.start()
         } catch {
@@ -63,22 +75,45 @@ public final class CoordinatorService: Service {
         logger.info("flowd listening", metadata: [
             "ingress": "\(config.endpoints.ingress)", "events": "\(config.endpoints.events)", "control": "\(config.endpoints.control)",
         ])
-        await router.start(root)
+        do {
+            try await router.start(root)
+        } catch {
+            ingress.stop()
+            await router.close()
+            throw error
+        }
         readiness.signal()
 
-        await withGracefulShutdownHandler {
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { await router.consume(ingress.batches) }
-                group.addTask { await router.heartbeat() }
-                await group.next()
+        // On SIGTERM the ingress loop stops reading; `consume` returns once the batches already
+        // handed over are applied, committed and acknowledged.
+        let failure: (any Error)? = await withGracefulShutdownHandler {
+            await withTaskGroup(of: (any Error)?.self) { group in
+                group.addTask {
+                    do {
+                        try await router.consume(ingress.batches)
+                        return nil
+                    } catch {
+                        return error
+                    }
+                }
+                group.addTask {
+                    await router.heartbeat()
+                    return nil
+                }
+                let first = await group.next() ?? nil
                 group.cancelAll()
+                return first
             }
         } onGracefulShutdown: {
-            ingress.stop()
+            ingress.stopAccepting()
         }
         ingress.stop()
-        await router.close()
+        await router.close(linger: IngressLoop.shutdownLinger)
         context.shutdown()
+        if let failure {
+            logger.critical("flowd stopped: \(failure)")
+            throw failure
+        }
         logger.info("flowd stopped")
     }
 }

@@ -21,6 +21,10 @@ final class EventPublisher {
     /// Messages refused by the socket at its high-water mark, counted and reported.
     private(set) var dropped = 0
     private(set) var published = 0
+    /// Messages held back until ``releaseHeld()``, while ``isHolding``.
+    private var held: [FrameBuffer] = []
+    /// Whether messages are held back (the events of a batch until it is committed).
+    private(set) var isHolding = false
     /// Messages not encoded because no subscriber wanted their topic.
     private(set) var unwanted = 0
 
@@ -39,7 +43,9 @@ final class EventPublisher {
         self.logger = logger
     }
 
-    func close() {
+    /// Closes the socket; what it still queues may leave within `linger` milliseconds.
+    func close(linger: Int32 = 200) {
+        try? socket.setOption(.linger(linger))
         socket.close()
     }
 
@@ -78,7 +84,31 @@ final class EventPublisher {
         send(buffer)
     }
 
+    /// Holds every message back until ``releaseHeld()``: observers then never see an event of
+    /// a step that a crash could undo.
+    func hold() {
+        isHolding = true
+    }
+
+    /// Sends what was held back, in order, and stops holding.
+    func releaseHeld() {
+        isHolding = false
+        let messages = held
+        held.removeAll(keepingCapacity: true)
+        for message in messages { send(message) }
+    }
+
+    /// Forgets what was held back (the batch it belonged to was not committed).
+    func discardHeld() {
+        isHolding = false
+        held.removeAll()
+    }
+
     private func send(_ frames: FrameBuffer) {
+        if isHolding {
+            held.append(frames)
+            return
+        }
         do {
             if try socket.send(message: frames, mode: .nonBlocking) {
                 published += 1

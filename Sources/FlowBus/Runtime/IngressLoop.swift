@@ -9,15 +9,34 @@ import ZeroMQ
 /// to be routed.
 enum IngressItem: Sendable {
     /// A step from a stepper; `frames` are the message as received, for re-publishing.
-    case step(stepperID: String, step: CanonicalStep, frames: FrameBuffer)
+    case step(stepperID: String, step: CanonicalStep, frames: FrameBuffer, origin: Origin)
     /// A deep link for every active flow.
-    case deepLink(step: CanonicalStep, frames: FrameBuffer)
+    case deepLink(step: CanonicalStep, frames: FrameBuffer, origin: Origin)
     /// A renderer's report about a presentable.
-    case report(presentableID: String, event: PresentableEvent)
+    case report(presentableID: String, event: PresentableEvent, origin: Origin)
     /// A status request, to be answered to `routingID` on the control endpoint.
     case status(routingID: [UInt8])
     /// A refused message and why.
     case refused(Refusal)
+}
+
+/// Who sent an applied message: its (source, sequence), which the journal records.
+struct Origin: Sendable, Hashable {
+    var source: String
+    var sequence: UInt64
+}
+
+/// What the ingress thread hands to the coordinator in one hop.
+struct IngressBatch: Sendable {
+    /// The items, in arrival order.
+    var items: [IngressItem] = []
+    /// The cumulative acks covering this batch, sent back (``IngressLoop/acknowledge(_:)``) only
+    /// once the batch is applied and, with a journal, committed.
+    var acks: [AckBatch.Pending] = []
+    /// The highest sequence dealt with (accepted or refused) per source in this batch.
+    var dealtWith: [String: UInt64] = [:]
+
+    var isEmpty: Bool { items.isEmpty && acks.isEmpty }
 }
 
 /// A message the coordinator refused, with what is known of it.
@@ -55,19 +74,28 @@ struct RoutedFrames: ReceiveBuffer {
 /// The thread that owns the coordinator's ROUTER sockets (ingress and control).
 ///
 /// It drains sockets in batches, decodes what routing needs, de-duplicates by (source,
-/// sequence), acknowledges, and hands each batch to the coordinator in one hop. Replies
-/// produced elsewhere (status) come back through ``send(control:)``.
+/// sequence) and hands each batch to the coordinator in one hop. Replies produced elsewhere
+/// come back through its outbox: status replies (``send(control:to:)``) and the acks of a batch
+/// once the coordinator applied and committed it (``acknowledge(_:)``).
+///
+/// A source's messages are applied in sequence order with no gap: a message whose sequence is
+/// not the next one expected is dropped unacknowledged (the sender resends it, see
+/// ``StepPublisher``), and the last sequence dealt with is acknowledged again, which tells a
+/// sender that a restarted flowd lost what it had in flight.
 final class IngressLoop: Sendable {
     struct Counters: Sendable {
         var received = 0
         var accepted = 0
         var duplicates = 0
+        /// Messages dropped because an earlier sequence of their source is missing (resent later).
+        var outOfOrder = 0
         var refused: [DiagnosticReason: Int] = [:]
 
         mutating func add(_ other: Counters) {
             received += other.received
             accepted += other.accepted
             duplicates += other.duplicates
+            outOfOrder += other.outOfOrder
             refused.merge(other.refused, uniquingKeysWith: +)
         }
     }
@@ -78,31 +106,48 @@ final class IngressLoop: Sendable {
     private let logger: Logger
     private let wake = WakeSignal()
     private let stopping = Atomic<Bool>(false)
+    private let accepting = Atomic<Bool>(true)
     private let pendingBatches = Atomic<Int>(0)
     private let outbox = Mutex<[(routingID: [UInt8], message: FrameBuffer)]>([])
+    private let ackOutbox = Mutex<[[AckBatch.Pending]]>([])
     /// Items produced off the loop (e.g. the ZAP handler's refusals), handed over with the next batch.
     private let injected = Mutex<[IngressItem]>([])
     private let counterStore = Mutex(Counters())
     private let finished = DispatchSemaphore(value: 0)
-    private let continuation: AsyncStream<[IngressItem]>.Continuation
-    /// Batches of routed items, in arrival order.
-    let batches: AsyncStream<[IngressItem]>
+    private let continuation: AsyncStream<IngressBatch>.Continuation
+    /// Batches of routed items, in arrival order; finished once the loop stops accepting.
+    let batches: AsyncStream<IngressBatch>
     private let sourceID: String
+    /// The last sequence dealt with per source when the loop starts (restored from a journal).
+    private let restoredSequences: [String: UInt64]
+    /// Whether a source flowd has never seen must start at sequence 1 (with a journal, flowd
+    /// remembers every source, so a later first sequence means earlier ones were lost).
+    private let requiresFirstSequence: Bool
+
+    /// How long acks and replies still queued at shutdown may take to leave, in milliseconds.
+    static let shutdownLinger: Int32 = 1000
 
     /// Batches handed over but not yet processed before the loop stops reading (back-pressure).
     static let maxPendingBatches = 16
     static let maxBatchSize = 256
+    /// Control requests taken into one batch before its steps.
+    static let maxControlPerBatch = 16
 
     private let curve: CurveKeys
 
-    init(context: Context, config: FlowBusConfig, sourceID: String, logger: Logger) {
+    init(
+        context: Context, config: FlowBusConfig, sourceID: String, logger: Logger,
+        restoredSequences: [String: UInt64] = [:], requiresFirstSequence: Bool = false
+    ) {
+        self.restoredSequences = restoredSequences
+        self.requiresFirstSequence = requiresFirstSequence
         self.context = context
         self.endpoints = config.endpoints
         self.limits = config.limits
         self.curve = config.curve
         self.sourceID = sourceID
         self.logger = logger
-        (batches, continuation) = AsyncStream.makeStream(of: [IngressItem].self)
+        (batches, continuation) = AsyncStream.makeStream(of: IngressBatch.self)
     }
 
     var counters: Counters { counterStore.withLock { $0 } }
@@ -148,8 +193,17 @@ final class IngressLoop: Sendable {
         if let error = failure.withLock({ $0 }) { throw error }
     }
 
-    /// Stops the thread and waits for it.
+    /// Stops reading the endpoints and finishes ``batches`` after the batches already handed
+    /// over; the thread keeps sending acks and replies until ``stop()``.
+    func stopAccepting() {
+        if accepting.exchange(false, ordering: .acquiringAndReleasing) {
+            wake.signal()
+        }
+    }
+
+    /// Sends the queued acks and replies, stops the thread and waits for it.
     func stop() {
+        stopAccepting()
         if !stopping.exchange(true, ordering: .acquiringAndReleasing) {
             wake.signal()
             finished.wait()
@@ -172,6 +226,13 @@ final class IngressLoop: Sendable {
         wake.signal()
     }
 
+    /// Queues the acks of a batch the coordinator applied (and committed).
+    func acknowledge(_ acks: [AckBatch.Pending]) {
+        guard !acks.isEmpty else { return }
+        ackOutbox.withLock { $0.append(acks) }
+        wake.signal()
+    }
+
     /// Queues a reply for a peer of the control endpoint.
     func send(control message: FrameBuffer, to routingID: [UInt8]) {
         outbox.withLock { $0.append((routingID, message)) }
@@ -189,13 +250,28 @@ final class IngressLoop: Sendable {
         }
         let wakeIndex = poller.add(fileDescriptor: wake.fileDescriptor)
         var received = RoutedFrames()
-        var deduplicator = Deduplicator()
+        var deduplicator = Deduplicator(restoring: restoredSequences, requiresFirstSequence: requiresFirstSequence)
         var acks = AckBatch()
         var ownSequence: UInt64 = 0
         var ackBuffer = FrameBuffer()
+        var finishedBatches = false
+        defer {
+            // The last acks and replies still go out, within a bounded linger.
+            sendReplies(on: control)
+            sendAcks(on: ingress, ownSequence: &ownSequence, buffer: &ackBuffer)
+            try? ingress.setOption(.linger(Self.shutdownLinger))
+            try? control.setOption(.linger(Self.shutdownLinger))
+            if !finishedBatches { continuation.finish() }
+        }
 
         while !stopping.load(ordering: .acquiring) {
-            let saturated = pendingBatches.load(ordering: .acquiring) >= Self.maxPendingBatches
+            let isAccepting = accepting.load(ordering: .acquiring)
+            if !isAccepting && !finishedBatches {
+                // What was handed over is still applied, committed and acknowledged.
+                continuation.finish()
+                finishedBatches = true
+            }
+            let saturated = !isAccepting || pendingBatches.load(ordering: .acquiring) >= Self.maxPendingBatches
             poller.setEvents(saturated ? [] : .readable, at: 0)
             poller.setEvents(saturated ? [] : .readable, at: 1)
             do {
@@ -207,49 +283,67 @@ final class IngressLoop: Sendable {
             if poller.isReadable(wakeIndex) {
                 wake.clear()
                 sendReplies(on: control)
+                sendAcks(on: ingress, ownSequence: &ownSequence, buffer: &ackBuffer)
             }
             if saturated { continue }
 
-            var batch: [IngressItem] = injected.withLock { items in
+            var batch = IngressBatch()
+            batch.items = injected.withLock { items in
                 defer { items.removeAll() }
                 return items
             }
             var tally = Counters()
             defer { if tally.received > 0 || !tally.refused.isEmpty { counterStore.withLock { $0.add(tally) } } }
             do {
-                while batch.count < Self.maxBatchSize, try ingress.receive(into: &received, mode: .nonBlocking) {
-                    guard let item = route(received, deduplicator: &deduplicator, acks: &acks, tally: &tally) else { continue }
+                // Control first: under a steady flood of steps the ingress socket alone would fill
+                // every batch and starve status queries.
+                while batch.items.count < Self.maxControlPerBatch, try control.receive(into: &received, mode: .nonBlocking) {
+                    batch.items.append(routeControl(received, tally: &tally))
+                }
+                while batch.items.count < Self.maxBatchSize, try ingress.receive(into: &received, mode: .nonBlocking) {
+                    guard let item = route(received, deduplicator: &deduplicator, acks: &acks, dealtWith: &batch.dealtWith, tally: &tally) else { continue }
                     if case .refused(let refusal) = item {
                         // The sender hears of its refusal before the ack that covers it (PROTOCOL 3.3).
                         ownSequence += 1
                         tell(received.routingID, refusal, sequence: ownSequence, on: ingress, buffer: &ackBuffer)
                     }
-                    batch.append(item)
+                    batch.items.append(item)
                 }
-                while batch.count < Self.maxBatchSize, try control.receive(into: &received, mode: .nonBlocking) {
-                    batch.append(routeControl(received, tally: &tally))
+                while batch.items.count < Self.maxBatchSize, try control.receive(into: &received, mode: .nonBlocking) {
+                    batch.items.append(routeControl(received, tally: &tally))
                 }
             } catch {
                 if !error.isContextTerminated { logger.error("ingress receive failed: \(error)") }
                 return
             }
+            batch.acks = acks.drain()
+            if tally.outOfOrder > 0 {
+                logger.debug("\(tally.outOfOrder) message(s) dropped until the sequences before them arrive")
+            }
             if !batch.isEmpty {
+                // The coordinator sends the acks back once it applied (and committed) the batch.
                 pendingBatches.add(1, ordering: .acquiringAndReleasing)
                 continuation.yield(batch)
             }
-            // Acknowledge after the batch is handed over: from here the coordinator owns it.
-            for ack in acks.drain() {
-                ownSequence += 1
-                let message = Ack(
-                    envelope: Envelope(kind: .ack, sequence: ownSequence, source: sourceID),
-                    acknowledgedSource: ack.source, acknowledgedSequence: ack.sequence)
-                do {
-                    try message.encode(into: &ackBuffer)
-                    try ingress.send(ack.routingID, more: true, mode: .nonBlocking)
-                    try ingress.send(message: ackBuffer, mode: .nonBlocking)
-                } catch {
-                    logger.debug("ack to \(ack.source) not sent: \(error)")
-                }
+        }
+    }
+
+    private func sendAcks(on ingress: Socket, ownSequence: inout UInt64, buffer: inout FrameBuffer) {
+        let batches = ackOutbox.withLock { pending -> [[AckBatch.Pending]] in
+            defer { pending.removeAll() }
+            return pending
+        }
+        for ack in batches.joined() {
+            ownSequence += 1
+            let message = Ack(
+                envelope: Envelope(kind: .ack, sequence: ownSequence, source: sourceID),
+                acknowledgedSource: ack.source, acknowledgedSequence: ack.sequence)
+            do {
+                try message.encode(into: &buffer)
+                try ingress.send(ack.routingID, more: true, mode: .nonBlocking)
+                try ingress.send(message: buffer, mode: .nonBlocking)
+            } catch {
+                logger.debug("ack to \(ack.source) not sent: \(error)")
             }
         }
     }
@@ -291,7 +385,10 @@ final class IngressLoop: Sendable {
         return .refused(refusal)
     }
 
-    private func route(_ received: RoutedFrames, deduplicator: inout Deduplicator, acks: inout AckBatch, tally: inout Counters) -> IngressItem? {
+    private func route(
+        _ received: RoutedFrames, deduplicator: inout Deduplicator, acks: inout AckBatch, dealtWith: inout [String: UInt64],
+        tally: inout Counters
+    ) -> IngressItem? {
         tally.received += 1
         let frames = received.frames
         let header: RoutedHeader
@@ -301,16 +398,24 @@ final class IngressLoop: Sendable {
             return refuse(Refusal(reason: error.reason, detail: error.detail, endpoint: "ingress"), tally: &tally)
         }
         let envelope = header.envelope
-        acks.record(routingID: received.routingID, source: envelope.source, sequence: envelope.sequence)
         switch deduplicator.check(source: envelope.source, sequence: envelope.sequence) {
-        case .duplicate(let last):
+        case .duplicate:
+            // A resend of something dealt with: acknowledged again, counted, not applied. Resends
+            // are routine (a sender cannot tell a lost ack from a lost step), so no diagnostic.
             tally.duplicates += 1
-            return refuse(Refusal(
-                reason: .duplicate, detail: "sequence \(envelope.sequence) of \(envelope.source) was already applied (last \(last))",
-                source: envelope.source, topic: header.topic, sequence: envelope.sequence, endpoint: "ingress"), tally: &tally)
+            acks.record(routingID: received.routingID, source: envelope.source, sequence: envelope.sequence)
+            return nil
+        case .gap(let last):
+            // An earlier sequence is missing (lost with a crashed flowd or a broken connection):
+            // not applied, not acknowledged; repeating the last ack tells the sender to resend.
+            tally.outOfOrder += 1
+            acks.record(routingID: received.routingID, source: envelope.source, sequence: last)
+            return nil
         case .fresh:
-            break
+            acks.record(routingID: received.routingID, source: envelope.source, sequence: envelope.sequence)
+            dealtWith[envelope.source] = envelope.sequence
         }
+        let origin = Origin(source: envelope.source, sequence: envelope.sequence)
         do {
             switch header.kind {
             case .step, .deepLink:
@@ -318,13 +423,13 @@ final class IngressLoop: Sendable {
                 let step = CanonicalStep(view.name, try view.params.decodeParams())
                 tally.accepted += 1
                 if header.kind == .step {
-                    return .step(stepperID: String(header.topicID), step: step, frames: frames)
+                    return .step(stepperID: String(header.topicID), step: step, frames: frames, origin: origin)
                 }
-                return .deepLink(step: step, frames: frames)
+                return .deepLink(step: step, frames: frames, origin: origin)
             case .presentableReport:
                 guard case .presentableReport(let report) = try WireMessage.decode(from: frames) else { return nil }
                 tally.accepted += 1
-                return .report(presentableID: report.presentableID, event: report.event)
+                return .report(presentableID: report.presentableID, event: report.event, origin: origin)
             case .heartbeat:
                 return nil
             default:
@@ -354,13 +459,34 @@ final class IngressLoop: Sendable {
     }
 }
 
-/// Remembers the last sequence applied per source, so a resent message is applied once.
+/// Remembers the last sequence dealt with per source, so that a source's messages are applied
+/// once each, in order, with no gap.
 struct Deduplicator {
-    enum Verdict { case fresh, duplicate(last: UInt64) }
-    private var lastSequence: [String: UInt64] = [:]
+    enum Verdict: Equatable {
+        /// The next sequence of its source (or the first seen of a new source): apply it.
+        case fresh
+        /// Already dealt with.
+        case duplicate(last: UInt64)
+        /// A sequence after `last + 1`: earlier ones are missing.
+        case gap(last: UInt64)
+    }
+
+    private var lastSequence: [String: UInt64]
+    /// Whether a new source must start at 1 (see ``IngressLoop``).
+    private let requiresFirstSequence: Bool
+
+    init(restoring lastSequence: [String: UInt64] = [:], requiresFirstSequence: Bool = false) {
+        self.lastSequence = lastSequence
+        self.requiresFirstSequence = requiresFirstSequence
+    }
 
     mutating func check(source: String, sequence: UInt64) -> Verdict {
-        if let last = lastSequence[source], sequence <= last { return .duplicate(last: last) }
+        if let last = lastSequence[source] {
+            if sequence <= last { return .duplicate(last: last) }
+            if sequence != last + 1 { return .gap(last: last) }
+        } else if requiresFirstSequence && sequence != 1 {
+            return .gap(last: 0)
+        }
         lastSequence[source] = sequence
         return .fresh
     }

@@ -6,6 +6,10 @@ import ZeroMQ
 
 /// The coordinator's serial heart: applies ingress batches to the ``FlowCoordinator`` and
 /// publishes every event, command and diagnostic it produces.
+///
+/// With a ``StepJournal``, each batch is applied, then committed in one transaction, then its
+/// events are published and its acks handed back to the ingress thread: an acknowledged step
+/// is on disk, and no observer sees an event of a step a crash could undo.
 @FlowActor
 final class StepRouter {
     private let coordinator: FlowCoordinator
@@ -14,8 +18,15 @@ final class StepRouter {
     private let logger: Logger
     private let started = Date()
     private let heartbeatInterval: Duration
+    private let journal: StepJournal?
+    /// False while the journal is replayed: the engine rebuilds its state silently.
+    private var isPublishing = true
+    private var records: [StepJournal.Record] = []
+    private var restoredEntries = 0
+    private var journaledEntries = 0
 
-    init(context: Context, config: FlowBusConfig, sourceID: String, ingress: IngressLoop, logger: Logger) throws {
+    init(context: Context, config: FlowBusConfig, sourceID: String, ingress: IngressLoop, journal: StepJournal?, logger: Logger) throws {
+        self.journal = journal
         publisher = try EventPublisher(
             context: context, endpoint: config.endpoints.events, limits: config.limits, curve: config.curve, sourceID: sourceID, logger: logger)
         coordinator = FlowCoordinator()
@@ -25,25 +36,94 @@ final class StepRouter {
         coordinator.onEvent = { [weak self] event in self?.publish(event) }
     }
 
-    func close() {
-        publisher.close()
+    /// Closes the events socket, letting what it still queues leave within `linger` milliseconds.
+    func close(linger: Int32 = 200) {
+        publisher.close(linger: linger)
     }
 
-    func start(_ root: CoordinatorService.RootFactory) async {
-        guard let (flow, stepper) = root() else {
+    /// Starts the root flow, and replays the journal if there is one: the tree, the bindings and
+    /// the counters become what they were when the journal was last written, without
+    /// publishing anything (the events were published when the steps first happened).
+    func start(_ root: CoordinatorService.RootFactory) async throws {
+        let entries = try journal?.count() ?? 0
+        isPublishing = entries == 0
+        defer { isPublishing = true }
+        if let (flow, stepper) = root() {
+            await coordinator.coordinate(flow: flow, with: stepper)
+        } else {
             logger.warning("no root flow: name one under 'coordinator: { flow: NAME, step: FIRST_STEP }' in the config")
-            return
         }
-        await coordinator.coordinate(flow: flow, with: stepper)
+        guard let journal, entries > 0 else { return }
+        let clock = ContinuousClock()
+        let began = clock.now
+        var after: Int64 = 0
+        while true {
+            let page = try journal.entries(after: after, limit: 4096)
+            guard let last = page.last else { break }
+            for entry in page { await replay(entry) }
+            restoredEntries += page.count
+            after = last.id
+        }
+        logger.info("restored \(restoredEntries) journal entries from \(journal.path) in \(began.duration(to: clock.now))")
     }
 
-    func consume(_ batches: AsyncStream<[IngressItem]>) async {
+    private func replay(_ entry: StepJournal.Entry) async {
+        let params: WireParams
+        do {
+            params = try entry.decodeParams()
+        } catch {
+            logger.error("journal entry \(entry.id) has unreadable params (\(error)); replayed without them")
+            params = [:]
+        }
+        switch entry.kind {
+        case .step:
+            await coordinator.receive(CanonicalStep(entry.name, params), from: entry.target)
+        case .deepLink:
+            await coordinator.navigate(to: CanonicalStep(entry.name, params))
+        case .report:
+            guard let event = PresentableEvent(rawValue: entry.name) else { return }
+            coordinator.report(RendererReport(event), for: entry.target)
+        }
+    }
+
+    /// Applies batches until the ingress loop stops accepting and every batch handed over is
+    /// done. Throws if the journal cannot be written: flowd then stops rather than acknowledge
+    /// what it could not persist.
+    func consume(_ batches: AsyncStream<IngressBatch>) async throws {
         for await batch in batches {
             publisher.drainSubscriptions()
-            for item in batch { await apply(item) }
+            if journal != nil { publisher.hold() }
+            for item in batch.items { await apply(item) }
+            if let journal {
+                do {
+                    try await journal.append(records, lastSequences: batch.dealtWith)
+                } catch {
+                    publisher.discardHeld()
+                    logger.critical("cannot write the journal \(journal.path): \(error); stopping without acknowledging the last batch")
+                    throw error
+                }
+                journaledEntries += records.count
+                records.removeAll(keepingCapacity: true)
+                publisher.releaseHeld()
+            }
+            ingress.acknowledge(batch.acks)
             publisher.drainSubscriptions()
             ingress.batchProcessed()
         }
+    }
+
+    private func record(_ kind: StepJournal.Kind, target: String, name: String, params: WireParams, origin: Origin) {
+        guard journal != nil else { return }
+        var bytes: [UInt8] = []
+        if !params.isEmpty {
+            do {
+                try FBV.encode(params: params, into: &bytes)
+            } catch {
+                logger.error("cannot encode the params of \(name) for the journal: \(error)")
+            }
+        }
+        records.append(StepJournal.Record(
+            kind: kind, target: target, name: name, params: Data(bytes), source: origin.source, sequence: origin.sequence))
     }
 
     func heartbeat() async {
@@ -60,13 +140,16 @@ final class StepRouter {
     /// every earlier step left it, whatever the batching.
     private func apply(_ item: IngressItem) async {
         switch item {
-        case .step(let stepperID, let step, let frames):
+        case .step(let stepperID, let step, let frames, let origin):
+            record(.step, target: stepperID, name: step.name, params: step.params, origin: origin)
             publisher.publish(frames: frames)
             _ = await coordinator.receive(step, from: stepperID)
-        case .deepLink(let step, let frames):
+        case .deepLink(let step, let frames, let origin):
+            record(.deepLink, target: "", name: step.name, params: step.params, origin: origin)
             publisher.publish(frames: frames)
             _ = await coordinator.navigate(to: step)
-        case .report(let presentableID, let event):
+        case .report(let presentableID, let event, let origin):
+            record(.report, target: presentableID, name: event.rawValue, params: [:], origin: origin)
             coordinator.report(RendererReport(event), for: presentableID)
         case .status(let routingID):
             answerStatus(to: routingID)
@@ -82,6 +165,7 @@ final class StepRouter {
     }
 
     private func publish(_ event: CoordinatorEvent) {
+        guard isPublishing else { return }
         switch event {
         case .willNavigate(let navigation), .didNavigate(let navigation):
             let phase: NavigationPhase
@@ -188,13 +272,19 @@ final class StepRouter {
             "totals": counts(snapshot.totals),
             "ingress": .map([
                 "received": .int(Int64(counters.received)), "accepted": .int(Int64(counters.accepted)),
-                "duplicates": .int(Int64(counters.duplicates)),
+                "duplicates": .int(Int64(counters.duplicates)), "out_of_order": .int(Int64(counters.outOfOrder)),
                 "refused": .map(Dictionary(uniqueKeysWithValues: counters.refused.map { ($0.key.rawValue, WireValue.int(Int64($0.value))) })),
             ]),
             "events": .map([
                 "published": .int(Int64(publisher.published)), "dropped_hwm": .int(Int64(publisher.dropped)),
                 "unsubscribed": .int(Int64(publisher.unwanted)),
             ]),
+            "journal": journal.map { journal in
+                .map([
+                    "path": .string(journal.path), "restored": .int(Int64(restoredEntries)),
+                    "appended": .int(Int64(journaledEntries)),
+                ])
+            } ?? .null,
         ]
     }
 }

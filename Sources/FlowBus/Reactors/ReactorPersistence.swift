@@ -1,0 +1,235 @@
+import FlowBusWire
+import Foundation
+import GRDB
+
+/// Which reactors of a host keep their state across restarts, and where (the `persistence:` key
+/// of a `reactors:` entry of the config).
+///
+/// ```yaml
+/// reactors:
+///   demo:
+///     actions: ipc://…
+///     states: ipc://…
+///     serves: [counter, login, movie/]
+///     persistence:
+///       database: reactors-demo.sqlite     # relative to the config file, or absolute
+///       reactors: [counter, movie/]        # ids, or families with a trailing slash
+///       synchronous: full                  # full (default: survives power loss) or normal (a killed process)
+/// ```
+///
+/// A persisted reactor's last state and its sequence are saved in the SQLite database (WAL) before
+/// the state is published, and the host's de-duplication table (the last sequence dealt with per
+/// source) before an action is acknowledged. A host that restarts resumes those reactors from
+/// their saved state and sequence. See `docs/RELIABILITY.md`.
+public struct ReactorPersistenceSpec: Codable, Sendable, Hashable {
+    /// How hard SQLite works to make a commit durable.
+    public enum Synchronous: String, Codable, Sendable, Hashable {
+        /// `PRAGMA synchronous = NORMAL` in WAL mode: a commit survives the process being killed
+        /// (SIGKILL, a crash); the last commits may be lost if the machine loses power.
+        case normal
+        /// `PRAGMA synchronous = FULL`: every commit is synced to disk (survives power loss), at
+        /// the cost of an fsync per batch.
+        case full
+    }
+
+    /// The SQLite database file (created if absent). Relative paths are resolved against the
+    /// config file's directory when the config is loaded.
+    public var database: String
+    /// The reactors whose state is persisted: exact ids (`counter`) or families (`movie/`).
+    public var reactors: [String]
+    /// Durability of a commit; `full` by default (as flowd's journal).
+    public var synchronous: Synchronous
+
+    public init(database: String, reactors: [String], synchronous: Synchronous = .full) {
+        self.database = database
+        self.reactors = reactors
+        self.synchronous = synchronous
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        database = try container.decode(String.self, forKey: .database)
+        reactors = try container.decodeIfPresent([String].self, forKey: .reactors) ?? []
+        synchronous = try container.decodeIfPresent(Synchronous.self, forKey: .synchronous) ?? .full
+    }
+
+    /// Whether the state of `reactorID` is persisted.
+    public func persists(_ reactorID: String) -> Bool {
+        reactors.contains { $0.hasSuffix("/") ? reactorID.hasPrefix($0) && reactorID.count > $0.count : reactorID == $0 }
+    }
+
+    /// Makes a relative ``database`` path absolute against `directory` (the config file's).
+    mutating func resolveDatabase(relativeTo directory: String) {
+        guard !database.hasPrefix("/") else { return }
+        database = URL(fileURLWithPath: directory).appendingPathComponent(database).standardizedFileURL.path
+    }
+}
+
+/// A reactor's state as read back from the database.
+struct PersistedReactorState: Sendable {
+    var sequence: UInt64
+    /// Nil when the saved bytes no longer decode as FBV (the reactor then starts afresh, with the
+    /// sequence continued).
+    var state: WireValue?
+    var problem: String?
+}
+
+/// The SQLite database (GRDB, WAL) of one reactor host: the last state and sequence of each
+/// persisted reactor, and the last sequence dealt with per source (the de-duplication table).
+///
+/// Used from the host's I/O thread only, synchronously: one transaction per batch.
+final class ReactorStateDatabase: Sendable {
+    /// How long a source that sent nothing is remembered (its de-duplication entry).
+    static let sourceRetention: TimeInterval = 7 * 24 * 3600
+
+    let path: String
+    private let queue: DatabaseQueue
+
+    /// Opens (or creates) the database and its tables.
+    /// - Throws: ``ConfigError`` with the path and SQLite's reason when it cannot be opened.
+    init(spec: ReactorPersistenceSpec) throws(ConfigError) {
+        path = spec.database
+        var configuration = Configuration()
+        configuration.journalMode = .wal
+        configuration.label = "reactor-host-state"
+        let synchronous = spec.synchronous == .full ? "FULL" : "NORMAL"
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+        }
+        do {
+            let directory = (path as NSString).deletingLastPathComponent
+            if !directory.isEmpty {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            }
+            queue = try DatabaseQueue(path: path, configuration: configuration)
+            var migrator = DatabaseMigrator()
+            migrator.registerMigration("reactor-host-v1") { db in
+                try db.execute(sql: """
+                    CREATE TABLE reactor_states (
+                        reactor_id TEXT PRIMARY KEY NOT NULL,
+                        sequence INTEGER NOT NULL,
+                        state BLOB NOT NULL,
+                        saved_at REAL NOT NULL
+                    );
+                    CREATE TABLE reactor_action_sources (
+                        source TEXT PRIMARY KEY NOT NULL,
+                        sequence INTEGER NOT NULL,
+                        seen_at REAL NOT NULL
+                    );
+                    """)
+            }
+            try migrator.migrate(queue)
+        } catch {
+            throw ConfigError("cannot open the reactor state database \(path): \(error)")
+        }
+    }
+
+    /// Every saved reactor state, and the de-duplication table (entries older than
+    /// ``sourceRetention`` are deleted first).
+    func load() throws -> (states: [String: PersistedReactorState], sources: [String: UInt64]) {
+        try queue.write { db in
+            try db.execute(
+                sql: "DELETE FROM reactor_action_sources WHERE seen_at < ?",
+                arguments: [Date().timeIntervalSince1970 - Self.sourceRetention])
+            var states: [String: PersistedReactorState] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT reactor_id, sequence, state FROM reactor_states") {
+                let reactorID: String = row["reactor_id"]
+                let sequence = UInt64(clamping: row["sequence"] as Int64)
+                let bytes: Data = row["state"]
+                do {
+                    states[reactorID] = PersistedReactorState(sequence: sequence, state: try FBV.decode([UInt8](bytes)), problem: nil)
+                } catch {
+                    states[reactorID] = PersistedReactorState(sequence: sequence, state: nil, problem: "\(error)")
+                }
+            }
+            var sources: [String: UInt64] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT source, sequence FROM reactor_action_sources") {
+                sources[row["source"]] = UInt64(clamping: row["sequence"] as Int64)
+            }
+            return (states, sources)
+        }
+    }
+
+    /// Saves states and de-duplication entries in one transaction.
+    func save(states: [(reactorID: String, sequence: UInt64, state: WireValue)], sources: [String: UInt64]) throws {
+        let now = Date().timeIntervalSince1970
+        let encoded = try states.map { ($0.reactorID, Int64(clamping: $0.sequence), Data(try FBV.encode($0.state))) }
+        try queue.write { db in
+            if !encoded.isEmpty {
+                let statement = try db.cachedStatement(sql: """
+                    INSERT INTO reactor_states (reactor_id, sequence, state, saved_at) VALUES (?, ?, ?, ?)
+                    ON CONFLICT(reactor_id) DO UPDATE SET sequence = excluded.sequence, state = excluded.state, saved_at = excluded.saved_at
+                    """)
+                for (reactorID, sequence, state) in encoded {
+                    try statement.execute(arguments: [reactorID, sequence, state, now])
+                }
+            }
+            if !sources.isEmpty {
+                let statement = try db.cachedStatement(sql: """
+                    INSERT INTO reactor_action_sources (source, sequence, seen_at) VALUES (?, ?, ?)
+                    ON CONFLICT(source) DO UPDATE SET sequence = max(sequence, excluded.sequence), seen_at = excluded.seen_at
+                    """)
+                for (source, sequence) in sources {
+                    try statement.execute(arguments: [source, Int64(clamping: sequence), now])
+                }
+            }
+        }
+    }
+}
+
+/// The host's de-duplication table: the last sequence dealt with per source.
+///
+/// With `strict` (a host that persists), a known source must number its messages without a gap:
+/// a message whose sequence skips ahead of the last one dealt with is refused as `out-of-order`
+/// (not applied, not acknowledged), so that a message lost in transit (e.g. sent to a host that
+/// was killed) cannot be covered by the cumulative ack of a later one; the sender resends from
+/// the expected sequence. A source never seen may start at any sequence.
+struct ActionLedger {
+    enum Verdict: Equatable {
+        case fresh
+        case duplicate(last: UInt64)
+        case outOfOrder(expected: UInt64)
+    }
+
+    let strict: Bool
+    private var last: [String: UInt64]
+    /// Entries changed since ``takeChanges()``, to be saved.
+    private var changed: [String: UInt64] = [:]
+
+    init(strict: Bool, known: [String: UInt64] = [:]) {
+        self.strict = strict
+        last = known
+    }
+
+    mutating func check(source: String, sequence: UInt64) -> Verdict {
+        if let previous = last[source] {
+            if sequence <= previous { return .duplicate(last: previous) }
+            if strict, sequence > previous + 1 { return .outOfOrder(expected: previous + 1) }
+        }
+        last[source] = sequence
+        if strict { changed[source] = sequence }
+        return .fresh
+    }
+
+    /// The entries changed since the last call (to save with the batch).
+    mutating func takeChanges() -> [String: UInt64] {
+        defer { changed.removeAll(keepingCapacity: true) }
+        return changed
+    }
+
+    /// Puts back entries whose save failed (retried with the next batch).
+    mutating func restore(_ entries: [String: UInt64]) {
+        for (source, sequence) in entries where sequence > (changed[source] ?? 0) {
+            changed[source] = sequence
+        }
+    }
+}
+
+extension DiagnosticReason {
+    /// A message whose sequence skips ahead of the last one its source sent to this host: an
+    /// earlier message was lost in transit. Not applied; the sender resends from the expected
+    /// sequence (`expected` in the details).
+    public static let outOfOrder: DiagnosticReason = "out-of-order"
+    /// The reactor host could not save states or its de-duplication table.
+    public static let persistenceFailed: DiagnosticReason = "persistence-failed"
+}

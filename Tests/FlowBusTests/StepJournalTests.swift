@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+
+@testable import FlowBus
+@testable import FlowBusWire
+
+@Suite("flowd's journal and de-duplication")
+struct StepJournalTests {
+    @Test("A source's messages are applied once each, in order, with no gap")
+    func deduplicatorOrdersEachSource() {
+        var deduplicator = Deduplicator()
+        #expect(deduplicator.check(source: "a", sequence: 5) == .fresh, "without a journal a new source may start anywhere")
+        #expect(deduplicator.check(source: "a", sequence: 6) == .fresh)
+        #expect(deduplicator.check(source: "a", sequence: 6) == .duplicate(last: 6))
+        #expect(deduplicator.check(source: "a", sequence: 8) == .gap(last: 6), "7 is missing: 8 waits for a resend")
+        #expect(deduplicator.check(source: "a", sequence: 7) == .fresh)
+        #expect(deduplicator.check(source: "a", sequence: 8) == .fresh)
+
+        var restored = Deduplicator(restoring: ["a": 10], requiresFirstSequence: true)
+        #expect(restored.check(source: "a", sequence: 10) == .duplicate(last: 10))
+        #expect(restored.check(source: "a", sequence: 11) == .fresh)
+        #expect(restored.check(source: "b", sequence: 3) == .gap(last: 0), "with a journal a new source starts at 1")
+        #expect(restored.check(source: "b", sequence: 1) == .fresh)
+    }
+
+    @Test("The journal keeps entries in order with their params, and the last sequence per source")
+    func journalRoundTrip() async throws {
+        let path = NSTemporaryDirectory() + "journal-\(UUID().uuidString).sqlite"
+        defer {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        }
+        let journal = try StepJournal.open(path: path, synchronous: .normal)
+        try await journal.append([
+            .init(kind: .step, target: "load", name: "tick", params: Data(try FBV.encode(.map(["n": 1]))), source: "s#1", sequence: 1),
+            .init(kind: .deepLink, target: "", name: "home", params: Data(), source: "s#1", sequence: 2),
+            .init(kind: .report, target: "home", name: "appeared", params: Data(), source: "r#1", sequence: 1),
+        ], lastSequences: ["s#1": 3, "r#1": 1])
+        try await journal.append([], lastSequences: ["s#1": 2])
+        journal.close()
+
+        let reader = try StepJournal.open(readingAt: path)
+        defer { reader.close() }
+        let entries = try reader.entries()
+        #expect(entries.map(\.kind) == [.step, .deepLink, .report])
+        #expect(try entries[0].decodeParams() == ["n": 1])
+        #expect(try entries[1].decodeParams().isEmpty)
+        #expect(try reader.entries(after: entries[0].id, limit: 1).map(\.name) == ["home"])
+        #expect(try reader.lastSequences() == ["s#1": 3, "r#1": 1], "a last sequence never goes back")
+    }
+
+    @Test("persistence.journal is relative to the config file's directory")
+    func journalPathInConfig() throws {
+        let yaml = """
+            endpoints: { ingress: "ipc:///tmp/i", events: "ipc:///tmp/e", control: "ipc:///tmp/c" }
+            persistence: { journal: state/flowd.sqlite }
+            """
+        let config = try FlowBusConfig.parse(yaml: yaml, source: "/etc/flowbus/topology.yaml")
+        #expect(config.persistence == .init(journal: "/etc/flowbus/state/flowd.sqlite", synchronous: .full))
+        let none = try FlowBusConfig.parse(yaml: "endpoints: { ingress: \"ipc:///tmp/i\", events: \"ipc:///tmp/e\", control: \"ipc:///tmp/c\" }")
+        #expect(none.persistence == nil)
+    }
+}
