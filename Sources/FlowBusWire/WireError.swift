@@ -58,6 +58,13 @@ public struct DiagnosticReason: RawRepresentable, Hashable, Sendable, Comparable
     public static let noParentFlow: DiagnosticReason = "no-parent-flow"
     /// A renderer reported about a presentable id that is not in the tree.
     public static let unknownPresentable: DiagnosticReason = "unknown-presentable"
+    /// A message skipped ahead of the next sequence expected from its source (an earlier one was
+    /// lost in transit): not applied; the sender resends from `expected` (in the details).
+    public static let outOfOrder: DiagnosticReason = "out-of-order"
+    /// A daemon could not commit its journal or state store; acks wait for a commit.
+    public static let persistenceFailed: DiagnosticReason = "persistence-failed"
+    /// A reactor's state could not be encoded, so it was not published.
+    public static let badState: DiagnosticReason = "bad-state"
 
     /// Every reason code defined by protocol v1.
     public static let allV1: [DiagnosticReason] = [

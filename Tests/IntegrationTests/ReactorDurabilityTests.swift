@@ -49,6 +49,21 @@ private func read(_ view: ReactorView, through last: UInt64?, timeout: Duration 
     return seen
 }
 
+/// Waits (bounded) until process `pid` is in the stopped state.
+private func waitUntilStopped(_ pid: Int32) -> Bool {
+    let deadline = ContinuousClock.now + .seconds(5)
+    while ContinuousClock.now < deadline {
+        // /proc/<pid>/stat: "pid (name) S ...", the state after the closing parenthesis.
+        if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")"), stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("T")
+        {
+            return true
+        }
+        Thread.sleep(forTimeInterval: 0.005)
+    }
+    return false
+}
+
 /// The snapshot a new view gets.
 private func snapshot(_ topology: TestTopology) throws -> (sequence: UInt64, state: Counter)? {
     let view = try ReactorView(reactorID: "counter", config: topology.config)
@@ -117,6 +132,8 @@ struct ReactorDurabilityTests {
 
         // Frozen, the host does not read: these reach its socket and die with it, unacknowledged.
         kill(host.processIdentifier, SIGSTOP)
+        // kill() returns before the target has stopped: wait until /proc says it has.
+        #expect(waitUntilStopped(host.processIdentifier), "reactor-host stopped")
         for _ in 1...7 { try sender.send("increase") }
         #expect(try !sender.waitForAcknowledgement(timeout: .milliseconds(300)))
         host.kill()

@@ -225,11 +225,3 @@ struct ActionLedger {
     }
 }
 
-extension DiagnosticReason {
-    /// A message whose sequence skips ahead of the last one its source sent to this host: an
-    /// earlier message was lost in transit. Not applied; the sender resends from the expected
-    /// sequence (`expected` in the details).
-    public static let outOfOrder: DiagnosticReason = "out-of-order"
-    /// The reactor host could not save states or its de-duplication table.
-    public static let persistenceFailed: DiagnosticReason = "persistence-failed"
-}

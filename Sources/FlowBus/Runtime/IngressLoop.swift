@@ -293,6 +293,7 @@ final class IngressLoop: Sendable {
                 return items
             }
             var tally = Counters()
+            var gaps: [String: Gap] = [:]
             defer { if tally.received > 0 || !tally.refused.isEmpty { counterStore.withLock { $0.add(tally) } } }
             do {
                 // Control first: under a steady flood of steps the ingress socket alone would fill
@@ -301,7 +302,7 @@ final class IngressLoop: Sendable {
                     batch.items.append(routeControl(received, tally: &tally))
                 }
                 while batch.items.count < Self.maxBatchSize, try ingress.receive(into: &received, mode: .nonBlocking) {
-                    guard let item = route(received, deduplicator: &deduplicator, acks: &acks, dealtWith: &batch.dealtWith, tally: &tally) else { continue }
+                    guard let item = route(received, deduplicator: &deduplicator, acks: &acks, dealtWith: &batch.dealtWith, gaps: &gaps, tally: &tally) else { continue }
                     if case .refused(let refusal) = item {
                         // The sender hears of its refusal before the ack that covers it (PROTOCOL 3.3).
                         ownSequence += 1
@@ -316,10 +317,18 @@ final class IngressLoop: Sendable {
                 if !error.isContextTerminated { logger.error("ingress receive failed: \(error)") }
                 return
             }
-            batch.acks = acks.drain()
-            if tally.outOfOrder > 0 {
-                logger.debug("\(tally.outOfOrder) message(s) dropped until the sequences before them arrive")
+            // One report per source that skipped ahead, not one per message: after a restart a
+            // whole queue can arrive past a lost message.
+            for (source, gap) in gaps.sorted(by: { $0.key < $1.key }) {
+                let refusal = Refusal(
+                    reason: .outOfOrder,
+                    detail: "\(gap.count) message(s) of \(source) skipped ahead of sequence \(gap.expected) (first \(gap.first)): not applied; resend from \(gap.expected)",
+                    source: source, topic: gap.topic, sequence: gap.expected, endpoint: "ingress")
+                ownSequence += 1
+                tell(gap.routingID, refusal, sequence: ownSequence, on: ingress, buffer: &ackBuffer)
+                batch.items.append(refuse(refusal, tally: &tally))
             }
+            batch.acks = acks.drain()
             if !batch.isEmpty {
                 // The coordinator sends the acks back once it applied (and committed) the batch.
                 pendingBatches.add(1, ordering: .acquiringAndReleasing)
@@ -387,7 +396,7 @@ final class IngressLoop: Sendable {
 
     private func route(
         _ received: RoutedFrames, deduplicator: inout Deduplicator, acks: inout AckBatch, dealtWith: inout [String: UInt64],
-        tally: inout Counters
+        gaps: inout [String: Gap], tally: inout Counters
     ) -> IngressItem? {
         tally.received += 1
         let frames = received.frames
@@ -410,6 +419,7 @@ final class IngressLoop: Sendable {
             // not applied, not acknowledged; repeating the last ack tells the sender to resend.
             tally.outOfOrder += 1
             acks.record(routingID: received.routingID, source: envelope.source, sequence: last)
+            gaps[envelope.source, default: Gap(routingID: received.routingID, topic: header.topic, expected: last + 1, first: envelope.sequence)].count += 1
             return nil
         case .fresh:
             acks.record(routingID: received.routingID, source: envelope.source, sequence: envelope.sequence)
@@ -457,6 +467,15 @@ final class IngressLoop: Sendable {
             return refuse(Refusal(reason: error.reason, detail: error.detail, endpoint: "control"), tally: &tally)
         }
     }
+}
+
+/// Messages of one source that skipped ahead in one batch.
+struct Gap {
+    var routingID: [UInt8]
+    var topic: String
+    var expected: UInt64
+    var first: UInt64
+    var count = 0
 }
 
 /// Remembers the last sequence dealt with per source, so that a source's messages are applied
