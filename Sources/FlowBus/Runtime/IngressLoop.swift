@@ -37,6 +37,19 @@ struct IngressBatch: Sendable {
     var dealtWith: [String: UInt64] = [:]
 
     var isEmpty: Bool { items.isEmpty && acks.isEmpty }
+
+    /// Adds a later batch to this one: its items after these, its acks and sequences over these.
+    mutating func absorb(_ later: IngressBatch) {
+        items += later.items
+        for ack in later.acks {
+            if let index = acks.firstIndex(where: { $0.source == ack.source }) {
+                if ack.sequence > acks[index].sequence { acks[index] = ack }
+            } else {
+                acks.append(ack)
+            }
+        }
+        dealtWith.merge(later.dealtWith) { max($0, $1) }
+    }
 }
 
 /// A message the coordinator refused, with what is known of it.
@@ -128,8 +141,8 @@ final class IngressLoop: Sendable {
     static let shutdownLinger: Int32 = 1000
 
     /// Batches handed over but not yet processed before the loop stops reading (back-pressure).
-    static let maxPendingBatches = 16
-    static let maxBatchSize = 256
+    /// Items held for the coordinator before the loop stops reading (back-pressure).
+    static let maxBatchSize = 512
     /// Control requests taken into one batch before its steps.
     static let maxControlPerBatch = 16
 
@@ -212,7 +225,7 @@ final class IngressLoop: Sendable {
 
     /// Called by the consumer after each batch: lets the loop read again.
     func batchProcessed() {
-        if pendingBatches.subtract(1, ordering: .acquiringAndReleasing).newValue == Self.maxPendingBatches - 1 {
+        if pendingBatches.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
             wake.signal()
         }
     }
@@ -264,14 +277,30 @@ final class IngressLoop: Sendable {
             if !finishedBatches { continuation.finish() }
         }
 
+        // One batch is with the coordinator at a time; what arrives meanwhile is held and handed
+        // over in one hop when it is done, so a busy coordinator gets bigger batches, not more hops.
+        var held = IngressBatch()
+        func handOverIfIdle() {
+            guard !held.isEmpty, pendingBatches.load(ordering: .acquiring) == 0 else { return }
+            pendingBatches.add(1, ordering: .acquiringAndReleasing)
+            continuation.yield(held)
+            held = IngressBatch()
+        }
+
         while !stopping.load(ordering: .acquiring) {
             let isAccepting = accepting.load(ordering: .acquiring)
             if !isAccepting && !finishedBatches {
-                // What was handed over is still applied, committed and acknowledged.
+                // What was received is still applied, committed and acknowledged.
+                if !held.isEmpty {
+                    pendingBatches.add(1, ordering: .acquiringAndReleasing)
+                    continuation.yield(held)
+                    held = IngressBatch()
+                }
                 continuation.finish()
                 finishedBatches = true
             }
-            let saturated = !isAccepting || pendingBatches.load(ordering: .acquiring) >= Self.maxPendingBatches
+            handOverIfIdle()
+            let saturated = !isAccepting || held.items.count >= Self.maxBatchSize
             poller.setEvents(saturated ? [] : .readable, at: 0)
             poller.setEvents(saturated ? [] : .readable, at: 1)
             do {
@@ -285,6 +314,7 @@ final class IngressLoop: Sendable {
                 sendReplies(on: control)
                 sendAcks(on: ingress, ownSequence: &ownSequence, buffer: &ackBuffer)
             }
+            handOverIfIdle()
             if saturated { continue }
 
             var batch = IngressBatch()
@@ -301,7 +331,7 @@ final class IngressLoop: Sendable {
                 while batch.items.count < Self.maxControlPerBatch, try control.receive(into: &received, mode: .nonBlocking) {
                     batch.items.append(routeControl(received, tally: &tally))
                 }
-                while batch.items.count < Self.maxBatchSize, try ingress.receive(into: &received, mode: .nonBlocking) {
+                while held.items.count + batch.items.count < Self.maxBatchSize, try ingress.receive(into: &received, mode: .nonBlocking) {
                     guard let item = route(received, deduplicator: &deduplicator, acks: &acks, dealtWith: &batch.dealtWith, gaps: &gaps, tally: &tally) else { continue }
                     if case .refused(let refusal) = item {
                         // The sender hears of its refusal before the ack that covers it (PROTOCOL 3.3).
@@ -310,7 +340,7 @@ final class IngressLoop: Sendable {
                     }
                     batch.items.append(item)
                 }
-                while batch.items.count < Self.maxBatchSize, try control.receive(into: &received, mode: .nonBlocking) {
+                while held.items.count + batch.items.count < Self.maxBatchSize, try control.receive(into: &received, mode: .nonBlocking) {
                     batch.items.append(routeControl(received, tally: &tally))
                 }
             } catch {
@@ -329,11 +359,9 @@ final class IngressLoop: Sendable {
                 batch.items.append(refuse(refusal, tally: &tally))
             }
             batch.acks = acks.drain()
-            if !batch.isEmpty {
-                // The coordinator sends the acks back once it applied (and committed) the batch.
-                pendingBatches.add(1, ordering: .acquiringAndReleasing)
-                continuation.yield(batch)
-            }
+            // The coordinator sends the acks back once it applied (and committed) the batch.
+            held.absorb(batch)
+            handOverIfIdle()
         }
     }
 
