@@ -46,7 +46,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
-        .target(name: "FlowBusTesting", dependencies: ["FlowBus", "FlowBusWire"]),
+        .target(name: "FlowBusTesting", dependencies: ["FlowBus", "FlowBusWire", "Reactors"]),
         .executableTarget(
             name: "flowd",
             dependencies: [
@@ -119,7 +119,7 @@ let package = Package(
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["FlowBus", "FlowBusTesting", "FlowBusWire", "Flows", "ZeroMQ"]
+            dependencies: ["FlowBus", "FlowBusTesting", "FlowBusWire", "Flows", "Reactors", "ZeroMQ"]
         ),
     ]
 )
