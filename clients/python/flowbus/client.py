@@ -1,0 +1,510 @@
+"""pyzmq clients: Stepper, Events, ReactorView and status() (PROTOCOL.md 3.2 and 3.3).
+
+Every wait is bounded: each call takes a timeout (default: the client's `timeout`, 5 s) and
+raises a TimeoutError subclass or returns None, as documented per call. Clients are used from
+one thread each (ZeroMQ sockets are not thread-safe).
+"""
+
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import zmq
+
+from . import wire
+from .clone import CloneMerger
+from .messages import (Ack, Diagnostic, Heartbeat, Snapshot, State, Step, StatusReply, action_frames, decode,
+                       snapshot_request_frames, status_request_frames, step_frames)
+from .wire import CONTENT_JSON, MAX_FRAME_BYTES, WireError, new_source, topic
+
+__all__ = ["FlowBusError", "Refused", "NoAck", "NotConnected", "Receipt", "Stepper", "Events",
+           "ReactorView", "status"]
+
+
+class FlowBusError(Exception):
+    pass
+
+
+class Refused(FlowBusError):
+    """The receiver refused the message: `diagnostic` is the DIAGNOSTIC that said so."""
+
+    def __init__(self, diagnostic, sequence=None):
+        super().__init__(f"refused ({diagnostic.reason}): {diagnostic.message}")
+        self.diagnostic = diagnostic
+        self.reason = diagnostic.reason
+        self.details = diagnostic.details
+        self.sequence = sequence
+
+
+class NoAck(FlowBusError, TimeoutError):
+    """No ack covering the message arrived in time (is anything listening on the endpoint?)."""
+
+
+class NotConnected(FlowBusError, TimeoutError):
+    """No heartbeat from the publisher in time (is the daemon running with that endpoint?)."""
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """A message that was acknowledged: our source and sequence, and the ack that covers it."""
+
+    source: str
+    sequence: int
+    ack: Ack
+
+
+def _remaining(deadline):
+    return max(0, int((deadline - time.monotonic()) * 1000))
+
+
+def _socket(context, kind, endpoint):
+    sock = context.socket(kind)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+    try:
+        sock.connect(endpoint)
+    except zmq.ZMQError:
+        sock.close(0)
+        raise
+    return sock
+
+
+class _Owned:
+    """Context ownership and closing, shared by the clients."""
+
+    def __init__(self, context):
+        self._own_context = context is None
+        self._context = context or zmq.Context()
+        self._sockets = []
+        self._children = []  # clients sharing this context, closed first
+        self.malformed = []  # WireErrors of received messages that were skipped
+
+    def _open(self, kind, endpoint):
+        sock = _socket(self._context, kind, endpoint)
+        self._sockets.append(sock)
+        return sock
+
+    def _decode(self, frames):
+        try:
+            return decode(frames)
+        except WireError as error:
+            self.malformed.append(error)
+            return None
+
+    def close(self):
+        for child in self._children:
+            child.close()
+        self._children = []
+        for sock in self._sockets:
+            sock.close(0)
+        self._sockets = []
+        if self._own_context and not self._context.closed:
+            self._context.term()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _AckTracker:
+    """Cumulative acks and refusals of one source on a DEALER (3.3, 4.3 ACK)."""
+
+    def __init__(self, source):
+        self.source = source
+        self.sequence = 0  # last sequence sent
+        self.acked = 0
+        self.last_ack = None
+        self.refusals = {}  # sequence -> Diagnostic
+
+    def next_sequence(self):
+        self.sequence += 1
+        return self.sequence
+
+    def handle(self, message):
+        """True if the reply was an ack or a diagnostic about this source."""
+        if isinstance(message, Ack) and message.acked_source == self.source:
+            if message.acked_sequence >= self.acked:
+                self.acked, self.last_ack = message.acked_sequence, message
+            return True
+        if isinstance(message, Diagnostic):
+            details = message.details
+            if details.get("source", self.source) != self.source:
+                return False
+            sequence = details.get("sequence")
+            if not isinstance(sequence, int) or isinstance(sequence, bool):
+                sequence = self.acked + 1  # unnamed: the oldest message not yet acknowledged
+            self.refusals[sequence] = message
+            return True
+        return False
+
+    def outcome(self, sequence):
+        if sequence in self.refusals:
+            raise Refused(self.refusals.pop(sequence), sequence)
+        return Receipt(self.source, sequence, self.last_ack)
+
+
+# MARK: Events
+
+
+class Events(_Owned):
+    """A SUB on a publisher (flowd's `events`, a reactor host's `states`).
+
+    The constructor subscribes to `topics` (byte prefixes, 3.4), then to `hb/`, connects and
+    waits up to `timeout` for a heartbeat: ZeroMQ applies subscriptions in order, so once a
+    heartbeat arrives every message published afterwards on `topics` is received. Raises
+    NotConnected if none comes. Heartbeats are only returned if `topics` match them.
+    """
+
+    def __init__(self, endpoint, topics, *, timeout=5.0, context=None):
+        super().__init__(context)
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.topics = [t.encode("utf-8") if isinstance(t, str) else bytes(t)
+                       for t in ([topics] if isinstance(topics, (str, bytes)) else topics)]
+        self.last_heard = None  # time.monotonic() of the last message from the publisher
+        self._pending = deque()
+        try:
+            self._sub = _socket_unconnected(self._context)
+            self._sockets.append(self._sub)
+            for prefix in self.topics:
+                self._sub.setsockopt(zmq.SUBSCRIBE, prefix)
+            self._sub.setsockopt(zmq.SUBSCRIBE, b"hb/")
+            self._sub.connect(endpoint)
+            deadline = time.monotonic() + timeout
+            while True:
+                message = self._recv(deadline)
+                if message is None:
+                    raise NotConnected(f"no heartbeat from {endpoint} within {timeout:g} s")
+                if isinstance(message, Heartbeat):
+                    break
+                if self._wanted(message):
+                    self._pending.append(message)
+        except BaseException:
+            self.close()
+            raise
+
+    def _wanted(self, message):
+        raw = message.topic.encode("utf-8")
+        return any(raw.startswith(prefix) for prefix in self.topics)
+
+    def _recv(self, deadline):
+        """The next well-formed message (heartbeats included) before `deadline`, or None."""
+        while True:
+            if not self._sub.poll(_remaining(deadline)):
+                return None
+            message = self._decode(self._sub.recv_multipart())
+            self.last_heard = time.monotonic()
+            if message is not None:
+                return message
+
+    def next(self, timeout=None):
+        """The next message matching `topics`, or None if none comes within `timeout` s."""
+        if self._pending:
+            return self._pending.popleft()
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while True:
+            message = self._recv(deadline)
+            if message is None or self._wanted(message):
+                return message
+
+    def __iter__(self):
+        """Messages until none arrives for `timeout` seconds."""
+        while True:
+            message = self.next()
+            if message is None:
+                return
+            yield message
+
+    def wait_for(self, predicate, timeout=None):
+        """The first message for which predicate(message) is true; raises TimeoutError after
+        `timeout` s. Messages skipped on the way are dropped."""
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        while True:
+            message = self.next(max(0.0, deadline - time.monotonic()))
+            if message is None:
+                raise TimeoutError(f"no matching message from {self.endpoint} within {limit:g} s")
+            if predicate(message):
+                return message
+
+
+def _socket_unconnected(context):
+    sock = context.socket(zmq.SUB)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+    return sock
+
+
+# MARK: Stepper
+
+
+class Stepper(_Owned):
+    """Publishes steps as `stepper_id` on flowd's `ingress` (a DEALER).
+
+    `publish(name, **params)` sends one step and waits for the ack that covers it. It raises
+    Refused when a diagnostic about the step arrived (flowd sends those it finds while decoding,
+    e.g. `bad-params`, to the sender before the ack) and NoAck when no ack came in `timeout`.
+
+    flowd refuses routing problems (`unbound-stepper`, `unknown-step`, `not-visible`,
+    `dismissed`) only on `events`; pass `events_endpoint` to also watch for them: after the ack
+    `publish` waits for flowd to re-publish the step on `events` and for the next heartbeat
+    (at most `timeout`), and raises Refused for a diagnostic about this stepper and step name
+    in between.
+    """
+
+    def __init__(self, endpoint, stepper_id, *, source=None, timeout=5.0, content_type=CONTENT_JSON,
+                 events_endpoint=None, context=None):
+        super().__init__(context)
+        topic("step/", stepper_id)
+        self.endpoint = endpoint
+        self.stepper_id = stepper_id
+        self.timeout = timeout
+        self.content_type = content_type
+        self.source = source or new_source(stepper_id)
+        self._acks = _AckTracker(self.source)
+        self._events = None
+        try:
+            self._dealer = self._open(zmq.DEALER, endpoint)
+            if events_endpoint:
+                self._events = Events(events_endpoint, [f"step/{stepper_id}", "diag/"], timeout=timeout,
+                                      context=self._context)
+                self._children.append(self._events)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def sequence(self):
+        return self._acks.sequence
+
+    def publish(self, name, /, **params):
+        """Sends step `name` with `params` and waits for its ack; returns a Receipt."""
+        return self.publish_params(name, params)
+
+    def publish_params(self, name, params=None, *, wait=True, timeout=None):
+        """As publish(), params as a dict; wait=False returns the sequence without waiting."""
+        sequence = self._acks.sequence + 1
+        frames = step_frames(self.stepper_id, name, params, source=self.source, sequence=sequence,
+                             content_type=self.content_type)
+        self._dealer.send_multipart(frames)  # a DEALER queues until connected
+        self._acks.next_sequence()
+        if not wait:
+            return sequence
+        receipt = self.wait_ack(sequence, timeout)
+        if self._events is not None:
+            self._check_routing(sequence, name, timeout)
+        return receipt
+
+    def wait_ack(self, sequence, timeout=None):
+        """Waits until an ack covers `sequence`; Receipt, or Refused / NoAck."""
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        while self._acks.acked < sequence:
+            if not self._dealer.poll(_remaining(deadline)):
+                raise NoAck(f"no ack for {self.source} sequence {sequence} from {self.endpoint} within {limit:g} s")
+            message = self._decode(self._dealer.recv_multipart())
+            if message is not None:
+                self._acks.handle(message)  # other replies are skipped (3.2)
+        return self._acks.outcome(sequence)
+
+    def _check_routing(self, sequence, name, timeout):
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        republished = False
+        while True:
+            message = self._events._recv(deadline)
+            if message is None:
+                return
+            if isinstance(message, Step):
+                if message.topic_id == self.stepper_id and message.source == self.source and message.sequence == sequence:
+                    republished = True
+            elif isinstance(message, Heartbeat):
+                if republished:
+                    return
+            elif republished and isinstance(message, Diagnostic):
+                d = message.details
+                if "source" in d or "sequence" in d:
+                    if message.names(self.source, sequence):
+                        raise Refused(message, sequence)
+                elif d.get("stepper") == self.stepper_id and d.get("step", name) == name:
+                    raise Refused(message, sequence)
+
+
+# MARK: ReactorView
+
+
+class ReactorView(_Owned):
+    """A view of reactor `reactor_id` on a reactor host: actions on `actions_endpoint` (DEALER),
+    states on `states_endpoint` (SUB), joined with the Clone rule (PROTOCOL.md 3.3).
+
+    The constructor subscribes to `state/<id>` (then `hb/`), waits up to `timeout` for a
+    heartbeat (NotConnected otherwise), and sends a snapshotRequest. `next_state()` / iteration
+    then give the snapshot first and every later state once, in order: live states received
+    before the snapshot are queued, states with sequence ≤ the snapshot's are dropped, and a gap
+    or a new host source triggers a new snapshotRequest (counted in `resynchronisations`).
+    """
+
+    def __init__(self, actions_endpoint, states_endpoint, reactor_id, *, source=None, timeout=5.0,
+                 content_type=CONTENT_JSON, context=None):
+        super().__init__(context)
+        self.reactor_id = reactor_id
+        self.timeout = timeout
+        self.content_type = content_type
+        self.source = source or new_source(f"view:{reactor_id}")
+        self.actions_endpoint, self.states_endpoint = actions_endpoint, states_endpoint
+        self._state_topic = topic("state/", reactor_id).decode("utf-8")
+        self._acks = _AckTracker(self.source)
+        self._merger = CloneMerger()
+        self._ready = deque()
+        self._snapshot_sequence = None  # sequence of our pending snapshotRequest
+        self.host_source = None
+        self._heard_host = False
+        try:
+            self._sub = _socket_unconnected(self._context)
+            self._sockets.append(self._sub)
+            self._sub.setsockopt(zmq.SUBSCRIBE, self._state_topic.encode("utf-8"))
+            self._sub.setsockopt(zmq.SUBSCRIBE, b"hb/")
+            self._sub.connect(states_endpoint)
+            self._dealer = self._open(zmq.DEALER, actions_endpoint)
+            self._poller = zmq.Poller()
+            self._poller.register(self._sub, zmq.POLLIN)
+            self._poller.register(self._dealer, zmq.POLLIN)
+            deadline = time.monotonic() + timeout
+            while not self._heard_host:
+                if not self._sub.poll(_remaining(deadline)):
+                    raise NotConnected(f"no heartbeat from {states_endpoint} within {timeout:g} s")
+                self._on_state_socket(self._sub.recv_multipart())
+            self._request_snapshot()
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def resynchronisations(self):
+        return self._merger.resynchronisations
+
+    @property
+    def synced(self):
+        return self._merger.synced
+
+    def _request_snapshot(self):
+        sequence = self._acks.next_sequence()
+        self._snapshot_sequence = sequence
+        self._dealer.send_multipart(snapshot_request_frames(self.reactor_id, source=self.source, sequence=sequence))
+
+    def _deliver(self, result):
+        delivered, resync = result
+        self._ready.extend(delivered)
+        if resync:
+            self._request_snapshot()
+
+    def _on_state_socket(self, frames):
+        message = self._decode(frames)
+        if isinstance(message, Heartbeat):
+            self._heard_host = True
+        elif isinstance(message, State) and message.topic == self._state_topic:
+            self._heard_host = True
+            self._deliver(self._merger.state(message.sequence, message.value, message.source))
+
+    def _on_dealer(self, frames):
+        message = self._decode(frames)
+        if message is None:
+            return
+        if isinstance(message, Snapshot):
+            if message.topic == self._state_topic:
+                self.host_source = message.source
+                self._deliver(self._merger.snapshot(message.sequence, message.value, message.source))
+        else:
+            self._acks.handle(message)
+
+    def _pump(self, deadline):
+        """Handles what both sockets have; waits until `deadline` for the first message."""
+        events = dict(self._poller.poll(_remaining(deadline)))
+        if not events:
+            return False
+        while events:
+            if self._dealer in events:
+                self._on_dealer(self._dealer.recv_multipart())
+            if self._sub in events:
+                self._on_state_socket(self._sub.recv_multipart())
+            events = dict(self._poller.poll(0))
+        return True
+
+    # Actions
+
+    def send(self, name, /, **params):
+        """Sends action `name` with `params` and waits for the host's ack: a Receipt, or
+        Refused (e.g. `bad-action`, `unknown-reactor`) / NoAck. The ack does not mean the
+        resulting states were published: read them with next_state()."""
+        return self.send_params(name, params)
+
+    def send_params(self, name, params=None, *, wait=True, timeout=None):
+        sequence = self._acks.sequence + 1
+        frames = action_frames(self.reactor_id, name, params, source=self.source, sequence=sequence,
+                               content_type=self.content_type)
+        self._dealer.send_multipart(frames)
+        self._acks.next_sequence()
+        return self.wait_ack(sequence, timeout) if wait else sequence
+
+    def wait_ack(self, sequence, timeout=None):
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        while self._acks.acked < sequence:
+            if not self._pump(deadline):
+                raise NoAck(f"no ack for {self.source} sequence {sequence} from {self.actions_endpoint} within {limit:g} s")
+        return self._acks.outcome(sequence)
+
+    # States
+
+    def next_state(self, timeout=None):
+        """The next StateUpdate (the snapshot first), or None if none within `timeout` s.
+        Raises Refused if the host refused our snapshotRequest (e.g. `unknown-reactor`)."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while not self._ready:
+            if self._snapshot_sequence in self._acks.refusals:
+                raise Refused(self._acks.refusals.pop(self._snapshot_sequence), self._snapshot_sequence)
+            if not self._pump(deadline):
+                return None
+        return self._ready.popleft()
+
+    def states(self, timeout=None):
+        """StateUpdates until none arrives for `timeout` seconds."""
+        while True:
+            update = self.next_state(timeout)
+            if update is None:
+                return
+            yield update
+
+    __iter__ = states
+
+
+# MARK: status
+
+
+def status(control_endpoint, *, timeout=5.0, source=None, context=None, rep_delimiter=False):
+    """Sends a statusRequest to flowd's `control` and returns the reply's JSON map.
+
+    Uses a DEALER; flowd's control socket is a ROUTER, so no delimiter is added. For a control
+    endpoint served by a REP socket pass rep_delimiter=True (3.2). Raises TimeoutError if no
+    reply within `timeout` s, Refused if a diagnostic comes back instead.
+    """
+    owned = _Owned(context)
+    source = source or new_source("py-status")
+    try:
+        dealer = owned._open(zmq.DEALER, control_endpoint)
+        frames = status_request_frames(source=source, sequence=1)
+        dealer.send_multipart(([b""] if rep_delimiter else []) + frames)
+        deadline = time.monotonic() + timeout
+        while dealer.poll(_remaining(deadline)):
+            reply = dealer.recv_multipart()
+            if reply and reply[0] == b"":
+                reply = reply[1:]
+            message = owned._decode(reply)
+            if isinstance(message, StatusReply):
+                return message.status
+            if isinstance(message, Diagnostic):
+                raise Refused(message, 1)
+        raise TimeoutError(f"no status reply from {control_endpoint} within {timeout:g} s")
+    finally:
+        owned.close()

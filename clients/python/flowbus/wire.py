@@ -1,0 +1,144 @@
+"""Frame-level definitions of flowbus/1 (docs/PROTOCOL.md sections 3.4, 4.1, 4.2 and 6)."""
+
+import os
+import re
+import struct
+import time
+from dataclasses import dataclass, field
+
+PROTOCOL_VERSION = 1
+
+# Kinds (4.2)
+STEP, DEEP_LINK, ACTION, STATE, SNAPSHOT_REQUEST, SNAPSHOT = 1, 2, 3, 4, 5, 6
+WILL_NAVIGATE, DID_NAVIGATE, NAVIGATION_COMMAND, DIAGNOSTIC, ACK, HEARTBEAT = 7, 8, 9, 10, 11, 12
+STATUS_REQUEST, STATUS_REPLY, PRESENTABLE_REPORT = 13, 14, 15
+
+KIND_NAMES = {
+    STEP: "step", DEEP_LINK: "deepLink", ACTION: "action", STATE: "state",
+    SNAPSHOT_REQUEST: "snapshotRequest", SNAPSHOT: "snapshot", WILL_NAVIGATE: "willNavigate",
+    DID_NAVIGATE: "didNavigate", NAVIGATION_COMMAND: "navigationCommand", DIAGNOSTIC: "diagnostic",
+    ACK: "ack", HEARTBEAT: "heartbeat", STATUS_REQUEST: "statusRequest", STATUS_REPLY: "statusReply",
+    PRESENTABLE_REPORT: "presentableReport",
+}
+# kind -> (topic prefix, exact frame count); `status` has no id.
+KIND_LAYOUT = {
+    STEP: ("step/", 4), DEEP_LINK: ("deeplink/", 4), ACTION: ("action/", 4), STATE: ("state/", 3),
+    SNAPSHOT_REQUEST: ("snapshot/", 2), SNAPSHOT: ("state/", 3), WILL_NAVIGATE: ("nav/will/", 6),
+    DID_NAVIGATE: ("nav/did/", 6), NAVIGATION_COMMAND: ("cmd/", 6), DIAGNOSTIC: ("diag/", 4),
+    ACK: ("ack/", 3), HEARTBEAT: ("hb/", 2), STATUS_REQUEST: ("status", 2), STATUS_REPLY: ("status", 3),
+    PRESENTABLE_REPORT: ("present/", 3),
+}
+
+# Content types (4.2)
+CONTENT_NONE, CONTENT_JSON, CONTENT_FBV = 0, 1, 2
+
+# Limits (6)
+MAX_TOPIC_BYTES = 255
+MAX_NAME_BYTES = 255
+MAX_SOURCE_BYTES = 255
+MAX_FRAME_BYTES = 1 << 20
+MAX_FRAMES = 8
+MAX_DEPTH = 32
+ENVELOPE_FIXED_SIZE = 37
+
+_ENVELOPE = struct.Struct(">BBBBQq16sB")
+_NAME = re.compile(rb"[A-Za-z0-9_.:-]{1,255}\Z")
+
+
+class WireError(ValueError):
+    """A message or value that breaks flowbus/1; `reason` is the section 4.3 reason code."""
+
+    def __init__(self, reason, message):
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """Frame 1 (4.2)."""
+
+    kind: int
+    sequence: int
+    source: str
+    content_type: int = CONTENT_NONE
+    timestamp_us: int = field(default_factory=lambda: time.time_ns() // 1000)
+    message_id: bytes = field(default_factory=lambda: os.urandom(16))
+    version: int = PROTOCOL_VERSION
+    flags: int = 0
+
+    def encode(self):
+        src = self.source.encode("utf-8")
+        if not 1 <= len(src) <= MAX_SOURCE_BYTES:
+            raise WireError("oversize" if src else "malformed",
+                            f"source id is {len(src)} bytes, 1 to {MAX_SOURCE_BYTES} allowed")
+        if len(self.message_id) != 16:
+            raise WireError("malformed", "message id must be 16 bytes")
+        if not 0 <= self.sequence < 2**64:
+            raise WireError("malformed", "sequence must fit an unsigned 64-bit int")
+        return _ENVELOPE.pack(self.version, self.kind, self.content_type, 0, self.sequence,
+                              self.timestamp_us, bytes(self.message_id), len(src)) + src
+
+    @classmethod
+    def decode(cls, frame):
+        frame = bytes(frame)
+        if not frame:
+            raise WireError("malformed", "empty envelope")
+        if frame[0] != PROTOCOL_VERSION:
+            raise WireError("unsupported-version", f"envelope version {frame[0]}, only {PROTOCOL_VERSION} is supported")
+        if len(frame) < ENVELOPE_FIXED_SIZE + 1:
+            raise WireError("malformed", f"envelope is {len(frame)} bytes, at least {ENVELOPE_FIXED_SIZE + 1} expected")
+        version, kind, content_type, flags, sequence, timestamp, message_id, n = _ENVELOPE.unpack_from(frame)
+        if kind not in KIND_NAMES:
+            raise WireError("unknown-kind", f"envelope kind {kind} is not in the table")
+        if content_type not in (CONTENT_NONE, CONTENT_JSON, CONTENT_FBV):
+            raise WireError("malformed", f"unknown content type {content_type}")
+        if n == 0 or len(frame) != ENVELOPE_FIXED_SIZE + n:
+            raise WireError("malformed", f"envelope is {len(frame)} bytes, {ENVELOPE_FIXED_SIZE + n} expected for source length {n}")
+        try:
+            source = frame[ENVELOPE_FIXED_SIZE:].decode("utf-8")
+        except UnicodeDecodeError:
+            raise WireError("malformed", "source id is not UTF-8") from None
+        return cls(kind=kind, sequence=sequence, source=source, content_type=content_type,
+                   timestamp_us=timestamp, message_id=message_id, version=version, flags=flags)
+
+    @property
+    def kind_name(self):
+        return KIND_NAMES.get(self.kind, str(self.kind))
+
+
+def topic(prefix, topic_id=None):
+    """`<prefix><id>` as bytes (prefix includes its `/`; `status` has no id), checked against 3.4."""
+    if prefix == "status":
+        return b"status"
+    if not topic_id:
+        raise WireError("malformed", f"the id in {prefix}<id> must not be empty")
+    data = (prefix + topic_id).encode("utf-8")
+    if len(data) > MAX_TOPIC_BYTES:
+        raise WireError("oversize", f"topic {data[:64]!r} is {len(data)} bytes, at most {MAX_TOPIC_BYTES}")
+    return data
+
+
+def check_name(name, what="name"):
+    """Step, action and deep link names and reason codes: 1..255 bytes of [A-Za-z0-9_.:-]."""
+    raw = name.encode("utf-8") if isinstance(name, str) else bytes(name)
+    if not _NAME.match(raw):
+        raise WireError("malformed", f"{what} {raw[:64]!r} must be 1 to 255 bytes of A-Z a-z 0-9 _ . : -")
+    return raw
+
+
+def check_label(text, what, allow_empty=True):
+    """Flow names, presentable ids, verbs: UTF-8, at most 255 bytes."""
+    raw = text.encode("utf-8")
+    if len(raw) > MAX_NAME_BYTES:
+        raise WireError("oversize", f"{what} is {len(raw)} bytes, at most {MAX_NAME_BYTES}")
+    if not raw and not allow_empty:
+        raise WireError("malformed", f"{what} must not be empty")
+    return raw
+
+
+def new_source(base):
+    """A fresh source id (4.2: a process restarting without its sequence takes a new one)."""
+    suffix = "#py-" + os.urandom(4).hex()
+    raw = base.encode("utf-8")[: MAX_SOURCE_BYTES - len(suffix)]
+    return (raw.decode("utf-8", "ignore") or "py") + suffix

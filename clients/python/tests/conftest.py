@@ -1,0 +1,135 @@
+"""Fixtures: the golden vectors and the real daemons (flowd, reactor-host) of `swift build`."""
+
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # import flowbus from clients/python without installing it
+REPO = HERE.parents[2]
+FIXTURES = REPO / "Tests" / "FlowBusWireTests" / "Fixtures"
+DEMO_CONFIG = REPO / "config" / "demo.yaml"
+
+
+def load_vector(name):
+    """One golden vector: a list of frames (one hex line per frame, see Fixtures/README.md)."""
+    text = (FIXTURES / f"{name}.hex").read_text()
+    assert text.endswith("\n")
+    return [bytes.fromhex(line) for line in text.split("\n")[:-1]]
+
+
+TEST_LIMIT_S = 60
+
+
+@pytest.fixture(autouse=True)
+def _watchdog():
+    """No test may hang: SIGALRM interrupts any blocking call after TEST_LIMIT_S seconds."""
+    def expired(signum, frame):
+        raise TimeoutError(f"test took more than {TEST_LIMIT_S} s")
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(TEST_LIMIT_S)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture(scope="session")
+def bin_dir():
+    path = os.environ.get("FLOWBUS_BIN_DIR")
+    if not path:
+        if shutil.which("swift") is None:
+            pytest.skip("no FLOWBUS_BIN_DIR and no swift to find the daemons")
+        try:
+            path = subprocess.run(["swift", "build", "--show-bin-path"], cwd=REPO, capture_output=True, text=True,
+                                  check=True, timeout=120).stdout.strip()
+        except (subprocess.SubprocessError, OSError) as error:
+            pytest.fail(f"swift build --show-bin-path failed: {error}")
+    path = pathlib.Path(path)
+    for name in ("flowd", "reactor-host"):
+        if not (path / name).is_file():
+            pytest.fail(f"{path / name} is missing: run `swift build` first (FLOWBUS_BIN_DIR={path})")
+    return path
+
+
+class Bus:
+    """flowd and the demo reactor host on a short run directory, heartbeats every 50 ms."""
+
+    def __init__(self, bin_dir):
+        self.bin_dir = bin_dir
+        self.run_dir = pathlib.Path(tempfile.mkdtemp(prefix="fbpy-", dir="/tmp"))  # ipc paths < ~100 bytes
+        self.config = self.run_dir / "demo.yaml"
+        self.config.write_text(DEMO_CONFIG.read_text() + "\nheartbeatMilliseconds: 50\n")
+        self.env = dict(os.environ, FLOWBUS_RUN_DIR=str(self.run_dir))
+        self.processes = {}
+        self.ingress = f"ipc://{self.run_dir}/ingress.sock"
+        self.events = f"ipc://{self.run_dir}/events.sock"
+        self.control = f"ipc://{self.run_dir}/control.sock"
+        self.actions = f"ipc://{self.run_dir}/reactors-demo-actions.sock"
+        self.states = f"ipc://{self.run_dir}/reactors-demo-states.sock"
+
+    def start(self, name, *args):
+        log = open(self.run_dir / f"{name}.log", "wb")
+        self.processes[name] = (subprocess.Popen([str(self.bin_dir / name), "--config", str(self.config), *args],
+                                                 env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                                 stdin=subprocess.DEVNULL), log)
+
+    def wait_ready(self, socket_names, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for name, (process, _) in self.processes.items():
+                if process.poll() is not None:
+                    raise RuntimeError(f"{name} exited with {process.returncode}:\n{self.logs()}")
+            if all((self.run_dir / sock).exists() for sock in socket_names):
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"daemons did not bind {socket_names} within {timeout} s:\n{self.logs()}")
+
+    def logs(self):
+        return "\n".join(f"--- {path.name}\n{path.read_text(errors='replace')[-4000:]}"
+                         for path in sorted(self.run_dir.glob("*.log")))
+
+    def stop(self):
+        for name, (process, log) in self.processes.items():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for name, (process, log) in self.processes.items():
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+            log.close()
+        self.processes = {}
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def bus(bin_dir, request):
+    bus = Bus(bin_dir)
+    try:
+        bus.start("flowd")
+        bus.start("reactor-host", "--host", "demo", "--counter-delay-ms", "50")
+        bus.wait_ready(["ingress.sock", "events.sock", "control.sock",
+                        "reactors-demo-actions.sock", "reactors-demo-states.sock"])
+        yield bus
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:
+            print(bus.logs())  # shown with the failure
+    finally:
+        bus.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, "rep_" + report.when, report)
