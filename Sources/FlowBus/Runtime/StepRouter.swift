@@ -143,11 +143,15 @@ final class StepRouter {
         case .step(let stepperID, let step, let frames, let origin):
             record(.step, target: stepperID, name: step.name, params: step.params, origin: origin)
             publisher.publish(frames: frames)
+            applying = (origin, Topic.step(stepperID))
             _ = await coordinator.receive(step, from: stepperID)
+            applying = nil
         case .deepLink(let step, let frames, let origin):
             record(.deepLink, target: "", name: step.name, params: step.params, origin: origin)
             publisher.publish(frames: frames)
+            applying = (origin, Topic.deepLink(step.name))
             _ = await coordinator.navigate(to: step)
+            applying = nil
         case .report(let presentableID, let event, let origin):
             record(.report, target: presentableID, name: event.rawValue, params: [:], origin: origin)
             coordinator.report(RendererReport(event), for: presentableID)
@@ -163,6 +167,9 @@ final class StepRouter {
                 envelope: publisher.envelope(.diagnostic), reason: refusal.reason, message: refusal.detail, details: details))
         }
     }
+
+    /// The message being applied, while the engine handles it.
+    private var applying: (origin: Origin, topic: String)?
 
     private func publish(_ event: CoordinatorEvent) {
         guard isPublishing else { return }
@@ -186,6 +193,12 @@ final class StepRouter {
             if let flow = diagnostic.flow { details["flow"] = .string(flow.name) }
             if let presentable = diagnostic.presentableID { details["presentable"] = .string(presentable) }
             if let step = diagnostic.step { details["step"] = .string(describeStep(step)) }
+            // Name the message that caused it, so its sender can match the refusal to its step.
+            if let (origin, topic) = applying {
+                details["source"] = .string(origin.source)
+                details["sequence"] = .int(Int64(clamping: origin.sequence))
+                details["topic"] = .string(topic)
+            }
             logger.notice("\(diagnostic.reason): \(diagnostic.message)")
             publisher.publish(DiagnosticMessage(
                 envelope: publisher.envelope(.diagnostic), reason: diagnostic.reason, message: diagnostic.message, details: details))
