@@ -418,3 +418,35 @@ struct FlowctlToolTests {
         #expect(live.output.contains("stack wishlist"))
     }
 }
+
+@Suite("Dead peers", .serialized)
+struct DeadPeerTests {
+    @Test("A stepper whose heartbeats stop is reported dead within the configured intervals, in status and as a diagnostic")
+    func deadStepper() throws {
+        let topology = try demoTopology()
+        try topology.startFlowd()
+        let diagnostics = try topology.subscribe(["diag/"])
+        var source = ""
+        do {
+            let stepper = try topology.stepper("apikey")
+            stepper.heartbeatInterval = .milliseconds(50)
+            source = stepper.sourceID
+            let until = ContinuousClock.now + .milliseconds(400)
+            while ContinuousClock.now < until { try stepper.poll(timeout: .milliseconds(10)) }
+            let peer = try topology.status()["peers"]?.mapValue?[source]?.mapValue
+            #expect(peer?["alive"] == true)
+            #expect(peer?["heartbeats"] == true)
+        }
+        // The stepper is gone: after 3 × 50 ms of silence flowd reports it.
+        let reported = try diagnostics.collect(1, timeout: .seconds(5)) { message in
+            if case .diagnostic(let diagnostic) = message { return diagnostic.reason == .peerDead }
+            return false
+        }
+        guard case .diagnostic(let diagnostic)? = reported.first else {
+            Issue.record("no peer-dead diagnostic")
+            return
+        }
+        #expect(diagnostic.details["source"]?.stringValue == source)
+        #expect(try topology.status()["peers"]?.mapValue?[source]?.mapValue?["alive"] == false)
+    }
+}

@@ -40,6 +40,11 @@ public final class StepPublisher {
     public var maxOutstanding = 10_000
     /// How long without ack progress, while connected, before unacknowledged messages are sent
     /// again (a safety net: reconnections and a new flowd instance trigger a resend at once).
+    /// When set, ``poll(timeout:)`` sends a heartbeat after this much silence, so flowd can tell
+    /// this process is alive (and report it `peer-dead` when it stops).
+    public var heartbeatInterval: Duration?
+    private var lastSent = ContinuousClock.now
+
     public var retransmitInterval: Duration = .seconds(1) {
         didSet { backoff = retransmitInterval }
     }
@@ -173,6 +178,12 @@ public final class StepPublisher {
             try resend()
             backoff = min(backoff * 2, .seconds(30))
         }
+        if let heartbeatInterval, ContinuousClock.now - lastSent >= heartbeatInterval {
+            // Heartbeats are not numbered (sequence 0): a lost one leaves no gap to resend.
+            let heartbeat = Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: 0, source: sourceID))
+            try socket.send(message: try heartbeat.encoded(), mode: .nonBlocking)
+            lastSent = .now
+        }
     }
 
     private func send(contentType: ContentType? = nil, _ make: (Envelope) -> some WireMessageEncodable) throws -> UInt64 {
@@ -185,6 +196,7 @@ public final class StepPublisher {
         if outstanding == 0 { lastProgress = .now }
         outbox.append((sequence, frames))
         try socket.send(message: frames)
+        lastSent = .now
         try poll()
         return sequence
     }

@@ -18,6 +18,7 @@ public final class StepperProcess {
     /// A stepper for `stepperID` on the coordinator of `config`.
     public init(stepperID: String, config: FlowBusConfig, contentType: ContentType = .fbv) throws {
         publisher = try StepPublisher(stepperID: stepperID, config: config, contentType: contentType)
+        publisher.heartbeatInterval = .milliseconds(config.heartbeatMilliseconds)
         control = config.endpoints.control
         curve = config.curve
     }

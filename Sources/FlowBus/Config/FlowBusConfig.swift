@@ -18,6 +18,8 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     public var flows: [String: DeclaredFlowSpec]
     /// How often daemons publish a heartbeat (`hb/<source>`), in milliseconds.
     public var heartbeatMilliseconds: Int
+    /// How many heartbeat intervals of silence mark a peer that sends heartbeats as dead.
+    public var heartbeatLiveness: Int = 3
     /// Reactor hosts, by name: where each listens and which reactor ids it serves.
     public var reactors: [String: ReactorHostSpec]
     /// CURVE settings, as written in the file.
@@ -30,7 +32,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
 
     enum CodingKeys: String, CodingKey {
         case endpoints, limits, coordinator, flows, heartbeatMilliseconds, reactors, security
-        case persistence
+        case persistence, heartbeatLiveness
     }
 
     /// A reactor host process's endpoints and the reactor ids it serves.
@@ -128,6 +130,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         coordinator = try container.decodeIfPresent(Coordinator.self, forKey: .coordinator)
         flows = try container.decodeIfPresent([String: DeclaredFlowSpec].self, forKey: .flows) ?? [:]
         heartbeatMilliseconds = try container.decodeIfPresent(Int.self, forKey: .heartbeatMilliseconds) ?? 1000
+        heartbeatLiveness = try container.decodeIfPresent(Int.self, forKey: .heartbeatLiveness) ?? 3
         reactors = try container.decodeIfPresent([String: ReactorHostSpec].self, forKey: .reactors) ?? [:]
         security = try container.decodeIfPresent(SecurityConfig.self, forKey: .security)
         persistence = try container.decodeIfPresent(Persistence.self, forKey: .persistence)

@@ -18,6 +18,16 @@ enum IngressItem: Sendable {
     case status(routingID: [UInt8])
     /// A refused message and why.
     case refused(Refusal)
+    /// A peer that sends heartbeats went silent for the configured number of intervals.
+    case peerDead(source: String, silentFor: Duration)
+}
+
+/// What flowd knows of a sending peer's liveness.
+struct PeerLiveness: Sendable {
+    var lastHeard: ContinuousClock.Instant
+    /// Only peers that send heartbeats can be judged dead by their silence.
+    var sendsHeartbeats = false
+    var isDead = false
 }
 
 /// Who sent an applied message: its (source, sequence), which the journal records.
@@ -147,6 +157,13 @@ final class IngressLoop: Sendable {
     static let maxControlPerBatch = 16
 
     private let curve: CurveKeys
+    /// Silence after which a peer that sends heartbeats is reported dead.
+    private let deadAfter: Duration
+    private let heartbeatInterval: Duration
+    private let livenessStore = Mutex<[String: PeerLiveness]>([:])
+
+    /// The peers heard on ingress, by source id.
+    var liveness: [String: PeerLiveness] { livenessStore.withLock { $0 } }
 
     init(
         context: Context, config: FlowBusConfig, sourceID: String, logger: Logger,
@@ -158,6 +175,8 @@ final class IngressLoop: Sendable {
         self.endpoints = config.endpoints
         self.limits = config.limits
         self.curve = config.curve
+        heartbeatInterval = .milliseconds(config.heartbeatMilliseconds)
+        deadAfter = .milliseconds(config.heartbeatMilliseconds * max(1, config.heartbeatLiveness))
         self.sourceID = sourceID
         self.logger = logger
         (batches, continuation) = AsyncStream.makeStream(of: IngressBatch.self)
@@ -280,6 +299,8 @@ final class IngressLoop: Sendable {
         // One batch is with the coordinator at a time; what arrives meanwhile is held and handed
         // over in one hop when it is done, so a busy coordinator gets bigger batches, not more hops.
         var held = IngressBatch()
+        var peers: [String: PeerLiveness] = [:]
+        var lastLivenessCheck = ContinuousClock.now
         func handOverIfIdle() {
             guard !held.isEmpty, pendingBatches.load(ordering: .acquiring) == 0 else { return }
             pendingBatches.add(1, ordering: .acquiringAndReleasing)
@@ -304,7 +325,8 @@ final class IngressLoop: Sendable {
             poller.setEvents(saturated ? [] : .readable, at: 0)
             poller.setEvents(saturated ? [] : .readable, at: 1)
             do {
-                try poller.poll(timeout: 1000)
+                // Woken at least once per heartbeat interval, to judge silent peers.
+                try poller.poll(timeout: min(1000, Int(heartbeatInterval.components.seconds * 1000 + heartbeatInterval.components.attoseconds / 1_000_000_000_000_000)))
             } catch {
                 if !error.isContextTerminated { logger.error("ingress poll failed: \(error)") }
                 return
@@ -324,6 +346,7 @@ final class IngressLoop: Sendable {
             }
             var tally = Counters()
             var gaps: [String: Gap] = [:]
+            var heard: [String: Bool] = [:]
             defer { if tally.received > 0 || !tally.refused.isEmpty { counterStore.withLock { $0.add(tally) } } }
             do {
                 // Control first: under a steady flood of steps the ingress socket alone would fill
@@ -332,7 +355,7 @@ final class IngressLoop: Sendable {
                     batch.items.append(routeControl(received, tally: &tally))
                 }
                 while held.items.count + batch.items.count < Self.maxBatchSize, try ingress.receive(into: &received, mode: .nonBlocking) {
-                    guard let item = route(received, deduplicator: &deduplicator, acks: &acks, dealtWith: &batch.dealtWith, gaps: &gaps, tally: &tally) else { continue }
+                    guard let item = route(received, deduplicator: &deduplicator, acks: &acks, dealtWith: &batch.dealtWith, gaps: &gaps, heard: &heard, tally: &tally) else { continue }
                     if case .refused(let refusal) = item {
                         // The sender hears of its refusal before the ack that covers it (PROTOCOL 3.3).
                         ownSequence += 1
@@ -359,6 +382,24 @@ final class IngressLoop: Sendable {
                 batch.items.append(refuse(refusal, tally: &tally))
             }
             batch.acks = acks.drain()
+            let now = ContinuousClock.now
+            for (source, wasHeartbeat) in heard {
+                peers[source, default: PeerLiveness(lastHeard: now)].lastHeard = now
+                if wasHeartbeat { peers[source]?.sendsHeartbeats = true }
+                if peers[source]?.isDead == true {
+                    peers[source]?.isDead = false
+                    logger.notice("peer \(source) is heard again")
+                }
+            }
+            if now - lastLivenessCheck >= heartbeatInterval {
+                lastLivenessCheck = now
+                for (source, peer) in peers where peer.sendsHeartbeats && !peer.isDead && now - peer.lastHeard > deadAfter {
+                    peers[source]?.isDead = true
+                    logger.warning("peer \(source) sent nothing for \(now - peer.lastHeard): dead")
+                    batch.items.append(.peerDead(source: source, silentFor: now - peer.lastHeard))
+                }
+                livenessStore.withLock { $0 = peers }
+            }
             // The coordinator sends the acks back once it applied (and committed) the batch.
             held.absorb(batch)
             handOverIfIdle()
@@ -424,7 +465,7 @@ final class IngressLoop: Sendable {
 
     private func route(
         _ received: RoutedFrames, deduplicator: inout Deduplicator, acks: inout AckBatch, dealtWith: inout [String: UInt64],
-        gaps: inout [String: Gap], tally: inout Counters
+        gaps: inout [String: Gap], heard: inout [String: Bool], tally: inout Counters
     ) -> IngressItem? {
         tally.received += 1
         let frames = received.frames
@@ -435,6 +476,12 @@ final class IngressLoop: Sendable {
             return refuse(Refusal(reason: error.reason, detail: error.detail, endpoint: "ingress"), tally: &tally)
         }
         let envelope = header.envelope
+        if header.kind == .heartbeat {
+            // Heartbeats prove a peer alive; they are not numbered, acknowledged or applied.
+            heard[envelope.source] = true
+            return nil
+        }
+        heard[envelope.source] = heard[envelope.source] ?? false
         switch deduplicator.check(source: envelope.source, sequence: envelope.sequence) {
         case .duplicate:
             // A resend of something dealt with: acknowledged again, counted, not applied. Resends
@@ -468,8 +515,6 @@ final class IngressLoop: Sendable {
                 guard case .presentableReport(let report) = try WireMessage.decode(from: frames) else { return nil }
                 tally.accepted += 1
                 return .report(presentableID: report.presentableID, event: report.event, origin: origin)
-            case .heartbeat:
-                return nil
             default:
                 return refuse(Refusal(
                     reason: .unknownKind, detail: "flowd's ingress accepts step, deepLink, presentableReport and heartbeat, not \(header.kind)",

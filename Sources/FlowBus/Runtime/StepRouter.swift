@@ -157,6 +157,12 @@ final class StepRouter {
             coordinator.report(RendererReport(event), for: presentableID)
         case .status(let routingID):
             answerStatus(to: routingID)
+        case .peerDead(let source, let silentFor):
+            let milliseconds = silentFor.components.seconds * 1000 + silentFor.components.attoseconds / 1_000_000_000_000_000
+            publisher.publish(DiagnosticMessage(
+                envelope: publisher.envelope(.diagnostic), reason: .peerDead,
+                message: "\(source) sent nothing for \(milliseconds) ms (its heartbeats stopped)",
+                details: ["source": .string(source), "silent_ms": .int(milliseconds)]))
         case .refused(let refusal):
             var details: WireParams = ["endpoint": .string(refusal.endpoint)]
             if let source = refusal.source { details["source"] = .string(source) }
@@ -288,6 +294,13 @@ final class StepRouter {
                 "duplicates": .int(Int64(counters.duplicates)), "out_of_order": .int(Int64(counters.outOfOrder)),
                 "refused": .map(Dictionary(uniqueKeysWithValues: counters.refused.map { ($0.key.rawValue, WireValue.int(Int64($0.value))) })),
             ]),
+            "peers": .map(Dictionary(uniqueKeysWithValues: ingress.liveness.map { source, peer in
+                let silent = ContinuousClock.now - peer.lastHeard
+                return (source, WireValue.map([
+                    "alive": .bool(!peer.isDead), "heartbeats": .bool(peer.sendsHeartbeats),
+                    "silent_ms": .int(silent.components.seconds * 1000 + silent.components.attoseconds / 1_000_000_000_000_000),
+                ]))
+            })),
             "events": .map([
                 "published": .int(Int64(publisher.published)), "dropped_hwm": .int(Int64(publisher.dropped)),
                 "unsubscribed": .int(Int64(publisher.unwanted)),
