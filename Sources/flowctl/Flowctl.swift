@@ -12,7 +12,8 @@ struct Flowctl: ParsableCommand {
         abstract: "Drive and watch a FlowBus topology.",
         subcommands: [
             StepCommand.self, DeepLinkCommand.self, ReportCommand.self, EchoCommand.self, StatusCommand.self,
-            ReactorActionCommand.self, ReactorStateCommand.self, ReactorEchoStateCommand.self, GraphCommand.self, DoctorCommand.self, KeygenCommand.self,
+            ReactorActionCommand.self, ReactorStateCommand.self, ReactorEchoStateCommand.self,
+            LaunchCommand.self, GraphCommand.self, DoctorCommand.self, KeygenCommand.self,
         ]
     )
 }

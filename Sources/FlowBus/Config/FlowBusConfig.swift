@@ -29,10 +29,14 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     /// Where the coordinator journals what it applies, so a restart loses nothing acknowledged;
     /// nil: nothing is persisted. See `docs/RELIABILITY.md`.
     public var persistence: Persistence?
+    /// The processes `flowctl launch FILE` starts, in the order written; nil: no `launch:` section.
+    /// Nothing else reads it. See ``LaunchSpec``.
+    public var launch: [LaunchSpec]?
 
     enum CodingKeys: String, CodingKey {
         case endpoints, limits, coordinator, flows, heartbeatMilliseconds, reactors, security
         case persistence, heartbeatLiveness
+        case launch
     }
 
     /// A reactor host process's endpoints and the reactor ids it serves.
@@ -134,6 +138,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         reactors = try container.decodeIfPresent([String: ReactorHostSpec].self, forKey: .reactors) ?? [:]
         security = try container.decodeIfPresent(SecurityConfig.self, forKey: .security)
         persistence = try container.decodeIfPresent(Persistence.self, forKey: .persistence)
+        launch = try container.decodeIfPresent([LaunchSpec].self, forKey: .launch)
     }
 }
 
