@@ -68,7 +68,7 @@ struct CancellationTests {
             }.cancellable(id: 42))
         store.cancel(id: 42)
         try await cancelled.wait()
-        store.send(.just("after"))
+        await store.sendAndWait(.just("after"))
         #expect(store.currentState == ["after"])
     }
 

@@ -80,7 +80,8 @@ struct RuleTests {
         #expect(failure as? Boom == Boom())
         #expect(try await take(1, from: &states) == [["a"]])
 
-        store.send(.just("b"))
+        // The failed stream's task may still be leaving the serial queue: wait for "b" itself.
+        await store.sendAndWait(.just("b"))
         #expect(store.currentState == ["a", "b"])
         #expect(try await take(1, from: &states) == [["a", "b"]])
 
@@ -385,7 +386,8 @@ struct RuleTests {
         store.send("local")
         input.yield("login")
         #expect(try await take(2, from: &states) == [["local"], ["local", "global:login"]])
-        store.send("local2")
+        // The global stream's task may still hold the serial queue: wait for this action itself.
+        await store.sendAndWait("local2")
         #expect(store.currentState == ["local", "global:login", "local2"])
     }
 }
