@@ -155,7 +155,26 @@ struct BadInputTests {
         #expect(dropped == Int64(floodSize))
     }
 
-    @Test("An over-size frame is refused before it is allocated, and flowd keeps serving")
+    @Test("A frame over the configured limit is refused as oversize with a diagnostic, and counted")
+    func oversizeReported() throws {
+        let topology = try demoTopology()
+        try topology.startFlowd()
+        let events = try topology.subscribe(["diag/"])
+        let context = try ZeroMQ.Context(defaultLinger: 500)
+        let raw = try context.socket(.dealer)
+        try raw.connect(topology.config.endpoints.ingress)
+        var frames = stepFrames("apikey", "apiKeyIsComplete")
+        frames[3] = [UInt8](repeating: 0x41, count: topology.config.limits.maxMessageBytes + 1)
+        try raw.send(message: frames)
+        guard case .diagnostic(let diagnostic)? = try events.collect(1).first else {
+            Issue.record("no diagnostic for an over-size frame")
+            return
+        }
+        #expect(diagnostic.reason == .oversize)
+        #expect(try topology.status()["ingress"]?.mapValue?["refused"]?.mapValue?["oversize"]?.intValue == 1)
+    }
+
+    @Test("A frame far over the limit is cut off by libzmq before it is allocated, and flowd keeps serving")
     func oversize() throws {
         let topology = try demoTopology()
         try topology.startFlowd()

@@ -157,6 +157,15 @@ final class IngressLoop: Sendable {
     static let maxControlPerBatch = 16
 
     private let curve: CurveKeys
+    /// The configured limits, checked by the decoders: a frame over them is refused as `oversize`.
+    private let wireLimits: WireLimits
+
+    /// libzmq's own limit, above the configured one: a frame between the two reaches FlowBus and is
+    /// refused with an `oversize` diagnostic; only a larger one is cut off (the peer disconnected)
+    /// before it is allocated.
+    static func hardCeiling(_ limits: FlowBusConfig.Limits) -> Int64 {
+        Int64(limits.maxMessageBytes) * 4
+    }
     /// Silence after which a peer that sends heartbeats is reported dead.
     private let deadAfter: Duration
     private let heartbeatInterval: Duration
@@ -175,6 +184,7 @@ final class IngressLoop: Sendable {
         self.endpoints = config.endpoints
         self.limits = config.limits
         self.curve = config.curve
+        wireLimits = WireLimits(maxFrameBytes: config.limits.maxMessageBytes)
         heartbeatInterval = .milliseconds(config.heartbeatMilliseconds)
         deadAfter = .milliseconds(config.heartbeatMilliseconds * max(1, config.heartbeatLiveness))
         self.sourceID = sourceID
@@ -198,7 +208,7 @@ final class IngressLoop: Sendable {
             do {
                 ingress = try context.socket(.router)
                 try ingress.setOptions([
-                    .maxMessageSize(Int64(limits.maxMessageBytes)),
+                    .maxMessageSize(Self.hardCeiling(limits)),
                     .receiveHighWaterMark(Int32(clamping: limits.highWaterMark)),
                     .sendHighWaterMark(Int32(clamping: limits.highWaterMark)),
                     .linger(0),
@@ -207,7 +217,7 @@ final class IngressLoop: Sendable {
                 try ingress.bind(endpoints.ingress)
                 restrictPermissions(ofIPCEndpoint: endpoints.ingress)
                 control = try context.socket(.router)
-                try control.setOptions([.maxMessageSize(Int64(limits.maxMessageBytes)), .linger(0)])
+                try control.setOptions([.maxMessageSize(Self.hardCeiling(limits)), .linger(0)])
                 try curve.secureServer(control, endpoint: endpoints.control)
                 try control.bind(endpoints.control)
                 restrictPermissions(ofIPCEndpoint: endpoints.control)
@@ -471,7 +481,7 @@ final class IngressLoop: Sendable {
         let frames = received.frames
         let header: RoutedHeader
         do {
-            header = try RoutedHeader.decode(from: frames)
+            header = try RoutedHeader.decode(from: frames, limits: wireLimits)
         } catch {
             return refuse(Refusal(reason: error.reason, detail: error.detail, endpoint: "ingress"), tally: &tally)
         }
@@ -504,7 +514,7 @@ final class IngressLoop: Sendable {
         do {
             switch header.kind {
             case .step, .deepLink:
-                let view = try NamedMessageView.decode(from: frames, header: header)
+                let view = try NamedMessageView.decode(from: frames, header: header, limits: wireLimits)
                 let step = CanonicalStep(view.name, try view.params.decodeParams())
                 tally.accepted += 1
                 if header.kind == .step {
@@ -529,7 +539,7 @@ final class IngressLoop: Sendable {
 
     private func routeControl(_ received: RoutedFrames, tally: inout Counters) -> IngressItem {
         do {
-            let header = try RoutedHeader.decode(from: received.frames)
+            let header = try RoutedHeader.decode(from: received.frames, limits: wireLimits)
             guard header.kind == .statusRequest else {
                 return refuse(Refusal(
                     reason: .unknownKind, detail: "flowd's control endpoint answers statusRequest only, not \(header.kind)",
