@@ -7,22 +7,34 @@ public final class ManagedProcess: @unchecked Sendable {
     private let lock = NSLock()
     /// A name for messages, e.g. `flowd`.
     public let name: String
-    /// Where standard output and error go.
+    /// Where standard output goes (and standard error, unless ``errorURL`` differs).
     public let outputURL: URL
+    /// Where standard error goes: ``outputURL``, unless the process was started with its own file for it.
+    public let errorURL: URL
 
     /// Starts `executable` with `arguments` and `environment` added to this process's own.
-    public init(name: String, executable: URL, arguments: [String], environment: [String: String] = [:], outputURL: URL) throws {
+    ///
+    /// Standard output and error go to `outputURL`, or error to `errorURL` if given. The process
+    /// runs in `currentDirectory` if given, else in this process's working directory.
+    public init(
+        name: String, executable: URL, arguments: [String], environment: [String: String] = [:], outputURL: URL,
+        errorURL: URL? = nil, currentDirectory: URL? = nil
+    ) throws {
         self.name = name
         self.outputURL = outputURL
-        guard FileManager.default.createFile(atPath: outputURL.path, contents: nil) else {
-            throw HarnessError("cannot create \(outputURL.path) for \(name)'s output")
+        self.errorURL = errorURL ?? outputURL
+        let files = errorURL == nil ? [outputURL] : [outputURL, self.errorURL]
+        for url in files where !FileManager.default.createFile(atPath: url.path, contents: nil) {
+            throw HarnessError("cannot create \(url.path) for \(name)'s output")
         }
         let output = try FileHandle(forWritingTo: outputURL)
+        let errorOutput = errorURL == nil ? output : try FileHandle(forWritingTo: self.errorURL)
         process.executableURL = executable
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        if let currentDirectory { process.currentDirectoryURL = currentDirectory }
         process.standardOutput = output
-        process.standardError = output
+        process.standardError = errorOutput
         process.standardInput = FileHandle.nullDevice
         do {
             try process.run()
@@ -41,9 +53,19 @@ public final class ManagedProcess: @unchecked Sendable {
     /// Whether it is still running.
     public var isRunning: Bool { lock.withLock { process.isRunning } }
 
-    /// Everything it printed so far.
+    /// Everything it printed so far (to standard output only, if standard error has its own file).
     public var output: String {
         (try? String(contentsOf: outputURL, encoding: .utf8)) ?? ""
+    }
+
+    /// Everything it wrote to standard error so far (the same as ``output`` unless it has its own file).
+    public var errorOutput: String {
+        (try? String(contentsOf: errorURL, encoding: .utf8)) ?? ""
+    }
+
+    /// Its exit status once it has exited by itself; `nil` while it runs or if a signal ended it.
+    public var exitStatus: Int32? {
+        lock.withLock { !process.isRunning && process.terminationReason == .exit ? process.terminationStatus : nil }
     }
 
     /// Sends SIGTERM and waits up to `timeout` for a clean exit.
@@ -72,6 +94,27 @@ public final class ManagedProcess: @unchecked Sendable {
             Thread.sleep(forTimeInterval: 0.01)
         }
         return nil
+    }
+}
+
+extension ManagedProcess {
+    /// Starts `executable` in `directory`, with standard output and error in two files there
+    /// (`<name>-<random>.out`, `.err`; spaces and slashes in `name` become dashes).
+    public convenience init(
+        name: String, executable: URL, arguments: [String], environment: [String: String] = [:], in directory: URL
+    ) throws {
+        let stem = name.replacingOccurrences(of: " ", with: "-").replacingOccurrences(of: "/", with: "-")
+            + "-" + String(UInt32.random(in: 0 ... .max), radix: 16)
+        try self.init(
+            name: name, executable: executable, arguments: arguments, environment: environment,
+            outputURL: directory.appendingPathComponent(stem + ".out"), errorURL: directory.appendingPathComponent(stem + ".err"),
+            currentDirectory: directory)
+    }
+
+    /// Starts `python3` (the one on `PATH`) with `arguments`, as ``init(name:executable:arguments:environment:in:)`` does.
+    public static func python3(name: String, arguments: [String], in directory: URL) throws -> ManagedProcess {
+        try ManagedProcess(
+            name: name, executable: URL(fileURLWithPath: "/usr/bin/env"), arguments: ["python3"] + arguments, in: directory)
     }
 }
 

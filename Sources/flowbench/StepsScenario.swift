@@ -20,7 +20,7 @@ import ZeroMQ
 /// the step envelopes are numbered 1, 2, 3… since flowd drops a (source, sequence) it has
 /// seen. Each measurement (throughput, latency) gets a fresh flowd, as the raw two-hop path
 /// gets a fresh forwarder.
-struct StepsScenario: Scenario {
+struct StepsScenario: DaemonPathScenario {
     static let key = "steps"
     static let flowName = "BenchFlow"
 
@@ -28,103 +28,26 @@ struct StepsScenario: Scenario {
     var path: String { "stepper DEALER → flowd (ROUTER → flow → XPUB) → SUB nav/did/, step in, didNavigate out" }
     var baseline: ScenarioID? { .rawTwoHop }
 
-    func preflight(config: BenchConfig) throws {
-        _ = try Self.flowdExecutable(config: config)
+    // MARK: The daemon path
+
+    static var daemon: DaemonExecutable {
+        DaemonExecutable(
+            name: "flowd", scenario: key, explicitPath: \.flowdPath,
+            buildHint: "swift build -c release --product flowbench --product flowd", builds: "both",
+            otherScenarios: "one_hop two_hop reactor")
     }
+    var frames: Int { 6 }
+    var senderShape: FrameShape { .step }
+    var subscription: String { Topic.didNavigate(Self.flowName) }
+    var receiverSequence: SequenceField { .params }
 
-    func run(on bench: Bench) throws -> Measurement {
-        let flowd = try Self.flowdExecutable(config: bench.config)
-        let throughput = try measure(.throughput, flowd: flowd, on: bench)
-        let latency = try measure(.latency, flowd: flowd, on: bench)
-        let elapsed = Double(throughput.receiver.firstToLastNanoseconds) / 1e9
-        return Measurement(
-            messageBytes: throughput.receiver.bytesPerMessage,
-            frames: 6,
-            throughputPerSecond: elapsed > 0 ? Double(throughput.receiver.received) / elapsed : nil,
-            senderPerSecond: throughput.sender.elapsedNanoseconds.map { Double(throughput.sender.sent) / (Double($0) / 1e9) },
-            latency: latency.sender.latency,
-            lost: throughput.receiver.lost, latencyLost: latency.sender.lost)
-    }
-
-    // MARK: Finding flowd
-
-    /// `--flowd`, else `flowd` in flowbench's own directory (both are products of the package,
-    /// so a build puts them side by side).
-    static func flowdExecutable(config: BenchConfig) throws -> String {
-        let buildHint = "swift build -c release --product flowbench --product flowd"
-        if let explicit = config.flowdPath {
-            guard FileManager.default.isExecutableFile(atPath: explicit) else {
-                throw BenchError("--flowd \(explicit) is not an executable file",
-                                 fix: "point --flowd at a built flowd, e.g. .build/release/flowd (build it with `\(buildHint)`)")
-            }
-            return explicit
-        }
-        let directory = URL(fileURLWithPath: try selfExecutablePath()).deletingLastPathComponent().path
-        let candidate = "\(directory)/flowd"
-        guard FileManager.default.isExecutableFile(atPath: candidate) else {
-            throw BenchError(
-                "the steps scenario needs flowd, and there is none beside flowbench (\(candidate))",
-                fix: "build both with `\(buildHint)` (same -c and --scratch-path as flowbench), pass --flowd PATH, or skip it with --only one_hop two_hop reactor")
-        }
-        return candidate
-    }
-
-    // MARK: One measurement
-
-    private func measure(_ mode: MeasureMode, flowd executable: String, on bench: Bench) throws -> (sender: SenderReport, receiver: ReceiverReport) {
-        let run = bench.nextRun()
-        let config = bench.config
-        defer { bench.stopAll() }
-        let hwm = ["--hwm", String(config.highWaterMark)]
-        let expected = mode == .throughput ? config.messages : config.latencyWarmup + config.latencySamples
-
+    func daemonRun(_ run: String, on bench: Bench) throws -> DaemonRun {
         let endpoints = try flowdEndpoints(run: run, on: bench)
-        let configPath = "\(bench.directory)/\(run)-flowd.yaml"
-        do {
-            try flowdConfig(endpoints: endpoints, highWaterMark: config.highWaterMark)
-                .write(toFile: configPath, atomically: true, encoding: .utf8)
-        } catch {
-            throw BenchError("cannot write the flowd config \(configPath): \(error)", fix: "set TMPDIR to a writable directory")
-        }
-        let flowd = try bench.spawnProcess(
-            "\(run)-flowd", executable: executable, arguments: ["--config", configPath, "--log-level", config.flowdLogLevel]
-        ) { _ in try Self.isReady(control: endpoints.control, context: bench.context) }
-
-        do {
-            var receiverArguments = ["--mode", mode.rawValue, "--messages", String(expected),
-                                     "--idle-timeout", String(config.idleTimeoutMilliseconds),
-                                     "--input", "sub", "--endpoint", endpoints.events,
-                                     "--subscribe", Topic.didNavigate(Self.flowName), "--sequence-in", "params"] + hwm
-            if mode == .latency { receiverArguments += ["--ack-bind", bench.bindEndpoint("\(run)-ack")] }
-            let receiver = "\(run)-receiver"
-            let receiverEndpoints = try bench.spawnPeer(receiver, role: .receiver, arguments: receiverArguments)
-
-            var senderArguments = ["--connect", endpoints.ingress, "--mode", mode.rawValue, "--shape", FrameShape.step.rawValue,
-                                   "--sequence-in", "params"] + hwm
-            switch mode {
-            case .throughput: senderArguments += ["--messages", String(config.messages)]
-            case .latency:
-                guard let ack = receiverEndpoints["ack"] else {
-                    throw BenchError("the receiver did not report its ack endpoint", fix: "this is a bug in flowbench")
-                }
-                senderArguments += ["--messages", String(config.latencySamples), "--warmup", String(config.latencyWarmup),
-                                    "--ack-connect", ack]
-            }
-            let sender = "\(run)-sender"
-            try bench.spawnPeer(sender, role: .sender, arguments: senderArguments)
-
-            // Probes (withMovieId 0) go through flowd until the receiver sees their didNavigate.
-            try bench.send(sender, "prime")
-            _ = try bench.waitFor("primed", from: receiver, timeout: 15)
-            try bench.send(sender, "go")
-            let timeout = 30 + Double(expected) / 2_000
-            let senderReport = try bench.result(SenderReport.self, from: sender, timeout: timeout)
-            let receiverReport = try bench.result(ReceiverReport.self, from: receiver, timeout: timeout)
-            return (senderReport, receiverReport)
-        } catch {
-            FileHandle.standardError.write(Data("flowbench: \(flowd.name) output (\(flowd.logPath)):\n\(flowd.output())\n".utf8))
-            throw error
-        }
+        return DaemonRun(
+            configFile: "flowd.yaml", config: flowdConfig(endpoints: endpoints, highWaterMark: bench.config.highWaterMark),
+            arguments: ["--log-level", bench.config.flowdLogLevel], senderEndpoint: endpoints.ingress,
+            receiverEndpoint: endpoints.events,
+            isReady: { try Self.isReady(control: endpoints.control, context: bench.context) })
     }
 
     // MARK: flowd's config

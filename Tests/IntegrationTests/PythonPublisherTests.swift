@@ -1,3 +1,4 @@
+import FlowBusTesting
 import FlowBusWire
 import Foundation
 import Testing
@@ -11,23 +12,38 @@ import ZeroMQ
 struct PythonPublisherTests {
     static let script = Locations.file("docs/examples/publish_step.py").path
 
+    /// A ROUTER bound in a fresh directory, standing in for flowd's ingress.
+    struct Ingress {
+        let directory: TemporaryDirectory
+        let endpoint: String
+        let context: Context
+        let router: Socket
+
+        init(_ socketName: String = "ingress.sock") throws {
+            directory = try TemporaryDirectory()
+            endpoint = directory.ipcEndpoint(socketName)
+            context = try Context(defaultLinger: 0)
+            router = try context.socket(.router)
+            try router.bind(endpoint)
+        }
+
+        /// Starts publish_step.py against this ingress with `arguments` after the endpoint.
+        func publish(_ arguments: [String]) throws -> ManagedProcess {
+            try ManagedProcess.python3(
+                name: "publish_step.py", arguments: [PythonPublisherTests.script, endpoint] + arguments, in: directory.url)
+        }
+    }
+
     @Test("publishes a step with typed JSON params and prints the ack")
     func publishesStepAndPrintsAck() throws {
-        let directory = try TemporaryDirectory()
-        let endpoint = directory.ipcEndpoint("ingress.sock")
-        let context = try Context(defaultLinger: 0)
-        let router = try context.socket(.router)
-        try router.bind(endpoint)
-
-        let publisher = try ChildProcess.python(
-            "publish_step.py",
-            [
-                Self.script, endpoint, "movie-list", "moviePicked", "withMovieId=23452", "title=Heat", "rating=4.5",
-                "adult=false", "cast:=[\"De Niro\",\"Pacino\"]", "--timeout", "30",
-            ], directory: directory)
+        let ingress = try Ingress()
+        let publisher = try ingress.publish([
+            "movie-list", "moviePicked", "withMovieId=23452", "title=Heat", "rating=4.5", "adult=false",
+            "cast:=[\"De Niro\",\"Pacino\"]", "--timeout", "30",
+        ])
         defer { publisher.stop() }
 
-        let frames = try receive(router, within: .seconds(30), from: publisher, what: "the step")
+        let frames = try receive(ingress.router, within: .seconds(30), from: publisher, what: "the step")
         let routingID = frames[0]
         let buffer = FrameBuffer(frames: Array(frames.dropFirst()))
         let message = try WireMessage.decode(from: buffer)
@@ -53,7 +69,7 @@ struct PythonPublisherTests {
         let ack = Ack(
             envelope: Envelope(kind: .ack, sequence: 1, source: "it-ingress#1"),
             acknowledgedSource: step.envelope.source, acknowledgedSequence: 1)
-        try router.send(message: [routingID] + ack.frames())
+        try ingress.router.send(message: [routingID] + ack.frames())
 
         publisher.expectExit(0)
         #expect(publisher.stdoutLines.contains("ack from it-ingress#1: \(step.envelope.source) seq=1"), "\(publisher.transcript)")
@@ -62,18 +78,11 @@ struct PythonPublisherTests {
 
     @Test("a step without params has an empty params frame and content type 0")
     func publishesStepWithoutParams() throws {
-        let directory = try TemporaryDirectory()
-        let endpoint = directory.ipcEndpoint("ingress.sock")
-        let context = try Context(defaultLinger: 0)
-        let router = try context.socket(.router)
-        try router.bind(endpoint)
-
-        let publisher = try ChildProcess.python(
-            "publish_step.py", [Self.script, endpoint, "movie/42", "settings", "--source", "tool#7", "--timeout", "30"],
-            directory: directory)
+        let ingress = try Ingress()
+        let publisher = try ingress.publish(["movie/42", "settings", "--source", "tool#7", "--timeout", "30"])
         defer { publisher.stop() }
 
-        let frames = try receive(router, within: .seconds(30), from: publisher, what: "the step")
+        let frames = try receive(ingress.router, within: .seconds(30), from: publisher, what: "the step")
         let buffer = FrameBuffer(frames: Array(frames.dropFirst()))
         guard case .step(let step) = try WireMessage.decode(from: buffer) else {
             Issue.record("expected a step")
@@ -89,24 +98,17 @@ struct PythonPublisherTests {
         let ack = Ack(
             envelope: Envelope(kind: .ack, sequence: 1, source: "it-ingress#1"), acknowledgedSource: "tool#7",
             acknowledgedSequence: 1)
-        try router.send(message: [frames[0]] + ack.frames())
+        try ingress.router.send(message: [frames[0]] + ack.frames())
         publisher.expectExit(0)
     }
 
     @Test("a refusal (diagnostic, then ack) is printed and exits 1")
     func refusedStepExitsOne() throws {
-        let directory = try TemporaryDirectory()
-        let endpoint = directory.ipcEndpoint("ingress.sock")
-        let context = try Context(defaultLinger: 0)
-        let router = try context.socket(.router)
-        try router.bind(endpoint)
-
-        let publisher = try ChildProcess.python(
-            "publish_step.py", [Self.script, endpoint, "movie-list", "moviePicked", "withMovieId=1", "--timeout", "30"],
-            directory: directory)
+        let ingress = try Ingress()
+        let publisher = try ingress.publish(["movie-list", "moviePicked", "withMovieId=1", "--timeout", "30"])
         defer { publisher.stop() }
 
-        let frames = try receive(router, within: .seconds(30), from: publisher, what: "the step")
+        let frames = try receive(ingress.router, within: .seconds(30), from: publisher, what: "the step")
         let header = try RoutedHeader.decode(from: FrameBuffer(frames: Array(frames.dropFirst())))
         let source = header.envelope.source
         // An unrelated ack first: the script must keep waiting for its own.
@@ -121,7 +123,7 @@ struct PythonPublisherTests {
             envelope: Envelope(kind: .ack, sequence: 3, source: "it-ingress#1"), acknowledgedSource: source,
             acknowledgedSequence: 1)
         for reply in [try otherAck.frames(), try diagnostic.frames(), try ack.frames()] {
-            try router.send(message: [frames[0]] + reply)
+            try ingress.router.send(message: [frames[0]] + reply)
         }
 
         publisher.expectExit(1)
@@ -131,18 +133,11 @@ struct PythonPublisherTests {
 
     @Test("no ack within the timeout exits 3 and says what to check")
     func noAckExitsThree() throws {
-        let directory = try TemporaryDirectory()
-        let endpoint = directory.ipcEndpoint("silent.sock")
-        let context = try Context(defaultLinger: 0)
-        let router = try context.socket(.router)
-        try router.bind(endpoint)
-
-        let publisher = try ChildProcess.python(
-            "publish_step.py", [Self.script, endpoint, "movie-list", "moviePicked", "--timeout", "0.3"],
-            directory: directory)
+        let ingress = try Ingress("silent.sock")
+        let publisher = try ingress.publish(["movie-list", "moviePicked", "--timeout", "0.3"])
         defer { publisher.stop() }
         // The step arrives; nobody answers it.
-        _ = try receive(router, within: .seconds(30), from: publisher, what: "the step")
+        _ = try receive(ingress.router, within: .seconds(30), from: publisher, what: "the step")
         publisher.expectExit(3)
         #expect(publisher.stderr.contains("no ack within 0.3 s"))
     }
@@ -156,8 +151,8 @@ struct PythonPublisherTests {
     ])
     func badArgumentsExitTwo(arguments: [String], message: String) throws {
         let directory = try TemporaryDirectory()
-        let publisher = try ChildProcess.python(
-            "publish_step.py", [Self.script, directory.ipcEndpoint("unused.sock")] + arguments, directory: directory)
+        let publisher = try ManagedProcess.python3(
+            name: "publish_step.py", arguments: [Self.script, directory.ipcEndpoint("unused.sock")] + arguments, in: directory.url)
         defer { publisher.stop() }
         publisher.expectExit(2)
         #expect(publisher.stderr.contains(message), "\(publisher.transcript)")
@@ -176,12 +171,12 @@ struct PythonPublisherTests {
             golden = open(sys.argv[2]).read().split("\\n")[:-1]
             sys.exit(0 if [f.hex() for f in frames] == golden else 1)
             """
-        let check = try ChildProcess.python(
-            "import publish_step",
-            [
+        let check = try ManagedProcess.python3(
+            name: "import publish_step",
+            arguments: [
                 "-c", code, Locations.file("docs/examples").path,
                 Locations.file("Tests/FlowBusWireTests/Fixtures/step-moviePicked-json.hex").path,
-            ], directory: directory)
+            ], in: directory.url)
         defer { check.stop() }
         check.expectExit(0)
     }
@@ -193,8 +188,8 @@ struct PythonGoldenVectorTests {
     @Test("Fixtures/check.py rebuilds every golden vector")
     func checkPyPasses() throws {
         let directory = try TemporaryDirectory()
-        let checker = try ChildProcess.python(
-            "check.py", [Locations.file("Tests/FlowBusWireTests/Fixtures/check.py").path], directory: directory)
+        let checker = try ManagedProcess.python3(
+            name: "check.py", arguments: [Locations.file("Tests/FlowBusWireTests/Fixtures/check.py").path], in: directory.url)
         defer { checker.stop() }
         checker.expectExit(0, within: .seconds(60))
         #expect(checker.stdout.contains("ok step-moviePicked-json"), "\(checker.transcript)")

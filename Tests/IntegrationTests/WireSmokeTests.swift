@@ -1,3 +1,4 @@
+import FlowBusTesting
 import FlowBusWire
 import Foundation
 import Testing
@@ -6,10 +7,10 @@ import ZeroMQ
 /// The built `wire-smoke` executables (listen + send) as real processes.
 @Suite("wire-smoke processes", .serialized)
 struct WireSmokeTests {
-    func smoke(_ name: String, _ arguments: [String], in directory: TemporaryDirectory) throws -> ChildProcess {
-        try ChildProcess(
-            "wire-smoke \(name)", executable: try Locations.product("wire-smoke"), arguments: [name] + arguments,
-            directory: directory)
+    func smoke(_ name: String, _ arguments: [String], in directory: TemporaryDirectory) throws -> ManagedProcess {
+        try ManagedProcess(
+            name: "wire-smoke \(name)", executable: try BuiltProducts.executable("wire-smoke"), arguments: [name] + arguments,
+            in: directory.url)
     }
 
     @Test("listen receives an FBV step and a JSON step from send, prints and acknowledges them")
@@ -33,7 +34,7 @@ struct WireSmokeTests {
             ], in: directory)
         defer { json.stop() }
         json.expectExit(0)
-        if fbv.waitForExit(timeout: .zero) != 0 || json.waitForExit(timeout: .zero) != 0 { listener.stop() }
+        if fbv.exitStatus(within: .zero) != 0 || json.exitStatus(within: .zero) != 0 { listener.stop() }
         listener.expectExit(0)
 
         #expect(
@@ -162,15 +163,15 @@ struct WireSmokeTests {
         let endpoint = directory.ipcEndpoint("smoke.sock")
         let listener = try smoke("listen", ["--endpoint", endpoint, "--timeout", "60"], in: directory)
         defer { listener.stop() }
-        let publisher = try ChildProcess.python(
-            "publish_step.py",
-            [
+        let publisher = try ManagedProcess.python3(
+            name: "publish_step.py",
+            arguments: [
                 Locations.file("docs/examples/publish_step.py").path, endpoint, "movie-list", "moviePicked",
                 "withMovieId=23452", "score=0.5", "--source", "py#1", "--timeout", "30",
-            ], directory: directory)
+            ], in: directory.url)
         defer { publisher.stop() }
         publisher.expectExit(0)
-        if publisher.waitForExit(timeout: .zero) != 0 { listener.stop() }  // no step is coming: don't wait
+        if publisher.exitStatus(within: .zero) != 0 { listener.stop() }  // no step is coming: don't wait
         listener.expectExit(0)
         #expect(
             listener.stdoutLines == [

@@ -1,3 +1,4 @@
+import FlowBusTesting
 import Foundation
 import Testing
 
@@ -9,99 +10,39 @@ import Musl
 import Darwin
 #endif
 
-/// A failure with a message that says what went wrong and, where it can, how to fix it.
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
-/// A real child process whose stdout and stderr go to files (no pipe can fill up and block it).
-///
-/// Every wait is bounded; ``stop()`` (also called on deinit) kills a process still running, so a
-/// failing test never leaves one behind.
-final class ChildProcess {
-    /// A short name for messages, e.g. `wire-smoke listen`.
-    let name: String
-    private let process = Process()
-    private let stdoutURL: URL
-    private let stderrURL: URL
-
-    /// Starts `executable` with `arguments`; output files go to `directory`.
-    init(_ name: String, executable: URL, arguments: [String], directory: TemporaryDirectory) throws {
-        self.name = name
-        let fileStem = name.replacingOccurrences(of: " ", with: "-") + "-" + String(UInt32.random(in: 0 ... .max), radix: 16)
-        stdoutURL = directory.url.appendingPathComponent(fileStem + ".out")
-        stderrURL = directory.url.appendingPathComponent(fileStem + ".err")
-        for url in [stdoutURL, stderrURL] where !FileManager.default.createFile(atPath: url.path, contents: nil) {
-            throw TestFailure("cannot create \(url.path)")
-        }
-        process.executableURL = executable
-        process.arguments = arguments
-        process.currentDirectoryURL = directory.url
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = try FileHandle(forWritingTo: stdoutURL)
-        process.standardError = try FileHandle(forWritingTo: stderrURL)
-        do {
-            try process.run()
-        } catch {
-            throw TestFailure("cannot start \(name) (\(executable.path)): \(error)")
-        }
-    }
-
-    /// Starts `python3` with `arguments`.
-    static func python(_ name: String, _ arguments: [String], directory: TemporaryDirectory) throws -> ChildProcess {
-        try ChildProcess(
-            name, executable: URL(fileURLWithPath: "/usr/bin/env"), arguments: ["python3"] + arguments,
-            directory: directory)
-    }
-
-    deinit { stop() }
-
-    var isRunning: Bool { process.isRunning }
-
+/// What the tests need of a process beyond FlowBusTesting's ``ManagedProcess``: bounded waits that
+/// stop a process still running, exit status expectations, and stdout and stderr read apart
+/// (start it with its own error file, e.g. ``ManagedProcess/init(name:executable:arguments:environment:in:)``).
+extension ManagedProcess {
     /// Waits at most `timeout` for the process to exit; returns its exit status, or `nil` if it
-    /// had to be killed (it is killed then) or died from a signal.
+    /// had to be stopped (it is stopped then) or died from a signal.
     @discardableResult
-    func waitForExit(timeout: Duration) -> Int32? {
-        let clock = ContinuousClock()
-        let deadline = clock.now + timeout
-        while process.isRunning && clock.now < deadline {
-            Thread.sleep(forTimeInterval: 0.01)
-        }
-        if process.isRunning {
+    func exitStatus(within timeout: Duration) -> Int32? {
+        if waitForExit(timeout: timeout) == nil && isRunning {
             stop()
             return nil
         }
-        return process.terminationReason == .exit ? process.terminationStatus : nil
+        return exitStatus
     }
 
     /// Waits for the exit and fails with the process's output if the status is not `expected`.
     func expectExit(_ expected: Int32, within timeout: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation) {
-        let status = waitForExit(timeout: timeout)
+        let status = exitStatus(within: timeout)
         #expect(
             status == expected,
             "\(name) exited with \(status.map(String.init) ?? "no status (killed after \(timeout) or by a signal)"), \(expected) expected\n\(transcript)",
             sourceLocation: sourceLocation)
     }
 
-    /// Kills the process if it still runs (SIGTERM, then SIGKILL) and reaps it, within 5 s.
+    /// Stops the process if it still runs (SIGTERM, then SIGKILL after 2 s) and reaps it.
     func stop() {
-        guard process.isRunning else { return }
-        process.terminate()
-        let clock = ContinuousClock()
-        let deadline = clock.now + .seconds(2)
-        while process.isRunning && clock.now < deadline { Thread.sleep(forTimeInterval: 0.01) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            let hardDeadline = clock.now + .seconds(3)
-            while process.isRunning && clock.now < hardDeadline { Thread.sleep(forTimeInterval: 0.01) }
-        }
+        terminate(timeout: .seconds(2))
     }
 
     /// Everything written to stdout so far.
-    var stdout: String { (try? String(contentsOf: stdoutURL, encoding: .utf8)) ?? "" }
+    var stdout: String { output }
     /// Everything written to stderr so far.
-    var stderr: String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
+    var stderr: String { errorOutput }
     /// The stdout lines so far.
     var stdoutLines: [String] { stdout.split(separator: "\n").map(String.init) }
     /// Both outputs, for failure messages.
@@ -117,7 +58,7 @@ final class TemporaryDirectory {
     init() throws {
         var template = Array("/tmp/flowbus-it.XXXXXX".utf8CString)
         guard let created = mkdtemp(&template) else {
-            throw TestFailure("mkdtemp failed: errno \(errno)")
+            throw HarnessError("mkdtemp failed: errno \(errno)")
         }
         url = URL(fileURLWithPath: String(cString: created), isDirectory: true)
     }
@@ -128,7 +69,7 @@ final class TemporaryDirectory {
     deinit { try? FileManager.default.removeItem(at: url) }
 }
 
-/// Where things are: the package root, the built executables, python3.
+/// Where things are: the package root and its files.
 enum Locations {
     /// The package root: the nearest ancestor of this file with a Package.swift.
     static let packageRoot: URL = {
@@ -146,62 +87,22 @@ enum Locations {
     static func file(_ relativePath: String) -> URL {
         packageRoot.appendingPathComponent(relativePath)
     }
-
-    /// An executable product of this package, built beside the test bundle.
-    ///
-    /// SwiftPM puts products and the test bundle in one directory (`.build/<triple>/debug`; on
-    /// Linux the bundle is the running executable, on macOS it is a bundle directory around it),
-    /// so this walks up from the running executable. `FLOWBUS_BIN_DIR` overrides it;
-    /// `<root>/.build/debug` is the last resort.
-    static func product(_ name: String) throws -> URL {
-        var candidates: [URL] = []
-        if let override = ProcessInfo.processInfo.environment["FLOWBUS_BIN_DIR"] {
-            candidates.append(URL(fileURLWithPath: override))
-        }
-        var directory = runningExecutable.deletingLastPathComponent()
-        for _ in 0..<4 where directory.path != "/" {
-            candidates.append(directory)
-            directory.deleteLastPathComponent()
-        }
-        candidates.append(packageRoot.appendingPathComponent(".build/debug"))
-        for candidate in candidates {
-            let path = candidate.appendingPathComponent(name).path
-            if FileManager.default.isExecutableFile(atPath: path) { return URL(fileURLWithPath: path) }
-        }
-        throw TestFailure(
-            "the \(name) executable is not built (looked in \(candidates.map(\.path).joined(separator: ", "))). "
-                + "Build it with `swift build --product \(name)` or `swift build --build-tests`, or set FLOWBUS_BIN_DIR.")
-    }
-
-    /// The test process's own executable, symlinks resolved.
-    static var runningExecutable: URL {
-        #if os(Linux)
-        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = buffer.withUnsafeMutableBufferPointer { pointer in
-            pointer.withMemoryRebound(to: CChar.self) { readlink("/proc/self/exe", $0.baseAddress!, $0.count - 1) }
-        }
-        if count > 0 {
-            return URL(fileURLWithPath: String(decoding: buffer[..<count], as: UTF8.self))
-        }
-        #endif
-        return (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])).resolvingSymlinksInPath()
-    }
 }
 
 /// Whether python3 with pyzmq can run here (it runs the protocol's Python examples).
 enum Python {
     static let hasPyzmq: Bool = {
         guard let directory = try? TemporaryDirectory(),
-            let check = try? ChildProcess.python("python3-check", ["-c", "import zmq"], directory: directory)
+            let check = try? ManagedProcess.python3(name: "python3-check", arguments: ["-c", "import zmq"], in: directory.url)
         else { return false }
-        return check.waitForExit(timeout: .seconds(30)) == 0
+        return check.exitStatus(within: .seconds(30)) == 0
     }()
 
     static let hasPython3: Bool = {
         guard let directory = try? TemporaryDirectory(),
-            let check = try? ChildProcess.python("python3-check", ["-c", "pass"], directory: directory)
+            let check = try? ManagedProcess.python3(name: "python3-check", arguments: ["-c", "pass"], in: directory.url)
         else { return false }
-        return check.waitForExit(timeout: .seconds(30)) == 0
+        return check.exitStatus(within: .seconds(30)) == 0
     }()
 
     /// Python tests run when pyzmq is there, and always on CI (where scripts/bootstrap installs

@@ -1,10 +1,11 @@
+import FlowBusTesting
 import FlowBusWire
 import ZeroMQ
 
 /// Receives one message within `timeout`, polling in short slices; fails early, with the child's
 /// output, if `child` exits without having sent anything.
 func receive(
-    _ socket: Socket, within timeout: Duration, from child: ChildProcess? = nil, what: String = "a message"
+    _ socket: Socket, within timeout: Duration, from child: ManagedProcess? = nil, what: String = "a message"
 ) throws -> [[UInt8]] {
     let clock = ContinuousClock()
     let deadline = clock.now + timeout
@@ -12,10 +13,10 @@ func receive(
         if let frames = try socket.receiveMessage(mode: .timeout(milliseconds: 50)) { return frames }
         if let child, !child.isRunning {
             if let frames = try socket.receiveMessage(mode: .timeout(milliseconds: 200)) { return frames }
-            throw TestFailure("\(child.name) exited before \(what) arrived\n\(child.transcript)")
+            throw HarnessError("\(child.name) exited before \(what) arrived\n\(child.transcript)")
         }
     }
-    throw TestFailure("\(what) did not arrive within \(timeout)" + (child.map { "\n\($0.transcript)" } ?? ""))
+    throw HarnessError("\(what) did not arrive within \(timeout)" + (child.map { "\n\($0.transcript)" } ?? ""))
 }
 
 /// Receives and fully decodes one message (no routing id: a DEALER's view).
