@@ -20,6 +20,14 @@ extension ReceiveMode {
     }
 }
 
+extension Duration {
+    /// The duration in whole milliseconds, rounded down: what libzmq's timeouts take.
+    public var wholeMilliseconds: Int {
+        let (seconds, attoseconds) = components
+        return Int(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+    }
+}
+
 /// How a send waits for room in the queue.
 public enum SendMode: Sendable, Hashable {
     /// Wait until the message is queued (or the socket's send timeout passes).

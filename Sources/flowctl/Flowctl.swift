@@ -32,26 +32,13 @@ struct ConfigOptions: ParsableArguments {
     }
 }
 
-/// Parses `key=value` arguments into typed params: integers, doubles, true/false, else strings.
+/// Parses `key=value` / `key:=JSON` arguments into typed params (see ``CommandLineParams``).
 func parseParams(_ arguments: [String]) throws -> WireParams {
-    var params: WireParams = [:]
-    for argument in arguments {
-        guard let equals = argument.firstIndex(of: "="), equals != argument.startIndex else {
-            throw ValidationError("parameter '\(argument)' is not key=value (e.g. withMovieId=23452)")
-        }
-        let key = String(argument[..<equals])
-        let text = String(argument[argument.index(after: equals)...])
-        if let integer = Int64(text) {
-            params[key] = .int(integer)
-        } else if let number = Double(text), text.contains(".") || text.contains("e") {
-            params[key] = .double(number)
-        } else if text == "true" || text == "false" {
-            params[key] = .bool(text == "true")
-        } else {
-            params[key] = .string(text.hasPrefix("\"") && text.hasSuffix("\"") && text.count >= 2 ? String(text.dropFirst().dropLast()) : text)
-        }
+    do {
+        return try CommandLineParams.parse(arguments)
+    } catch {
+        throw ValidationError("\(error.description) (e.g. withMovieId=23452)")
     }
-    return params
 }
 
 /// Writes one line to standard output at once, so a pipe reader sees each message as it comes.

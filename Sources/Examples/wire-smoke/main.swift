@@ -103,7 +103,7 @@ struct Listen: ParsableCommand {
                         "timed out after \(timeout) s with \(received) of \(count) message(s) received. "
                             + "Check that the senders connect to \(endpoint), or raise --timeout.", Exit.timedOut)
                 }
-                slice = max(1, min(slice, milliseconds(left)))
+                slice = max(1, min(slice, left.wholeMilliseconds))
             }
             guard try router.receive(into: &frames, mode: .timeout(milliseconds: slice)) else { continue }
             received += 1
@@ -266,9 +266,9 @@ struct Send: ParsableCommand {
     func run() throws {
         let params: WireParams
         do {
-            params = try parseParams(self.params)
+            params = try CommandLineParams.parse(self.params)
         } catch {
-            throw ValidationError(error.message)
+            throw ValidationError(error.description)
         }
         let source = self.source ?? defaultSource(stepperID, suffix: "#swift-" + randomHex())
         let step = StepMessage(
@@ -312,7 +312,7 @@ struct Send: ParsableCommand {
                     "no ack within \(timeout) s from \(endpoint). Is flowd or `wire-smoke listen` running "
                         + "there? --timeout waits longer.", Exit.timedOut)
             }
-            guard try dealer.receive(into: &reply, mode: .timeout(milliseconds: max(1, milliseconds(left)))) else {
+            guard try dealer.receive(into: &reply, mode: .timeout(milliseconds: max(1, left.wholeMilliseconds))) else {
                 continue
             }
             let message: WireMessage
@@ -337,90 +337,6 @@ struct Send: ParsableCommand {
     }
 }
 
-// MARK: - Params from the command line
-
-struct ParamError: Error {
-    let message: String
-}
-
-/// Reads `key=value` / `key:=JSON` arguments, with the same rules as docs/examples/publish_step.py.
-func parseParams(_ arguments: [String]) throws(ParamError) -> WireParams {
-    var params: WireParams = [:]
-    for argument in arguments {
-        let (key, value) = try parseParam(argument)
-        if params[key] != nil { throw ParamError(message: "parameter \"\(key)\" is given twice") }
-        params[key] = value
-    }
-    return params
-}
-
-func parseParam(_ argument: String) throws(ParamError) -> (String, WireValue) {
-    guard let equals = argument.firstIndex(of: "=") else {
-        throw ParamError(message: "\"\(argument)\" is not key=value (or key:=JSON)")
-    }
-    var key = String(argument[..<equals])
-    let raw = String(argument[argument.index(after: equals)...])
-    let value: WireValue
-    if key.hasSuffix(":"), !key.dropLast().contains(":") {
-        key.removeLast()
-        do {
-            value = try WireJSON.decode(raw)
-        } catch {
-            throw ParamError(message: "\"\(argument)\": the value after ':=' is not JSON (\(error.detail))")
-        }
-    } else {
-        value = try parseValue(raw)
-    }
-    if key.isEmpty { throw ParamError(message: "\"\(argument)\" has an empty key") }
-    return (key, value)
-}
-
-/// `true`/`false` → bool, an integer → int, a JSON number → double, anything else → string.
-func parseValue(_ text: String) throws(ParamError) -> WireValue {
-    if text == "true" { return .bool(true) }
-    if text == "false" { return .bool(false) }
-    let bytes = Array(text.utf8)
-    guard let isInteger = jsonNumberShape(bytes) else { return .string(text) }
-    if isInteger {
-        guard let value = Int64(text) else {
-            throw ParamError(message: "\(text) does not fit a signed 64-bit int; write \(text).0 to send a double")
-        }
-        return .int(value)
-    }
-    guard let value = Double(text), value.isFinite else {
-        throw ParamError(message: "\(text) is out of the double range")
-    }
-    return .double(value)
-}
-
-/// Whether `bytes` is an RFC 8259 number: `true` for an integer, `false` for one with a fraction
-/// or exponent, `nil` for anything else.
-func jsonNumberShape(_ bytes: [UInt8]) -> Bool? {
-    var index = 0
-    func digits() -> Int {
-        let start = index
-        while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") { index += 1 }
-        return index - start
-    }
-    if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
-    let start = index
-    let intDigits = digits()
-    if intDigits == 0 || (intDigits > 1 && bytes[start] == UInt8(ascii: "0")) { return nil }
-    var isInteger = true
-    if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
-        index += 1
-        if digits() == 0 { return nil }
-        isInteger = false
-    }
-    if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
-        index += 1
-        if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
-        if digits() == 0 { return nil }
-        isInteger = false
-    }
-    return index == bytes.count ? isInteger : nil
-}
-
 // MARK: - Helpers
 
 /// `<stepper-id><suffix>`, the stepper id shortened so the source fits 255 bytes.
@@ -435,10 +351,6 @@ func randomHex() -> String {
     return String(repeating: "0", count: 8 - text.count) + text
 }
 
-func milliseconds(_ duration: Duration) -> Int {
-    let (seconds, attoseconds) = duration.components
-    return Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000)
-}
 
 /// A result line on stdout, written at once (no buffering), so a parent reading a pipe or a
 /// file sees each line when it happens, even if this process is killed later.

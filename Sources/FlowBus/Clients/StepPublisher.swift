@@ -149,8 +149,7 @@ public final class StepPublisher {
     /// something arrived), and resends unacknowledged messages if flowd lost them. Call it from
     /// a sending loop that may go quiet, so that resends happen without a thread.
     public func poll(timeout: Duration = .zero) throws {
-        let milliseconds = Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
-        try poller.poll(timeout: max(0, milliseconds))
+        try poller.poll(timeout: max(0, timeout.wholeMilliseconds))
         if poller.isReadable(monitorIndex) {
             while let event = try monitor.next(mode: .nonBlocking) {
                 switch event.kind {

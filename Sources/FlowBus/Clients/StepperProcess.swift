@@ -1,6 +1,7 @@
 import FlowBusWire
 import Flows
 import Foundation
+import ZeroMQ
 
 /// RxFlow's `Stepper` for a process: an initial step, then `readyToEmitSteps`.
 ///
@@ -38,7 +39,7 @@ public final class StepperProcess {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if (try? isBound()) == true { return true }
-            Thread.sleep(forTimeInterval: Double(interval.components.attoseconds) / 1e18 + Double(interval.components.seconds))
+            Thread.sleep(forTimeInterval: Double(interval.wholeMilliseconds) / 1000)
         }
         return false
     }

@@ -178,7 +178,7 @@ private final class ReactorHostIO {
     func run() {
         while !loop.isStopping {
             let wait = ContinuousClock.now.duration(to: nextHeartbeat)
-            let milliseconds = max(0, Int(wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000))
+            let milliseconds = max(0, wait.wholeMilliseconds)
             do {
                 try poller.poll(timeout: milliseconds)
             } catch {
@@ -222,7 +222,7 @@ private final class ReactorHostIO {
         }
         while ContinuousClock.now < deadline, instances.values.contains(where: \.hasWorkInFlight) {
             let left = ContinuousClock.now.duration(to: deadline)
-            let milliseconds = max(1, min(20, Int(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000)))
+            let milliseconds = max(1, min(20, left.wholeMilliseconds))
             do {
                 try poller.poll(timeout: milliseconds)
             } catch {

@@ -223,7 +223,7 @@ public final class ReactorView {
             if let deadline {
                 let left = ContinuousClock.now.duration(to: deadline)
                 guard left > .zero else { return nil }
-                milliseconds = max(1, Int(left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000))
+                milliseconds = max(1, left.wholeMilliseconds)
             }
             try poller.poll(timeout: milliseconds)
             try drainDealer()

@@ -311,8 +311,8 @@ final class IngressLoop: Sendable {
         var held = IngressBatch()
         var peers: [String: PeerLiveness] = [:]
         var lastLivenessCheck = ContinuousClock.now
-        func handOverIfIdle() {
-            guard !held.isEmpty, pendingBatches.load(ordering: .acquiring) == 0 else { return }
+        func handOver(evenIfBusy: Bool = false) {
+            guard !held.isEmpty, evenIfBusy || pendingBatches.load(ordering: .acquiring) == 0 else { return }
             pendingBatches.add(1, ordering: .acquiringAndReleasing)
             continuation.yield(held)
             held = IngressBatch()
@@ -322,21 +322,17 @@ final class IngressLoop: Sendable {
             let isAccepting = accepting.load(ordering: .acquiring)
             if !isAccepting && !finishedBatches {
                 // What was received is still applied, committed and acknowledged.
-                if !held.isEmpty {
-                    pendingBatches.add(1, ordering: .acquiringAndReleasing)
-                    continuation.yield(held)
-                    held = IngressBatch()
-                }
+                handOver(evenIfBusy: true)
                 continuation.finish()
                 finishedBatches = true
             }
-            handOverIfIdle()
+            handOver()
             let saturated = !isAccepting || held.items.count >= Self.maxBatchSize
             poller.setEvents(saturated ? [] : .readable, at: 0)
             poller.setEvents(saturated ? [] : .readable, at: 1)
             do {
                 // Woken at least once per heartbeat interval, to judge silent peers.
-                try poller.poll(timeout: min(1000, Int(heartbeatInterval.components.seconds * 1000 + heartbeatInterval.components.attoseconds / 1_000_000_000_000_000)))
+                try poller.poll(timeout: min(1000, heartbeatInterval.wholeMilliseconds))
             } catch {
                 if !error.isContextTerminated { logger.error("ingress poll failed: \(error)") }
                 return
@@ -346,7 +342,7 @@ final class IngressLoop: Sendable {
                 sendReplies(on: control)
                 sendAcks(on: ingress, ownSequence: &ownSequence, buffer: &ackBuffer)
             }
-            handOverIfIdle()
+            handOver()
             if saturated { continue }
 
             var batch = IngressBatch()
@@ -412,7 +408,7 @@ final class IngressLoop: Sendable {
             }
             // The coordinator sends the acks back once it applied (and committed) the batch.
             held.absorb(batch)
-            handOverIfIdle()
+            handOver()
         }
     }
 

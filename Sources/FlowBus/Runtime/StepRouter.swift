@@ -158,7 +158,7 @@ final class StepRouter {
         case .status(let routingID):
             answerStatus(to: routingID)
         case .peerDead(let source, let silentFor):
-            let milliseconds = silentFor.components.seconds * 1000 + silentFor.components.attoseconds / 1_000_000_000_000_000
+            let milliseconds = Int64(silentFor.wholeMilliseconds)
             publisher.publish(DiagnosticMessage(
                 envelope: publisher.envelope(.diagnostic), reason: .peerDead,
                 message: "\(source) sent nothing for \(milliseconds) ms (its heartbeats stopped)",
@@ -298,7 +298,7 @@ final class StepRouter {
                 let silent = ContinuousClock.now - peer.lastHeard
                 return (source, WireValue.map([
                     "alive": .bool(!peer.isDead), "heartbeats": .bool(peer.sendsHeartbeats),
-                    "silent_ms": .int(silent.components.seconds * 1000 + silent.components.attoseconds / 1_000_000_000_000_000),
+                    "silent_ms": .int(Int64(silent.wholeMilliseconds)),
                 ]))
             })),
             "events": .map([

@@ -1,0 +1,93 @@
+/// A command-line parameter that cannot be read, with what is wrong.
+public struct ParamSyntaxError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+
+    init(message: String) {
+        description = message
+    }
+}
+
+/// Step and action params written on a command line: `key=value` or `key:=JSON`.
+///
+/// `true`/`false` become bools, an integer an int (64-bit; a bigger one is refused), a JSON
+/// number with a fraction or exponent a double, anything else a string; `key:=JSON` takes any
+/// JSON value (`id:='"23"'` for the string "23"). The same rules as docs/examples/publish_step.py.
+public enum CommandLineParams {
+    /// Reads `key=value` / `key:=JSON` arguments; a key given twice is refused.
+    public static func parse(_ arguments: [String]) throws(ParamSyntaxError) -> WireParams {
+        var params: WireParams = [:]
+        for argument in arguments {
+            let (key, value) = try parseParam(argument)
+            if params[key] != nil { throw ParamSyntaxError(message: "parameter \"\(key)\" is given twice") }
+            params[key] = value
+        }
+        return params
+    }
+
+    static func parseParam(_ argument: String) throws(ParamSyntaxError) -> (String, WireValue) {
+        guard let equals = argument.firstIndex(of: "=") else {
+            throw ParamSyntaxError(message: "\"\(argument)\" is not key=value (or key:=JSON)")
+        }
+        var key = String(argument[..<equals])
+        let raw = String(argument[argument.index(after: equals)...])
+        let value: WireValue
+        if key.hasSuffix(":"), !key.dropLast().contains(":") {
+            key.removeLast()
+            do {
+                value = try WireJSON.decode(raw)
+            } catch {
+                throw ParamSyntaxError(message: "\"\(argument)\": the value after ':=' is not JSON (\(error.detail))")
+            }
+        } else {
+            value = try parseValue(raw)
+        }
+        if key.isEmpty { throw ParamSyntaxError(message: "\"\(argument)\" has an empty key") }
+        return (key, value)
+    }
+
+    /// `true`/`false` → bool, an integer → int, a JSON number → double, anything else → string.
+    static func parseValue(_ text: String) throws(ParamSyntaxError) -> WireValue {
+        if text == "true" { return .bool(true) }
+        if text == "false" { return .bool(false) }
+        let bytes = Array(text.utf8)
+        guard let isInteger = jsonNumberShape(bytes) else { return .string(text) }
+        if isInteger {
+            guard let value = Int64(text) else {
+                throw ParamSyntaxError(message: "\(text) does not fit a signed 64-bit int; write \(text).0 to send a double")
+            }
+            return .int(value)
+        }
+        guard let value = Double(text), value.isFinite else {
+            throw ParamSyntaxError(message: "\(text) is out of the double range")
+        }
+        return .double(value)
+    }
+
+    /// Whether `bytes` is an RFC 8259 number: `true` for an integer, `false` for one with a fraction
+    /// or exponent, `nil` for anything else.
+    static func jsonNumberShape(_ bytes: [UInt8]) -> Bool? {
+        var index = 0
+        func digits() -> Int {
+            let start = index
+            while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") { index += 1 }
+            return index - start
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
+        let start = index
+        let intDigits = digits()
+        if intDigits == 0 || (intDigits > 1 && bytes[start] == UInt8(ascii: "0")) { return nil }
+        var isInteger = true
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            if digits() == 0 { return nil }
+            isInteger = false
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            index += 1
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            if digits() == 0 { return nil }
+            isInteger = false
+        }
+        return index == bytes.count ? isInteger : nil
+    }
+}
