@@ -234,3 +234,78 @@ struct ReactorHostTests {
         #expect(lines.last?.hasPrefix("state reactor=counter seq=6") == true)
     }
 }
+
+@Suite("reactor-host security", .serialized)
+struct ReactorHostSecurityTests {
+    private func freeTCPEndpoint() throws -> String {
+        let context = try ZeroMQ.Context(defaultLinger: 0)
+        let socket = try context.socket(.router)
+        try socket.bind("tcp://127.0.0.1:*")
+        return try socket.lastEndpoint
+    }
+
+    @Test("Over tcp with CURVE a known client key gets actions and states through; an unknown one gets nothing in")
+    func curveAllowsOnlyKnownKeys() throws {
+        let keys = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("flowbus-keys-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: keys, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: keys) }
+        var secrets: [String] = []
+        for name in ["daemon", "client", "intruder"] {
+            let pair = try CurveKeyPair.generate()
+            secrets.append(pair.secretKey)
+            try "\(pair.secretKey)\n".write(to: keys.appendingPathComponent("\(name).key"), atomically: true, encoding: .utf8)
+            try "\(pair.publicKey)\n".write(to: keys.appendingPathComponent("\(name).pub"), atomically: true, encoding: .utf8)
+        }
+        let (actionsEndpoint, statesEndpoint) = (try freeTCPEndpoint(), try freeTCPEndpoint())
+        func topologyYAML(clientKey: String) -> String {
+            """
+            endpoints:
+              ingress: ipc://${FLOWBUS_RUN_DIR}/ingress.sock
+              events: ipc://${FLOWBUS_RUN_DIR}/events.sock
+              control: ipc://${FLOWBUS_RUN_DIR}/control.sock
+            heartbeatMilliseconds: 50
+            reactors:
+              demo:
+                actions: \(actionsEndpoint)
+                states: \(statesEndpoint)
+                serves: [counter, login, movie/]
+            security:
+              serverKey: \(keys.path)/daemon.key
+              serverPublicKey: \(keys.path)/daemon.pub
+              clientKey: \(keys.path)/\(clientKey).key
+              allowedClients: [\(keys.path)/client.pub]
+            """
+        }
+        let topology = try TestTopology(configYAML: topologyYAML(clientKey: "client"))
+        let host = try topology.start("reactor-host", arguments: ["--config", topology.configPath, "--host", "demo"])
+        let diagnostics = try BusSubscriber(endpoint: statesEndpoint, topics: ["diag/"], curve: topology.config.curve)
+        #expect(try diagnostics.waitUntilConnected(timeout: .seconds(20)), "reactor-host did not start:\n\(host.output)")
+
+        let view = try ReactorView(reactorID: "counter", config: topology.config)
+        try view.send("increase")
+        #expect(try view.waitForAcknowledgement(timeout: .seconds(10)))
+        let seen = try states(view, as: CounterState.self) { $0 == CounterState(value: 1, isLoading: false) }
+        #expect(seen.last?.state == CounterState(value: 1, isLoading: false))
+
+        let intruder = try TestTopology(configYAML: topologyYAML(clientKey: "intruder"))
+        let intruderView = try ReactorView(reactorID: "counter", config: intruder.config)
+        try intruderView.send("increase")
+        #expect(try intruderView.waitForAcknowledgement(timeout: .milliseconds(1500)) == false)
+        #expect(try intruderView.next(timeout: .milliseconds(500)) == nil, "no snapshot or state reaches an unknown key")
+        let eavesdropper = try BusSubscriber(endpoint: statesEndpoint, topics: [""], curve: intruder.config.curve)
+        #expect(try eavesdropper.waitUntilConnected(timeout: .milliseconds(500)) == false)
+
+        // The refusal is published; nothing of the intruder's was applied; no secret was logged.
+        let refusal = try diagnostics.next(timeout: .seconds(5))
+        guard case .message(.diagnostic(let diagnostic)) = refusal else {
+            Issue.record("expected diag/unauthorized, got \(String(describing: refusal))")
+            return
+        }
+        #expect(diagnostic.reason == .unauthorized)
+        let again = try ReactorView(reactorID: "counter", config: topology.config)
+        let current = try again.next(CounterState.self, timeout: .seconds(10))
+        #expect(current?.state == CounterState(value: 1, isLoading: false), "the intruder's increase was not applied")
+        #expect(host.terminate() == 0)
+        for secret in secrets { #expect(!host.output.contains(secret)) }
+    }
+}

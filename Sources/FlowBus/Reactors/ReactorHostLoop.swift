@@ -25,6 +25,8 @@ final class ReactorHostLoop: Sendable {
         /// How long a graceful stop waits for in-flight actions to finish (their asynchronous
         /// mutations reduced, published and saved) before the reactors are shut down.
         var drain: Duration = .seconds(2)
+        /// CURVE keys for tcp endpoints: a server key makes the host admit only allowed clients.
+        var curve = CurveKeys()
     }
 
     let settings: Settings
@@ -99,6 +101,7 @@ private final class ReactorHostIO {
     private let logger: Logger
     private let outlet: ReactorHostOutlet
     private let context: Context
+    private let authenticator: ZAPHandler?
     private let actions: Socket
     private let states: Socket
     private let poller = Poller()
@@ -141,6 +144,16 @@ private final class ReactorHostIO {
             ledger = ActionLedger(strict: false)
         }
         context = try Context(defaultLinger: 0)
+        // The ZAP handler must exist before any CURVE socket binds: without it CURVE admits everyone.
+        if settings.curve.requiresAuthentication {
+            let outlet = self.outlet
+            authenticator = try ZAPHandler(context: context, policy: settings.curve.decide) { request, decision in
+                guard case .deny(let reason) = decision else { return }
+                outlet.push(.unauthorized(address: request.address, reason: reason))
+            }
+        } else {
+            authenticator = nil
+        }
         actions = try context.socket(.router)
         try actions.setOptions([
             .maxMessageSize(Int64(settings.limits.maxMessageBytes)),
@@ -149,6 +162,7 @@ private final class ReactorHostIO {
             // The last acks of a graceful stop still go out.
             .linger(200),
         ])
+        try settings.curve.secureServer(actions, endpoint: settings.spec.actions)
         try actions.bind(settings.spec.actions)
         restrictPermissions(ofIPCEndpoint: settings.spec.actions)
         states = try context.socket(.xpub)
@@ -158,6 +172,7 @@ private final class ReactorHostIO {
             .xpubNoDrop(true),
             .linger(200),
         ])
+        try settings.curve.secureServer(states, endpoint: settings.spec.states)
         try states.bind(settings.spec.states)
         restrictPermissions(ofIPCEndpoint: settings.spec.states)
         try poller.add(actions)
@@ -248,6 +263,7 @@ private final class ReactorHostIO {
         states.close()
         for stepper in steppers.values { stepper.close() }
         steppers.removeAll()
+        authenticator?.stop()
         outlet.count { $0.reactors = 0 }
     }
 
@@ -419,6 +435,11 @@ private final class ReactorHostIO {
                 publishDiagnostic("bad-state", text, details: ["topic": .string(Topic.state(reactorID)), "sequence": .int(Int64(clamping: sequence))])
             case .step(let stepperID, let name, let params):
                 sendStep(stepperID: stepperID, name: name, params: params)
+            case .unauthorized(let address, let reason):
+                outlet.count { $0.refused[.unauthorized, default: 0] += 1 }
+                let text = "connection from \(address) refused: \(reason)"
+                logger.warning("\(text)")
+                publishDiagnostic(.unauthorized, text, details: ["endpoint": "zap", "host": .string(settings.hostName)])
             }
         }
         if published > 0 { outlet.count { $0.statesPublished += published } }
@@ -531,7 +552,7 @@ private final class ReactorHostIO {
             do {
                 stepper = try HostStepOutlet(
                     stepperID: stepperID, sourceSuffix: String(settings.sourceID.split(separator: "#").last ?? "0"),
-                    endpoint: settings.stepIngress, contentType: settings.contentType, context: context)
+                    endpoint: settings.stepIngress, contentType: settings.contentType, curve: settings.curve, context: context)
             } catch {
                 outlet.count { $0.stepsDropped += 1 }
                 logger.error("cannot connect stepper \(stepperID) to \(settings.stepIngress): \(error)")
@@ -559,12 +580,13 @@ private final class HostStepOutlet {
     private(set) var acknowledged: UInt64 = 0
     private var received = FrameBuffer()
 
-    init(stepperID: String, sourceSuffix: String, endpoint: String, contentType: ContentType, context: Context) throws(ZMQError) {
+    init(stepperID: String, sourceSuffix: String, endpoint: String, contentType: ContentType, curve: CurveKeys, context: Context) throws(ZMQError) {
         self.stepperID = stepperID
         sourceID = "\(stepperID)#\(sourceSuffix)"
         self.contentType = contentType
         socket = try context.socket(.dealer)
         try socket.setOptions([.sendHighWaterMark(100_000), .reconnectInterval(100), .reconnectIntervalMax(2000), .linger(2000)])
+        try curve.secureClient(socket, endpoint: endpoint)
         try socket.connect(endpoint)
     }
 

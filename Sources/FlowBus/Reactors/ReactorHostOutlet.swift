@@ -10,6 +10,8 @@ enum ReactorHostOutboxItem: Sendable {
     case unencodableState(reactorID: String, sequence: UInt64, detail: String)
     /// A step a reactor publishes as a stepper.
     case step(stepperID: String, name: String, params: WireParams)
+    /// A connection the ZAP handler refused (its thread reports it here).
+    case unauthorized(address: String, reason: String)
 }
 
 /// Counters of a reactor host, for logs and tests.

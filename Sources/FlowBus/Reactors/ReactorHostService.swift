@@ -94,7 +94,8 @@ public final class ReactorHostService: Service {
         let loop = ReactorHostLoop(
             settings: .init(
                 hostName: hostName, spec: spec, stepIngress: config.endpoints.ingress, limits: config.limits,
-                heartbeat: .milliseconds(config.heartbeatMilliseconds), contentType: contentType, sourceID: sourceID, drain: drain),
+                heartbeat: .milliseconds(config.heartbeatMilliseconds), contentType: contentType, sourceID: sourceID, drain: drain,
+                curve: config.curve),
             registry: registry, outlet: outlet, logger: logger)
         do {
             try checkPersistence()

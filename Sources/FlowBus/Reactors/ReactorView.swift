@@ -42,6 +42,7 @@ public final class ReactorView {
     /// How action params are encoded.
     public var contentType: ContentType
     private let context: Context
+    private let curve: CurveKeys
     private let dealer: Socket
     private var subscriber: Socket?
     private var poller: Poller?
@@ -53,6 +54,8 @@ public final class ReactorView {
     private var outboxHead = 0
     /// The highest sequence sent when the outbox was last resent.
     private var resentThrough: UInt64 = 0
+    /// The first outbox entry not handed to the socket yet (no connection to the host).
+    private var firstUnsent: UInt64?
     private var refusals: [UInt64: DiagnosticMessage] = [:]
     private var merger = CloneMerger()
     private var sawHeartbeat = false
@@ -96,15 +99,18 @@ public final class ReactorView {
         }
         try self.init(
             reactorID: reactorID, actionsEndpoint: host.spec.actions, statesEndpoint: host.spec.states, contentType: contentType,
-            context: context)
+            curve: config.curve, context: context)
     }
 
     /// A view of `reactorID` on the host at these endpoints. Connects the `actions` DEALER now;
-    /// the `states` subscription starts at the first ``next(timeout:)``.
+    /// the `states` subscription starts at the first ``next(timeout:)``. `curve` secures tcp
+    /// endpoints when the topology has a `security:` section.
     public init(
-        reactorID: String, actionsEndpoint: String, statesEndpoint: String, contentType: ContentType = .fbv, context: Context? = nil
+        reactorID: String, actionsEndpoint: String, statesEndpoint: String, contentType: ContentType = .fbv,
+        curve: CurveKeys = CurveKeys(), context: Context? = nil
     ) throws {
         self.reactorID = reactorID
+        self.curve = curve
         self.actionsEndpoint = actionsEndpoint
         self.statesEndpoint = statesEndpoint
         self.contentType = contentType
@@ -112,6 +118,7 @@ public final class ReactorView {
         self.context = try context ?? Context(defaultLinger: 0)
         dealer = try self.context.socket(.dealer)
         try dealer.setOptions([.sendHighWaterMark(100_000), .reconnectInterval(100), .reconnectIntervalMax(2000), .linger(1000)])
+        try curve.secureClient(dealer, endpoint: actionsEndpoint)
         try dealer.connect(actionsEndpoint)
     }
 
@@ -139,7 +146,7 @@ public final class ReactorView {
             throw error
         }
         outbox.append((sequence, .action(name: name, params: params, contentType: contentType)))
-        try dealer.send(message: outgoing)
+        try sendInOrder(sequence)
         try drainDealer()
         return sequence
     }
@@ -248,6 +255,7 @@ public final class ReactorView {
             .receiveHighWaterMark(100_000), .reconnectInterval(100), .reconnectIntervalMax(2000), .linger(0),
             .subscribe(Topic.state(reactorID)), .subscribe("hb/"),
         ])
+        try curve.secureClient(socket, endpoint: statesEndpoint)
         try socket.connect(statesEndpoint)
         subscriber = socket
         return socket
@@ -260,25 +268,60 @@ public final class ReactorView {
         try request.encode(into: &outgoing)
         outbox.append((sequence, .sequenceOnly))
         pendingSnapshotRequest = sequence
-        try dealer.send(message: outgoing)
+        try sendInOrder(sequence)
+    }
+
+    /// Sends the message just encoded in `outgoing` unless earlier ones are still unsent. Sends
+    /// never block: with no connection to the host (not up yet, or it refused this client's key)
+    /// the message waits in the outbox and goes out, in order, once the connection is there.
+    private func sendInOrder(_ sequence: UInt64) throws {
+        try flushUnsent()
+        guard firstUnsent == nil else { return }
+        if try !dealer.send(message: outgoing, mode: .nonBlocking) { firstUnsent = sequence }
+    }
+
+    /// Sends the messages that could not be sent yet, in order, as far as the socket takes them.
+    private func flushUnsent() throws {
+        guard let first = firstUnsent else { return }
+        for entry in outbox[outboxHead...] where entry.sequence >= first {
+            try encode(entry, asSnapshotRequest: entry.sequence == pendingSnapshotRequest)
+            guard try dealer.send(message: outgoing, mode: .nonBlocking) else {
+                firstUnsent = entry.sequence
+                return
+            }
+        }
+        firstUnsent = nil
+    }
+
+    private func encode(_ entry: (sequence: UInt64, message: Unacknowledged), asSnapshotRequest: Bool) throws {
+        switch entry.message {
+        case .action(let name, let params, let contentType):
+            try ActionMessage(
+                reactorID: reactorID,
+                envelope: Envelope(kind: .action, contentType: contentType, sequence: entry.sequence, source: sourceID),
+                name: name, params: params
+            ).encode(into: &outgoing)
+        case .sequenceOnly where asSnapshotRequest:
+            try SnapshotRequest(
+                reactorID: reactorID, envelope: Envelope(kind: .snapshotRequest, sequence: entry.sequence, source: sourceID)
+            ).encode(into: &outgoing)
+        case .sequenceOnly:
+            try Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: entry.sequence, source: sourceID)).encode(into: &outgoing)
+        }
     }
 
     /// Sends again, in order and with their original sequences, the unacknowledged messages from
     /// `first` on.
     private func retransmit(from first: UInt64) throws {
         var resent = 0
+        // Everything unsent is at or after `first`: this pass sends it or notes where it stopped.
+        firstUnsent = nil
         for entry in outbox[outboxHead...] where entry.sequence >= first {
-            switch entry.message {
-            case .action(let name, let params, let contentType):
-                try ActionMessage(
-                    reactorID: reactorID,
-                    envelope: Envelope(kind: .action, contentType: contentType, sequence: entry.sequence, source: sourceID),
-                    name: name, params: params
-                ).encode(into: &outgoing)
-            case .sequenceOnly:
-                try Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: entry.sequence, source: sourceID)).encode(into: &outgoing)
+            try encode(entry, asSnapshotRequest: false)
+            guard try dealer.send(message: outgoing, mode: .nonBlocking) else {
+                firstUnsent = entry.sequence
+                break
             }
-            try dealer.send(message: outgoing)
             resent += 1
         }
         resentThrough = sequence
@@ -323,6 +366,7 @@ public final class ReactorView {
     }
 
     private func drainDealer() throws {
+        try flushUnsent()
         while try dealer.receive(into: &buffer, mode: .nonBlocking) {
             handleDealer()
         }
