@@ -13,7 +13,7 @@ struct Flowctl: ParsableCommand {
         subcommands: [
             StepCommand.self, DeepLinkCommand.self, ReportCommand.self, EchoCommand.self, StatusCommand.self,
             ReactorActionCommand.self, ReactorStateCommand.self, ReactorEchoStateCommand.self,
-            LaunchCommand.self, GraphCommand.self, DoctorCommand.self, KeygenCommand.self,
+            LaunchCommand.self, GraphCommand.self, DoctorCommand.self, KeygenCommand.self, RecordCommand.self, PlayCommand.self, InfoCommand.self,
         ]
     )
 }
