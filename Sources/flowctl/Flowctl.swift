@@ -46,6 +46,11 @@ func emit(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
+/// Writes one line to standard error at once, prefixed with `flowctl: `.
+func note(_ line: String) {
+    FileHandle.standardError.write(Data(("flowctl: " + line + "\n").utf8))
+}
+
 /// Waits for flowd's acknowledgement or says what to check.
 func requireAcknowledgement(_ publisher: StepPublisher, endpoint: String, timeout: Double) throws {
     guard try publisher.waitForAcknowledgement(timeout: .milliseconds(Int(timeout * 1000))) else {
@@ -157,6 +162,7 @@ struct EchoCommand: ParsableCommand {
         }
         let config = try options.load()
         let subscriber = try BusSubscriber(endpoint: config.endpoints.events, topics: stream.topics, curve: config.curve)
+        reportOutages(of: subscriber, config: config)
         if stats {
             try printRates(subscriber)
             return
@@ -179,6 +185,21 @@ struct EchoCommand: ParsableCommand {
 }
 
 extension EchoCommand {
+    /// Says on standard error when flowd's heartbeats stop and when it is back, while still
+    /// listening: a dead daemon and a quiet one look different.
+    func reportOutages(of subscriber: BusSubscriber, config: FlowBusConfig) {
+        let endpoint = config.endpoints.events
+        subscriber.silenceLimit = .milliseconds(config.heartbeatMilliseconds * max(1, config.heartbeatLiveness))
+        subscriber.onLiveness = { change in
+            switch change {
+            case .silent(let silentFor):
+                note("flowd silent for \(silentFor.wholeMilliseconds) ms (no heartbeat on \(endpoint)): it is down or unreachable; still listening")
+            case .back(let source):
+                note("flowd heard again (\(source))")
+            }
+        }
+    }
+
     /// Counts messages per topic (up to the id) and prints their rates each second.
     func printRates(_ subscriber: BusSubscriber) throws {
         var windowStart = ContinuousClock.now

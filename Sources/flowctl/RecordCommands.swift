@@ -20,11 +20,6 @@ private func secondsText(_ nanoseconds: Int64) -> String {
     String(format: "%.3f s", Double(nanoseconds) / 1e9)
 }
 
-/// Writes one line to standard error at once.
-private func warn(_ line: String) {
-    FileHandle.standardError.write(Data(("flowctl: " + line + "\n").utf8))
-}
-
 // MARK: Stop signals
 
 /// The write end of the pipe SIGINT and SIGTERM are reported through (set before the handlers).
@@ -163,7 +158,7 @@ struct RecordCommand: ParsableCommand {
         }
         if running {
             for source in recorder.missing {
-                warn("no heartbeat from \(source.owner) on \(source.address) yet: its messages are recorded once it runs (`\(source.start)`)")
+                note("no heartbeat from \(source.owner) on \(source.address) yet: its messages are recorded once it runs (`\(source.start)`)")
             }
             let live = recorder.liveSources.map { "\($0.owner) \($0.name == "events" ? "events" : "states") \($0.address)" }
             emit("recording to \(file): \(live.joined(separator: ", ")) (Ctrl-C to stop)")
@@ -268,7 +263,7 @@ private final class Recorder {
             if !sources[index].live {
                 // Any message proves the subscription is active at the publisher.
                 sources[index].live = true
-                if announced { warn("now recording from \(sources[index].owner) on \(sources[index].address)") }
+                if announced { note("now recording from \(sources[index].owner) on \(sources[index].address)") }
             }
             if message.kind == .heartbeat, !recordHeartbeats { continue }
             pending.append(message)
@@ -344,7 +339,7 @@ struct PlayCommand: ParsableCommand {
                 do {
                     inputs.append((message.time, try message.decode()))
                 } catch {
-                    warn("message \(message.id) (\(message.topic)) of \(file) does not decode, skipped: \(error)")
+                    note("message \(message.id) (\(message.topic)) of \(file) does not decode, skipped: \(error)")
                 }
             }
             after = last.id
@@ -392,7 +387,7 @@ struct PlayCommand: ParsableCommand {
             emit("\(passText)played \(what), all acknowledged")
             if !player.refusals.isEmpty {
                 for refusal in player.refusals {
-                    warn("flowd refused \(refusal.details["topic"]?.stringValue ?? "a message"): \(refusal.reason.rawValue): \(refusal.message)")
+                    note("flowd refused \(refusal.details["topic"]?.stringValue ?? "a message"): \(refusal.reason.rawValue): \(refusal.message)")
                 }
                 throw ExitCode(1)
             }

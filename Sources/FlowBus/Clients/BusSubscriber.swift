@@ -2,6 +2,15 @@ import FlowBusWire
 import Foundation
 import ZeroMQ
 
+/// A change in whether a daemon is heard, as a client judges it from the daemon's heartbeats.
+public enum LivenessChange: Sendable, Equatable {
+    /// Nothing arrived, not even a heartbeat, for `silentFor`: the daemon is down or unreachable.
+    /// Reported once per outage.
+    case silent(silentFor: Duration)
+    /// The daemon is heard again after an outage; `source` is the instance heard.
+    case back(source: String)
+}
+
 /// A subscription to a FlowBus PUB endpoint (flowd's events, a reactor host's states).
 ///
 /// Used from one thread. Messages are decoded fully; a malformed one is returned as a
@@ -13,11 +22,22 @@ public final class BusSubscriber {
         case malformed(WireError)
     }
 
+    /// When set, a publisher silent for this long is reported through ``onLiveness``, and again
+    /// when it comes back. Publishers send heartbeats (`heartbeatMilliseconds`), so a limit of a
+    /// few intervals (`heartbeatLiveness`) tells a dead publisher from a quiet one.
+    public var silenceLimit: Duration?
+    /// Called from ``next(timeout:)`` and ``waitUntilConnected(timeout:)`` when the publisher goes
+    /// silent or comes back.
+    public var onLiveness: ((LivenessChange) -> Void)?
+    /// Whether the publisher is silent past ``silenceLimit`` now.
+    public private(set) var isPublisherSilent = false
+
     private let context: Context
     private let socket: Socket
     private let includeHeartbeats: Bool
     private var buffer = FrameBuffer()
     private var early: [Received] = []
+    private var lastHeard = ContinuousClock.now
 
     /// Connects to `endpoint` and subscribes to each topic prefix (all topics when empty).
     /// Heartbeats (`hb/`) are always subscribed, to know the publisher is there, and returned
@@ -58,19 +78,44 @@ public final class BusSubscriber {
     }
 
     private func receiveOne(until deadline: ContinuousClock.Instant?) throws -> Received? {
-        let mode: ReceiveMode
-        if let deadline {
-            let left = ContinuousClock.now.duration(to: deadline)
-            guard left > .zero else { return nil }
-            mode = .within(left)
-        } else {
-            mode = .blocking
+        while true {
+            // Wake at the silence limit too, to report an outage while waiting.
+            let silenceDeadline = isPublisherSilent ? nil : silenceLimit.map { lastHeard + $0 }
+            let wakeAt = [deadline, silenceDeadline].compactMap { $0 }.min()
+            let mode: ReceiveMode
+            if let wakeAt {
+                let left = ContinuousClock.now.duration(to: wakeAt)
+                mode = left > .zero ? .within(left) : .nonBlocking
+            } else {
+                mode = .blocking
+            }
+            if try socket.receive(into: &buffer, mode: mode) {
+                let received: Received
+                do {
+                    received = .message(try WireMessage.decode(from: buffer))
+                } catch {
+                    received = .malformed(error)
+                }
+                heard(received)
+                return received
+            }
+            let now = ContinuousClock.now
+            if let silenceDeadline, now >= silenceDeadline {
+                isPublisherSilent = true
+                onLiveness?(.silent(silentFor: now - lastHeard))
+            }
+            if let deadline, now >= deadline { return nil }
         }
-        guard try socket.receive(into: &buffer, mode: mode) else { return nil }
-        do {
-            return .message(try WireMessage.decode(from: buffer))
-        } catch {
-            return .malformed(error)
+    }
+
+    private func heard(_ received: Received) {
+        lastHeard = .now
+        guard isPublisherSilent else { return }
+        isPublisherSilent = false
+        if case .message(let message) = received {
+            onLiveness?(.back(source: message.envelope.source))
+        } else {
+            onLiveness?(.back(source: "?"))
         }
     }
 }

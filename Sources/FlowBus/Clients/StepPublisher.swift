@@ -43,7 +43,16 @@ public final class StepPublisher {
     /// When set, ``poll(timeout:)`` sends a heartbeat after this much silence, so flowd can tell
     /// this process is alive (and report it `peer-dead` when it stops).
     public var heartbeatInterval: Duration?
+    /// With ``heartbeatInterval`` set: flowd answers each heartbeat, so this many intervals with
+    /// nothing from it mean it is down or unreachable (reported through ``onFlowdLiveness``).
+    public var livenessIntervals = 3
+    /// Called from ``poll(timeout:)`` and the other calls that read the socket when flowd goes
+    /// silent or comes back. Unacknowledged steps are kept and resent when it is back.
+    public var onFlowdLiveness: ((LivenessChange) -> Void)?
+    /// Whether flowd is silent past the liveness limit now.
+    public private(set) var isFlowdSilent = false
     private var lastSent = ContinuousClock.now
+    private var lastHeard = ContinuousClock.now
 
     public var retransmitInterval: Duration = .seconds(1) {
         didSet { backoff = retransmitInterval }
@@ -177,6 +186,10 @@ public final class StepPublisher {
             try resend()
             backoff = min(backoff * 2, .seconds(30))
         }
+        if let heartbeatInterval, !isFlowdSilent, ContinuousClock.now - lastHeard > heartbeatInterval * max(1, livenessIntervals) {
+            isFlowdSilent = true
+            onFlowdLiveness?(.silent(silentFor: ContinuousClock.now - lastHeard))
+        }
         if let heartbeatInterval, ContinuousClock.now - lastSent >= heartbeatInterval {
             // Heartbeats are not numbered (sequence 0): a lost one leaves no gap to resend.
             let heartbeat = Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: 0, source: sourceID))
@@ -211,7 +224,13 @@ public final class StepPublisher {
     }
 
     private func record(_ frames: FrameBuffer) throws {
-        switch try? WireMessage.decode(from: frames) {
+        let message = try? WireMessage.decode(from: frames)
+        lastHeard = .now
+        if isFlowdSilent {
+            isFlowdSilent = false
+            onFlowdLiveness?(.back(source: message?.envelope.source ?? "?"))
+        }
+        switch message {
         case .ack(let ack) where ack.acknowledgedSource == sourceID:
             let instance = ack.envelope.source
             if ack.acknowledgedSequence > acknowledged {

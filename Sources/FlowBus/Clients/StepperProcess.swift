@@ -1,6 +1,7 @@
 import FlowBusWire
 import Flows
 import Foundation
+import Logging
 import ZeroMQ
 
 /// RxFlow's `Stepper` for a process: an initial step, then `readyToEmitSteps`.
@@ -16,10 +17,21 @@ public final class StepperProcess {
     private let control: String
     private let curve: CurveKeys
 
-    /// A stepper for `stepperID` on the coordinator of `config`.
-    public init(stepperID: String, config: FlowBusConfig, contentType: ContentType = .fbv) throws {
+    /// A stepper for `stepperID` on the coordinator of `config`. It sends heartbeats and logs
+    /// when flowd stops answering them and when it is back.
+    public init(stepperID: String, config: FlowBusConfig, contentType: ContentType = .fbv, logger: Logger = Logger(label: "flowbus.stepper")) throws {
         publisher = try StepPublisher(stepperID: stepperID, config: config, contentType: contentType)
         publisher.heartbeatInterval = .milliseconds(config.heartbeatMilliseconds)
+        publisher.livenessIntervals = config.heartbeatLiveness
+        let endpoint = config.endpoints.ingress
+        publisher.onFlowdLiveness = { change in
+            switch change {
+            case .silent(let silentFor):
+                logger.warning("flowd silent for \(silentFor.wholeMilliseconds) ms on \(endpoint): down or unreachable; steps are kept and resent when it is back")
+            case .back(let source):
+                logger.notice("flowd heard again (\(source))")
+            }
+        }
         control = config.endpoints.control
         curve = config.curve
     }

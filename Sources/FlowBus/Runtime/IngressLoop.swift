@@ -19,15 +19,24 @@ enum IngressItem: Sendable {
     /// A refused message and why.
     case refused(Refusal)
     /// A peer that sends heartbeats went silent for the configured number of intervals.
-    case peerDead(source: String, silentFor: Duration)
+    case peerDead(source: String, silentFor: Duration, role: String)
 }
 
-/// What flowd knows of a sending peer's liveness.
+/// What flowd knows of a peer's liveness: a sender on ingress, or a reactor host it watches.
 struct PeerLiveness: Sendable {
     var lastHeard: ContinuousClock.Instant
     /// Only peers that send heartbeats can be judged dead by their silence.
     var sendsHeartbeats = false
     var isDead = false
+    /// What the peer is: `stepper` (a sender on ingress) or `reactor-host <name>`.
+    var role = "stepper"
+}
+
+/// A reactor host's `states` endpoint flowd subscribes to for its heartbeats.
+private struct WatchedHost {
+    var name: String
+    var endpoint: String
+    var socket: Socket
 }
 
 /// Who sent an applied message: its (source, sequence), which the journal records.
@@ -170,6 +179,9 @@ final class IngressLoop: Sendable {
     private let deadAfter: Duration
     private let heartbeatInterval: Duration
     private let livenessStore = Mutex<[String: PeerLiveness]>([:])
+    /// A dead peer is forgotten after this much silence, so restarts do not grow the table.
+    static let forgetDeadPeersAfter: Duration = .seconds(3600)
+    private let reactorHosts: [(name: String, states: String)]
 
     /// The peers heard on ingress, by source id.
     var liveness: [String: PeerLiveness] { livenessStore.withLock { $0 } }
@@ -187,6 +199,7 @@ final class IngressLoop: Sendable {
         wireLimits = WireLimits(maxFrameBytes: config.limits.maxMessageBytes)
         heartbeatInterval = .milliseconds(config.heartbeatMilliseconds)
         deadAfter = .milliseconds(config.heartbeatMilliseconds * max(1, config.heartbeatLiveness))
+        reactorHosts = config.reactors.sorted { $0.key < $1.key }.map { ($0.key, $0.value.states) }
         self.sourceID = sourceID
         self.logger = logger
         (batches, continuation) = AsyncStream.makeStream(of: IngressBatch.self)
@@ -205,6 +218,7 @@ final class IngressLoop: Sendable {
             }
             let ingress: Socket
             let control: Socket
+            var watched: [WatchedHost] = []
             do {
                 ingress = try context.socket(.router)
                 try ingress.setOptions([
@@ -221,13 +235,21 @@ final class IngressLoop: Sendable {
                 try curve.secureServer(control, endpoint: endpoints.control)
                 try control.bind(endpoints.control)
                 restrictPermissions(ofIPCEndpoint: endpoints.control)
+                // Reactor hosts publish heartbeats on `states`: flowd judges them dead by silence.
+                for host in reactorHosts {
+                    let socket = try context.socket(.sub)
+                    try socket.setOptions([.subscribe(Topic.Prefix.heartbeat.subscription), .reconnectInterval(100), .reconnectIntervalMax(2000), .linger(0)])
+                    try curve.secureClient(socket, endpoint: host.states)
+                    try socket.connect(host.states)
+                    watched.append(WatchedHost(name: host.name, endpoint: host.states, socket: socket))
+                }
             } catch {
                 failure.withLock { $0 = error }
                 bound.signal()
                 return
             }
             bound.signal()
-            run(ingress: ingress, control: control)
+            run(ingress: ingress, control: control, watched: watched)
         }
         thread.name = "flowd-ingress"
         thread.start()
@@ -281,11 +303,12 @@ final class IngressLoop: Sendable {
         wake.signal()
     }
 
-    private func run(ingress: Socket, control: Socket) {
+    private func run(ingress: Socket, control: Socket, watched: [WatchedHost]) {
         let poller = Poller()
         do {
             try poller.add(ingress)
             try poller.add(control)
+            for host in watched { try poller.add(host.socket) }
         } catch {
             logger.error("cannot poll ingress sockets: \(error)")
             return
@@ -311,6 +334,16 @@ final class IngressLoop: Sendable {
         var held = IngressBatch()
         var peers: [String: PeerLiveness] = [:]
         var lastLivenessCheck = ContinuousClock.now
+        var heartbeatBuffer = FrameBuffer()
+        func noteHeard(_ source: String, heartbeat: Bool, role: String?, at now: ContinuousClock.Instant) {
+            peers[source, default: PeerLiveness(lastHeard: now)].lastHeard = now
+            if heartbeat { peers[source]?.sendsHeartbeats = true }
+            if let role { peers[source]?.role = role }
+            if peers[source]?.isDead == true {
+                peers[source]?.isDead = false
+                logger.notice("peer \(source) is heard again")
+            }
+        }
         func handOver(evenIfBusy: Bool = false) {
             guard !held.isEmpty, evenIfBusy || pendingBatches.load(ordering: .acquiring) == 0 else { return }
             pendingBatches.add(1, ordering: .acquiringAndReleasing)
@@ -342,6 +375,13 @@ final class IngressLoop: Sendable {
                 sendReplies(on: control)
                 sendAcks(on: ingress, ownSequence: &ownSequence, buffer: &ackBuffer)
             }
+            // Read even while saturated: a busy flowd must not judge a live reactor host dead.
+            for host in watched {
+                while (try? host.socket.receive(into: &heartbeatBuffer, mode: .nonBlocking)) == true {
+                    guard case .heartbeat(let heartbeat)? = try? WireMessage.decode(from: heartbeatBuffer) else { continue }
+                    noteHeard(heartbeat.envelope.source, heartbeat: true, role: "reactor-host \(host.name)", at: .now)
+                }
+            }
             handOver()
             if saturated { continue }
 
@@ -353,6 +393,7 @@ final class IngressLoop: Sendable {
             var tally = Counters()
             var gaps: [String: Gap] = [:]
             var heard: [String: Bool] = [:]
+            var heartbeatsToAnswer: [[UInt8]] = []
             defer { if tally.received > 0 || !tally.refused.isEmpty { counterStore.withLock { $0.add(tally) } } }
             do {
                 // Control first: under a steady flood of steps the ingress socket alone would fill
@@ -361,7 +402,7 @@ final class IngressLoop: Sendable {
                     batch.items.append(routeControl(received, tally: &tally))
                 }
                 while held.items.count + batch.items.count < Self.maxBatchSize, try ingress.receive(into: &received, mode: .nonBlocking) {
-                    guard let item = route(received, deduplicator: &deduplicator, acks: &acks, dealtWith: &batch.dealtWith, gaps: &gaps, heard: &heard, tally: &tally) else { continue }
+                    guard let item = route(received, deduplicator: &deduplicator, acks: &acks, dealtWith: &batch.dealtWith, gaps: &gaps, heard: &heard, heartbeatsToAnswer: &heartbeatsToAnswer, tally: &tally) else { continue }
                     if case .refused(let refusal) = item {
                         // The sender hears of its refusal before the ack that covers it (PROTOCOL 3.3).
                         ownSequence += 1
@@ -388,22 +429,23 @@ final class IngressLoop: Sendable {
                 batch.items.append(refuse(refusal, tally: &tally))
             }
             batch.acks = acks.drain()
+            // Heartbeats are answered, so that steppers can tell a dead flowd too.
+            for routingID in heartbeatsToAnswer {
+                ownSequence += 1
+                answerHeartbeat(routingID, sequence: ownSequence, on: ingress, buffer: &ackBuffer)
+            }
             let now = ContinuousClock.now
             for (source, wasHeartbeat) in heard {
-                peers[source, default: PeerLiveness(lastHeard: now)].lastHeard = now
-                if wasHeartbeat { peers[source]?.sendsHeartbeats = true }
-                if peers[source]?.isDead == true {
-                    peers[source]?.isDead = false
-                    logger.notice("peer \(source) is heard again")
-                }
+                noteHeard(source, heartbeat: wasHeartbeat, role: nil, at: now)
             }
             if now - lastLivenessCheck >= heartbeatInterval {
                 lastLivenessCheck = now
                 for (source, peer) in peers where peer.sendsHeartbeats && !peer.isDead && now - peer.lastHeard > deadAfter {
                     peers[source]?.isDead = true
-                    logger.warning("peer \(source) sent nothing for \(now - peer.lastHeard): dead")
-                    batch.items.append(.peerDead(source: source, silentFor: now - peer.lastHeard))
+                    logger.warning("peer \(source) (\(peer.role)) sent nothing for \(now - peer.lastHeard): dead")
+                    batch.items.append(.peerDead(source: source, silentFor: now - peer.lastHeard, role: peer.role))
                 }
+                peers = peers.filter { !$0.value.isDead || now - $0.value.lastHeard < Self.forgetDeadPeersAfter }
                 livenessStore.withLock { $0 = peers }
             }
             // The coordinator sends the acks back once it applied (and committed) the batch.
@@ -429,6 +471,16 @@ final class IngressLoop: Sendable {
             } catch {
                 logger.debug("ack to \(ack.source) not sent: \(error)")
             }
+        }
+    }
+
+    private func answerHeartbeat(_ routingID: [UInt8], sequence: UInt64, on socket: Socket, buffer: inout FrameBuffer) {
+        do {
+            try Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: sequence, source: sourceID)).encode(into: &buffer)
+            try socket.send(routingID, more: true, mode: .nonBlocking)
+            try socket.send(message: buffer, mode: .nonBlocking)
+        } catch {
+            logger.debug("heartbeat answer not sent: \(error)")
         }
     }
 
@@ -471,7 +523,7 @@ final class IngressLoop: Sendable {
 
     private func route(
         _ received: RoutedFrames, deduplicator: inout Deduplicator, acks: inout AckBatch, dealtWith: inout [String: UInt64],
-        gaps: inout [String: Gap], heard: inout [String: Bool], tally: inout Counters
+        gaps: inout [String: Gap], heard: inout [String: Bool], heartbeatsToAnswer: inout [[UInt8]], tally: inout Counters
     ) -> IngressItem? {
         tally.received += 1
         let frames = received.frames
@@ -485,6 +537,7 @@ final class IngressLoop: Sendable {
         if header.kind == .heartbeat {
             // Heartbeats prove a peer alive; they are not numbered, acknowledged or applied.
             heard[envelope.source] = true
+            heartbeatsToAnswer.append(received.routingID)
             return nil
         }
         heard[envelope.source] = heard[envelope.source] ?? false

@@ -157,12 +157,12 @@ final class StepRouter {
             coordinator.report(RendererReport(event), for: presentableID)
         case .status(let routingID):
             answerStatus(to: routingID)
-        case .peerDead(let source, let silentFor):
+        case .peerDead(let source, let silentFor, let role):
             let milliseconds = Int64(silentFor.wholeMilliseconds)
             publisher.publish(DiagnosticMessage(
                 envelope: publisher.envelope(.diagnostic), reason: .peerDead,
-                message: "\(source) sent nothing for \(milliseconds) ms (its heartbeats stopped)",
-                details: ["source": .string(source), "silent_ms": .int(milliseconds)]))
+                message: "\(role) \(source) sent nothing for \(milliseconds) ms (its heartbeats stopped)",
+                details: ["source": .string(source), "silent_ms": .int(milliseconds), "role": .string(role)]))
         case .refused(let refusal):
             var details: WireParams = ["endpoint": .string(refusal.endpoint)]
             if let source = refusal.source { details["source"] = .string(source) }
@@ -298,7 +298,7 @@ final class StepRouter {
                 let silent = ContinuousClock.now - peer.lastHeard
                 return (source, WireValue.map([
                     "alive": .bool(!peer.isDead), "heartbeats": .bool(peer.sendsHeartbeats),
-                    "silent_ms": .int(Int64(silent.wholeMilliseconds)),
+                    "silent_ms": .int(Int64(silent.wholeMilliseconds)), "role": .string(peer.role),
                 ]))
             })),
             "events": .map([
