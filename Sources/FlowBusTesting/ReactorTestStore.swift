@@ -5,11 +5,12 @@ import Reactors
 import Synchronization
 import Testing
 
-/// How strictly a test store checks states.
-public enum Exhaustivity: Sendable {
-    /// Every state must be asserted, in order, and nothing may be left running at ``ReactorTestStore/finish(timeout:sourceLocation:)``.
+/// How strictly a test store or a trace checks what it receives.
+public enum Exhaustivity: Sendable, Hashable {
+    /// Every state or event must be asserted, in order: an extra or a missing one fails, and
+    /// nothing may be left unasserted (or, in a ``ReactorTestStore``, running) at the end.
     case on
-    /// Asserted states must appear in order; states in between are skipped.
+    /// Asserted states or events must appear in order; others in between are skipped.
     case off
 }
 

@@ -30,131 +30,203 @@ func isDidNavigate(_ message: WireMessage) -> Bool {
     return false
 }
 
+/// The movie demo's config, run by the tests below through FlowBusTesting's `withTopology`.
+let demoConfig = packageRoot.appendingPathComponent("config/demo.yaml").path
+
+/// The demo's Counter (seed 001) and login reactor states, as the reactor host publishes them.
+struct DemoCounter: Decodable, Equatable {
+    var value: Int
+    var isLoading: Bool
+}
+
+struct DemoLogin: Decodable, Equatable {
+    var isSubmitting: Bool
+    var error: String?
+}
+
+enum DemoLoginAction: Encodable {
+    case submit(apiKey: String)
+}
+
+/// The three navigations of leaving the api key screen: the dashboard and its two tabs.
+let dashboardShown: [Navigation] = ["MainFlow.apiKeyIsComplete @ apikey", "WishlistFlow.movieList", "WatchedFlow.movieList"]
+
 @Suite("flowd with real processes", .serialized)
 struct FlowdTests {
     @Test("The movie demo journey produces the exact didNavigate trace")
     func demoJourney() throws {
-        let topology = try demoTopology()
-        // At debug level flowd logs each navigation.
-        let flowd = try topology.startFlowd(arguments: ["--log-level", "debug"])
-        let events = try topology.subscribe(["nav/did/"])
+        try withTopology(configFile: demoConfig) { topology in
+            // At debug level flowd logs each navigation.
+            let flowd = try topology.startFlowd(arguments: ["--log-level", "debug"])
+            let trace = try topology.navigationTrace()
 
-        try tap(topology, "apikey", "apiKeyIsComplete")
-        try tap(topology, "wishlist/movies", "moviePicked", ["withMovieId": 23452])
-        try tap(topology, "wishlist/movie/23452", "castPicked", ["withCastId": 2])
-        try tap(topology, "dashboard", "watchedTab")
-        try tap(topology, "watched/movies", "moviePicked", ["withMovieId": 1])
-        try tap(topology, "dashboard", "settings")
-        try tap(topology, "settings/list", "apiKey")
-        try tap(topology, "settings/list", "about")
-        try tap(topology, "settings/list", "settingsDone")
-        let link = try topology.stepper("flowctl")
-        try link.publishDeepLink("moviePicked", ["withMovieId": 42])
-        #expect(try link.waitForAcknowledgement())
+            try topology.step("apiKeyIsComplete", as: "apikey")
+            try topology.step("moviePicked", ["withMovieId": 23452], as: "wishlist/movies")
+            try topology.step("castPicked", ["withCastId": 2], as: "wishlist/movie/23452")
+            try topology.step("watchedTab", as: "dashboard")
+            try topology.step("moviePicked", ["withMovieId": 1], as: "watched/movies")
+            try topology.step("settings", as: "dashboard")
+            try topology.step("apiKey", as: "settings/list")
+            try topology.step("about", as: "settings/list")
+            try topology.step("settingsDone", as: "settings/list")
+            try topology.deepLink("moviePicked", ["withMovieId": 42])
 
-        let trace = lines(try events.collect(16, where: isDidNavigate)).map { $0.replacingOccurrences(of: #" presentable=\S+"#, with: "", options: .regularExpression) }
-        #expect(trace == [
-            "did navigate flow=MainFlow step=apiKeyIsComplete",
-            "did navigate flow=WishlistFlow step=movieList",
-            "did navigate flow=WatchedFlow step=movieList",
-            "did navigate flow=WishlistFlow step=moviePicked(withMovieId: 23452)",
-            "did navigate flow=WishlistFlow step=castPicked(withCastId: 2)",
-            "did navigate flow=MainFlow step=watchedTab",
-            "did navigate flow=WatchedFlow step=moviePicked(withMovieId: 1)",
-            "did navigate flow=MainFlow step=settings",
-            "did navigate flow=SettingsFlow step=settings",
-            "did navigate flow=SettingsFlow step=apiKey",
-            "did navigate flow=SettingsFlow step=about",
-            "did navigate flow=SettingsFlow step=settingsDone",
-            "did navigate flow=MainFlow step=settingsDone",
-            "did navigate flow=MainFlow step=moviePicked(withMovieId: 42)",
-            "did navigate flow=WishlistFlow step=moviePicked(withMovieId: 42)",
-            "did navigate flow=WatchedFlow step=moviePicked(withMovieId: 42)",
-        ])
-        // The root flow's first step happened before anyone could subscribe; flowd logged it.
-        #expect(flowd.output.contains("did navigate flow=MainFlow step=apiKey"))
-        #expect(flowd.terminate() == 0, "flowd exits 0 on SIGTERM")
+            try trace.expect([
+                "MainFlow.apiKeyIsComplete",
+                "WishlistFlow.movieList",
+                "WatchedFlow.movieList",
+                "WishlistFlow.moviePicked(withMovieId: 23452)",
+                "WishlistFlow.castPicked(withCastId: 2)",
+                "MainFlow.watchedTab",
+                "WatchedFlow.moviePicked(withMovieId: 1)",
+                "MainFlow.settings",
+                "SettingsFlow.settings",
+                "SettingsFlow.apiKey",
+                "SettingsFlow.about",
+                "SettingsFlow.settingsDone",
+                "MainFlow.settingsDone",
+                "MainFlow.moviePicked(withMovieId: 42)",
+                "WishlistFlow.moviePicked(withMovieId: 42)",
+                "WatchedFlow.moviePicked(withMovieId: 42)",
+            ])
+            try trace.expectNothingMore()
+            // The root flow's first step happened before anyone could subscribe; flowd logged it.
+            #expect(try flowd.waitForOutput(matching: "did navigate flow=MainFlow step=apiKey$"), "\(flowd.outputTail())")
+            #expect(flowd.terminate() == 0, "flowd exits 0 on SIGTERM")
+        }
+    }
+
+    @Test("The whole demo as scripts/demo plays it: launched from the config, the login reactor moves the app on, drops are reported")
+    func wholeDemo() throws {
+        try withTopology(configFile: demoConfig) { topology in
+            // The launch: section: flowd, then the reactor host once flowd answers.
+            let processes = try topology.launch()
+            #expect(processes.map(\.name) == ["flowd", "reactors"])
+            let trace = try topology.navigationTrace()
+
+            // The Counter of seed 001, driven by actions while its states are watched.
+            let counter = try topology.stateTrace(of: "counter", as: DemoCounter.self)
+            #expect(counter.initial == DemoCounter(value: 0, isLoading: false))
+            try topology.send("increase", to: "counter")
+            try counter.expect([
+                DemoCounter(value: 0, isLoading: true), DemoCounter(value: 1, isLoading: true), DemoCounter(value: 1, isLoading: false),
+            ])
+
+            // The api key screen's login reactor publishes the step that leaves it, as stepper apikey.
+            let login = try topology.stateTrace(of: "login", as: DemoLogin.self)
+            try topology.send(DemoLoginAction.submit(apiKey: "demo-key"), to: "login")
+            try login.expect([DemoLogin(isSubmitting: true), DemoLogin(isSubmitting: false)])
+            try trace.expect(dashboardShown)
+
+            try topology.step("moviePicked", ["withMovieId": 23452], as: "wishlist/movies")
+            try topology.step("castPicked", ["withCastId": 2], as: "wishlist/movie/23452")
+            // The Watched tab is not selected yet: this tap is dropped and reported, as RxFlow drops it.
+            try topology.step("moviePicked", ["withMovieId": 1], as: "watched/movies")
+            try trace.expectDiagnostic(.notVisible, stepper: "watched/movies")
+            try topology.step("watchedTab", as: "dashboard")
+            try topology.step("moviePicked", ["withMovieId": 1], as: "watched/movies")
+            try topology.step("settings", as: "dashboard")
+            try topology.step("apiKey", as: "settings/list")
+            try topology.step("about", as: "settings/list")
+            try topology.step("settingsDone", as: "settings/list")
+            try topology.deepLink("moviePicked", ["withMovieId": 42])
+            try topology.step("moviePicked", ["withMovieId": 3], as: "nobody")
+            let refusal = try trace.expectDiagnostic(.unboundStepper, stepper: "nobody")
+            #expect(refusal.details["step"] == "moviePicked(withMovieId: 3)")
+
+            try trace.expect([
+                "WishlistFlow.moviePicked(withMovieId: 23452) @ wishlist/movies",
+                "WishlistFlow.castPicked(withCastId: 2) @ wishlist/movie/23452",
+                "MainFlow.watchedTab @ dashboard",
+                "WatchedFlow.moviePicked(withMovieId: 1) @ watched/movies",
+                "MainFlow.settings @ dashboard",
+                "SettingsFlow.settings",
+                "SettingsFlow.apiKey @ settings/list",
+                "SettingsFlow.about @ settings/list",
+                "SettingsFlow.settingsDone @ settings/list",
+                "MainFlow.settingsDone",
+                "MainFlow.moviePicked(withMovieId: 42)",
+                "WishlistFlow.moviePicked(withMovieId: 42)",
+                "WatchedFlow.moviePicked(withMovieId: 42)",
+            ])
+            try trace.expectNothingMore()
+            // flowd first: it then has no stepper of the reactor host to report silent.
+            #expect(topology.process(named: "flowd")?.terminate() == 0, "flowd exits 0 on SIGTERM")
+            #expect(topology.process(named: "reactors")?.terminate() == 0, "the reactor host exits 0 on SIGTERM")
+        }
     }
 
     @Test("A step from a screen that is not visible is dropped and reported, not buffered")
     func invisiblePresentableDrop() throws {
-        let topology = try demoTopology()
-        try topology.startFlowd()
-        let events = try topology.subscribe(["nav/did/", "diag/"])
-        try tap(topology, "apikey", "apiKeyIsComplete")
-        // The Watched tab is not selected: its movie list is hidden.
-        try tap(topology, "watched/movies", "moviePicked", ["withMovieId": 7])
-        let messages = try events.collect(4)
-        guard case .diagnostic(let diagnostic)? = messages.last else {
-            Issue.record("expected a diagnostic after the three didNavigate events, got \(lines(messages))")
-            return
+        try withTopology(configFile: demoConfig) { topology in
+            try topology.startFlowd()
+            let trace = try topology.navigationTrace()
+            try topology.step("apiKeyIsComplete", as: "apikey")
+            try trace.expect(dashboardShown)
+            // The Watched tab is not selected: its movie list is hidden.
+            try topology.step("moviePicked", ["withMovieId": 7], as: "watched/movies")
+            let drop = try trace.expectDiagnostic(.notVisible, stepper: "watched/movies")
+            #expect(drop.details["flow"] == "WatchedFlow")
+            // Dropped, not buffered: selecting the tab later does not replay it.
+            try topology.step("watchedTab", as: "dashboard")
+            try trace.expect(["MainFlow.watchedTab @ dashboard"])
+            try trace.expectNothingMore()
+            let counters = try topology.status()["steppers"]?.mapValue?["watched/movies"]?.mapValue
+            #expect(counters?["dropped"]?.mapValue?["not-visible"] == 1)
         }
-        #expect(diagnostic.reason == .notVisible)
-        #expect(diagnostic.details["stepper"] == "watched/movies")
-        #expect(diagnostic.details["flow"] == "WatchedFlow")
-        // Dropped, not buffered: selecting the tab later does not replay it.
-        try tap(topology, "dashboard", "watchedTab")
-        #expect(lines(try events.collect(1)) == ["did navigate flow=MainFlow step=watchedTab presentable=dashboard"])
-        #expect(try events.next(timeout: .milliseconds(300)) == nil)
-        let counters = try topology.status()["steppers"]?.mapValue?["watched/movies"]?.mapValue
-        #expect(counters?["dropped"]?.mapValue?["not-visible"] == 1)
     }
 
     @Test("A step from an unbound stepper is refused with a diagnostic")
     func unboundStepper() throws {
-        let topology = try demoTopology()
-        try topology.startFlowd()
-        let events = try topology.subscribe(["diag/"])
-        try tap(topology, "nobody", "moviePicked", ["withMovieId": 1])
-        let messages = try events.collect(1)
-        guard case .diagnostic(let diagnostic)? = messages.first else {
-            Issue.record("no diagnostic for an unbound stepper")
-            return
+        try withTopology(configFile: demoConfig) { topology in
+            try topology.startFlowd()
+            let trace = try topology.navigationTrace()
+            try topology.step("moviePicked", ["withMovieId": 1], as: "nobody")
+            try trace.expectDiagnostic(.unboundStepper, stepper: "nobody")
+            try trace.expectNothingMore()
+            #expect(try topology.status()["totals"]?.mapValue?["dropped"]?.mapValue?["unbound-stepper"] == 1)
         }
-        #expect(diagnostic.reason == .unboundStepper)
-        #expect(diagnostic.details["stepper"] == "nobody")
-        #expect(try topology.status()["totals"]?.mapValue?["dropped"]?.mapValue?["unbound-stepper"] == 1)
     }
 
     @Test("A deep link reaches every active flow")
     func deepLinkReachesEveryFlow() throws {
-        let topology = try demoTopology()
-        try topology.startFlowd()
-        let events = try topology.subscribe(["nav/did/"])
-        try tap(topology, "apikey", "apiKeyIsComplete")
-        _ = try events.collect(3)
-        let result = try topology.run("flowctl", ["deeplink", "moviePicked", "withMovieId=99", "--config", topology.configPath])
-        #expect(result.status == 0)
-        let flows = try events.collect(3).compactMap { message -> String? in
-            guard case .navigation(let event) = message else { return nil }
-            return event.flow
+        try withTopology(configFile: demoConfig) { topology in
+            try topology.startFlowd()
+            let trace = try topology.navigationTrace()
+            try topology.step("apiKeyIsComplete", as: "apikey")
+            try trace.expect(dashboardShown)
+            // An outside tool sends it.
+            let result = try topology.run("flowctl", ["deeplink", "moviePicked", "withMovieId=99", "--config", topology.configPath])
+            #expect(result.status == 0, "\(result.output)")
+            try trace.expect([
+                "MainFlow.moviePicked(withMovieId: 99)", "WishlistFlow.moviePicked(withMovieId: 99)", "WatchedFlow.moviePicked(withMovieId: 99)",
+            ])
+            let bound = try topology.status()["bindings"]?.listValue?.compactMap { $0.mapValue?["stepper"]?.stringValue }
+            #expect(bound?.contains("wishlist/movie/99") == true)
+            #expect(bound?.contains("watched/movie/99") == true)
         }
-        #expect(Set(flows) == ["MainFlow", "WishlistFlow", "WatchedFlow"])
-        let wishlist = try topology.status()["bindings"]?.listValue?.compactMap { $0.mapValue?["stepper"]?.stringValue }
-        #expect(wishlist?.contains("wishlist/movie/99") == true)
-        #expect(wishlist?.contains("watched/movie/99") == true)
     }
 
     @Test(".end removes the child flow and its bindings")
     func endRemovesChildFlow() throws {
-        let topology = try demoTopology()
-        try topology.startFlowd()
-        try tap(topology, "apikey", "apiKeyIsComplete")
-        try tap(topology, "dashboard", "settings")
-        let duringSettings = try topology.status()
-        #expect(duringSettings["flows"]?.listValue?.contains { $0.mapValue?["name"] == "SettingsFlow" } == true)
-        try tap(topology, "settings/list", "settingsDone")
-        let events = try topology.subscribe(["diag/"])
-        let after = try topology.status()
-        #expect(after["flows"]?.listValue?.contains { $0.mapValue?["name"] == "SettingsFlow" } == false)
-        #expect(after["bindings"]?.listValue?.contains { $0.mapValue?["stepper"] == "settings/list" } == false)
-        // Its stepper is no longer bound: a late step is reported, not lost.
-        try tap(topology, "settings/list", "about")
-        guard case .diagnostic(let diagnostic)? = try events.collect(1).first else {
-            Issue.record("no diagnostic for a step of an ended flow's stepper")
-            return
+        try withTopology(configFile: demoConfig) { topology in
+            try topology.startFlowd()
+            let trace = try topology.navigationTrace()
+            try topology.step("apiKeyIsComplete", as: "apikey")
+            try topology.step("settings", as: "dashboard")
+            try trace.expect(dashboardShown + ["MainFlow.settings", "SettingsFlow.settings"])
+            #expect(try topology.status()["flows"]?.listValue?.contains { $0.mapValue?["name"] == "SettingsFlow" } == true)
+
+            try topology.step("settingsDone", as: "settings/list")
+            try trace.expect(["SettingsFlow.settingsDone", "MainFlow.settingsDone"])
+            let after = try topology.status()
+            #expect(after["flows"]?.listValue?.contains { $0.mapValue?["name"] == "SettingsFlow" } == false)
+            #expect(after["bindings"]?.listValue?.contains { $0.mapValue?["stepper"] == "settings/list" } == false)
+            // Its screen was dismissed with the flow: a late step is reported, not lost.
+            try topology.step("about", as: "settings/list")
+            let late = try trace.expectDiagnostic(.dismissed, stepper: "settings/list")
+            #expect(late.details["flow"] == "SettingsFlow")
         }
-        #expect([DiagnosticReason.dismissed, .unboundStepper].contains(diagnostic.reason))
     }
 
     @Test("A malformed message is refused with a diagnostic and flowd keeps serving")
@@ -220,25 +292,26 @@ struct PythonStepperTests {
 struct SwiftFlowsTests {
     @Test("movie-app runs typed Swift flows on the same coordinator service")
     func typedFlows() throws {
-        let topology = try demoTopology()
-        let app = try topology.start("movie-app", arguments: ["--config", topology.configPath])
-        let events = try topology.subscribe(["nav/did/", "diag/"])
-        try tap(topology, "apikey", "apiKeyIsComplete")
-        try tap(topology, "wishlist/movies", "moviePicked", ["withMovieId": 23452])
-        // adapt turns an invalid movie id into the list, as the flow's Swift code says.
-        try tap(topology, "wishlist/movie/23452", "moviePicked", ["withMovieId": 0])
-        // A step AppStep cannot decode is refused.
-        try tap(topology, "dashboard", "moviePicked", ["withMovieId": "not a number"])
-        let seen = lines(try events.collect(6))
-        #expect(seen == [
-            "did navigate flow=MainFlow step=apiKeyIsComplete presentable=apikey",
-            "did navigate flow=WishlistFlow step=movieList presentable=wishlist",
-            "did navigate flow=WatchedFlow step=movieList presentable=watched",
-            "did navigate flow=WishlistFlow step=moviePicked(withMovieId: 23452) presentable=wishlist/movies",
-            "did navigate flow=WishlistFlow step=movieList presentable=wishlist/movie/23452",
-        ].map { $0 } + [seen.last ?? ""])
-        #expect(seen.last?.hasPrefix("diagnostic unknown-step") == true, "\(seen.last ?? "nothing")")
-        #expect(app.terminate() == 0)
+        try withTopology(configFile: demoConfig) { topology in
+            let app = try topology.start("movie-app", arguments: ["--config", topology.configPath], ready: .init(control: true))
+            let trace = try topology.navigationTrace()
+            try topology.step("apiKeyIsComplete", as: "apikey")
+            try topology.step("moviePicked", ["withMovieId": 23452], as: "wishlist/movies")
+            // adapt turns an invalid movie id into the list, as the flow's Swift code says.
+            try topology.step("moviePicked", ["withMovieId": 0], as: "wishlist/movie/23452")
+            try trace.expect([
+                "MainFlow.apiKeyIsComplete @ apikey",
+                "WishlistFlow.movieList @ wishlist",
+                "WatchedFlow.movieList @ watched",
+                "WishlistFlow.moviePicked(withMovieId: 23452) @ wishlist/movies",
+                "WishlistFlow.movieList @ wishlist/movie/23452",
+            ])
+            // A step AppStep cannot decode is refused.
+            try topology.step("moviePicked", ["withMovieId": "not a number"], as: "dashboard")
+            try trace.expectDiagnostic(.unknownStep)
+            try trace.expectNothingMore()
+            #expect(app.terminate() == 0)
+        }
     }
 }
 
