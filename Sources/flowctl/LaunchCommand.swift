@@ -21,6 +21,7 @@ struct LaunchCommand: ParsableCommand {
     @Argument(help: "The topology file with a launch: section.") var file: String
     @Option(name: .customLong("for"), help: "Stop everything after this many seconds.") var seconds: Double?
     @Option(help: "Stop everything when this one-shot process exits, and exit with its status.") var untilExit: String?
+    @Option(name: .customLong("with"), help: "Also start this optional: true entry (repeatable), e.g. --with journey.") var including: [String] = []
     @Option(help: "Seconds a process gets to stop after SIGTERM before SIGKILL.") var stopTimeout: Double = 5
     @Flag(help: "Do not colour the prefixes (also when NO_COLOR is set or the output is not a terminal).") var noColor = false
 
@@ -32,17 +33,19 @@ struct LaunchCommand: ParsableCommand {
     func run() throws {
         var environment = ProcessInfo.processInfo.environment
         environment[FlowBusConfig.pathVariable] = file
+        let beside = (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])).resolvingSymlinksInPath().deletingLastPathComponent()
+        // Launched scripts find flowctl and the daemons beside this flowctl first.
+        environment["PATH"] = ([beside.path] + (environment["PATH"].map { [$0] } ?? [])).joined(separator: ":")
         let launcher: Launcher
         do {
             let config = try FlowBusConfig.load(path: file, environment: environment)
             let colour = !noColor && isatty(STDOUT_FILENO) != 0 && (environment["NO_COLOR"] ?? "").isEmpty
-            let beside = (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])).resolvingSymlinksInPath().deletingLastPathComponent()
             launcher = try Launcher(
                 config: config,
                 options: LaunchOptions(
                     duration: seconds.map { .milliseconds(Int($0 * 1000)) }, untilExit: untilExit,
                     stopTimeout: .milliseconds(Int(stopTimeout * 1000)), colour: colour, searchDirectories: [beside],
-                    environment: environment, output: emit),
+                    environment: environment, including: Set(including), output: emit),
                 source: file)
         } catch {
             throw ValidationError(error.description)

@@ -34,7 +34,15 @@ let badActions = corruptions(of: actionFrames("counter", "increase", ["n": 1]), 
     BadInput(name: "an unknown reactor", frames: actionFrames("nobody", "increase"), reason: .unknownReactor),
     BadInput(name: "an unknown action", frames: actionFrames("counter", "explode"), reason: .badAction),
     BadInput(name: "a parameter of the wrong type", frames: actionFrames("login", "submit", ["apiKey": 42]), reason: .badAction),
+    BadInput(name: "a params frame over the configured limit", frames: oversized(actionFrames("counter", "increase")), reason: .oversize),
 ]
+
+/// `frames` with its params frame one byte over the default `limits.maxMessageBytes` (1 MiB).
+func oversized(_ frames: [[UInt8]]) -> [[UInt8]] {
+    var frames = frames
+    frames[3] = [UInt8](repeating: 0x41, count: (1 << 20) + 1)
+    return frames
+}
 
 func corruptions(of good: [[UInt8]], json: [[UInt8]]) -> [BadInput] {
     var inputs: [BadInput] = []

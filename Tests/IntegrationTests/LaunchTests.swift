@@ -106,6 +106,31 @@ struct LaunchTests {
         #expect(lines.contains("job    | working"))
     }
 
+    @Test("An optional entry starts only with --with NAME (or --until-exit NAME); an unknown name is refused with the choices")
+    func optionalEntries() throws {
+        let topology = try launchTopology("""
+              - name: server
+                command: [sh, -c, "echo serving; exec sleep 30"]
+                ready: { logLine: "^serving$" }
+              - name: extra
+                command: [sh, -c, "echo extra ran"]
+                oneShot: true
+                optional: true
+                after: [server]
+            """)
+        let plain = try launch(topology, ["--for", "0.5"])
+        #expect(plain.status == 0)
+        #expect(!plain.lines.contains("extra  | extra ran"), "\(plain.lines.joined(separator: "\n"))")
+        let with = try launch(topology, ["--with", "extra", "--for", "3"])
+        #expect(with.lines.contains("extra  | extra ran"), "\(with.lines.joined(separator: "\n"))")
+        let until = try launch(topology, ["--until-exit", "extra"])
+        #expect(until.status == 0)
+        #expect(until.lines.contains("extra  | extra ran"), "\(until.lines.joined(separator: "\n"))")
+        let unknown = try launch(topology, ["--with", "nothing"])
+        #expect(unknown.status != 0)
+        #expect(unknown.lines.joined(separator: "\n").contains("--with nothing: no optional launch entry of that name (optional: extra)"))
+    }
+
     @Test("--for stops everything after a duration, with status 0")
     func forDuration() throws {
         let topology = try launchTopology("""
@@ -165,7 +190,7 @@ struct LaunchTests {
         try #require(demo.contains("\nlaunch:\n"))
         let yaml = demo.replacingOccurrences(of: "\nlaunch:\n", with: "\nlaunch:\n" + check) + "\nheartbeatMilliseconds: 50\n"
         let topology = try TestTopology(configYAML: yaml)
-        #expect(topology.config.launch?.map(\.name) == ["check", "flowd", "reactors"])
+        #expect(topology.config.launch?.map(\.name) == ["check", "flowd", "reactors", "journey"])
         let (status, lines) = try launch(topology, ["--until-exit", "check"])
         let text = lines.joined(separator: "\n")
         #expect(status == 0, "\(text)")
@@ -175,6 +200,7 @@ struct LaunchTests {
         let checkStarted = try #require(line(lines, #"^launch   \| started check "#), "\(text)")
         #expect(flowdReady < reactorsStarted && reactorsStarted < reactorsReady && reactorsReady < checkStarted, "\(text)")
         #expect(line(lines, #"^check    \| "#) != nil, "\(text)")
+        #expect(line(lines, #"journey"#) == nil, "the optional journey is not started:\n\(text)")
         #expect(lines.last == "launch   | everything stopped", "flowd and the reactor host stop cleanly on SIGTERM:\n\(text)")
     }
 

@@ -28,9 +28,12 @@ public struct LaunchSpec: Codable, Sendable, Hashable {
     public var oneShot: Bool
     /// Environment variables added to the launcher's own for this process.
     public var env: [String: String]
+    /// Started only when asked for by name (`flowctl launch --with NAME`): a demo journey, a load
+    /// generator, a tool that is not part of the topology itself.
+    public var optional: Bool
 
     public init(name: String, command: [String], ready: Readiness? = nil, restart: RestartPolicy? = nil, after: [String] = [],
-                oneShot: Bool = false, env: [String: String] = [:]) {
+                oneShot: Bool = false, env: [String: String] = [:], optional: Bool = false) {
         self.name = name
         self.command = command
         self.ready = ready
@@ -38,10 +41,11 @@ public struct LaunchSpec: Codable, Sendable, Hashable {
         self.after = after
         self.oneShot = oneShot
         self.env = env
+        self.optional = optional
     }
 
     enum CodingKeys: String, CodingKey {
-        case name, command, ready, restart, after, oneShot, env
+        case name, command, ready, restart, after, oneShot, env, optional
     }
 
     public init(from decoder: any Decoder) throws {
@@ -53,6 +57,7 @@ public struct LaunchSpec: Codable, Sendable, Hashable {
         after = try container.decodeIfPresent([String].self, forKey: .after) ?? []
         oneShot = try container.decodeIfPresent(Bool.self, forKey: .oneShot) ?? false
         env = try container.decodeIfPresent([String: String].self, forKey: .env) ?? [:]
+        optional = try container.decodeIfPresent(Bool.self, forKey: .optional) ?? false
     }
 
     /// How the launcher tells a process is ready: exactly one kind, and how long to wait for it.

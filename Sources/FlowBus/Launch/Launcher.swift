@@ -19,11 +19,14 @@ public struct LaunchOptions: Sendable {
     public var searchDirectories: [URL]
     /// The environment the processes get (plus their `env:`).
     public var environment: [String: String]
+    /// The `optional: true` entries to start too (`--with`).
+    public var including: Set<String>
     /// Writes one line of output (prefix included).
     public var output: @Sendable (String) -> Void
 
     public init(duration: Duration? = nil, untilExit: String? = nil, stopTimeout: Duration = .seconds(5), colour: Bool = false,
                 searchDirectories: [URL] = [], environment: [String: String] = ProcessInfo.processInfo.environment,
+                including: Set<String> = [],
                 output: @escaping @Sendable (String) -> Void = { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) }) {
         self.duration = duration
         self.untilExit = untilExit
@@ -31,6 +34,7 @@ public struct LaunchOptions: Sendable {
         self.colour = colour
         self.searchDirectories = searchDirectories
         self.environment = environment
+        self.including = including
         self.output = output
     }
 }
@@ -58,9 +62,16 @@ public final class Launcher: Sendable {
 
     /// Validates `config.launch` (names, `after`, readiness, commands) without starting anything.
     public init(config: FlowBusConfig, options: LaunchOptions = LaunchOptions(), source: String = "config") throws(ConfigError) {
-        guard let launch = config.launch, !launch.isEmpty else {
+        guard let declared = config.launch, !declared.isEmpty else {
             throw ConfigError("\(source): no launch: section lists processes to start")
         }
+        let optionalNames = declared.filter(\.optional).map(\.name)
+        for name in options.including.sorted() where !optionalNames.contains(name) {
+            throw ConfigError(
+                "--with \(name): no optional launch entry of that name (\(optionalNames.isEmpty ? "the file has none; mark one optional: true" : "optional: \(optionalNames.joined(separator: ", "))"))")
+        }
+        // `--until-exit NAME` starts NAME too: waiting for an entry implies running it.
+        let launch = declared.filter { !$0.optional || options.including.contains($0.name) || $0.name == options.untilExit }
         var names = Set<String>()
         for (index, spec) in launch.enumerated() {
             let at = "\(source): launch[\(index)] \(spec.name)"
@@ -85,6 +96,9 @@ public final class Launcher: Sendable {
             }
         }
         for spec in launch {
+            for dependency in spec.after where optionalNames.contains(dependency) && !names.contains(dependency) {
+                throw ConfigError("\(source): launch \(spec.name) is after '\(dependency)', an optional entry: start it too with --with \(dependency)")
+            }
             for dependency in spec.after where !names.contains(dependency) || dependency == spec.name {
                 throw ConfigError("\(source): launch \(spec.name) is after '\(dependency)', which is not another launch entry")
             }
