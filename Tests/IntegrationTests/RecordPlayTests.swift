@@ -71,9 +71,28 @@ private func oneStepRecording(at path: String, events: String) throws {
     recording.close()
 }
 
+/// One message as a publisher sends it, for recordings written through the library.
+private func recorded(_ message: some WireMessageEncodable, at time: Int64 = 0, on endpoint: String) throws -> BusRecording.Message {
+    var frames = FrameBuffer()
+    try message.encode(into: &frames)
+    return BusRecording.Message(time: time, endpoint: endpoint, frames: frames)
+}
+
+private func envelope(_ kind: MessageKind, _ source: String, sequence: UInt64 = 1, timestamp: Int64 = Envelope.now()) -> Envelope {
+    Envelope(kind: kind, contentType: .fbv, sequence: sequence, timestamp: timestamp, source: source)
+}
+
+/// The counter's states in a recording or on a host: sequence and state.
+private func counterStates(_ messages: [WireMessage]) -> [String] {
+    messages.compactMap { message in
+        guard case .state(let state) = message, state.reactorID == "counter" else { return nil }
+        return "\(state.envelope.sequence) \((try? WireJSON.string(state.state)) ?? "?")"
+    }
+}
+
 @Suite("flowctl record, play and info", .serialized)
 struct RecordPlayTests {
-    @Test("A recorded demo journey, played into a fresh flowd, reproduces the didNavigate trace exactly")
+    @Test("A recorded demo journey with actions, played into a fresh flowd and reactor host, reproduces the didNavigate trace and the states exactly")
     func recordThenPlayReproducesTheTrace() throws {
         let files = try TemporaryDirectory()
         let path = files.url.appendingPathComponent("journey.fbrec").path
@@ -133,10 +152,11 @@ struct RecordPlayTests {
             "diagnostic unbound-stepper stepper=nobody",
         ])
 
-        // Stop once the recorder has everything this test saw, then it flushes and exits 0.
+        // Stop once the recorder has everything this test saw (the counter's last state comes
+        // after its simulated delay), then it flushes and exits 0.
         try waitForRecording(path) { summary in
-            summary.kinds["didNavigate"] == 16 && summary.kinds["step"] == 11 && summary.kinds["deepLink"] == 1
-                && summary.topics["diag/unbound-stepper"] == 1 && summary.topics["state/login"] != nil
+            summary.kinds["didNavigate"] == 16 && summary.kinds["step"] == 11 && summary.kinds["deepLink"] == 1 && summary.kinds["action"] == 2
+                && summary.topics["diag/unbound-stepper"] == 1 && summary.topics["state/login"] != nil && summary.topics["state/counter"] == 3
         }
         #expect(recorder.terminate(timeout: .seconds(20)) == 0, "record exits 0 on SIGTERM:\n\(recorder.output)")
         #expect(recorder.output.contains("stopped by SIGTERM"), "\(recorder.output)")
@@ -151,13 +171,31 @@ struct RecordPlayTests {
         #expect(steps.first?.topic == "step/apikey", "the login reactor's step comes first")
         #expect(try steps.first { $0.topic == "step/wishlist/movie/23452" }.map { try $0.decode().envelope.contentType } == .json)
         #expect(Set(try recording.messages(kinds: [.state]).map(\.endpoint)) == ["reactors.demo.states"])
+        // The actions, as the host re-published them: the views' own envelopes, in the order sent.
+        let actions = try recording.messages(kinds: [.action])
+        #expect(actions.map(\.topic) == ["action/counter", "action/login"])
+        #expect(actions.map(\.endpoint) == ["reactors.demo.states", "reactors.demo.states"])
+        #expect(actions.map { $0.source.hasPrefix("view:\($0.topic.dropFirst("action/".count))#") } == [true, true], "\(actions.map(\.source))")
+        let hostSource = try #require(recording.metadata.reactorHosts.first?.source)
+        #expect(recording.metadata.reactorHosts == [BusRecording.ReactorHost(endpoint: "reactors.demo.states", source: hostSource)])
+        #expect(hostSource.hasPrefix("demo#"))
+        // The login reactor's step is told by its host's source suffix, and is not sent again.
+        let inputs = try recording.inputs()
+        #expect(inputs.filter(\.isFromReactor).map(\.message.topic) == ["step/apikey"])
+        #expect(inputs.filter(\.isFromReactor).map(\.message.source) == ["apikey#\(hostSource.dropFirst("demo#".count))"])
+        #expect(inputs.count == 14)
+        let recordedCounter = counterStates(try recording.messages(kinds: [.state]).map { try $0.decode() })
+        #expect(recordedCounter.map { $0.drop { $0 != " " } } == [#" {"isLoading":true,"value":0}"#, #" {"isLoading":true,"value":1}"#, #" {"isLoading":false,"value":1}"#])
+        let recordedSteps = try recording.messages(kinds: [.step]).map(\.topic)
         recording.close()
 
         // info, for people and for tools.
         let info = try run(original, ["info", path])
         for line in [
-            "format:    flowbus-recording 1, wire protocol 1", "messages:  ", "(12 input(s) for flowctl play: steps and deep links)",
-            "  didNavigate: 16", "  deepLink: 1", "  nav/did/SettingsFlow: 4", "  step/apikey: 1", "  diag/not-visible: 1",
+            "format:    flowbus-recording 1, wire protocol 1", "messages:  ", "(13 input(s) for flowctl play: steps, actions and deep links)",
+            "reactors:  1 step(s) from reactors, replayed through their actions", "hosts:     \(hostSource) (reactors.demo.states)",
+            "  didNavigate: 16", "  deepLink: 1", "  action: 2", "  action/counter: 1", "  action/login: 1", "  nav/did/SettingsFlow: 4",
+            "  step/apikey: 1", "  diag/not-visible: 1",
         ] {
             #expect(info.contains(line), "\(line) in:\n\(info)")
         }
@@ -166,22 +204,42 @@ struct RecordPlayTests {
         let kinds = try #require(json["kinds"]?.mapValue)
         #expect(json["format_version"] == 1)
         #expect(json["finished"] == true)
-        #expect(json["input_count"] == 12)
+        #expect(json["input_count"] == 13)
+        #expect(json["reactor_step_count"] == 1)
         #expect(kinds["didNavigate"] == 16)
+        #expect(kinds["action"] == 2)
         #expect(json["message_count"]?.intValue == kinds.values.compactMap(\.intValue).reduce(0, +))
         #expect((json["duration_ns"]?.intValue ?? 0) > 0)
         #expect(json["endpoints"]?.listValue?.compactMap { $0.mapValue?["name"]?.stringValue } == ["events", "reactors.demo.states"])
 
-        // A fresh topology: a new flowd, no journal, no reactor host.
+        // A fresh topology: a new flowd and a new reactor host, no journal.
         let fresh = try demoTopology()
         try fresh.startFlowd()
+        try fresh.startReactorHost("demo")
         let replayed = try fresh.subscribe(["nav/did/", "diag/"])
+        let replayedSteps = try fresh.subscribe(["step/"])
+        let freshStates = try BusSubscriber(
+            endpoint: try #require(fresh.config.reactors["demo"]).states, topics: ["state/counter", "hb/"], includeHeartbeats: true, curve: fresh.config.curve)
+        try #require(try freshStates.waitUntilConnected(timeout: .seconds(30)), "the fresh reactor host sends heartbeats")
+        let freshHost = try #require(try freshStates.collect(1, timeout: .seconds(10)) { if case .heartbeat = $0 { true } else { false } }.first?.envelope.source)
         let played = try run(fresh, ["play", path, "--rate", "0", "--config", fresh.configPath])
-        #expect(played.contains("played 11 step(s) and 1 deep link(s) from \(path)"), "\(played)")
-        #expect(played.contains("all acknowledged"), "\(played)")
-        #expect(try replayed.collect(trace.count, timeout: .seconds(30), where: isTrace).map(traceLine) == trace)
+        #expect(played.contains("played 10 step(s), 2 action(s) and 1 deep link(s) from \(path)"), "\(played)")
+        #expect(played.contains("all acknowledged; 1 step(s) from reactors came again through their actions"), "\(played)")
+        let replayedTrace = try replayed.collect(trace.count, timeout: .seconds(30), where: isTrace).map(traceLine)
+        #expect(replayedTrace == trace)
+        #expect(replayedTrace.filter { $0.contains("step=apiKeyIsComplete") }.count == 1)
         let extra = try replayed.next(timeout: .milliseconds(500))
         #expect(extra == nil, "nothing beyond the recorded trace: \(String(describing: extra))")
+
+        // flowd got the steps in the recorded order, the login reactor's once, from the fresh host.
+        let stepsAgain = try replayedSteps.collect(recordedSteps.count, timeout: .seconds(30))
+        #expect(stepsAgain.map(\.topic) == recordedSteps)
+        #expect(stepsAgain.filter { $0.topic == "step/apikey" }.map(\.envelope.source) == ["apikey#\(freshHost.dropFirst("demo#".count))"])
+        // The counter went through the recorded states, with the recorded sequences.
+        let freshCounter = counterStates(try freshStates.collect(recordedCounter.count, timeout: .seconds(30)) { message in
+            if case .state(let state) = message { state.reactorID == "counter" } else { false }
+        })
+        #expect(freshCounter == recordedCounter)
     }
 
     @Test("play divides the recorded gaps by --rate, and --loop plays again until SIGINT")
@@ -211,7 +269,7 @@ struct RecordPlayTests {
         let started = ContinuousClock.now
         let slow = try run(fresh, ["play", path, "--rate", "0.5", "--config", fresh.configPath])
         #expect(started.duration(to: .now) >= gap * 2, "played in \(started.duration(to: .now)), recorded gap \(gap)")
-        #expect(slow.contains("played 2 step(s) and 0 deep link(s)") && slow.contains("(rate 0.5)"), "\(slow)")
+        #expect(slow.contains("played 2 step(s), 0 action(s) and 0 deep link(s)") && slow.contains("(rate 0.5)"), "\(slow)")
 
         let stepsSeen = try fresh.subscribe(["step/"])
         let player = try fresh.start("flowctl", arguments: ["play", path, "--rate", "0", "--loop", "--config", fresh.configPath], name: "play")
@@ -219,7 +277,7 @@ struct RecordPlayTests {
         #expect(looped == ["step/apikey", "step/wishlist/movies", "step/apikey", "step/wishlist/movies", "step/apikey", "step/wishlist/movies"])
         kill(player.processIdentifier, SIGINT)
         player.expectExit(0)
-        #expect(player.output.contains("pass 2: played 2 step(s) and 0 deep link(s)"), "\(player.output)")
+        #expect(player.output.contains("pass 2: played 2 step(s), 0 action(s) and 0 deep link(s)"), "\(player.output)")
         #expect(player.output.contains("stopped by SIGINT"), "\(player.output)")
 
         // Stopped before its end, a play without --loop says how far it got and exits 128 + 15.
@@ -227,7 +285,7 @@ struct RecordPlayTests {
         let interrupted = try fresh.start("flowctl", arguments: ["play", path, "--rate", "0.01", "--config", fresh.configPath], name: "interrupted")
         #expect(try slowSteps.collect(1, timeout: .seconds(30)).map(\.topic) == ["step/apikey"])
         #expect(interrupted.terminate(timeout: .seconds(20)) == 143, "\(interrupted.output)")
-        #expect(interrupted.output.contains("played 1 step(s) and 0 deep link(s)") && interrupted.output.contains("stopped by SIGTERM"), "\(interrupted.output)")
+        #expect(interrupted.output.contains("played 1 step(s), 0 action(s) and 0 deep link(s)") && interrupted.output.contains("stopped by SIGTERM"), "\(interrupted.output)")
     }
 
     @Test("record stops by itself after --count messages or --for seconds, and keeps its topic filter")
@@ -279,6 +337,14 @@ struct RecordPlayTests {
         #expect(try run(topology, ["record", path] + config, expect: 1).contains("\(path) exists: pass --force to replace it"))
         #expect(try run(topology, ["play", path, "--rate=-1"] + config, expect: 64).contains("--rate needs a number ≥ 0"))
         #expect(try run(topology, ["info", path]).contains("(1 input(s) for flowctl play"))
+        // An action for a reactor no host of the config serves is refused before anything is sent.
+        let unserved = files.url.appendingPathComponent("unserved.fbrec").path
+        let recording = try BusRecording.create(path: unserved, metadata: BusRecording.Metadata(recorder: "test", configPath: nil, endpoints: [], topics: []))
+        try recording.append([try recorded(ActionMessage(reactorID: "nowhere", envelope: envelope(.action, "view#1"), name: "go"), on: "reactors.demo.states")])
+        try recording.finish(duration: .milliseconds(1))
+        recording.close()
+        #expect(try run(topology, ["play", unserved] + config, expect: 1).contains(
+            "no reactor host of \(topology.configPath) serves nowhere, whose actions \(unserved) holds: list them"))
     }
 
     @Test("A recording of another format version, or another SQLite file, is refused with the fix", .enabled(if: Python.plainTestsEnabled, "needs python3 to edit an SQLite file"))
@@ -334,5 +400,110 @@ struct RecordPlayTests {
         #expect(summary.durationNanoseconds == 30_000_000)
         #expect(summary.metadata.configPath == "/x.yaml" && summary.metadata.topics == ["step/"] && summary.isFinished)
         read.close()
+    }
+
+    @Test("A step a reactor host published is replayed through the host's actions only when the recording holds them")
+    func reactorStepsAndActions() throws {
+        let files = try TemporaryDirectory()
+        let topology = try demoTopology()
+        let states = "reactors.demo.states"
+        func write(_ name: String, hosts: [BusRecording.ReactorHost] = [], _ messages: [BusRecording.Message]) throws -> String {
+            let path = files.url.appendingPathComponent(name).path
+            let recording = try BusRecording.create(path: path, metadata: BusRecording.Metadata(
+                recorder: "test", configPath: nil,
+                endpoints: [BusRecording.Endpoint(name: "events", address: "ipc:///e"), BusRecording.Endpoint(name: states, address: "ipc:///s")], topics: []))
+            for host in hosts { try recording.noteReactorHost(host) }
+            try recording.append(messages)
+            try recording.finish(duration: .milliseconds(5))
+            recording.close()
+            return path
+        }
+        let hostState = try recorded(StateMessage(reactorID: "login", envelope: envelope(.state, "demo#h1"), state: ["isSubmitting": true]), on: states)
+        let action = try recorded(ActionMessage(reactorID: "login", envelope: envelope(.action, "view:login#v1"), name: "submit", params: ["apiKey": "k"]), on: states)
+        let reactorStep = try recorded(StepMessage(stepperID: "apikey", envelope: envelope(.step, "apikey#h1"), name: "apiKeyIsComplete"), on: "events")
+        let userStep = try recorded(StepMessage(stepperID: "apikey", envelope: envelope(.step, "apikey#u1"), name: "apiKeyIsComplete"), on: "events")
+
+        // Without actions (recorded with --topics leaving action/ out, or before hosts
+        // re-published them) the reactor's step is an input like any other.
+        let withoutActions = try BusRecording.open(path: try write("without.fbrec", [hostState, reactorStep, userStep]))
+        #expect(try withoutActions.inputs().map(\.isFromReactor) == [false, false])
+        #expect(try withoutActions.summary().reactorStepCount == 0)
+        #expect(try withoutActions.summary().inputCount == 2)
+        withoutActions.close()
+
+        // With the host's actions, the step whose source shares the host's suffix comes from them;
+        // a stepper of the same id in another process does not.
+        let withActionsPath = try write("with.fbrec", [action, hostState, reactorStep, userStep])
+        let withActions = try BusRecording.open(path: withActionsPath)
+        #expect(try withActions.inputs().map(\.message.topic) == ["action/login", "step/apikey", "step/apikey"])
+        #expect(try withActions.inputs().map(\.isFromReactor) == [false, true, false])
+        let summary = try withActions.summary()
+        #expect(summary.reactorStepCount == 1)
+        #expect(summary.inputCount == 2)
+        withActions.close()
+        let info = try run(topology, ["info", withActionsPath])
+        #expect(info.contains("(2 input(s) for flowctl play: steps, actions and deep links)"), "\(info)")
+        #expect(info.contains("reactors:  1 step(s) from reactors, replayed through their actions"), "\(info)")
+
+        // The host is known from the meta entry the recorder writes when it hears the host, even
+        // without any state of it.
+        let noted = try BusRecording.open(path: try write(
+            "noted.fbrec", hosts: [BusRecording.ReactorHost(endpoint: states, source: "demo#h1")], [action, reactorStep]))
+        #expect(try noted.inputs().map(\.isFromReactor) == [false, true])
+        #expect(noted.metadata.reactorHosts == [BusRecording.ReactorHost(endpoint: states, source: "demo#h1")])
+        noted.close()
+
+        // Actions from another host's endpoint say nothing about this one's steps.
+        let otherAction = BusRecording.Message(time: 0, endpoint: "reactors.other.states", frames: action.frames)
+        let other = try BusRecording.open(path: try write("other.fbrec", [otherAction, hostState, reactorStep]))
+        #expect(try other.inputs().map(\.isFromReactor) == [false, false])
+        other.close()
+    }
+
+    @Test("play waits for the steps reactors published to come again from the live host, and says which one did not")
+    func missingReactorStep() throws {
+        let files = try TemporaryDirectory()
+        let path = files.url.appendingPathComponent("empty-key.fbrec").path
+        let states = "reactors.demo.states"
+        let recording = try BusRecording.create(path: path, metadata: BusRecording.Metadata(
+            recorder: "test", configPath: nil,
+            endpoints: [BusRecording.Endpoint(name: "events", address: "ipc:///e"), BusRecording.Endpoint(name: states, address: "ipc:///s")], topics: []))
+        try recording.noteReactorHost(BusRecording.ReactorHost(endpoint: states, source: "demo#h1"))
+        // An empty api key does not complete the onboarding, so the live host publishes no step.
+        try recording.append([
+            try recorded(ActionMessage(reactorID: "login", envelope: envelope(.action, "view:login#v1"), name: "submit", params: ["apiKey": ""]), on: states),
+            try recorded(StepMessage(stepperID: "apikey", envelope: envelope(.step, "apikey#h1"), name: "apiKeyIsComplete"), on: "events"),
+            try recorded(StepMessage(stepperID: "wishlist/movies", envelope: envelope(.step, "wishlist/movies#u1"), name: "moviePicked", params: ["withMovieId": 1]), on: "events"),
+        ])
+        try recording.finish(duration: .milliseconds(5))
+        recording.close()
+
+        let topology = try demoTopology()
+        try topology.startFlowd()
+        try topology.startReactorHost("demo")
+        let steps = try topology.subscribe(["step/"])
+        let output = try run(topology, ["play", path, "--rate", "0", "--timeout", "3", "--config", topology.configPath], expect: 1)
+        #expect(output.contains("flowd did not receive step apiKeyIsComplete of stepper apikey from a reactor host within"), "\(output)")
+        // The step recorded after it was held back.
+        let sent = try steps.next(timeout: .milliseconds(500))
+        #expect(sent == nil, "nothing reached flowd: \(String(describing: sent))")
+    }
+
+    @Test("Messages read from several endpoints at once are ordered by their senders' timestamps, each endpoint's order kept")
+    func interleaving() throws {
+        func step(_ stepperID: String, at timestamp: Int64) throws -> BusRecording.Message {
+            try recorded(StepMessage(stepperID: stepperID, envelope: envelope(.step, "\(stepperID)#1", timestamp: timestamp), name: "go"), on: "events")
+        }
+        func action(_ reactorID: String, at timestamp: Int64) throws -> BusRecording.Message {
+            try recorded(ActionMessage(reactorID: reactorID, envelope: envelope(.action, "view#1", timestamp: timestamp), name: "go"), on: "reactors.demo.states")
+        }
+        let malformed = BusRecording.Message(time: 0, endpoint: "events", frames: FrameBuffer(frames: [Array("step/x".utf8)]))
+        let merged = BusRecording.interleave([
+            [try step("a", at: 20), try step("b", at: 40), malformed, try step("c", at: 10)],
+            [try action("x", at: 10), try action("y", at: 30), try action("z", at: 50)],
+        ])
+        // c is older than z but stays after what its endpoint delivered before it.
+        #expect(merged.map(\.topic) == ["action/x", "step/a", "action/y", "step/b", "step/x", "step/c", "action/z"])
+        #expect(BusRecording.interleave([[], [try step("a", at: 1)]]).map(\.topic) == ["step/a"])
     }
 }

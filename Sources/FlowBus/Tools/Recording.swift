@@ -11,15 +11,24 @@ import GRDB
 ///   `protocol_version` (the wire protocol of the frames), `recorder`, `config` (the config
 ///   path), `endpoints` (a JSON list of `{"name", "address"}`: what was subscribed to), `topics`
 ///   (a JSON list of subscription prefixes, empty for all), `started_at_us` (wall clock, µs since
-///   the Unix epoch) and, once the recording is finished, `ended_at_us` and `duration_ns`.
-/// * `message`: one row per message in arrival order (`id` from 1), with `time_ns` (monotonic
-///   nanoseconds since the recording started), `endpoint` (the name of the endpoint it came
+///   the Unix epoch), `reactor_hosts` (a JSON list of `{"endpoint", "source"}`: the source ids of
+///   the reactor hosts heard on each endpoint, written as they are heard) and, once the recording
+///   is finished, `ended_at_us` and `duration_ns`.
+/// * `message`: one row per message in arrival order (`id` from 1; messages read from several
+///   endpoints at once in ``interleave(_:)``'s order), with `time_ns` (monotonic nanoseconds
+///   since the recording started, when it was read), `endpoint` (the name of the endpoint it came
 ///   from, e.g. `events` or `reactors.demo.states`), `topic`, `kind` (the envelope's kind, 0 for
 ///   a message that does not decode), `source` and `sequence` (from its envelope), and `frames`:
 ///   the message exactly as received, each frame as a 4-byte big-endian length and its bytes.
 ///
 /// Nothing is decoded away: a malformed message is kept with kind 0, and ``Message/frames`` are
 /// the bytes the publisher sent.
+///
+/// Actions are in a recording when its subscriptions on a reactor host's `states` endpoint
+/// covered `action/`: the host then re-publishes each action it applied, as received. A step
+/// that a reactor host published as a stepper (source `<stepperId>#<suffix>`, where the host's
+/// own source is `<hostName>#<suffix>`) is then an effect of those actions: ``inputs()`` marks
+/// it ``Input/isFromReactor`` when the recording holds actions from that host's endpoint.
 ///
 /// A recording is written from one thread (``create(path:metadata:overwrite:)``,
 /// ``append(_:)``, ``finish(duration:)``) and may be read meanwhile by other processes
@@ -45,6 +54,19 @@ public final class BusRecording {
         }
     }
 
+    /// A reactor host heard during the recording.
+    public struct ReactorHost: Sendable, Hashable {
+        /// The endpoint it was heard on (``Endpoint/name``).
+        public var endpoint: String
+        /// Its source id, `<hostName>#<suffix>`.
+        public var source: String
+
+        public init(endpoint: String, source: String) {
+            self.endpoint = endpoint
+            self.source = source
+        }
+    }
+
     /// What the `meta` table says.
     public struct Metadata: Sendable, Hashable {
         public var formatVersion: Int
@@ -57,6 +79,8 @@ public final class BusRecording {
         public var endpoints: [Endpoint]
         /// Subscription prefixes; empty: every topic.
         public var topics: [String]
+        /// The reactor hosts heard, in the order they were first heard.
+        public var reactorHosts: [ReactorHost] = []
         /// Wall clock at the start, µs since the Unix epoch.
         public var startedAt: Int64
         /// Wall clock at the end; nil while recording, or when the recorder was killed.
@@ -153,13 +177,25 @@ public final class BusRecording {
         public var isFinished: Bool { metadata.endedAt != nil }
         /// How long it recorded: to the end when finished, else to the last message.
         public var durationNanoseconds: Int64 { metadata.durationNanoseconds ?? lastTime ?? 0 }
-        /// Messages `flowctl play` replays (steps and deep links).
-        public var inputCount: Int { BusRecording.inputKinds.reduce(0) { $0 + (kinds["\($1)"] ?? 0) } }
+        /// Steps that reactor hosts published, which the recorded actions cause again
+        /// (``Input/isFromReactor``).
+        public var reactorStepCount: Int
+        /// Messages `flowctl play` sends (steps, actions and deep links, without the steps from
+        /// reactors).
+        public var inputCount: Int { BusRecording.inputKinds.reduce(0) { $0 + (kinds["\($1)"] ?? 0) } - reactorStepCount }
+    }
+
+    /// A recorded input of the topology, as `flowctl play` replays it.
+    public struct Input: Sendable, Hashable {
+        public var message: Message
+        /// A step a reactor host published as a stepper while the recording holds actions from
+        /// that host: replaying the actions makes the host publish it again, so it is not sent.
+        public var isFromReactor: Bool
     }
 
     /// The kinds that are inputs of a topology, which `flowctl play` sends again (the others are
     /// what flowd and the reactor hosts produced from them).
-    public static let inputKinds: [MessageKind] = [.step, .deepLink]
+    public static let inputKinds: [MessageKind] = [.step, .deepLink, .action]
 
     /// The file's path.
     public let path: String
@@ -258,6 +294,19 @@ public final class BusRecording {
                 }
                 return stored
             }
+        } catch {
+            throw RecordingError("cannot write to the recording \(path): \(error)")
+        }
+    }
+
+    /// Notes a reactor host heard on one of the endpoints (once per endpoint and source), at once,
+    /// so that a recorder killed later still leaves it in the file.
+    public func noteReactorHost(_ host: ReactorHost) throws(RecordingError) {
+        guard !metadata.reactorHosts.contains(host) else { return }
+        metadata.reactorHosts.append(host)
+        let row = metadata.reactorHostsRow
+        do {
+            try database.write { db in try Self.writeMeta([row], db) }
         } catch {
             throw RecordingError("cannot write to the recording \(path): \(error)")
         }
@@ -363,6 +412,59 @@ public final class BusRecording {
         }
     }
 
+    /// The steps, deep links and actions, in recorded order, each marked whether it is a step
+    /// from a reactor (``Input/isFromReactor``).
+    public func inputs() throws(RecordingError) -> [Input] {
+        let suffixes = try reactorStepSuffixes()
+        var inputs: [Input] = []
+        var after: Int64 = 0
+        while true {
+            let page = try messages(after: after, kinds: Self.inputKinds)
+            guard let last = page.last else { break }
+            for message in page {
+                inputs.append(Input(message: message, isFromReactor: Self.isReactorStep(kind: message.kind, source: message.source, suffixes: suffixes)))
+            }
+            after = last.id
+        }
+        return inputs
+    }
+
+    /// The part of a source id after its last `#`, which a reactor host shares with the steppers
+    /// it publishes as; nil without one.
+    public static func sourceSuffix(_ source: String) -> Substring? {
+        guard let hash = source.lastIndex(of: "#") else { return nil }
+        let suffix = source[source.index(after: hash)...]
+        return suffix.isEmpty ? nil : suffix
+    }
+
+    private static func isReactorStep(kind: MessageKind?, source: String, suffixes: Set<Substring>) -> Bool {
+        guard kind == .step, let suffix = sourceSuffix(source) else { return false }
+        return suffixes.contains(suffix)
+    }
+
+    /// The source suffixes of the reactor hosts heard on endpoints the recording holds actions
+    /// from. Hosts are known from the `reactor_hosts` meta entry and from what they published
+    /// themselves (states, snapshots, diagnostics, heartbeats); a recording without actions from
+    /// an endpoint (made with `--topics` leaving `action/` out, or before hosts re-published
+    /// actions) marks none of that endpoint's hosts, and its steps are replayed as steps.
+    private func reactorStepSuffixes() throws(RecordingError) -> Set<Substring> {
+        let hostKinds = [MessageKind.state, .snapshot, .diagnostic, .heartbeat].map { String($0.rawValue) }.joined(separator: ",")
+        let known = metadata.reactorHosts
+        do {
+            return try database.read { db in
+                let withActions = Set(try String.fetchAll(db, sql: "SELECT DISTINCT endpoint FROM message WHERE kind = ?", arguments: [Int(MessageKind.action.rawValue)]))
+                guard !withActions.isEmpty else { return [] }
+                var hosts = known
+                for row in try Row.fetchAll(db, sql: "SELECT DISTINCT endpoint, source FROM message WHERE kind IN (\(hostKinds)) AND endpoint != 'events'") {
+                    hosts.append(ReactorHost(endpoint: row[0], source: row[1]))
+                }
+                return Set(hosts.filter { withActions.contains($0.endpoint) }.compactMap { Self.sourceSuffix($0.source) })
+            }
+        } catch {
+            throw RecordingError("cannot read \(path): \(error)")
+        }
+    }
+
     /// Counts and times for `flowctl info`.
     public func summary() throws(RecordingError) -> Summary {
         let manager = FileManager.default
@@ -370,6 +472,7 @@ public final class BusRecording {
             let size = (try? manager.attributesOfItem(atPath: file))?[.size] as? NSNumber
             return total + (size?.int64Value ?? 0)
         }
+        let suffixes = try reactorStepSuffixes()
         do {
             return try database.read { db in
                 func counts(_ column: String) throws -> [String: Int] {
@@ -389,9 +492,16 @@ public final class BusRecording {
                 // min and max are NULL without messages.
                 let first: Int64? = totals.flatMap { $0[1] }
                 let last: Int64? = totals.flatMap { $0[2] }
+                var reactorSteps = 0
+                if !suffixes.isEmpty {
+                    let rows = try Row.fetchAll(db, sql: "SELECT source, count(*) FROM message WHERE kind = ? GROUP BY source", arguments: [Int(MessageKind.step.rawValue)])
+                    for row in rows where Self.isReactorStep(kind: .step, source: row[0], suffixes: suffixes) {
+                        reactorSteps += row[1] as Int
+                    }
+                }
                 return Summary(
                     path: path, fileBytes: fileBytes, metadata: metadata, messageCount: count, firstTime: first, lastTime: last,
-                    topics: try counts("topic"), kinds: kinds, endpoints: try counts("endpoint"))
+                    topics: try counts("topic"), kinds: kinds, endpoints: try counts("endpoint"), reactorStepCount: reactorSteps)
             }
         } catch {
             throw RecordingError("cannot read \(path): \(error)")
@@ -401,6 +511,30 @@ public final class BusRecording {
     /// Closes the file.
     public func close() {
         try? database.close()
+    }
+
+    /// Messages read from several endpoints in one go, put in one order: each endpoint's own
+    /// order is kept, and between endpoints the earlier envelope timestamp goes first. Two
+    /// sockets read together say nothing about which message came first; the senders' clocks
+    /// do, so that an action comes before the step it made a reactor publish. A message without
+    /// a readable envelope goes as soon as it is at the head of its endpoint's messages.
+    public static func interleave(_ batches: [[Message]]) -> [Message] {
+        let nonEmpty = batches.filter { !$0.isEmpty }
+        guard nonEmpty.count > 1 else { return nonEmpty.first ?? [] }
+        let stamps = nonEmpty.map { batch in batch.map { (try? RoutedHeader.decode(from: $0.frames))?.envelope.timestamp ?? .min } }
+        var heads = [Int](repeating: 0, count: nonEmpty.count)
+        var merged: [Message] = []
+        merged.reserveCapacity(nonEmpty.reduce(0) { $0 + $1.count })
+        while true {
+            var pick: Int?
+            for index in nonEmpty.indices where heads[index] < nonEmpty[index].count {
+                if let chosen = pick, stamps[chosen][heads[chosen]] <= stamps[index][heads[index]] { continue }
+                pick = index
+            }
+            guard let index = pick else { return merged }
+            merged.append(nonEmpty[index][heads[index]])
+            heads[index] += 1
+        }
     }
 
     // MARK: Encoding
@@ -451,11 +585,17 @@ extension BusRecording.Metadata {
             ("format", BusRecording.format), ("format_version", String(formatVersion)), ("protocol_version", String(protocolVersion)),
             ("recorder", recorder), ("endpoints", (try? WireJSON.string(endpointList)) ?? "[]"),
             ("topics", (try? WireJSON.string(.list(topics.map(WireValue.string)))) ?? "[]"), ("started_at_us", String(startedAt)),
+            reactorHostsRow,
         ]
         if let configPath { rows.append(("config", configPath)) }
         if let endedAt { rows.append(("ended_at_us", String(endedAt))) }
         if let durationNanoseconds { rows.append(("duration_ns", String(durationNanoseconds))) }
         return rows
+    }
+
+    fileprivate var reactorHostsRow: (String, String) {
+        let list = WireValue.list(reactorHosts.map { .map(["endpoint": .string($0.endpoint), "source": .string($0.source)]) })
+        return ("reactor_hosts", (try? WireJSON.string(list)) ?? "[]")
     }
 
     fileprivate init?(rows: [String: String]) {
@@ -473,6 +613,12 @@ extension BusRecording.Metadata {
         protocolVersion = rows["protocol_version"].flatMap(Int.init) ?? Int(Envelope.currentVersion)
         endedAt = rows["ended_at_us"].flatMap(Int64.init)
         durationNanoseconds = rows["duration_ns"].flatMap(Int64.init)
+        // Absent in recordings made before hosts were noted.
+        let hostValues = rows["reactor_hosts"].flatMap { try? WireJSON.decode($0) }?.listValue ?? []
+        reactorHosts = hostValues.compactMap { value in
+            guard let endpoint = value.mapValue?["endpoint"]?.stringValue, let source = value.mapValue?["source"]?.stringValue else { return nil }
+            return BusRecording.ReactorHost(endpoint: endpoint, source: source)
+        }
     }
 }
 
