@@ -3,6 +3,9 @@ import CZeroMQ
 /// The kinds of socket FlowBus uses.
 public enum SocketType: Sendable, Hashable, CaseIterable, CustomStringConvertible {
     case pair, pub, sub, req, rep, dealer, router, pull, push, xpub, xsub
+    /// Raw TCP: each message is [peer routing id, bytes]; an empty frame to a peer closes its
+    /// connection, and an empty frame from one announces its connection or disconnection.
+    case stream
 
     var rawValue: Int32 {
         switch self {
@@ -17,6 +20,7 @@ public enum SocketType: Sendable, Hashable, CaseIterable, CustomStringConvertibl
         case .push: ZMQ_PUSH
         case .xpub: ZMQ_XPUB
         case .xsub: ZMQ_XSUB
+        case .stream: ZMQ_STREAM
         }
     }
 
@@ -33,6 +37,7 @@ public enum SocketType: Sendable, Hashable, CaseIterable, CustomStringConvertibl
         case .push: "PUSH"
         case .xpub: "XPUB"
         case .xsub: "XSUB"
+        case .stream: "STREAM"
         }
     }
 }

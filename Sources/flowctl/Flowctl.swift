@@ -162,6 +162,12 @@ struct EchoCommand: ParsableCommand {
         }
         let config = try options.load()
         let subscriber = try BusSubscriber(endpoint: config.endpoints.events, topics: stream.topics, curve: config.curve)
+        // Messages from the first heartbeat on are all received: say so, for scripts to wait on.
+        if try subscriber.waitUntilConnected(timeout: .seconds(10)) {
+            note("listening on \(config.endpoints.events) (\(stream.rawValue))")
+        } else {
+            note("no heartbeat from flowd on \(config.endpoints.events) yet: is it running? (start it with `flowd --config FILE`); still listening")
+        }
         reportOutages(of: subscriber, config: config)
         if stats {
             try printRates(subscriber)
@@ -236,12 +242,20 @@ struct StatusCommand: ParsableCommand {
 
     @OptionGroup var options: ConfigOptions
     @Flag(help: "Print the status as JSON.") var json = false
+    @Flag(help: "Print flowd's metrics in Prometheus text format instead (what endpoints.metrics serves).") var metrics = false
     @Option(help: "Seconds to wait for flowd.") var timeout: Double = 3
 
     func run() throws {
         let config = try options.load()
         let status = try StatusClient.fetch(endpoint: config.endpoints.control, curve: config.curve, timeout: .milliseconds(Int(timeout * 1000)))
-        print(json ? try WireJSON.string(.map(status)) : MessageFormatter.status(status))
+        if metrics {
+            guard let text = status["metrics"]?.mapValue?["prometheus"]?.stringValue else {
+                throw ClientError("flowd on \(config.endpoints.control) returned no Prometheus text (it was started without a metrics registry)")
+            }
+            print(text, terminator: "")
+            return
+        }
+        print(json ? try WireJSON.string(.map(status)) : ([MessageFormatter.status(status)] + MessageFormatter.metricsSummary(status)).joined(separator: "\n"))
     }
 }
 

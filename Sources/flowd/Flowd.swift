@@ -1,6 +1,8 @@
 import ArgumentParser
+import CoreMetrics
 import FlowBus
 import Logging
+import Prometheus
 import ServiceLifecycle
 import UnixSignals
 
@@ -26,6 +28,7 @@ struct Flowd: AsyncParsableCommand {
             handler.logLevel = level
             return handler
         }
+        let metrics = MetricsExposition.bootstrapPrometheus()
         let logger = Logger(label: "flowd")
         let path = FlowBusConfig.resolvePath(config)
         let topology: FlowBusConfig
@@ -34,7 +37,7 @@ struct Flowd: AsyncParsableCommand {
         } catch {
             throw ValidationError(error.description)
         }
-        let service = CoordinatorService.declared(config: topology, logger: logger)
+        let service = CoordinatorService.declared(config: topology, logger: logger, metrics: metrics)
         let group = ServiceGroup(
             configuration: .init(services: [.init(service: service)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
@@ -42,3 +45,15 @@ struct Flowd: AsyncParsableCommand {
 }
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+extension MetricsExposition {
+    /// Bootstraps swift-metrics, once per process, with a Prometheus registry, and returns its text.
+    static func bootstrapPrometheus() -> MetricsExposition {
+        let registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets = FlowBusMetrics.durationBuckets
+        factory.valueHistogramBuckets = FlowBusMetrics.valueBuckets
+        MetricsSystem.bootstrap(factory)
+        return MetricsExposition { registry.emitToBuffer() }
+    }
+}

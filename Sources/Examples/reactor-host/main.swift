@@ -1,6 +1,8 @@
 import ArgumentParser
+import CoreMetrics
 import FlowBus
 import Logging
+import Prometheus
 import ServiceLifecycle
 import UnixSignals
 
@@ -41,6 +43,7 @@ struct ReactorHostCommand: AsyncParsableCommand {
             handler.logLevel = level
             return handler
         }
+        let metrics = MetricsExposition.bootstrapPrometheus()
         let logger = Logger(label: "reactor-host")
         let topology: FlowBusConfig
         do {
@@ -65,13 +68,26 @@ struct ReactorHostCommand: AsyncParsableCommand {
         let service: ReactorHostService
         do {
             service = try ReactorHostService(
-                hostName: host, config: topology, reactors: reactors, drain: .milliseconds(max(0, drainMs)), logger: logger)
+                hostName: host, config: topology, reactors: reactors, drain: .milliseconds(max(0, drainMs)), metrics: metrics,
+                logger: logger)
         } catch {
             throw ValidationError(error.description)
         }
         let group = ServiceGroup(
             configuration: .init(services: [.init(service: service)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
+    }
+}
+
+extension MetricsExposition {
+    /// Bootstraps swift-metrics, once per process, with a Prometheus registry, and returns its text.
+    static func bootstrapPrometheus() -> MetricsExposition {
+        let registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets = FlowBusMetrics.durationBuckets
+        factory.valueHistogramBuckets = FlowBusMetrics.valueBuckets
+        MetricsSystem.bootstrap(factory)
+        return MetricsExposition { registry.emitToBuffer() }
     }
 }
 

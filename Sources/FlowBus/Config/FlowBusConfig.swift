@@ -50,12 +50,18 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         /// Which reactors keep their state (and the host its de-duplication table) across
         /// restarts, and where; nil: nothing is persisted. See `docs/RELIABILITY.md`.
         public var persistence: ReactorPersistenceSpec?
+        /// A `tcp://` address where the host serves its metrics to Prometheus (`GET /metrics`);
+        /// nil: none. See `docs/METRICS.md`.
+        public var metrics: String?
 
-        public init(actions: String, states: String, serves: [String], persistence: ReactorPersistenceSpec? = nil) {
+        public init(
+            actions: String, states: String, serves: [String], persistence: ReactorPersistenceSpec? = nil, metrics: String? = nil
+        ) {
             self.actions = actions
             self.states = states
             self.serves = serves
             self.persistence = persistence
+            self.metrics = metrics
         }
 
         /// Whether this host serves `reactorID`.
@@ -76,11 +82,15 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         public var events: String
         /// ROUTER answering status requests.
         public var control: String
+        /// A `tcp://` address where flowd serves its metrics to Prometheus (`GET /metrics`);
+        /// nil: none. See `docs/METRICS.md`.
+        public var metrics: String?
 
-        public init(ingress: String, events: String, control: String) {
+        public init(ingress: String, events: String, control: String, metrics: String? = nil) {
             self.ingress = ingress
             self.events = events
             self.control = control
+            self.metrics = metrics
         }
     }
 
@@ -209,6 +219,11 @@ extension FlowBusConfig {
             guard endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("tcp://") || endpoint.hasPrefix("inproc://") else {
                 throw ConfigError("\(source): \(name) '\(endpoint)' is not an ipc://, tcp:// or inproc:// endpoint")
             }
+        }
+        let metricsEndpoints = [("endpoints.metrics", endpoints.metrics)]
+            + reactors.sorted { $0.key < $1.key }.map { ("reactors.\($0.key).metrics", $0.value.metrics) }
+        for case let (name, endpoint?) in metricsEndpoints where !endpoint.hasPrefix("tcp://") {
+            throw ConfigError("\(source): \(name) '\(endpoint)' is not a tcp:// address (Prometheus scrapes over TCP, e.g. tcp://127.0.0.1:9464)")
         }
         guard heartbeatMilliseconds >= 10 else {
             throw ConfigError("\(source): heartbeatMilliseconds is \(heartbeatMilliseconds), at least 10 expected")

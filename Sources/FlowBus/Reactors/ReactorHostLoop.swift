@@ -119,7 +119,12 @@ private final class ReactorHostIO {
     private var savedSequence: [String: UInt64] = [:]
     private var persistedIDs: [String: Bool] = [:]
     private var ownSequence: UInt64 = 0
+    /// States dropped at the high-water mark already reported in a `dropped-hwm` diagnostic.
+    private var reportedDrops = 0
+    private let wireLimits: WireLimits
     private var received = RoutedFrames()
+    /// The topic prefixes subscribed on `states` (XPUB reports first subscriptions and last unsubscriptions).
+    private var subscribedPrefixes: Set<[UInt8]> = []
     private var buffer = FrameBuffer()
     private var scratch = FrameBuffer()
     private var nextHeartbeat = ContinuousClock.now
@@ -129,6 +134,7 @@ private final class ReactorHostIO {
         settings = loop.settings
         logger = loop.logger
         outlet = loop.outlet
+        wireLimits = WireLimits(maxFrameBytes: settings.limits.maxMessageBytes)
         if let spec = settings.spec.persistence {
             let database = try ReactorStateDatabase(spec: spec)
             let loaded = try database.load()
@@ -156,7 +162,9 @@ private final class ReactorHostIO {
         }
         actions = try context.socket(.router)
         try actions.setOptions([
-            .maxMessageSize(Int64(settings.limits.maxMessageBytes)),
+            // Frames between the configured limit and this ceiling are refused as `oversize` with a
+            // diagnostic; only larger ones are cut off by libzmq before they are allocated.
+            .maxMessageSize(IngressLoop.hardCeiling(settings.limits)),
             .receiveHighWaterMark(Int32(clamping: settings.limits.highWaterMark)),
             .sendHighWaterMark(Int32(clamping: settings.limits.highWaterMark)),
             // The last acks of a graceful stop still go out.
@@ -211,6 +219,7 @@ private final class ReactorHostIO {
             }
             drainSubscriptions()
             for stepper in steppers.values { stepper.drainReplies(logger: logger) }
+            outlet.reportMetrics()
             heartbeatIfDue()
         }
         if loop.isGraceful { drainForStop() }
@@ -218,9 +227,23 @@ private final class ReactorHostIO {
 
     private func heartbeatIfDue() {
         guard ContinuousClock.now >= nextHeartbeat else { return }
+        reportDrops()
         ownSequence += 1
         publish(Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: ownSequence, messageID: .none, source: settings.sourceID)))
         nextHeartbeat = ContinuousClock.now + settings.heartbeat
+    }
+
+    /// Publishes a `dropped-hwm` diagnostic for the states dropped since the last report, once
+    /// the socket takes messages again (a report that is itself dropped goes into the next one).
+    private func reportDrops() {
+        let dropped = outlet.counters.withLock { $0.statesDropped }
+        let unreported = dropped - reportedDrops
+        guard unreported > 0 else { return }
+        publishDiagnostic(
+            .droppedHWM,
+            "\(unreported) message(s) dropped at the states high-water mark since the last report (a view is too slow; views resynchronise from a snapshot on a gap); \(dropped) in all",
+            details: ["endpoint": "states", "host": .string(settings.hostName), "dropped": .int(Int64(unreported)), "total": .int(Int64(dropped))])
+        if outlet.counters.withLock({ $0.statesDropped }) == dropped { reportedDrops = dropped }
     }
 
     /// A graceful stop (SIGTERM): deals with the messages already queued on `actions` (applied and
@@ -265,6 +288,7 @@ private final class ReactorHostIO {
         steppers.removeAll()
         authenticator?.stop()
         outlet.count { $0.reactors = 0 }
+        outlet.reportMetrics()
     }
 
     // MARK: Receiving
@@ -272,6 +296,8 @@ private final class ReactorHostIO {
     /// Reads and deals with up to a batch of messages; returns how many.
     @discardableResult
     private func receiveBatch() throws(ZMQError) -> Int {
+        // A subscriber that saw a heartbeat is known before any action that follows it is routed.
+        drainSubscriptions()
         var count = 0
         while count < ReactorHostLoop.maxBatchSize, try actions.receive(into: &received, mode: .nonBlocking) {
             count += 1
@@ -279,8 +305,12 @@ private final class ReactorHostIO {
         }
         guard count > 0 else { return 0 }
         // Acknowledge once the batch is dealt with and saved (its states and de-duplication
-        // entries in one transaction); diagnostics to a peer went out before.
-        if flushOutbox() { sendAcks() }
+        // entries in one transaction); diagnostics to a peer went out before. The metrics count
+        // an action before its sender hears it was acknowledged.
+        if flushOutbox() {
+            outlet.reportMetrics()
+            sendAcks()
+        }
         return count
     }
 
@@ -309,7 +339,7 @@ private final class ReactorHostIO {
         let routingID = received.routingID
         let header: RoutedHeader
         do {
-            header = try RoutedHeader.decode(from: frames)
+            header = try RoutedHeader.decode(from: frames, limits: wireLimits)
         } catch {
             refuse(error.reason, error.detail, routingID: routingID, header: nil)
             return
@@ -334,7 +364,7 @@ private final class ReactorHostIO {
         do {
             switch header.kind {
             case .action:
-                let view = try NamedMessageView.decode(from: frames, header: header)
+                let view = try NamedMessageView.decode(from: frames, header: header, limits: wireLimits)
                 let params = try view.params.decodeParams()
                 let reactorID = String(header.topicID)
                 guard let instance = instance(for: reactorID) else {
@@ -344,6 +374,8 @@ private final class ReactorHostIO {
                 do {
                     try instance.send(name: view.name, params: params)
                     outlet.count { $0.actionsApplied += 1 }
+                    // Observers (`flowctl record`, audits) see each applied action, as received.
+                    if isWanted(frames.frameBytes(0)) { _ = send(frames) }
                 } catch {
                     refuse(error.reason, error.detail, routingID: routingID, header: header)
                 }
@@ -486,8 +518,13 @@ private final class ReactorHostIO {
             logger.error("cannot encode \(message.kind) \(message.topic): \(error)")
             return false
         }
+        return send(buffer)
+    }
+
+    /// Sends frames on the `states` socket, counting a drop at the high-water mark.
+    private func send(_ frames: FrameBuffer) -> Bool {
         do {
-            if try states.send(message: buffer, mode: .nonBlocking) { return true }
+            if try states.send(message: frames, mode: .nonBlocking) { return true }
             let dropped = outlet.counters.withLock { counters in
                 counters.statesDropped += 1
                 return counters.statesDropped
@@ -539,7 +576,17 @@ private final class ReactorHostIO {
 
     /// XPUB hands subscriptions to its owner; reading them keeps its queue empty.
     private func drainSubscriptions() {
-        while (try? states.receive(into: &scratch, mode: .nonBlocking)) == true {}
+        while (try? states.receive(into: &scratch, mode: .nonBlocking)) == true {
+            let frame = scratch.frameBytes(0)
+            guard let flag = frame.first else { continue }
+            let prefix = Array(frame.dropFirst())
+            if flag == 1 { subscribedPrefixes.insert(prefix) } else if flag == 0 { subscribedPrefixes.remove(prefix) }
+        }
+    }
+
+    /// Whether a subscriber wants `topic` (applied actions are only re-published when one does).
+    private func isWanted(_ topic: some Collection<UInt8>) -> Bool {
+        subscribedPrefixes.contains { topic.starts(with: $0) }
     }
 
     // MARK: Steps

@@ -57,6 +57,17 @@ final class ReactorHostOutlet: Sendable {
     let wake = WakeSignal()
     private let queue = Mutex<[ReactorHostOutboxItem]>([])
     let counters = Mutex(ReactorHostCounters())
+    /// Where the counters go as swift-metrics metrics (``reportMetrics()``).
+    let metrics: ReactorHostMetrics
+
+    init(metrics: ReactorHostMetrics) {
+        self.metrics = metrics
+    }
+
+    /// Hands the counters' gains to swift-metrics; called by the I/O thread once per loop turn.
+    func reportMetrics() {
+        metrics.report(counters.withLock { $0 })
+    }
 
     func push(_ item: ReactorHostOutboxItem) {
         let wasEmpty = queue.withLock { queue in

@@ -35,7 +35,8 @@ public final class ReactorHostService: Service {
     private let contentType: ContentType
     private let drain: Duration
     private let logger: Logger
-    private let outlet = ReactorHostOutlet()
+    private let outlet: ReactorHostOutlet
+    private let metrics: MetricsExposition?
     private let readiness = ReadinessSignal()
     private let startError = Mutex<(any Error)?>(nil)
 
@@ -50,11 +51,14 @@ public final class ReactorHostService: Service {
     ///   - drain: On a graceful shutdown (SIGTERM), how long the host waits for in-flight actions
     ///     to finish — their asynchronous mutations reduced, published and saved — before it shuts
     ///     the reactors down. Cancelling ``run()``'s task stops at once instead.
+    ///   - metrics: The process's Prometheus text, served on `reactors.<host>.metrics` when the
+    ///     config sets it. The host records its metrics through swift-metrics either way; bootstrap
+    ///     `MetricsSystem` before creating the host.
     ///   - logger: Where the host logs.
     /// - Throws: ``ConfigError`` when the config has no host `hostName`.
     public init(
         hostName: String, config: FlowBusConfig, reactors: ReactorRegistry, contentType: ContentType = .fbv,
-        drain: Duration = .seconds(2), logger: Logger
+        drain: Duration = .seconds(2), metrics: MetricsExposition? = nil, logger: Logger
     ) throws(ConfigError) {
         guard let spec = config.reactors[hostName] else {
             let known = config.reactors.keys.sorted()
@@ -67,7 +71,9 @@ public final class ReactorHostService: Service {
         self.registry = reactors
         self.contentType = contentType
         self.drain = drain
+        self.metrics = metrics
         self.logger = logger
+        outlet = ReactorHostOutlet(metrics: ReactorHostMetrics(host: hostName))
         sourceID = "\(hostName)#\(UUID().uuidString.prefix(8).lowercased())"
     }
 
@@ -105,6 +111,17 @@ public final class ReactorHostService: Service {
             readiness.signal()
             throw error
         }
+        let metricsEndpoint: MetricsEndpoint?
+        do {
+            metricsEndpoint = try startMetricsEndpoint(spec.metrics, exposition: metrics, what: "reactors.\(hostName).metrics", logger: logger)
+        } catch {
+            loop.requestStop(graceful: false)
+            await loop.waitUntilFinished()
+            startError.withLock { $0 = error }
+            readiness.signal()
+            throw error
+        }
+        defer { metricsEndpoint?.stop() }
         logger.info("reactor host \(hostName) listening", metadata: [
             "actions": "\(spec.actions)", "states": "\(spec.states)", "source": "\(sourceID)",
             "reactors": "\((registry.exactIDs + registry.familyPrefixes).joined(separator: ","))",

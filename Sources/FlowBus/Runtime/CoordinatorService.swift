@@ -28,18 +28,24 @@ public final class CoordinatorService: Service {
     private let config: FlowBusConfig
     private let logger: Logger
     private let root: RootFactory
+    private let metrics: MetricsExposition?
     private let readiness = ReadinessSignal()
 
     /// A coordinator running the Swift flow `root` builds.
-    public init(config: FlowBusConfig, logger: Logger, root: @escaping RootFactory) {
+    ///
+    /// `metrics` is the process's Prometheus text: served on `endpoints.metrics` when the config
+    /// sets it, and returned by status queries. The coordinator records its metrics through
+    /// swift-metrics either way (see `docs/METRICS.md`).
+    public init(config: FlowBusConfig, logger: Logger, metrics: MetricsExposition? = nil, root: @escaping RootFactory) {
         self.config = config
         self.logger = logger
+        self.metrics = metrics
         self.root = root
     }
 
     /// A coordinator running the flows declared in `config`, starting at `config.coordinator`.
-    public static func declared(config: FlowBusConfig, logger: Logger) -> CoordinatorService {
-        CoordinatorService(config: config, logger: logger) {
+    public static func declared(config: FlowBusConfig, logger: Logger, metrics: MetricsExposition? = nil) -> CoordinatorService {
+        CoordinatorService(config: config, logger: logger, metrics: metrics) {
             guard let start = config.coordinator, let flow = DeclaredFlow.make(named: start.flow, in: config) else { return nil }
             return (flow, OneStepper(withSingleStep: CanonicalStep(start.step)))
         }
@@ -66,6 +72,15 @@ public final class CoordinatorService: Service {
         defer { authenticator?.stop() }
         let router = try await StepRouter(
             context: context, config: config, sourceID: sourceID, ingress: ingress, journal: journal, logger: logger)
+        let metricsEndpoint: MetricsEndpoint?
+        do {
+            metricsEndpoint = try startMetricsEndpoint(config.endpoints.metrics, exposition: metrics, what: "endpoints.metrics", logger: logger)
+        } catch {
+            await router.close()
+            throw error
+        }
+        defer { metricsEndpoint?.stop() }
+        await router.exportMetrics(metrics, servedAt: metricsEndpoint?.boundEndpoint)
         do {
             try ingress.start()
         } catch {

@@ -20,6 +20,8 @@ final class EventPublisher {
     private var subscribedPrefixes: Set<[UInt8]> = []
     /// Messages refused by the socket at its high-water mark, counted and reported.
     private(set) var dropped = 0
+    /// Drops already reported in a `dropped-hwm` diagnostic.
+    private var reportedDrops = 0
     private(set) var published = 0
     /// Messages held back until ``releaseHeld()``, while ``isHolding``.
     private var held: [FrameBuffer] = []
@@ -82,6 +84,20 @@ final class EventPublisher {
             return
         }
         send(buffer)
+    }
+
+    /// Publishes a `dropped-hwm` diagnostic for the drops since the last report, once the socket
+    /// takes messages again: subscribers learn in band how much they missed. A report that is
+    /// itself dropped is counted and included in the next one.
+    func reportDrops() {
+        let unreported = dropped - reportedDrops
+        guard unreported > 0 else { return }
+        let before = dropped
+        publish(DiagnosticMessage(
+            envelope: envelope(.diagnostic), reason: .droppedHWM,
+            message: "\(unreported) message(s) dropped at the events high-water mark since the last report (a subscriber is too slow); \(before) in all",
+            details: ["endpoint": "events", "dropped": .int(Int64(unreported)), "total": .int(Int64(before))]))
+        if dropped == before { reportedDrops = before }
     }
 
     /// Holds every message back until ``releaseHeld()``: observers then never see an event of

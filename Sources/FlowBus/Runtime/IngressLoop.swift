@@ -54,11 +54,14 @@ struct IngressBatch: Sendable {
     var acks: [AckBatch.Pending] = []
     /// The highest sequence dealt with (accepted or refused) per source in this batch.
     var dealtWith: [String: UInt64] = [:]
+    /// When the ingress thread started reading the oldest of these items (for the latency metric).
+    var receivedAt: ContinuousClock.Instant?
 
     var isEmpty: Bool { items.isEmpty && acks.isEmpty }
 
     /// Adds a later batch to this one: its items after these, its acks and sequences over these.
     mutating func absorb(_ later: IngressBatch) {
+        if items.isEmpty { receivedAt = later.receivedAt }
         items += later.items
         for ack in later.acks {
             if let index = acks.firstIndex(where: { $0.source == ack.source }) {
@@ -385,7 +388,7 @@ final class IngressLoop: Sendable {
             handOver()
             if saturated { continue }
 
-            var batch = IngressBatch()
+            var batch = IngressBatch(receivedAt: .now)
             batch.items = injected.withLock { items in
                 defer { items.removeAll() }
                 return items

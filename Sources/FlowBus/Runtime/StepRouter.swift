@@ -24,6 +24,11 @@ final class StepRouter {
     private var records: [StepJournal.Record] = []
     private var restoredEntries = 0
     private var journaledEntries = 0
+    /// flowd's swift-metrics, fed once per batch (see ``CoordinatorMetrics``).
+    private let metrics = CoordinatorMetrics()
+    /// The Prometheus text status replies carry, and where it is served.
+    private var exposition: MetricsExposition?
+    private var metricsAddress: String?
 
     init(context: Context, config: FlowBusConfig, sourceID: String, ingress: IngressLoop, journal: StepJournal?, logger: Logger) throws {
         self.journal = journal
@@ -39,6 +44,19 @@ final class StepRouter {
     /// Closes the events socket, letting what it still queues leave within `linger` milliseconds.
     func close(linger: Int32 = 200) {
         publisher.close(linger: linger)
+    }
+
+    /// The process's Prometheus text, for status replies, and the address serving it.
+    func exportMetrics(_ exposition: MetricsExposition?, servedAt address: String?) {
+        self.exposition = exposition
+        metricsAddress = address
+    }
+
+    /// Hands the counts since the last call to swift-metrics.
+    private func syncMetrics() {
+        metrics.flush(
+            ingress: ingress.counters,
+            events: .init(published: publisher.published, dropped: publisher.dropped, unwanted: publisher.unwanted))
     }
 
     /// Starts the root flow, and replays the journal if there is one: the tree, the bindings and
@@ -94,7 +112,9 @@ final class StepRouter {
             publisher.drainSubscriptions()
             if journal != nil { publisher.hold() }
             for item in batch.items { await apply(item) }
+            var commitTime: Duration?
             if let journal {
+                let commitStart = ContinuousClock.now
                 do {
                     try await journal.append(records, lastSequences: batch.dealtWith)
                 } catch {
@@ -102,10 +122,13 @@ final class StepRouter {
                     logger.critical("cannot write the journal \(journal.path): \(error); stopping without acknowledging the last batch")
                     throw error
                 }
+                commitTime = commitStart.duration(to: .now)
                 journaledEntries += records.count
                 records.removeAll(keepingCapacity: true)
                 publisher.releaseHeld()
             }
+            metrics.batchDone(size: batch.items.count, receivedAt: batch.receivedAt, journal: commitTime)
+            syncMetrics()
             ingress.acknowledge(batch.acks)
             publisher.drainSubscriptions()
             ingress.batchProcessed()
@@ -130,8 +153,10 @@ final class StepRouter {
         while !Task.isCancelled {
             // Subscriptions first: a subscriber that sees this heartbeat is known from now on.
             publisher.drainSubscriptions()
+            publisher.reportDrops()
             publisher.publish(Heartbeat(envelope: publisher.envelope(.heartbeat)))
             publisher.drainSubscriptions()
+            syncMetrics()
             try? await Task.sleep(for: heartbeatInterval)
         }
     }
@@ -144,16 +169,17 @@ final class StepRouter {
             record(.step, target: stepperID, name: step.name, params: step.params, origin: origin)
             publisher.publish(frames: frames)
             applying = (origin, Topic.step(stepperID))
-            _ = await coordinator.receive(step, from: stepperID)
+            metrics.step(await coordinator.receive(step, from: stepperID))
             applying = nil
         case .deepLink(let step, let frames, let origin):
             record(.deepLink, target: "", name: step.name, params: step.params, origin: origin)
             publisher.publish(frames: frames)
             applying = (origin, Topic.deepLink(step.name))
-            _ = await coordinator.navigate(to: step)
+            metrics.deepLink(await coordinator.navigate(to: step))
             applying = nil
         case .report(let presentableID, let event, let origin):
             record(.report, target: presentableID, name: event.rawValue, params: [:], origin: origin)
+            metrics.report()
             coordinator.report(RendererReport(event), for: presentableID)
         case .status(let routingID):
             answerStatus(to: routingID)
@@ -185,6 +211,7 @@ final class StepRouter {
             if case .willNavigate = event { phase = .will } else { phase = .did }
             let (name, params) = canonical(navigation.step)
             if phase == .did {
+                metrics.didNavigate(flow: navigation.flow.name)
                 logger.debug("did navigate flow=\(navigation.flow.name) step=\(describeStep(navigation.step))")
             }
             publisher.publish(NavigationEventMessage(
@@ -251,6 +278,7 @@ final class StepRouter {
 
     /// The live tree, bindings and counters, as the status query returns them.
     func status() -> WireParams {
+        syncMetrics()
         let snapshot = coordinator.snapshot()
         let counters = ingress.counters
         func tree(_ node: NodeSnapshot) -> WireValue {
@@ -305,6 +333,7 @@ final class StepRouter {
                 "published": .int(Int64(publisher.published)), "dropped_hwm": .int(Int64(publisher.dropped)),
                 "unsubscribed": .int(Int64(publisher.unwanted)),
             ]),
+            "metrics": metrics.status(endpoint: metricsAddress, exposition: exposition),
             "journal": journal.map { journal in
                 .map([
                     "path": .string(journal.path), "restored": .int(Int64(restoredEntries)),
