@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "Reactors", targets: ["Reactors"]),
         .library(name: "FlowBus", targets: ["FlowBus"]),
         .library(name: "FlowBusTesting", targets: ["FlowBusTesting"]),
+        .library(name: "FlowBusPrometheus", targets: ["FlowBusPrometheus"]),
         .executable(name: "flowd", targets: ["flowd"]),
         .executable(name: "flowctl", targets: ["flowctl"]),
         .executable(name: "flowbench", targets: ["flowbench"]),
@@ -50,14 +51,20 @@ let package = Package(
             ]
         ),
         .target(name: "FlowBusTesting", dependencies: ["FlowBus", "FlowBusWire", "Reactors"]),
+        .target(
+            name: "FlowBusPrometheus",
+            dependencies: [
+                "FlowBus",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
+        ),
         .executableTarget(
             name: "flowd",
             dependencies: [
-                "FlowBus",
+                "FlowBus", "FlowBusPrometheus",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
@@ -98,11 +105,9 @@ let package = Package(
         .executableTarget(
             name: "reactor-host",
             dependencies: [
-                "FlowBus", "FlowBusWire", "Reactors",
+                "FlowBus", "FlowBusPrometheus", "FlowBusWire", "Reactors",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ],

@@ -1,8 +1,7 @@
 import ArgumentParser
-import CoreMetrics
 import FlowBus
+import FlowBusPrometheus
 import Logging
-import Prometheus
 import ServiceLifecycle
 import UnixSignals
 
@@ -45,15 +44,3 @@ struct Flowd: AsyncParsableCommand {
 }
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
-
-extension MetricsExposition {
-    /// Bootstraps swift-metrics, once per process, with a Prometheus registry, and returns its text.
-    static func bootstrapPrometheus() -> MetricsExposition {
-        let registry = PrometheusCollectorRegistry()
-        var factory = PrometheusMetricsFactory(registry: registry)
-        factory.durationHistogramBuckets = FlowBusMetrics.durationBuckets
-        factory.valueHistogramBuckets = FlowBusMetrics.valueBuckets
-        MetricsSystem.bootstrap(factory)
-        return MetricsExposition { registry.emitToBuffer() }
-    }
-}

@@ -366,14 +366,6 @@ final class LockedBox<Value: Sendable>: @unchecked Sendable {
 
 @Suite("Security: CURVE with ZAP on tcp, private ipc files", .serialized)
 struct SecurityTests {
-    /// A free tcp port on loopback (bound, read back, released).
-    func freePort() throws -> String {
-        let context = try ZeroMQ.Context(defaultLinger: 0)
-        let socket = try context.socket(.router)
-        try socket.bind("tcp://127.0.0.1:*")
-        return try socket.lastEndpoint
-    }
-
     @Test("flowctl keygen writes a private secret key and its public key")
     func keygen() throws {
         let topology = try demoTopology()
@@ -389,18 +381,10 @@ struct SecurityTests {
 
     @Test("A known client key gets in; an unknown one gets no step, subscription or status in")
     func curveAllowsOnlyKnownKeys() throws {
-        let keys = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("flowbus-keys-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: keys, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: keys) }
-        var secrets: [String] = []
-        for name in ["flowd", "client", "intruder"] {
-            let pair = try CurveKeyPair.generate()
-            secrets.append(pair.secretKey)
-            try "\(pair.secretKey)\n".write(to: keys.appendingPathComponent("\(name).key"), atomically: true, encoding: .utf8)
-            try "\(pair.publicKey)\n".write(to: keys.appendingPathComponent("\(name).pub"), atomically: true, encoding: .utf8)
-        }
+        let keys = try TestKeys(["flowd", "client", "intruder"])
+        defer { keys.remove() }
         let demo = try String(contentsOf: packageRoot.appendingPathComponent("config/demo.yaml"), encoding: .utf8)
-        let (ingressEndpoint, eventsEndpoint, controlEndpoint) = (try freePort(), try freePort(), try freePort())
+        let (ingressEndpoint, eventsEndpoint, controlEndpoint) = (try freeTCPEndpoint(), try freeTCPEndpoint(), try freeTCPEndpoint())
         func topologyYAML(clientKey: String) -> String {
             demo.replacingOccurrences(of: "ipc://${FLOWBUS_RUN_DIR:-/tmp/flowbus}/ingress.sock", with: ingressEndpoint)
                 .replacingOccurrences(of: "ipc://${FLOWBUS_RUN_DIR:-/tmp/flowbus}/events.sock", with: eventsEndpoint)
@@ -434,7 +418,7 @@ struct SecurityTests {
         #expect(late == nil, "\(String(describing: late))")
         let refused = try topology.status()["ingress"]?.mapValue?["refused"]?.mapValue?["unauthorized"]?.intValue ?? 0
         #expect(refused >= 1)
-        for secret in secrets { #expect(!flowd.output.contains(secret)) }
+        for secret in keys.secrets { #expect(!flowd.output.contains(secret)) }
     }
 
     @Test("ipc socket files are private to their owner")

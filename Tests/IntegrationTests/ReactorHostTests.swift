@@ -237,25 +237,10 @@ struct ReactorHostTests {
 
 @Suite("reactor-host security", .serialized)
 struct ReactorHostSecurityTests {
-    private func freeTCPEndpoint() throws -> String {
-        let context = try ZeroMQ.Context(defaultLinger: 0)
-        let socket = try context.socket(.router)
-        try socket.bind("tcp://127.0.0.1:*")
-        return try socket.lastEndpoint
-    }
-
     @Test("Over tcp with CURVE a known client key gets actions and states through; an unknown one gets nothing in")
     func curveAllowsOnlyKnownKeys() throws {
-        let keys = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("flowbus-keys-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: keys, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: keys) }
-        var secrets: [String] = []
-        for name in ["daemon", "client", "intruder"] {
-            let pair = try CurveKeyPair.generate()
-            secrets.append(pair.secretKey)
-            try "\(pair.secretKey)\n".write(to: keys.appendingPathComponent("\(name).key"), atomically: true, encoding: .utf8)
-            try "\(pair.publicKey)\n".write(to: keys.appendingPathComponent("\(name).pub"), atomically: true, encoding: .utf8)
-        }
+        let keys = try TestKeys(["daemon", "client", "intruder"])
+        defer { keys.remove() }
         let (actionsEndpoint, statesEndpoint) = (try freeTCPEndpoint(), try freeTCPEndpoint())
         func topologyYAML(clientKey: String) -> String {
             """
@@ -306,6 +291,6 @@ struct ReactorHostSecurityTests {
         let current = try again.next(CounterState.self, timeout: .seconds(10))
         #expect(current?.state == CounterState(value: 1, isLoading: false), "the intruder's increase was not applied")
         #expect(host.terminate() == 0)
-        for secret in secrets { #expect(!host.output.contains(secret)) }
+        for secret in keys.secrets { #expect(!host.output.contains(secret)) }
     }
 }

@@ -81,7 +81,10 @@ public final class BusSubscriber {
         while true {
             // Wake at the silence limit too, to report an outage while waiting.
             let silenceDeadline = isPublisherSilent ? nil : silenceLimit.map { lastHeard + $0 }
-            let wakeAt = [deadline, silenceDeadline].compactMap { $0 }.min()
+            let wakeAt = switch (deadline, silenceDeadline) {
+            case (let deadline?, let silence?): min(deadline, silence)
+            case (let deadline, let silence): deadline ?? silence
+            }
             let mode: ReceiveMode
             if let wakeAt {
                 let left = ContinuousClock.now.duration(to: wakeAt)

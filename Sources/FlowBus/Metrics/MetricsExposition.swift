@@ -1,13 +1,11 @@
 /// The text a process's metrics endpoint serves and `flowctl status --metrics` prints: the
 /// Prometheus exposition of the registry its `MetricsSystem` was bootstrapped with.
 ///
-/// FlowBus records its metrics through swift-metrics only; the executable that bootstraps a
-/// Prometheus registry hands its rendering here:
+/// FlowBus records its metrics through swift-metrics only; the executable bootstraps a
+/// Prometheus registry and hands its rendering here, in one call from `FlowBusPrometheus`:
 ///
 /// ```swift
-/// let registry = PrometheusCollectorRegistry()
-/// MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
-/// let exposition = MetricsExposition { registry.emitToBuffer() }
+/// let exposition = MetricsExposition.bootstrapPrometheus()
 /// ```
 public struct MetricsExposition: Sendable {
     /// The HTTP content type of ``render()``'s output.

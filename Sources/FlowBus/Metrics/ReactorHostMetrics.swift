@@ -46,21 +46,21 @@ final class ReactorHostMetrics: Sendable {
         state.withLock { state in
             let last = state.last
             guard counters != last else { return }
-            func add(_ counter: Counter, _ value: KeyPath<ReactorHostCounters, Int>) {
-                let delta = counters[keyPath: value] - last[keyPath: value]
+            // Plain field reads: this runs once per loop turn of the host's I/O thread.
+            func add(_ counter: Counter, _ delta: Int) {
                 if delta > 0 { counter.increment(by: delta) }
             }
-            add(received, \.received)
-            add(actions, \.actionsApplied)
-            add(snapshots, \.snapshotsAnswered)
-            add(statesPublished, \.statesPublished)
-            add(statesDropped, \.statesDropped)
-            add(statesUnencodable, \.statesUnencodable)
-            add(stepsSent, \.stepsSent)
-            add(stepsDropped, \.stepsDropped)
-            add(mutationFailures, \.mutationFailures)
-            add(saves, \.saves)
-            add(saveFailures, \.saveFailures)
+            add(received, counters.received - last.received)
+            add(actions, counters.actionsApplied - last.actionsApplied)
+            add(snapshots, counters.snapshotsAnswered - last.snapshotsAnswered)
+            add(statesPublished, counters.statesPublished - last.statesPublished)
+            add(statesDropped, counters.statesDropped - last.statesDropped)
+            add(statesUnencodable, counters.statesUnencodable - last.statesUnencodable)
+            add(stepsSent, counters.stepsSent - last.stepsSent)
+            add(stepsDropped, counters.stepsDropped - last.stepsDropped)
+            add(mutationFailures, counters.mutationFailures - last.mutationFailures)
+            add(saves, counters.saves - last.saves)
+            add(saveFailures, counters.saveFailures - last.saveFailures)
             if counters.reactors != last.reactors { instances.record(counters.reactors) }
             if counters.refused != last.refused {
                 for (reason, count) in counters.refused where count > last.refused[reason, default: 0] {

@@ -217,7 +217,6 @@ private final class ReactorHostIO {
                 if !error.isContextTerminated { logger.error("reactor host receive failed: \(error)") }
                 return
             }
-            drainSubscriptions()
             for stepper in steppers.values { stepper.drainReplies(logger: logger) }
             outlet.reportMetrics()
             heartbeatIfDue()

@@ -381,7 +381,14 @@ final class IngressLoop: Sendable {
             // Read even while saturated: a busy flowd must not judge a live reactor host dead.
             for host in watched {
                 while (try? host.socket.receive(into: &heartbeatBuffer, mode: .nonBlocking)) == true {
-                    guard case .heartbeat(let heartbeat)? = try? WireMessage.decode(from: heartbeatBuffer) else { continue }
+                    let message: WireMessage
+                    do {
+                        message = try WireMessage.decode(from: heartbeatBuffer)
+                    } catch {
+                        logger.warning("reactor host \(host.name) on \(host.endpoint) sent a malformed heartbeat: \(error.reason): \(error.detail)")
+                        continue
+                    }
+                    guard case .heartbeat(let heartbeat) = message else { continue }
                     noteHeard(heartbeat.envelope.source, heartbeat: true, role: "reactor-host \(host.name)", at: .now)
                 }
             }
