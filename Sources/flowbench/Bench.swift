@@ -100,6 +100,11 @@ final class Bench {
         return endpoints
     }
 
+    /// The process id of a running peer, to meter its CPU time and memory.
+    func processID(ofPeer name: String) -> Int32? {
+        peers[name]?.process.processIdentifier
+    }
+
     /// Sends a control command to a peer.
     func send(_ peer: String, _ parts: String...) throws {
         var frames: [[UInt8]] = [Array(peer.utf8)]

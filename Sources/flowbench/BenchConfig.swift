@@ -46,4 +46,8 @@ struct BenchConfig: Codable, Sendable {
     var flowdLogLevel: String = "info"
     /// The reactor-host executable for the reactor scenario; `nil`: the one beside flowbench.
     var reactorHostPath: String? = nil
+    /// Leaf flows the scale scenario builds in flowd (at least; whole groups of tabs).
+    var scaleFlows = 10_000
+    /// Leaf stepper bindings the scale scenario builds in flowd (at least; as many per leaf).
+    var scaleBindings = 100_000
 }

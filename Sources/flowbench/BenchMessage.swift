@@ -28,20 +28,22 @@ enum BenchMessage {
     /// The topic prefix a SUB subscribes to.
     static let subscription = Topic.Prefix.step.subscription
 
-    /// The step as FlowBusWire encodes it.
-    static func step() throws -> StepMessage {
+    /// The step as FlowBusWire encodes it, from `stepper` (the steps at scale send it from many).
+    static func step(stepper: String = stepperID) throws -> StepMessage {
         let envelope = Envelope(kind: .step, contentType: .fbv, sequence: 0, source: source)
-        return StepMessage(stepperID: stepperID, envelope: envelope, name: stepName, params: params)
+        return StepMessage(stepperID: stepper, envelope: envelope, name: stepName, params: params)
     }
 
     /// The four frames of the step.
-    static func stepFrames() throws -> FrameBuffer {
-        try step().encoded()
+    static func stepFrames(stepper: String = stepperID) throws -> FrameBuffer {
+        try step(stepper: stepper).encoded()
     }
 
-    /// The message to send in `shape`, and where its sequence number lives.
-    static func template(_ shape: FrameShape) throws -> (message: FrameStore, sequenceOffset: Int) {
-        let frames = FrameStore(shape == .action ? try action().encoded() : try stepFrames())
+    /// The message to send in `shape` (a step from `stepper`), and where its sequence number lives.
+    static func template(
+        _ shape: FrameShape, stepper: String = stepperID
+    ) throws -> (message: FrameStore, sequenceOffset: Int) {
+        let frames = FrameStore(shape == .action ? try action().encoded() : try stepFrames(stepper: stepper))
         // Envelope layout (docs/PROTOCOL.md): the u64 sequence is at byte 4 of frame 1. Concatenating
         // the frames keeps every byte where it was in the storage, so the offset is the same.
         let offset = frames.frameStart(1) + 4

@@ -9,12 +9,13 @@ import Foundation
 /// (throughput, latency) writes a fresh config into the temporary directory, starts a fresh
 /// daemon, waits for it to be ready, starts the receiver (SUB on the daemon's output) and the
 /// sender (DEALER to the daemon's input), primes the path with probes (sequence 0), and collects
-/// both reports; as the raw two-hop path gets a fresh forwarder. A conforming scenario only
-/// states what differs: its daemon, that daemon's config, endpoints and readiness, the receiver's
-/// subscription and sequence field, and the sender's shape.
+/// both reports; as the raw two-hop path gets a fresh forwarder. The daemon's CPU time is metered
+/// over the throughput run, as the forwarder's is. A conforming scenario only states what
+/// differs: its daemon, that daemon's config, endpoints and readiness, the receiver's
+/// subscription and sequence field, and the sender's shape (and, if it has one, a setup phase).
 protocol DaemonPathScenario: Scenario {
     /// The daemon and how to find it.
-    static var daemon: DaemonExecutable { get }
+    var daemon: DaemonExecutable { get }
     /// ``Measurement/frames`` of this path.
     var frames: Int { get }
     /// What the sender sends (its sequence travels in the params: `--sequence-in params`).
@@ -41,6 +42,16 @@ struct DaemonRun {
     var receiverEndpoint: String
     /// Whether the daemon is ready for the peers (polled after it starts).
     var isReady: () throws -> Bool
+    /// More sender arguments (e.g. `--stepper-ids FILE`).
+    var senderArguments: [String] = []
+    /// The daemon's journal, if its config has one.
+    var journal: JournalInfo? = nil
+    /// Runs once the daemon is ready, before the peers start, in each measurement: builds what
+    /// the measurement needs (e.g. a large navigation tree).
+    var setUp: ((ExternalProcess) throws -> SetupFigures)? = nil
+    /// Counts what the daemon holds, after the throughput run's usage is read: a large status
+    /// reply costs the daemon memory, which must not count as its peak while routing.
+    var census: (() throws -> SetupFigures.Census)? = nil
 }
 
 /// A daemon executable that a scenario needs: `--<name>`, else `<name>` in flowbench's own
@@ -80,32 +91,30 @@ struct DaemonExecutable {
 
 extension DaemonPathScenario {
     func preflight(config: BenchConfig) throws {
-        _ = try Self.daemon.path(config: config)
+        _ = try daemon.path(config: config)
     }
 
     func run(on bench: Bench) throws -> Measurement {
-        let daemon = try Self.daemon.path(config: bench.config)
-        let throughput = try measure(.throughput, daemon: daemon, on: bench)
-        let latency = try measure(.latency, daemon: daemon, on: bench)
-        let elapsed = Double(throughput.receiver.firstToLastNanoseconds) / 1e9
-        return Measurement(
-            messageBytes: throughput.receiver.bytesPerMessage,
-            frames: frames,
-            throughputPerSecond: elapsed > 0 ? Double(throughput.receiver.received) / elapsed : nil,
-            senderPerSecond: throughput.sender.elapsedNanoseconds.map { Double(throughput.sender.sent) / (Double($0) / 1e9) },
-            latency: latency.sender.latency,
-            lost: throughput.receiver.lost, latencyLost: latency.sender.lost)
+        let executable = try daemon.path(config: bench.config)
+        let throughput = try measure(.throughput, daemon: executable, on: bench)
+        let latency = try measure(.latency, daemon: executable, on: bench)
+        var measurement = Measurement(throughput: throughput.run, latency: latency.run, frames: frames)
+        measurement.journal = throughput.journal
+        measurement.setup = throughput.setup
+        return measurement
     }
 
     // MARK: One measurement
 
-    private func measure(_ mode: MeasureMode, daemon executable: String, on bench: Bench) throws -> (sender: SenderReport, receiver: ReceiverReport) {
+    private func measure(
+        _ mode: MeasureMode, daemon executable: String, on bench: Bench
+    ) throws -> (run: PathRun, journal: JournalInfo?, setup: SetupFigures?) {
         let run = bench.nextRun()
         let config = bench.config
         defer { bench.stopAll() }
         let hwm = ["--hwm", String(config.highWaterMark)]
         let expected = mode == .throughput ? config.messages : config.latencyWarmup + config.latencySamples
-        let name = Self.daemon.name
+        let name = daemon.name
 
         let setup = try daemonRun(run, on: bench)
         let configPath = "\(bench.directory)/\(run)-\(setup.configFile)"
@@ -119,6 +128,8 @@ extension DaemonPathScenario {
         ) { _ in try setup.isReady() }
 
         do {
+            var built = try setup.setUp?(daemon)
+            built?.residentBytes = ProcFS.residentBytes(of: daemon.process.processIdentifier)
             var receiverArguments = ["--mode", mode.rawValue, "--messages", String(expected),
                                      "--idle-timeout", String(config.idleTimeoutMilliseconds),
                                      "--input", "sub", "--endpoint", setup.receiverEndpoint,
@@ -128,7 +139,7 @@ extension DaemonPathScenario {
             let receiverEndpoints = try bench.spawnPeer(receiver, role: .receiver, arguments: receiverArguments)
 
             var senderArguments = ["--connect", setup.senderEndpoint, "--mode", mode.rawValue, "--shape", senderShape.rawValue,
-                                   "--sequence-in", SequenceField.params.rawValue] + hwm
+                                   "--sequence-in", SequenceField.params.rawValue] + hwm + setup.senderArguments
             switch mode {
             case .throughput: senderArguments += ["--messages", String(config.messages)]
             case .latency:
@@ -142,13 +153,13 @@ extension DaemonPathScenario {
             try bench.spawnPeer(sender, role: .sender, arguments: senderArguments)
 
             // Probes (sequence 0) go through the daemon until the receiver sees what they cause.
-            try bench.send(sender, "prime")
-            _ = try bench.waitFor("primed", from: receiver, timeout: 15)
-            try bench.send(sender, "go")
-            let timeout = 30 + Double(expected) / 2_000
-            let senderReport = try bench.result(SenderReport.self, from: sender, timeout: timeout)
-            let receiverReport = try bench.result(ReceiverReport.self, from: receiver, timeout: timeout)
-            return (senderReport, receiverReport)
+            let middle = mode == .throughput ? daemon.process.processIdentifier : nil
+            let measured = try bench.primeAndMeasure(sender: sender, receiver: receiver,
+                                                     timeout: 30 + Double(expected) / 2_000, middle: middle)
+            if mode == .throughput, let census = setup.census {
+                built?.census = try census()
+            }
+            return (measured, setup.journal, built)
         } catch {
             FileHandle.standardError.write(Data("flowbench: \(daemon.name) output (\(daemon.logPath)):\n\(daemon.output())\n".utf8))
             throw error

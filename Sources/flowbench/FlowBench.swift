@@ -27,11 +27,17 @@ struct RunBenchmarks: ParsableCommand {
             Throughput: N messages back to back, timed at the receiver from first to last. Latency: \
             one message in flight, one-way time on the shared CLOCK_MONOTONIC, p50/p99. The steps \
             scenario runs the same step through a real flowd (built beside flowbench: \
-            `swift build -c release --product flowbench --product flowd`) to a didNavigate subscriber; \
+            `swift build -c release --product flowd`) to a didNavigate subscriber; \
             the reactor scenario sends actions to the real reactor-host example (built beside flowbench: \
             `swift build -c release --product reactor-host`), whose bench reactor answers each with one \
             state (`tick(n:)` in, `{n}` out), to a state subscriber; both with ratios to the raw two-hop \
-            path. Compare ratios within one run: figures move with the load of a shared machine.
+            path. steps_journaled is the steps scenario with flowd's SQLite journal (synchronous: full) in \
+            the temporary directory; steps_at_scale first builds --scale-flows flows and --scale-bindings \
+            stepper bindings in flowd from a declared config, then sends the step from every bound stepper \
+            in turn (with its ratio to steps, and flowd's peak RSS). cpu µs/msg is the user+system CPU time \
+            of the process in the middle (the raw forwarder, flowd, reactor-host) over the throughput run \
+            per message; ×cpu divides a daemon's by the forwarder's. Compare ratios within one run: figures \
+            move with the load of a shared machine.
             """
     )
 
@@ -70,7 +76,7 @@ struct RunBenchmarks: ParsableCommand {
 
     @Option(help: ArgumentHelp(
         "The flowd executable for the steps scenario (default: flowd beside flowbench).",
-        discussion: "Build both with `swift build -c release --product flowbench --product flowd`."))
+        discussion: "Build it with `swift build -c release --product flowd`, with the -c of flowbench."))
     var flowd: String?
 
     @Option(help: "flowd's --log-level in the steps scenario (flowd logs every didNavigate at info).")
@@ -80,6 +86,14 @@ struct RunBenchmarks: ParsableCommand {
         "The reactor-host executable for the reactor scenario (default: reactor-host beside flowbench).",
         discussion: "Build it with `swift build -c release --product reactor-host`."))
     var reactorHost: String?
+
+    @Option(help: ArgumentHelp(
+        "Leaf flows flowd holds in the steps_at_scale scenario.",
+        discussion: "Built by setup steps before each measurement, in groups of up to 100 (each group is a flow too)."))
+    var scaleFlows: Int = 10_000
+
+    @Option(help: "Stepper bindings (screens with a remote stepper) over those flows in the steps_at_scale scenario.")
+    var scaleBindings: Int = 100_000
 
     @Option(parsing: .upToNextOption,
             help: "Run only these scenarios, by key or id (e.g. two_hop raw.one_hop); default: all.")
@@ -95,6 +109,8 @@ struct RunBenchmarks: ParsableCommand {
         if let hwm, hwm < 0 { throw ValidationError("--hwm cannot be negative; 0 means no limit") }
         guard idleTimeout >= 100 else { throw ValidationError("--idle-timeout must be at least 100 ms") }
         guard codecSeconds > 0 && codecSeconds <= 10 else { throw ValidationError("--codec-seconds must be in (0, 10]") }
+        guard scaleFlows >= 1 else { throw ValidationError("--scale-flows must be at least 1, e.g. 10000") }
+        guard scaleBindings >= 1 else { throw ValidationError("--scale-bindings must be at least 1, e.g. 100000") }
         let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
         guard levels.contains(flowdLogLevel) else {
             throw ValidationError("--flowd-log-level must be one of \(levels.joined(separator: ", "))")
@@ -105,7 +121,8 @@ struct RunBenchmarks: ParsableCommand {
         let config = BenchConfig(
             transport: transport, messages: messages, latencySamples: latencySamples, latencyWarmup: latencyWarmup,
             highWaterMark: hwm ?? Int32(clamping: max(100_000, messages + 1_000)), idleTimeoutMilliseconds: idleTimeout, codecSeconds: codecSeconds,
-            flowdPath: flowd, flowdLogLevel: flowdLogLevel, reactorHostPath: reactorHost)
+            flowdPath: flowd, flowdLogLevel: flowdLogLevel, reactorHostPath: reactorHost,
+            scaleFlows: scaleFlows, scaleBindings: scaleBindings)
         let progress = { (line: String) in FileHandle.standardError.write(Data("flowbench: \(line)\n".utf8)) }
 
         var results: [ScenarioResult] = []
@@ -114,12 +131,19 @@ struct RunBenchmarks: ParsableCommand {
             let bench = try Bench(config: config)
             defer { bench.shutdown() }
             do {
-                var scenarios = allScenarios(includeSingleFrame: singleFrame || !only.isEmpty)
+                var scenarios = allScenarios(config: config, includeSingleFrame: singleFrame || !only.isEmpty)
                 if !only.isEmpty {
+                    // A selected scenario's baseline and reference run too (first), for its ratios.
                     let selected = scenarios.filter { only.contains($0.id.key) || only.contains($0.id.description) }
-                    // A selected scenario's baseline runs too (first), for its ratios.
-                    let baselines = Set(selected.compactMap(\.baseline))
-                    scenarios = scenarios.filter { baselines.contains($0.id) || selected.map(\.id).contains($0.id) }
+                    var needed = Set(selected.map(\.id))
+                    var count = 0
+                    while needed.count != count {
+                        count = needed.count
+                        for scenario in scenarios where needed.contains(scenario.id) {
+                            needed.formUnion(scenario.dependencies)
+                        }
+                    }
+                    scenarios = scenarios.filter { needed.contains($0.id) }
                     guard !scenarios.isEmpty else {
                         throw BenchError("no scenario matches --only \(only.joined(separator: " "))",
                                          fix: "use keys from the table, e.g. --only one_hop two_hop")

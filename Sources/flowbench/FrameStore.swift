@@ -70,6 +70,14 @@ struct FrameStore: ReceiveBuffer, FrameSource {
         }
     }
 
+    /// Overwrites `bytes.count` bytes of the storage from byte `offset` (frames keep their sizes).
+    @inline(__always)
+    mutating func storeBytes(_ bytes: UnsafeRawBufferPointer, at offset: Int) {
+        storage.withUnsafeMutableBytes { raw in
+            UnsafeMutableRawBufferPointer(rebasing: raw[offset..<offset + bytes.count]).copyMemory(from: bytes)
+        }
+    }
+
     /// Reads a big-endian u64 at byte `offset` of the storage, or `nil` if the storage is too short.
     @inline(__always)
     func loadBigEndian(at offset: Int) -> UInt64? {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FlowBusWire
 import Foundation
 import ZeroMQ
 
@@ -107,15 +108,23 @@ struct SenderPeer: ParsableCommand {
     @Option(help: "Frame shape.") var shape: FrameShape = .step
     @Option(help: "Where the sequence goes: envelope, or params (withMovieId, or n of an action; envelopes then numbered 1, 2, 3…).")
     var sequenceIn: SequenceField = .envelope
+    @Option(help: "A file of stepper ids of one length, one a line: each step (probes too) goes from the next one.")
+    var stepperIds: String?
 
     func run() throws {
         try runPeer(common, role: .sender) { context, control in
             guard sequenceIn != .state else {
                 throw BenchError("--sequence-in state is for the receiver; a sender puts it in params", fix: "this is a bug in flowbench")
             }
-            var (message, envelopeOffset) = try BenchMessage.template(shape)
-            // The step's withMovieId, or the action's n: the int ending the params frame of each.
-            let paramsTemplate = shape == .action ? message : try BenchMessage.template(.step).message
+            var rotation = try stepperIds.map(StepperRotation.init(file:))
+            guard rotation == nil || shape == .step else {
+                throw BenchError("--stepper-ids needs --shape step", fix: "this is a bug in flowbench")
+            }
+            let stepper = rotation?.first ?? BenchMessage.stepperID
+            var (message, envelopeOffset) = try BenchMessage.template(shape, stepper: stepper)
+            // The step's withMovieId, or the action's n: the int ending the params frame of each
+            // (one frame holds the step's bytes at the offsets they have in four).
+            let paramsTemplate = shape == .single ? try BenchMessage.template(.step, stepper: stepper).message : message
             var stamp = SequenceStamp(field: sequenceIn, envelopeOffset: envelopeOffset,
                                       paramOffset: BenchMessage.paramSequenceOffset(in: paramsTemplate))
             let data = try context.socket(.dealer)
@@ -137,6 +146,7 @@ struct SenderPeer: ParsableCommand {
             var probes = 0
             primeLoop: while true {
                 stamp.stamp(0, into: &message)
+                rotation?.advance(&message)
                 if try data.send(message: message, mode: .nonBlocking) { probes += 1 }
                 for _ in 0..<2 {
                     switch try control.poll() {
@@ -154,6 +164,7 @@ struct SenderPeer: ParsableCommand {
                 let start = monotonicNanoseconds()
                 for sequence in 1...UInt64(messages) {
                     stamp.stamp(sequence, into: &message)
+                    rotation?.advance(&message)
                     if sequence & 0xFFFF == 0 { try control.checkParent() }
                     guard try data.send(message: message) else {
                         throw BenchError("send blocked for 10 s at message \(sequence)", fix: "the receiving side stopped reading; see its messages")
@@ -162,8 +173,8 @@ struct SenderPeer: ParsableCommand {
                 let elapsed = monotonicNanoseconds() - start
                 try control.sendResult(SenderReport(sent: messages, probes: probes, elapsedNanoseconds: elapsed, latency: nil, lost: 0))
             case .latency:
-                let report = try measureLatency(data: data, ack: ack!, message: &message, stamp: &stamp, probes: probes,
-                                            checkParent: control.checkParent)
+                let report = try measureLatency(data: data, ack: ack!, message: &message, stamp: &stamp,
+                                                rotation: &rotation, probes: probes, checkParent: control.checkParent)
                 try control.sendResult(report)
             }
             _ = try control.wait(for: "stop")
@@ -172,8 +183,8 @@ struct SenderPeer: ParsableCommand {
 
     /// Lock-step: stamp, send, wait for the ack carrying the receiver's receive time.
     private func measureLatency(
-        data: Socket, ack: Socket, message: inout FrameStore, stamp: inout SequenceStamp, probes: Int,
-        checkParent: () throws -> Void
+        data: Socket, ack: Socket, message: inout FrameStore, stamp: inout SequenceStamp,
+        rotation: inout StepperRotation?, probes: Int, checkParent: () throws -> Void
     ) throws -> SenderReport {
         var samples = [Int64]()
         samples.reserveCapacity(messages)
@@ -183,6 +194,7 @@ struct SenderPeer: ParsableCommand {
         for index in 1...total {
             let sequence = UInt64(index)
             stamp.stamp(sequence, into: &message)
+            rotation?.advance(&message)
             if index & 0x3FF == 0 { try checkParent() }
             let sent = monotonicNanoseconds()
             guard try data.send(message: message) else {
@@ -227,6 +239,41 @@ struct SequenceStamp {
             message.storeBigEndian(envelopeSequence, at: envelopeOffset)
             message.storeBigEndian(sequence, at: paramOffset)
         }
+    }
+}
+
+/// The stepper ids a sender publishes as, in turn (`--stepper-ids`): each message's topic frame
+/// gets the next id, patched in place; the ids have one length, so no frame changes size.
+struct StepperRotation {
+    /// The ids back to back.
+    private let ids: [UInt8]
+    private let width: Int
+    private let count: Int
+    private var next = 0
+    /// Where the id starts in a step: after `step/` in the topic frame (frame 0).
+    private static let offset = Topic.step("").utf8.count
+
+    let first: String
+
+    init(file: String) throws {
+        let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
+        guard let first = lines.first, lines.allSatisfy({ $0.utf8.count == first.utf8.count }) else {
+            throw BenchError("\(file) holds no stepper id, or ids of different lengths",
+                             fix: "this is a bug in flowbench")
+        }
+        self.first = String(first)
+        width = first.utf8.count
+        count = lines.count
+        ids = lines.flatMap(\.utf8)
+    }
+
+    @inline(__always)
+    mutating func advance(_ message: inout FrameStore) {
+        let start = next * width
+        ids.withUnsafeBytes { ids in
+            message.storeBytes(UnsafeRawBufferPointer(rebasing: ids[start..<start + width]), at: Self.offset)
+        }
+        next = next + 1 == count ? 0 : next + 1
     }
 }
 

@@ -25,18 +25,12 @@ struct RawPathScenario: Scenario {
     func run(on bench: Bench) throws -> Measurement {
         let throughput = try measure(.throughput, on: bench)
         let latency = try measure(.latency, on: bench)
-        let elapsed = Double(throughput.receiver.firstToLastNanoseconds) / 1e9
-        return Measurement(
-            messageBytes: throughput.receiver.bytesPerMessage,
-            frames: shape.frames,
-            throughputPerSecond: elapsed > 0 ? Double(throughput.receiver.received) / elapsed : nil,
-            senderPerSecond: throughput.sender.elapsedNanoseconds.map { Double(throughput.sender.sent) / (Double($0) / 1e9) },
-            latency: latency.sender.latency,
-            lost: throughput.receiver.lost, latencyLost: latency.sender.lost)
+        return Measurement(throughput: throughput, latency: latency, frames: shape.frames)
     }
 
-    /// Starts the path's processes, primes it, measures once in `mode`, stops them.
-    private func measure(_ mode: MeasureMode, on bench: Bench) throws -> (sender: SenderReport, receiver: ReceiverReport) {
+    /// Starts the path's processes, primes it, measures once in `mode`, stops them. The
+    /// forwarder's CPU time is metered over the throughput run.
+    private func measure(_ mode: MeasureMode, on bench: Bench) throws -> PathRun {
         let run = bench.nextRun()
         let config = bench.config
         defer { bench.stopAll() }
@@ -50,6 +44,7 @@ struct RawPathScenario: Scenario {
         if mode == .latency { receiverArguments += ["--ack-bind", bench.bindEndpoint("\(run)-ack")] }
         let target: String
         let receiverEndpoints: [String: String]
+        var middle: Int32?
         switch hops {
         case .one:
             receiverEndpoints = try bench.spawnPeer("\(run)-receiver", role: .receiver, arguments: receiverArguments + [
@@ -61,6 +56,7 @@ struct RawPathScenario: Scenario {
             receiverEndpoints = try bench.spawnPeer("\(run)-receiver", role: .receiver, arguments: receiverArguments + [
                 "--input", "sub", "--endpoint", try endpoint("out", of: forwarder)])
             target = try endpoint("in", of: forwarder)
+            middle = mode == .throughput ? bench.processID(ofPeer: "\(run)-forwarder") : nil
         }
         var senderArguments = ["--connect", target, "--mode", mode.rawValue, "--shape", shape.rawValue] + hwm
         switch mode {
@@ -72,16 +68,8 @@ struct RawPathScenario: Scenario {
         let sender = "\(run)-sender"
         let receiver = "\(run)-receiver"
         try bench.spawnPeer(sender, role: .sender, arguments: senderArguments)
-
-        // Slow joiner: probes flow until the receiver has one, so its subscription is in place
-        // end to end before the first measured message.
-        try bench.send(sender, "prime")
-        _ = try bench.waitFor("primed", from: receiver, timeout: 15)
-        try bench.send(sender, "go")
-        let timeout = 30 + Double(expected) / 5_000
-        let senderReport = try bench.result(SenderReport.self, from: sender, timeout: timeout)
-        let receiverReport = try bench.result(ReceiverReport.self, from: receiver, timeout: timeout)
-        return (senderReport, receiverReport)
+        return try bench.primeAndMeasure(sender: sender, receiver: receiver, timeout: 30 + Double(expected) / 5_000,
+                                         middle: middle)
     }
 
     private func endpoint(_ name: String, of endpoints: [String: String]) throws -> String {

@@ -15,7 +15,8 @@ import ZeroMQ
 /// host's `states` XPUB. As the state's envelope carries the reactor's state sequence, the
 /// bench sequence travels in `n` (0: probe, 1...: measured); the action envelopes are numbered
 /// 1, 2, 3… since the host refuses a (source, sequence) it has seen. Each measurement
-/// (throughput, latency) gets a fresh host, as the raw two-hop path gets a fresh forwarder.
+/// (throughput, latency) gets a fresh host, as the raw two-hop path gets a fresh forwarder; the
+/// host's CPU time is metered over the throughput run, as the forwarder's is.
 struct ReactorScenario: DaemonPathScenario {
     static let key = "reactor"
 
@@ -25,11 +26,13 @@ struct ReactorScenario: DaemonPathScenario {
 
     // MARK: The daemon path
 
-    static var daemon: DaemonExecutable {
+    var daemon: DaemonExecutable {
         DaemonExecutable(
-            name: "reactor-host", scenario: key, explicitPath: \.reactorHostPath,
+            name: "reactor-host", scenario: Self.key, explicitPath: \.reactorHostPath,
             buildHint: "swift build -c release --product reactor-host", builds: "it",
-            otherScenarios: "one_hop two_hop steps")
+            otherScenarios: [
+                "one_hop", "two_hop", StepsScenario.plainKey, StepsScenario.journaledKey, ScaleScenario.key,
+            ].joined(separator: " "))
     }
     var frames: Int { 3 }
     var senderShape: FrameShape { .action }

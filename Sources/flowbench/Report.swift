@@ -30,8 +30,14 @@ struct BenchReport: Encodable {
         var hwm: Int32
         /// flowd's `--log-level` in the steps scenario (at `info` flowd logs every didNavigate).
         var flowdLogLevel: String
+        /// Leaf flows and leaf stepper bindings the scale scenario asks for.
+        var scaleFlows: Int
+        var scaleBindings: Int
         var throughputMethod = "sender sends N messages back to back; receiver times its first to its last message"
         var latencyMethod = "one message in flight; one-way time from the sender's CLOCK_MONOTONIC before send to the receiver's after receive (returned in an ack); nearest-rank percentiles"
+        var cpuMethod = "utime + stime from /proc/PID/stat of the middle process (raw forwarder, flowd, "
+            + "reactor-host), read before the throughput run's first message and after the receiver's report, "
+            + "divided by the messages received"
     }
     struct MessageInfo: Encodable {
         var topic: String
@@ -52,16 +58,28 @@ struct BenchReport: Encodable {
         var latencySamples: Int?
         var lost: Int
         var latencyLost: Int
+        /// User + system CPU time of the middle process (forwarder or daemon) per message moved
+        /// in the throughput run.
+        var cpuUsPerMsg: Double?
+        /// Its peak resident set size (VmHWM) at the end of the throughput run, in 10^6 bytes.
+        var peakRssMb: Double?
         var baseline: String?
         var throughputRatio: Double?
         var p50Ratio: Double?
         var p99Ratio: Double?
+        var cpuRatio: Double?
+        var reference: String?
+        var referenceThroughputRatio: Double?
+        var journal: JournalInfo?
+        var setup: SetupFigures?
     }
 
-    /// The headline figures of one FlowBus scenario beside its baseline: `steps` (stepper →
-    /// flowd → didNavigate receiver) and `reactor` (view → reactor host → state receiver), at the
-    /// top level of the report.
-    /// Ratios are FlowBus ÷ raw two-hop. Every key is always written (`null` when not measured).
+    /// The headline figures of one FlowBus scenario beside its baseline, at the top level of
+    /// the report: `steps` (stepper → flowd → didNavigate receiver), `steps_journaled`,
+    /// `steps_at_scale` and `reactor` (view → reactor host → state receiver).
+    /// Ratios are FlowBus ÷ raw two-hop (`cpu_ratio`: the daemon's CPU time per message ÷ the
+    /// forwarder's, `baseline_cpu_us_per_msg`). Every key is always written (`null` when not measured); the scenarios
+    /// compared with `steps` add `throughput_ratio_to_steps`, the scale scenario what it built.
     struct Headline: Encodable {
         var throughputPerS: Double?
         var p50Us: Double?
@@ -69,18 +87,35 @@ struct BenchReport: Encodable {
         var throughputRatio: Double?
         var p50Ratio: Double?
         var p99Ratio: Double?
+        var cpuUsPerMsg: Double?
+        /// The raw forwarder's, which ``cpuRatio`` divides by.
+        var baselineCpuUsPerMsg: Double?
+        var cpuRatio: Double?
+        var peakRssMb: Double?
+        var hasReference: Bool
+        var throughputRatioToSteps: Double?
+        var setup: SetupFigures?
 
         enum CodingKeys: String, CodingKey {
             case throughputPerS, p50Us, p99Us, throughputRatio, p50Ratio, p99Ratio
+            case cpuUsPerMsg, baselineCpuUsPerMsg, cpuRatio, peakRssMb
+            case throughputRatioToSteps, flows, bindings, remoteBindings, setupSteps, setupS, rssAfterSetupMb
         }
 
-        init(_ path: Path) {
+        init(_ path: Path, baseline: Path?) {
             throughputPerS = path.throughputPerS
             p50Us = path.p50Us
             p99Us = path.p99Us
             throughputRatio = path.throughputRatio
             p50Ratio = path.p50Ratio
             p99Ratio = path.p99Ratio
+            cpuUsPerMsg = path.cpuUsPerMsg
+            baselineCpuUsPerMsg = baseline?.cpuUsPerMsg
+            cpuRatio = path.cpuRatio
+            peakRssMb = path.peakRssMb
+            hasReference = path.reference != nil
+            throughputRatioToSteps = path.referenceThroughputRatio
+            setup = path.setup
         }
 
         func encode(to encoder: any Encoder) throws {
@@ -91,6 +126,19 @@ struct BenchReport: Encodable {
             try container.encode(throughputRatio, forKey: .throughputRatio)
             try container.encode(p50Ratio, forKey: .p50Ratio)
             try container.encode(p99Ratio, forKey: .p99Ratio)
+            try container.encode(cpuUsPerMsg, forKey: .cpuUsPerMsg)
+            try container.encode(baselineCpuUsPerMsg, forKey: .baselineCpuUsPerMsg)
+            try container.encode(cpuRatio, forKey: .cpuRatio)
+            try container.encode(peakRssMb, forKey: .peakRssMb)
+            if hasReference { try container.encode(throughputRatioToSteps, forKey: .throughputRatioToSteps) }
+            if let setup {
+                try container.encode(setup.census?.flows, forKey: .flows)
+                try container.encode(setup.census?.bindings, forKey: .bindings)
+                try container.encode(setup.census?.remoteBindings, forKey: .remoteBindings)
+                try container.encode(setup.steps, forKey: .setupSteps)
+                try container.encode(rounded(setup.seconds, 2), forKey: .setupS)
+                try container.encode(setup.residentBytes.map { rounded(Double($0) / 1e6, 1) }, forKey: .rssAfterSetupMb)
+            }
         }
     }
 
@@ -103,6 +151,10 @@ struct BenchReport: Encodable {
     var flowbus: [String: Path]
     /// `flowbus.steps` in short; absent when the steps scenario did not run.
     var steps: Headline?
+    /// `flowbus.steps_journaled` in short; absent when it did not run.
+    var stepsJournaled: Headline?
+    /// `flowbus.steps_at_scale` in short; absent when it did not run.
+    var stepsAtScale: Headline?
     /// `flowbus.reactor` in short; absent when the reactor scenario did not run.
     var reactor: Headline?
     /// Operations per second.
@@ -113,7 +165,7 @@ struct BenchReport: Encodable {
         self.config = Config(
             transport: config.transport.rawValue, messages: config.messages, latencySamples: config.latencySamples,
             latencyWarmup: config.latencyWarmup, hwm: config.highWaterMark,
-            flowdLogLevel: config.flowdLogLevel)
+            flowdLogLevel: config.flowdLogLevel, scaleFlows: config.scaleFlows, scaleBindings: config.scaleBindings)
         let frames = try BenchMessage.stepFrames()
         message = MessageInfo(
             topic: String(decoding: frames.frameBytes(0), as: UTF8.self), step: BenchMessage.stepName,
@@ -131,15 +183,26 @@ struct BenchReport: Encodable {
                 p99Us: m.latency.map { rounded($0.p99Microseconds, 1) },
                 maxUs: m.latency.map { rounded(Double($0.maxNanoseconds) / 1000, 1) },
                 latencySamples: m.latency?.samples, lost: m.lost, latencyLost: m.latencyLost,
+                cpuUsPerMsg: m.cpuMicrosecondsPerMessage.map { rounded($0, 2) },
+                peakRssMb: m.usage?.peakResidentBytes.map { rounded(Double($0) / 1e6, 1) },
                 baseline: result.baseline?.description,
                 throughputRatio: result.throughputRatio.map { rounded($0, 3) },
                 p50Ratio: result.p50Ratio.map { rounded($0, 3) },
-                p99Ratio: result.p99Ratio.map { rounded($0, 3) })
+                p99Ratio: result.p99Ratio.map { rounded($0, 3) },
+                cpuRatio: result.cpuRatio.map { rounded($0, 3) },
+                reference: result.reference?.description,
+                referenceThroughputRatio: result.referenceThroughputRatio.map { rounded($0, 3) },
+                journal: m.journal, setup: m.setup)
         }
         raw = groups[.raw] ?? [:]
         flowbus = groups[.flowbus] ?? [:]
-        steps = flowbus[StepsScenario.key].map(Headline.init)
-        reactor = flowbus[ReactorScenario.key].map(Headline.init)
+        let headline = { [raw, flowbus] (key: String) in
+            flowbus[key].map { Headline($0, baseline: raw[ScenarioID.rawTwoHop.key]) }
+        }
+        steps = headline(StepsScenario.plainKey)
+        stepsJournaled = headline(StepsScenario.journaledKey)
+        stepsAtScale = headline(ScaleScenario.key)
+        reactor = headline(ReactorScenario.key)
         self.codec = Dictionary(uniqueKeysWithValues: codec.map { ($0.key, $0.opsPerSecond.rounded()) })
     }
 
@@ -158,7 +221,7 @@ enum WireValueText {
     }
 }
 
-private func rounded(_ value: Double, _ digits: Int) -> Double {
+func rounded(_ value: Double, _ digits: Int) -> Double {
     let scale = pow(10, Double(digits))
     return (value * scale).rounded() / scale
 }
@@ -188,24 +251,33 @@ func renderTable(config: BenchConfig, results: [ScenarioResult], codec: [CodecRe
             """
     }
     if !results.isEmpty {
-        let header = ["scenario", "path", "bytes", "msg/s", "p50 µs", "p99 µs", "lost", "×msg/s", "×p50", "×p99"]
+        let header = ["scenario", "path", "bytes", "msg/s", "p50 µs", "p99 µs", "lost", "cpu µs/msg", "peak MB",
+                      "×msg/s", "×p50", "×p99", "×cpu"]
         var rows: [[String]] = []
         for result in results {
             let m = result.measurement
-            rows.append([
-                result.id.description, result.path, String(m.messageBytes),
+            let figures: [String] = [
                 m.throughputPerSecond.map { grouped($0) } ?? "-",
                 m.latency.map { String(format: "%.1f", $0.p50Microseconds) } ?? "-",
                 m.latency.map { String(format: "%.1f", $0.p99Microseconds) } ?? "-",
                 m.latencyLost == 0 ? String(m.lost) : "\(m.lost)+\(m.latencyLost)",
-                result.throughputRatio.map { String(format: "%.2f", $0) } ?? "",
-                result.p50Ratio.map { String(format: "%.2f", $0) } ?? "",
-                result.p99Ratio.map { String(format: "%.2f", $0) } ?? "",
-            ])
+                m.cpuMicrosecondsPerMessage.map { String(format: "%.2f", $0) } ?? "-",
+                m.usage?.peakResidentBytes.map { String(format: "%.1f", Double($0) / 1e6) } ?? "-",
+            ]
+            let ratios: [Double?] = [result.throughputRatio, result.p50Ratio, result.p99Ratio, result.cpuRatio]
+            rows.append([result.id.description, result.path, String(m.messageBytes)] + figures
+                        + ratios.map { $0.map { String(format: "%.2f", $0) } ?? "" })
         }
         out += table(header: header, rows: rows, rightAligned: Set(2..<header.count))
+        if results.contains(where: { $0.measurement.usage != nil }) {
+            out += "cpu µs/msg: user+system CPU time of the middle process (raw forwarder, flowd, reactor-host) "
+                + "over the throughput run ÷ messages received; peak MB: its VmHWM (10^6 bytes)\n"
+        }
         if results.contains(where: { $0.baseline != nil }) {
-            out += "ratios: scenario ÷ \(ScenarioID.rawTwoHop)\n"
+            out += "ratios: scenario ÷ \(ScenarioID.rawTwoHop) (×cpu: daemon ÷ forwarder, goal ≤ 4)\n"
+        }
+        for result in results {
+            out += notes(for: result).map { "\(result.id): \($0)\n" }.joined()
         }
         out += "\n"
     }
@@ -214,6 +286,37 @@ func renderTable(config: BenchConfig, results: [ScenarioResult], codec: [CodecRe
                      rows: codec.map { [$0.key, $0.what, grouped($0.opsPerSecond)] }, rightAligned: [2])
     }
     return out
+}
+
+/// What the table's columns do not say about a result: its journal, what its setup built, its
+/// ratio to the scenario it varies.
+private func notes(for result: ScenarioResult) -> [String] {
+    let m = result.measurement
+    var notes: [String] = []
+    if let journal = m.journal {
+        let fileSystem = journal.fileSystem ?? "an unknown file system"
+        notes.append("journal \(journal.path) on \(fileSystem), synchronous: \(journal.synchronous)")
+    }
+    if let setup = m.setup {
+        var built = "built by \(setup.steps) setup steps in \(String(format: "%.1f", setup.seconds)) s"
+        if let census = setup.census {
+            built = "flowd's status: \(grouped(census.flows)) live flows, \(grouped(census.bindings)) bindings "
+                + "(\(grouped(census.remoteBindings)) of remote steppers), " + built
+                + "; the status reply took \(String(format: "%.1f", census.statusSeconds)) s"
+        }
+        notes.append(built)
+    }
+    if let reference = result.reference {
+        let ratio = result.referenceThroughputRatio.map { String(format: "%.2f", $0) } ?? "-"
+        var line = "throughput ÷ \(reference) = \(ratio)"
+        if m.setup != nil {
+            let peak = m.usage?.peakResidentBytes.map { String(format: "%.1f MB", Double($0) / 1e6) } ?? "-"
+            let settled = m.setup?.residentBytes.map { String(format: "%.1f MB", Double($0) / 1e6) } ?? "-"
+            line += " (goal ≥ 0.8); flowd peak RSS \(peak) (goal ≤ 100 MB; \(settled) resident after the setup)"
+        }
+        notes.append(line)
+    }
+    return notes
 }
 
 private func table(header: [String], rows: [[String]], rightAligned: Set<Int>) -> String {
@@ -229,7 +332,12 @@ private func table(header: [String], rows: [[String]], rightAligned: Set<Int>) -
 }
 
 /// 1234567 → "1,234,567".
-private func grouped(_ value: Double) -> String {
+func grouped(_ value: Int) -> String {
+    grouped(Double(value))
+}
+
+/// 1234567 → "1,234,567".
+func grouped(_ value: Double) -> String {
     let digits = String(Int(value.rounded()))
     var out = ""
     for (index, character) in digits.reversed().enumerated() {

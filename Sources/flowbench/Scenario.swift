@@ -15,6 +15,8 @@ struct ScenarioID: Hashable, Sendable, CustomStringConvertible {
     /// The raw two-hop path (process → forwarder → process): the baseline FlowBus scenarios are
     /// divided by, since they have the same shape (stepper → flowd → receiver).
     static let rawTwoHop = ScenarioID(group: .raw, key: "two_hop")
+    /// The one-flow steps scenario: the reference of the scenarios that vary its flowd.
+    static let steps = ScenarioID(group: .flowbus, key: StepsScenario.plainKey)
 }
 
 /// One measured path. A scenario starts its processes through ``Bench``, measures throughput
@@ -27,6 +29,9 @@ struct ScenarioID: Hashable, Sendable, CustomStringConvertible {
 ///   CLOCK_MONOTONIC time it got it; the sending process subtracts its own send time (one-way,
 ///   both processes read the same clock). p50/p99 over `config.latencySamples` messages after
 ///   `config.latencyWarmup` unmeasured ones.
+/// - CPU: a path with a process in the middle (the raw forwarder, a daemon) reads its utime +
+///   stime from /proc before the throughput run's first message and after the receiver's
+///   report, and divides by the messages received (µs/msg); its VmHWM is the peak memory.
 ///
 /// To add a scenario: write a type conforming to this protocol and append an instance to
 /// ``allScenarios(config:includeSingleFrame:)``. Set ``baseline`` to get ratio columns.
@@ -36,6 +41,9 @@ protocol Scenario {
     var path: String { get }
     /// The scenario whose figures the ratios divide by, or `nil` for none.
     var baseline: ScenarioID? { get }
+    /// A second scenario this one's throughput is divided by (e.g. `flowbus.steps` for the steps
+    /// at scale), or `nil` for none.
+    var reference: ScenarioID? { get }
     func run(on bench: Bench) throws -> Measurement
     /// Checks what the scenario needs outside flowbench (e.g. the flowd executable) before any
     /// scenario runs, so a missing piece fails the run at once. Default: nothing to check.
@@ -44,6 +52,9 @@ protocol Scenario {
 
 extension Scenario {
     func preflight(config: BenchConfig) throws {}
+    var reference: ScenarioID? { nil }
+    /// The scenarios that must run before this one for its ratios.
+    var dependencies: [ScenarioID] { [baseline, reference].compactMap { $0 } }
 }
 
 /// What a scenario measured.
@@ -59,6 +70,93 @@ struct Measurement: Sendable {
     var lost: Int
     /// Messages whose acknowledgement did not come within a second in the latency run.
     var latencyLost: Int
+    /// The process in the middle of the path (forwarder or daemon) over the throughput run.
+    var usage: ProcessUsage? = nil
+    /// Messages the throughput run moved through that process (what ``usage`` is divided by).
+    var throughputMessages = 0
+    /// The daemon's journal, if it has one.
+    var journal: JournalInfo? = nil
+    /// What a setup phase built in the daemon before the throughput run.
+    var setup: SetupFigures? = nil
+
+    /// User + system CPU time of the middle process per message moved, in microseconds.
+    var cpuMicrosecondsPerMessage: Double? {
+        guard let usage, throughputMessages > 0 else { return nil }
+        return usage.cpuSeconds * 1e6 / Double(throughputMessages)
+    }
+
+    /// The figures of a path measured once for throughput and once for latency.
+    init(throughput: PathRun, latency: PathRun, frames: Int) {
+        let elapsed = Double(throughput.receiver.firstToLastNanoseconds) / 1e9
+        messageBytes = throughput.receiver.bytesPerMessage
+        self.frames = frames
+        throughputPerSecond = elapsed > 0 ? Double(throughput.receiver.received) / elapsed : nil
+        senderPerSecond = throughput.sender.elapsedNanoseconds.map {
+            Double(throughput.sender.sent) / (Double($0) / 1e9)
+        }
+        self.latency = latency.sender.latency
+        lost = throughput.receiver.lost
+        latencyLost = latency.sender.lost
+        usage = throughput.usage
+        throughputMessages = throughput.receiver.received
+    }
+}
+
+/// What one measurement (throughput or latency) of a path returned.
+struct PathRun {
+    var sender: SenderReport
+    var receiver: ReceiverReport
+    /// The middle process over the measurement, if the path has one and it was metered.
+    var usage: ProcessUsage?
+}
+
+/// A daemon's journal in a journaled scenario.
+struct JournalInfo: Codable, Sendable {
+    var path: String
+    /// `full` or `normal` (flowd's `persistence.synchronous`).
+    var synchronous: String
+    /// The file system holding it (e.g. `ext4`, `tmpfs`): what a commit's flush costs depends on it.
+    var fileSystem: String?
+}
+
+/// What a scenario's setup phase built in a daemon, and how long it took.
+struct SetupFigures: Codable, Sendable {
+    /// Steps sent to build it.
+    var steps: Int
+    /// From the first setup step sent to flowd's acknowledgement of the last.
+    var seconds: Double
+    /// The daemon's resident set size right after the setup: what holding the tree costs, before
+    /// the measurement queues messages in its sockets.
+    var residentBytes: Int?
+    /// The live tree's size, from the daemon's status reply after the throughput run.
+    var census: Census?
+
+    struct Census: Codable, Sendable {
+        var flows: Int
+        /// Every binding in the status reply: remote steppers, and each flow's own stepper.
+        var bindings: Int
+        /// Bindings of remote stepper ids (what a stepper process can publish as).
+        var remoteBindings: Int
+        /// How long the status request took, reply decoded.
+        var statusSeconds: Double
+    }
+}
+
+extension Bench {
+    /// Primes a path whose peers are started (probes until the receiver has one), measures, and
+    /// collects both reports. `middle` (the forwarder's or daemon's process id) is metered from
+    /// just before `go` to the reports.
+    func primeAndMeasure(sender: String, receiver: String, timeout: Double, middle: Int32?) throws -> PathRun {
+        // Slow joiner: probes flow until the receiver has one, so its subscription is in place
+        // end to end before the first measured message.
+        try send(sender, "prime")
+        _ = try waitFor("primed", from: receiver, timeout: 15)
+        let meter = middle.map(ProcessUsage.Meter.init(pid:))
+        try send(sender, "go")
+        let senderReport = try result(SenderReport.self, from: sender, timeout: timeout)
+        let receiverReport = try result(ReceiverReport.self, from: receiver, timeout: timeout)
+        return PathRun(sender: senderReport, receiver: receiverReport, usage: meter?.finish())
+    }
 }
 
 /// A measurement with its scenario and, if it has a baseline, the ratios to it.
@@ -70,10 +168,15 @@ struct ScenarioResult: Sendable {
     var throughputRatio: Double?
     var p50Ratio: Double?
     var p99Ratio: Double?
+    /// CPU time per message of this path's middle process ÷ the baseline's.
+    var cpuRatio: Double?
+    var reference: ScenarioID?
+    /// Throughput ÷ the reference scenario's.
+    var referenceThroughputRatio: Double?
 }
 
 /// The scenarios of a run, in order. Baselines come before the scenarios divided by them.
-func allScenarios(includeSingleFrame: Bool) -> [any Scenario] {
+func allScenarios(config: BenchConfig, includeSingleFrame: Bool) -> [any Scenario] {
     var list: [any Scenario] = [
         RawPathScenario(hops: .one, shape: .step),
         RawPathScenario(hops: .two, shape: .step),
@@ -81,8 +184,10 @@ func allScenarios(includeSingleFrame: Bool) -> [any Scenario] {
     if includeSingleFrame {
         list += [RawPathScenario(hops: .one, shape: .single), RawPathScenario(hops: .two, shape: .single)]
     }
-    // FlowBus scenarios, with `baseline: .rawTwoHop`.
-    list.append(StepsScenario())
+    // FlowBus scenarios, with `baseline: .rawTwoHop`; the plain steps first, the reference of the others.
+    list.append(StepsScenario(journaled: false))
+    list.append(StepsScenario(journaled: true))
+    list.append(ScaleScenario(tree: ScaleTree(flows: config.scaleFlows, bindings: config.scaleBindings)))
     list.append(ReactorScenario())
     return list
 }
@@ -94,11 +199,17 @@ func runScenarios(_ scenarios: [any Scenario], on bench: Bench, progress: (Strin
     for scenario in scenarios {
         progress("\(scenario.id): \(scenario.path)")
         let measurement = try scenario.run(on: bench)
-        var result = ScenarioResult(id: scenario.id, path: scenario.path, measurement: measurement, baseline: scenario.baseline)
+        var result = ScenarioResult(id: scenario.id, path: scenario.path, measurement: measurement,
+                                    baseline: scenario.baseline, reference: scenario.reference)
         if let baselineID = scenario.baseline, let base = results.first(where: { $0.id == baselineID })?.measurement {
             result.throughputRatio = ratio(measurement.throughputPerSecond, base.throughputPerSecond)
             result.p50Ratio = ratio(measurement.latency.map { Double($0.p50Nanoseconds) }, base.latency.map { Double($0.p50Nanoseconds) })
             result.p99Ratio = ratio(measurement.latency.map { Double($0.p99Nanoseconds) }, base.latency.map { Double($0.p99Nanoseconds) })
+            result.cpuRatio = ratio(measurement.cpuMicrosecondsPerMessage, base.cpuMicrosecondsPerMessage)
+        }
+        if let referenceID = scenario.reference,
+           let reference = results.first(where: { $0.id == referenceID })?.measurement {
+            result.referenceThroughputRatio = ratio(measurement.throughputPerSecond, reference.throughputPerSecond)
         }
         results.append(result)
     }

@@ -20,39 +20,92 @@ import ZeroMQ
 /// the step envelopes are numbered 1, 2, 3… since flowd drops a (source, sequence) it has
 /// seen. Each measurement (throughput, latency) gets a fresh flowd, as the raw two-hop path
 /// gets a fresh forwarder.
+///
+/// `steps_journaled` is the same path with `persistence: { journal, synchronous: full }`: flowd
+/// commits every batch to a fresh SQLite journal in the temporary directory (flushed to the
+/// disk) before it publishes the batch's events.
 struct StepsScenario: DaemonPathScenario {
-    static let key = "steps"
+    static let plainKey = "steps"
+    static let journaledKey = "steps_journaled"
     static let flowName = "BenchFlow"
 
-    var id: ScenarioID { ScenarioID(group: .flowbus, key: Self.key) }
-    var path: String { "stepper DEALER → flowd (ROUTER → flow → XPUB) → SUB nav/did/, step in, didNavigate out" }
+    /// Whether flowd journals what it applies.
+    var journaled: Bool
+
+    var id: ScenarioID { ScenarioID(group: .flowbus, key: journaled ? Self.journaledKey : Self.plainKey) }
+    var path: String {
+        journaled
+            ? "stepper DEALER → flowd (ROUTER → flow → journal commit, synchronous: full → XPUB) → SUB nav/did/"
+            : "stepper DEALER → flowd (ROUTER → flow → XPUB) → SUB nav/did/, step in, didNavigate out"
+    }
     var baseline: ScenarioID? { .rawTwoHop }
+    /// The journal's cost: the same path without it.
+    var reference: ScenarioID? { journaled ? .steps : nil }
 
     // MARK: The daemon path
 
-    static var daemon: DaemonExecutable {
-        DaemonExecutable(
-            name: "flowd", scenario: key, explicitPath: \.flowdPath,
-            buildHint: "swift build -c release --product flowbench --product flowd", builds: "both",
-            otherScenarios: "one_hop two_hop reactor")
-    }
+    var daemon: DaemonExecutable { FlowdSetup.daemon(scenario: id.key) }
     var frames: Int { 6 }
     var senderShape: FrameShape { .step }
     var subscription: String { Topic.didNavigate(Self.flowName) }
     var receiverSequence: SequenceField { .params }
 
     func daemonRun(_ run: String, on bench: Bench) throws -> DaemonRun {
-        let endpoints = try flowdEndpoints(run: run, on: bench)
+        let endpoints = try FlowdSetup.endpoints(run: run, on: bench)
+        var journal: JournalInfo?
+        if journaled {
+            journal = JournalInfo(path: "\(bench.directory)/\(run)-journal.sqlite", synchronous: "full",
+                                  fileSystem: ProcFS.fileSystemType(of: bench.directory))
+        }
+        let config = FlowdSetup.configHeader(endpoints: endpoints, highWaterMark: bench.config.highWaterMark,
+                                             journal: journal, purpose: "its \(id.key) scenario")
+            + flows
         return DaemonRun(
-            configFile: "flowd.yaml", config: flowdConfig(endpoints: endpoints, highWaterMark: bench.config.highWaterMark),
+            configFile: "flowd.yaml", config: config,
             arguments: ["--log-level", bench.config.flowdLogLevel], senderEndpoint: endpoints.ingress,
             receiverEndpoint: endpoints.events,
-            isReady: { try Self.isReady(control: endpoints.control, context: bench.context) })
+            isReady: {
+                try FlowdSetup.binds(BenchMessage.stepperID, control: endpoints.control, context: bench.context)
+            },
+            journal: journal)
     }
 
-    // MARK: flowd's config
+    /// One flow: `start` sets a root screen bound to the bench stepper; `moviePicked` does
+    /// nothing to the tree but is still navigated (willNavigate, didNavigate).
+    private var flows: String {
+        """
+        coordinator:
+          flow: \(Self.flowName)
+          step: start
+        flows:
+          \(Self.flowName):
+            root: stack
+            id: bench
+            steps:
+              start:
+                - setRoot:
+                    screen: \(BenchMessage.stepperID)
+                    stepper: \(BenchMessage.stepperID)
+                    allowStepWhenNotPresented: true
+              \(BenchMessage.stepName):
+                - none
 
-    private struct Endpoints {
+        """
+    }
+}
+
+/// What every flowd scenario shares: the executable, endpoints, the config's common part, and
+/// status requests on the control endpoint.
+enum FlowdSetup {
+    static func daemon(scenario: String) -> DaemonExecutable {
+        DaemonExecutable(
+            name: "flowd", scenario: scenario, explicitPath: \.flowdPath,
+            // One --product per command: given several, swift build builds only the last.
+            buildHint: "swift build -c release --product flowd", builds: "it",
+            otherScenarios: "one_hop two_hop reactor")
+    }
+
+    struct Endpoints {
         var ingress: String
         var events: String
         var control: String
@@ -60,7 +113,7 @@ struct StepsScenario: DaemonPathScenario {
 
     /// ipc: socket files of this run in the temporary directory. tcp: ports on 127.0.0.1 that
     /// were free a moment ago (flowd binds them itself and does not report kernel-chosen ports).
-    private func flowdEndpoints(run: String, on bench: Bench) throws -> Endpoints {
+    static func endpoints(run: String, on bench: Bench) throws -> Endpoints {
         switch bench.config.transport {
         case .ipc:
             return Endpoints(ingress: bench.bindEndpoint("\(run)-ingress"), events: bench.bindEndpoint("\(run)-events"),
@@ -71,53 +124,63 @@ struct StepsScenario: DaemonPathScenario {
         }
     }
 
-    /// One flow: `start` sets a root screen bound to the bench stepper; `moviePicked` does
-    /// nothing to the tree but is still navigated (willNavigate, didNavigate).
-    private func flowdConfig(endpoints: Endpoints, highWaterMark: Int32) -> String {
-        """
-        # Written by flowbench for its steps scenario.
-        endpoints:
-          ingress: \(endpoints.ingress)
-          events: \(endpoints.events)
-          control: \(endpoints.control)
-        limits:
-          maxMessageBytes: 1048576
-          highWaterMark: \(highWaterMark)
-        heartbeatMilliseconds: 1000
-        coordinator:
-          flow: \(Self.flowName)
-          step: start
-        flows:
-          \(Self.flowName):
-            root: stack
-            id: bench
-            steps:
-              start:
-                - setRoot: { screen: \(BenchMessage.stepperID), stepper: \(BenchMessage.stepperID), allowStepWhenNotPresented: true }
-              \(BenchMessage.stepName):
-                - none
+    /// Endpoints, limits, heartbeat and, with `journal`, persistence; the flows follow.
+    static func configHeader(
+        endpoints: Endpoints, highWaterMark: Int32, journal: JournalInfo?, purpose: String
+    ) -> String {
+        var text = """
+            # Written by flowbench for \(purpose).
+            endpoints:
+              ingress: \(endpoints.ingress)
+              events: \(endpoints.events)
+              control: \(endpoints.control)
+            limits:
+              maxMessageBytes: 1048576
+              highWaterMark: \(highWaterMark)
+            heartbeatMilliseconds: 1000
 
-        """
+            """
+        if let journal {
+            text += """
+                persistence:
+                  journal: \(journal.path)
+                  synchronous: \(journal.synchronous)
+
+                """
+        }
+        return text
     }
 
-    // MARK: Readiness
-
-    /// Whether flowd answers a status request on `control` and binds the bench stepper: its
-    /// endpoints are bound and its root flow has run its first step.
-    static func isReady(control: String, context: Context) throws -> Bool {
+    /// flowd's status reply on `control`, or `nil` if none came within `timeout` seconds.
+    static func status(control: String, context: Context, timeout: Double) throws -> WireParams? {
         let socket = try context.socket(.dealer)
         defer { socket.close() }
         try socket.setOption(.linger(0))
         try socket.connect(control)
         let request = StatusRequest(envelope: Envelope(kind: .statusRequest, sequence: 1, source: "flowbench#\(getpid())"))
         _ = try socket.send(message: try request.encoded().frames)
-        guard let frames = try socket.receiveMessage(mode: .timeout(milliseconds: 250)),
-              case .statusReply(let reply)? = try? WireMessage.decode(from: FrameBuffer(frames: frames)),
-              case .list(let bindings)? = reply.status["bindings"]
-        else { return false }
-        return bindings.contains { binding in
-            if case .map(let map) = binding, case .string(BenchMessage.stepperID)? = map["stepper"] { return true }
-            return false
+        let wait = ReceiveMode.timeout(milliseconds: Int(timeout * 1000))
+        guard let frames = try socket.receiveMessage(mode: wait) else { return nil }
+        // The reply lists every flow and binding: far over the 1 MiB a bus message may have.
+        let reply: WireMessage
+        do {
+            reply = try WireMessage.decode(from: FrameBuffer(frames: frames),
+                                           limits: WireLimits(maxFrameBytes: 1 << 30))
+        } catch {
+            let bytes = frames.map(\.count).reduce(0, +)
+            throw BenchError("flowd's status reply (\(bytes) bytes) cannot be decoded: \(error)",
+                             fix: "this is a bug in flowbench or flowd")
         }
+        guard case .statusReply(let status) = reply else { return nil }
+        return status.status
+    }
+
+    /// Whether flowd answers a status request and binds `stepperID`: its endpoints are bound and
+    /// its root flow has run its first step.
+    static func binds(_ stepperID: String, control: String, context: Context) throws -> Bool {
+        guard let status = try status(control: control, context: context, timeout: 0.25),
+              let bindings = status["bindings"]?.listValue
+        else { return false }
+        return bindings.contains { $0.mapValue?["stepper"]?.stringValue == stepperID }
     }
 }
