@@ -105,16 +105,16 @@ func validUTF8(_ bytes: UnsafeRawBufferPointer) -> String? {
 
 /// Decodes a UTF-8 field of `min...max` bytes or throws with reason `malformed`/`oversize`.
 func decodeText(
-    _ bytes: UnsafeRawBufferPointer, field: String, min: Int, max: Int
+    _ bytes: UnsafeRawBufferPointer, field: @autoclosure () -> String, min: Int, max: Int
 ) throws(WireError) -> String {
     if bytes.count < min {
-        throw .malformed("\(field) is \(bytes.count) bytes, at least \(min) expected")
+        throw .malformed("\(field()) is \(bytes.count) bytes, at least \(min) expected")
     }
     if bytes.count > max {
-        throw WireError(.oversize, "\(field) is \(bytes.count) bytes, at most \(max) allowed")
+        throw WireError(.oversize, "\(field()) is \(bytes.count) bytes, at most \(max) allowed")
     }
     guard let text = validUTF8(bytes) else {
-        throw .malformed("\(field) is not valid UTF-8")
+        throw .malformed("\(field()) is not valid UTF-8")
     }
     return text
 }

@@ -234,6 +234,9 @@ public struct NavigationEventMessage: WireMessageEncodable, Hashable {
     public var params: WireParams
     /// The presentable the step came from or leads to, if any.
     public var presentableID: String?
+    /// The params as the step arrived, written as they are when their content type is the
+    /// envelope's: a step the flow only passes through is not encoded again.
+    public var encodedParams: WirePayload?
 
     /// Creates a navigation event.
     public init(
@@ -258,7 +261,11 @@ public struct NavigationEventMessage: WireMessageEncodable, Hashable {
             try out.writeEnvelope(envelope, kind: kind)
             out.append(text: flow)
             try out.writeName(stepName, field: "step name")
-            try out.writeParams(params, contentType: envelope.contentType)
+            if let encodedParams, encodedParams.contentType == envelope.contentType {
+                out.append(frame: encodedParams.bytes)
+            } else {
+                try out.writeParams(params, contentType: envelope.contentType)
+            }
             try out.writeOptionalText(presentableID, field: "presentable id")
         }
     }

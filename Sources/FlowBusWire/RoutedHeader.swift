@@ -161,21 +161,22 @@ public struct NamedMessageView: Sendable, Hashable {
 // MARK: - Frame reading helpers
 
 extension FrameBuffer {
-    func text(_ index: Int, field: String, min: Int, max: Int) throws(WireError) -> String {
+    func text(_ index: Int, field: @autoclosure () -> String, min: Int, max: Int) throws(WireError) -> String {
         try withFrame(index) { (raw) throws(WireError) in
-            try decodeText(raw, field: "\(field) (frame \(index))", min: min, max: max)
+            try decodeText(raw, field: "\(field()) (frame \(index))", min: min, max: max)
         }
     }
 
-    func name(_ index: Int, field: String, limits: WireLimits) throws(WireError) -> String {
+    func name(_ index: Int, field: @autoclosure () -> String, limits: WireLimits) throws(WireError) -> String {
         try withFrame(index) { (raw) throws(WireError) in
-            let label = "\(field) (frame \(index))"
-            if raw.isEmpty { throw .malformed("\(label) is empty") }
+            // Built only for an error: this runs for every step and action.
+            func label() -> String { "\(field()) (frame \(index))" }
+            if raw.isEmpty { throw .malformed("\(label()) is empty") }
             if raw.count > limits.maxNameBytes {
-                throw WireError(.oversize, "\(label) is \(raw.count) bytes, at most \(limits.maxNameBytes) allowed")
+                throw WireError(.oversize, "\(label()) is \(raw.count) bytes, at most \(limits.maxNameBytes) allowed")
             }
             for (offset, byte) in raw.enumerated() where !isNameByte(byte) {
-                throw .malformed("\(label) has byte 0x\(WireHex.string([byte])) at offset \(offset), only [A-Za-z0-9_.:-] allowed")
+                throw .malformed("\(label()) has byte 0x\(WireHex.string([byte])) at offset \(offset), only [A-Za-z0-9_.:-] allowed")
             }
             return String(decoding: raw, as: UTF8.self)
         }
@@ -195,5 +196,41 @@ extension FrameBuffer {
         } catch {
             throw error.prefixed("frame \(index): ")
         }
+    }
+}
+
+/// What can be read of a message that failed ``RoutedHeader/decode(from:limits:)``: its source
+/// and sequence when frame 1 is a version-1 envelope whose layout and source are sound, and its
+/// topic when frame 0 is text. A receiver judges such a message by the sequence ledger and
+/// acknowledges its refusal (PROTOCOL.md §4.4); without them it cannot.
+public struct ReadableEnvelope: Sendable, Hashable {
+    public var source: String
+    public var sequence: UInt64
+    public var topic: String?
+
+    /// Frame 0 as text, when it is UTF-8 of a sane size (for a refusal's details), whatever the
+    /// rest of the message is.
+    public static func topic(of buffer: FrameBuffer) -> String? {
+        guard buffer.count >= 1 else { return nil }
+        return buffer.withFrame(0) { bytes in bytes.count <= 1024 ? validUTF8(bytes) : nil }
+    }
+
+    /// Reads what can be trusted, or nil.
+    public init?(salvaging buffer: FrameBuffer, limits: WireLimits = .default) {
+        guard buffer.count >= 2 else { return nil }
+        let read: (source: String, sequence: UInt64)? = buffer.withFrame(1) { bytes in
+            guard bytes.count >= Envelope.minimumSize, bytes[0] == Envelope.currentVersion else { return nil }
+            let sourceCount = Int(bytes[Envelope.fixedSize - 1])
+            guard sourceCount > 0, sourceCount <= limits.maxSourceBytes, bytes.count == Envelope.fixedSize + sourceCount,
+                let source = validUTF8(UnsafeRawBufferPointer(rebasing: bytes[Envelope.fixedSize...]))
+            else { return nil }
+            var sequence: UInt64 = 0
+            for byte in bytes[4..<12] { sequence = sequence << 8 | UInt64(byte) }
+            return (source, sequence)
+        }
+        guard let read else { return nil }
+        source = read.source
+        sequence = read.sequence
+        topic = Self.topic(of: buffer)
     }
 }

@@ -62,6 +62,12 @@ public protocol Flow: Presentable {
     /// FlowBus runs adapts strictly one at a time in arrival order (no overtaking).
     func adapt(step: any Step) async throws -> any Step
 
+    /// Whether ``adapt(step:)`` may do more than return its step. The default, true, keeps this
+    /// flow's steps on the coordinator's asynchronous path. A flow whose `adapt` is the identity
+    /// (the default implementation) returns false: the coordinator skips `adapt` and processes
+    /// its steps synchronously, on the thread that received them (flowd's fast path).
+    var adaptsSteps: Bool { get }
+
     /// The name used in ``FlowID``s and events; defaults to the type's name.
     var flowName: String { get }
 
@@ -78,6 +84,9 @@ extension Flow {
 
     /// Identity.
     public func adapt(step: any Step) async throws -> any Step { step }
+
+    /// True: `adapt(step:)` is awaited for every step unless the flow says otherwise.
+    public var adaptsSteps: Bool { true }
 
     /// The type's name.
     public var flowName: String { String(describing: type(of: self)) }

@@ -104,7 +104,7 @@ public final class FlowCoordinator {
 
     private func decode(_ step: any Step, for record: FlowRecord) -> (any Step)? {
         guard let canonical = step as? CanonicalStep else { return step }
-        if let decoder = decoders[record.id.name] { return decoder(canonical) }
+        if !decoders.isEmpty, let decoder = decoders[record.id.name] { return decoder(canonical) }
         return record.flow.step(from: canonical)
     }
 
@@ -148,6 +148,28 @@ public final class FlowCoordinator {
         admitRemote(step, from: stepperID, ticket: ticket)
         await wait(for: ticket)
         return ticket.outcomes
+    }
+
+    /// Like ``receive(_:from:)``, without suspending when it can: the step and its consequences
+    /// are processed on the caller's stack unless a flow on the way adapts steps
+    /// (``Flow/adaptsSteps``). Then the rest continues asynchronously, in order, before any later
+    /// input: await ``StepProgress/outcomes()`` before handing the coordinator the next one.
+    public func receiveNow(_ step: CanonicalStep, from stepperID: String) -> StepProgress {
+        let ticket = Ticket()
+        admitRemote(step, from: stepperID, ticket: ticket)
+        return progress(of: ticket)
+    }
+
+    /// Like ``navigate(to:)``, without suspending when it can (see ``receiveNow(_:from:)``).
+    public func navigateNow(to step: any Step) -> StepProgress {
+        let ticket = Ticket()
+        admitDeepLink(step, ticket: ticket)
+        return progress(of: ticket)
+    }
+
+    private func progress(of ticket: Ticket) -> StepProgress {
+        if ticket.pending == 0 || pumpSynchronously() { return .done(ticket.outcomes) }
+        return .pending(StepProgress.Pending(coordinator: self, ticket: ticket))
     }
 
     /// Like ``receive(_:from:)`` but does not wait for processing (never call `receive` from a
@@ -359,8 +381,8 @@ public final class FlowCoordinator {
     }
 
     private func admitRemote(_ step: CanonicalStep, from stepperID: String, ticket: Ticket) {
-        let bindings = (bindingsByStepper[stepperID] ?? []).filter { $0.isActive && $0.info.isRemote }
-        guard !bindings.isEmpty else {
+        let bindings = bindingsByStepper[stepperID] ?? []
+        guard bindings.contains(where: { $0.isActive && $0.info.isRemote }) else {
             if let tombstone = tombstones[stepperID] {
                 countDrop(.dismissed, stats: nil)
                 diagnose(.dismissed,
@@ -374,7 +396,7 @@ public final class FlowCoordinator {
             }
             return
         }
-        for binding in bindings {
+        for binding in bindings where binding.isActive && binding.info.isRemote {
             guard let flow = binding.flow else { continue }
             if let reason = gate(binding) {
                 dropEmission(step, binding: binding, reason: reason)
@@ -481,6 +503,30 @@ public final class FlowCoordinator {
         for waiter in waiters { waiter.resume() }
     }
 
+    /// Processes queued steps on the caller's stack while none of them needs an `adapt` that
+    /// may suspend.
+    /// - Returns: true when the queue is empty; false when the next step needs the asynchronous
+    ///   path (or another caller is processing).
+    private func pumpSynchronously() -> Bool {
+        guard !isPumping else { return false }
+        isPumping = true
+        while !queue.isEmpty {
+            // Looked at in place: a copy of the item would retain and release each of its references.
+            if needsAsynchronousProcessing(queue[0]) {
+                isPumping = false
+                return false
+            }
+            let item = queue.removeFirst()
+            if let decoded = decodeForProcessing(item) { navigate(item, to: decoded) }
+            complete(item)
+        }
+        isPumping = false
+        let waiters = idleWaiters
+        idleWaiters.removeAll()
+        for waiter in waiters { waiter.resume() }
+        return true
+    }
+
     private func wait(for ticket: Ticket) async {
         guard ticket.pending > 0 else { return }
         if !isPumping {
@@ -524,24 +570,12 @@ public final class FlowCoordinator {
     /// bound in array order → consequences queued.
     private func process(_ item: PendingStep) async {
         defer { complete(item) }
+        guard let decoded = decodeForProcessing(item) else { return }
         let record = item.flow
-        if isStale(item) {
-            drop(item, .dismissed, "step \(describeStep(item.step)) for \(record.id) dropped: the flow or presentable is gone")
+        guard record.flow.adaptsSteps else {
+            navigate(item, to: decoded)
             return
         }
-        guard let decoded = decode(item.step, for: record) else {
-            if item.broadcast != nil {
-                if item.recordsOutcome { item.ticket?.outcomes.append(.dropped(.unknownStep, flow: record.id)) }
-                var children: [PendingStep] = []
-                fanOut(item, from: record, into: &children)
-                queue.insert(contentsOf: children, at: 0)
-            } else {
-                drop(item, .unknownStep, "\(record.id) cannot decode step \(describeStep(item.step))")
-            }
-            return
-        }
-        item.broadcast?.decoded += 1
-
         let step: any Step
         do {
             step = try await record.flow.adapt(step: decoded)
@@ -554,7 +588,40 @@ public final class FlowCoordinator {
             drop(item, .dismissed, "step \(describeStep(step)) for \(record.id) dropped: the flow or presentable went away during adapt")
             return
         }
+        navigate(item, to: step)
+    }
 
+    /// Whether processing `item` may suspend (its flow's `adapt` is awaited).
+    private func needsAsynchronousProcessing(_ item: PendingStep) -> Bool {
+        item.flow.flow.adaptsSteps && !isStale(item)
+    }
+
+    /// The step `item`'s flow navigates to, decoded; nil when the item ends here (stale, or not
+    /// decodable: dropped, or a deep link passed on to the flow's children).
+    private func decodeForProcessing(_ item: PendingStep) -> (any Step)? {
+        let record = item.flow
+        if isStale(item) {
+            drop(item, .dismissed, "step \(describeStep(item.step)) for \(record.id) dropped: the flow or presentable is gone")
+            return nil
+        }
+        guard let decoded = decode(item.step, for: record) else {
+            if item.broadcast != nil {
+                if item.recordsOutcome { item.ticket?.outcomes.append(.dropped(.unknownStep, flow: record.id)) }
+                var children: [PendingStep] = []
+                fanOut(item, from: record, into: &children)
+                queue.insert(contentsOf: children, at: 0)
+            } else {
+                drop(item, .unknownStep, "\(record.id) cannot decode step \(describeStep(item.step))")
+            }
+            return nil
+        }
+        item.broadcast?.decoded += 1
+        return decoded
+    }
+
+    /// The synchronous phase of one step, after adapt.
+    private func navigate(_ item: PendingStep, to step: any Step) {
+        let record = item.flow
         // The synchronous phase: nothing else runs until the consequences are queued.
         collected = []
         collectingTicket = item.ticket
@@ -794,6 +861,35 @@ public final class FlowCoordinator {
         guard var entries = nodesByID[node.presentableID] else { return }
         entries.removeAll { $0.node == nil || $0.node === node }
         nodesByID[node.presentableID] = entries.isEmpty ? nil : entries
+    }
+}
+
+/// What became of an input handed to ``FlowCoordinator/receiveNow(_:from:)`` or
+/// ``FlowCoordinator/navigateNow(to:)``.
+@FlowActor
+public enum StepProgress {
+    /// Processed with everything it caused; what became of it in each flow.
+    case done([StepOutcome])
+    /// A flow's `adapt` must be awaited: the rest is processed asynchronously.
+    case pending(Pending)
+
+    /// An input whose processing continues asynchronously.
+    @FlowActor
+    public struct Pending {
+        fileprivate let coordinator: FlowCoordinator
+        fileprivate let ticket: Ticket
+
+        /// Waits until the input and everything it caused are processed.
+        public func outcomes() async -> [StepOutcome] {
+            await coordinator.finish(ticket)
+            return ticket.outcomes
+        }
+    }
+}
+
+extension FlowCoordinator {
+    fileprivate func finish(_ ticket: Ticket) async {
+        await wait(for: ticket)
     }
 }
 

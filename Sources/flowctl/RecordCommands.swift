@@ -629,7 +629,7 @@ private final class Player {
                     throw ClientError(
                         "the reactor host serving \(view.reactorID) did not acknowledge within \(timeout) on \(view.actionsEndpoint): is it running? Start it with `reactor-host --config \(configPath) --host \(host)` and play again")
                 }
-                // Longer than the view's retransmit interval, which it measures within one call.
+                // The view resends meanwhile if acks stall.
                 _ = try view.waitForAcknowledgement(timeout: view.retransmitInterval + .milliseconds(100))
             }
         case nil:

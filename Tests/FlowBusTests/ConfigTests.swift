@@ -22,6 +22,17 @@ struct ConfigTests {
         #expect(fromEnvironment.heartbeatMilliseconds == 1000)
     }
 
+    @Test("wire.publish picks FBV (the default) or JSON; anything else names the choices")
+    func wirePublish() throws {
+        #expect(try FlowBusConfig.parse(yaml: minimal, environment: [:]).wire.publish == .fbv)
+        #expect(try FlowBusConfig.parse(yaml: minimal + "\nwire: { publish: json }", environment: [:]).wire.publish == .json)
+        #expect {
+            try FlowBusConfig.parse(yaml: minimal + "\nwire: { publish: xml }", environment: [:])
+        } throws: { error in
+            "\(error)".contains("'xml' is not a content type to publish with: json or fbv")
+        }
+    }
+
     @Test("A variable without a default that is not set names the fix")
     func missingVariable() {
         #expect {

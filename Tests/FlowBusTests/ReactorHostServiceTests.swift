@@ -6,7 +6,7 @@ import Synchronization
 import Testing
 import ZeroMQ
 
-private let allIDs = ["tally", "item/", "greeter"]
+private let allIDs = ["tally", "item/", "greeter", "wired"]
 
 /// What a view saw: (sequence, state) pairs, with the snapshot first.
 private struct Seen: Sendable, Equatable {
@@ -148,6 +148,37 @@ struct ReactorHostServiceTests {
         #expect(outcome.published.last == "malformed")
         #expect(outcome.afterwards.last?.state.value == 5)
         #expect(outcome.counters.refused == [DiagnosticReason.badAction: 2, .unknownReactor: 1, .malformed: 1])
+    }
+
+    @Test("Actions and states with a wire form skip Codable; its errors are refusals with their reason")
+    func wireFormReactor() async throws {
+        struct Outcome: Sendable {
+            var states: [WireValue] = []
+            var refusals: [String] = []
+        }
+        let outcome = try await withReactorHost(testRegistry(), serves: allIDs) { config, _ in
+            var outcome = Outcome()
+            let view = try ReactorView(reactorID: "wired", config: config)
+            let wrongType = try view.send("set", ["n": "four"])
+            let unknown = try view.send("explode")
+            try view.send("set", ["n": 4])
+            let deadline = ContinuousClock.now + .seconds(10)
+            while ContinuousClock.now < deadline, let received = try view.next(timeout: ContinuousClock.now.duration(to: deadline)) {
+                outcome.states.append(received.state)
+                if received.state.mapValue?["n"] == .int(4) { break }
+            }
+            _ = try view.waitForAcknowledgement()
+            for sequence in [wrongType, unknown] {
+                if let refusal = view.refusal(for: sequence) { outcome.refusals.append("\(refusal.reason): \(refusal.message)") }
+            }
+            return outcome
+        }
+        #expect(!outcome.states.isEmpty && outcome.states.allSatisfy { $0.mapValue?["wired"] == true }, "snapshot and states")
+        #expect(outcome.states.last == .map(["n": 4, "wired": true]))
+        #expect(outcome.refusals == [
+            "bad-params: wired cannot map action set(n: \"four\"): param n is not an integer",
+            "bad-action: wired cannot map action explode: no action named 'explode'",
+        ])
     }
 
     @Test("A resent (source, sequence) is applied once")

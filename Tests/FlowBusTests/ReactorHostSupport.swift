@@ -139,10 +139,48 @@ final class GreeterReactor: Reactor {
     }
 }
 
+/// A reactor whose action and state read and write their wire form themselves (no Codable on the
+/// host's path); their Codable conformances, which the host must not use, would fail.
+final class WiredReactor: Reactor {
+    enum Action: Decodable, Sendable, WireFormDecodable {
+        case set(n: Int64)
+
+        init(from decoder: any Decoder) throws {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "Codable is not used for wired actions"))
+        }
+
+        init(wireName name: String, params: WireParams) throws(WireError) {
+            guard name == "set" else { throw WireError(.badAction, "no action named '\(name)'") }
+            self = .set(n: try params.integer("n"))
+        }
+    }
+
+    struct State: Codable, Sendable, Equatable, WireFormEncodable {
+        var n: Int64 = 0
+
+        func encode(to encoder: any Encoder) throws {
+            throw EncodingError.invalidValue(n, .init(codingPath: [], debugDescription: "Codable is not used for wired states"))
+        }
+
+        var wireValue: WireValue { .map(["n": .int(n), "wired": .bool(true)]) }
+    }
+
+    let initialState = State()
+
+    func mutate(action: Action) -> Mutations<Action> { .just(action) }
+
+    func reduce(state: State, mutation: Action) -> State {
+        switch mutation {
+        case .set(let n): State(n: n)
+        }
+    }
+}
+
 func testRegistry() -> ReactorRegistry {
     var reactors = ReactorRegistry()
     reactors.register("tally") { _ in TallyReactor() }
     reactors.register(family: "item/") { context in Int(context.memberID).map(ItemReactor.init(id:)) }
     reactors.register("greeter") { context in GreeterReactor(steps: context.stepper("greeter")) }
+    reactors.register("wired") { _ in WiredReactor() }
     return reactors
 }

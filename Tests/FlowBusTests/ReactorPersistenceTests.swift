@@ -31,26 +31,6 @@ struct ReactorPersistenceTests {
         #expect(config.reactors["other"]?.persistence == nil)
     }
 
-    @Test("the ledger refuses duplicates, and with strict ordering a known source's sequence that skips ahead")
-    func ledger() {
-        var loose = ActionLedger(strict: false)
-        #expect(loose.check(source: "a", sequence: 5) == .fresh)
-        #expect(loose.check(source: "a", sequence: 9) == .fresh)
-        #expect(loose.check(source: "a", sequence: 9) == .duplicate(last: 9))
-        #expect(loose.takeChanges().isEmpty)
-
-        var strict = ActionLedger(strict: true, known: ["a": 4])
-        #expect(strict.check(source: "a", sequence: 4) == .duplicate(last: 4))
-        #expect(strict.check(source: "a", sequence: 6) == .outOfOrder(expected: 5))
-        #expect(strict.check(source: "a", sequence: 5) == .fresh)
-        #expect(strict.check(source: "a", sequence: 6) == .fresh)
-        #expect(strict.check(source: "new", sequence: 40) == .fresh, "an unknown source may start anywhere")
-        #expect(strict.takeChanges() == ["a": 6, "new": 40])
-        #expect(strict.takeChanges().isEmpty)
-        strict.restore(["a": 6])
-        #expect(strict.takeChanges() == ["a": 6])
-    }
-
     @Test("the database saves states and sources in one transaction and reads them back")
     func databaseRoundTrip() throws {
         let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("fbrp-\(UUID().uuidString.prefix(8))")

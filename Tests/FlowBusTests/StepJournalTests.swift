@@ -4,38 +4,21 @@ import Testing
 @testable import FlowBus
 @testable import FlowBusWire
 
-@Suite("flowd's journal and de-duplication")
+@Suite("flowd's journal")
 struct StepJournalTests {
-    @Test("A source's messages are applied once each, in order, with no gap")
-    func deduplicatorOrdersEachSource() {
-        var deduplicator = Deduplicator()
-        #expect(deduplicator.check(source: "a", sequence: 5) == .fresh, "without a journal a new source may start anywhere")
-        #expect(deduplicator.check(source: "a", sequence: 6) == .fresh)
-        #expect(deduplicator.check(source: "a", sequence: 6) == .duplicate(last: 6))
-        #expect(deduplicator.check(source: "a", sequence: 8) == .gap(last: 6), "7 is missing: 8 waits for a resend")
-        #expect(deduplicator.check(source: "a", sequence: 7) == .fresh)
-        #expect(deduplicator.check(source: "a", sequence: 8) == .fresh)
-
-        var restored = Deduplicator(restoring: ["a": 10], requiresFirstSequence: true)
-        #expect(restored.check(source: "a", sequence: 10) == .duplicate(last: 10))
-        #expect(restored.check(source: "a", sequence: 11) == .fresh)
-        #expect(restored.check(source: "b", sequence: 3) == .gap(last: 0), "with a journal a new source starts at 1")
-        #expect(restored.check(source: "b", sequence: 1) == .fresh)
-    }
-
     @Test("The journal keeps entries in order with their params, and the last sequence per source")
-    func journalRoundTrip() async throws {
+    func journalRoundTrip() throws {
         let path = NSTemporaryDirectory() + "journal-\(UUID().uuidString).sqlite"
         defer {
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
         }
         let journal = try StepJournal.open(path: path, synchronous: .normal)
-        try await journal.append([
+        try journal.append([
             .init(kind: .step, target: "load", name: "tick", params: Data(try FBV.encode(.map(["n": 1]))), source: "s#1", sequence: 1),
             .init(kind: .deepLink, target: "", name: "home", params: Data(), source: "s#1", sequence: 2),
             .init(kind: .report, target: "home", name: "appeared", params: Data(), source: "r#1", sequence: 1),
         ], lastSequences: ["s#1": 3, "r#1": 1])
-        try await journal.append([], lastSequences: ["s#1": 2])
+        try journal.append([], lastSequences: ["s#1": 2])
         journal.close()
 
         let reader = try StepJournal.open(readingAt: path)

@@ -179,4 +179,48 @@ struct BindingTests {
         #expect(coordinator.flowID(of: a)?.description == "WishlistFlow#1")
         #expect(coordinator.flowID(of: b)?.description == "WishlistFlow#2")
     }
+
+    @Test("receiveNow processes a step and what it caused on the caller's stack when no flow adapts")
+    func receiveNowIsSynchronous() async {
+        let (coordinator, log) = makeCoordinator()
+        let flow = remoteFlow()
+        await coordinator.coordinate(flow: flow, with: OneStepper(withSingleStep: TestStep.one))
+        log.clear()
+        guard case .done(let outcomes) = coordinator.receiveNow(CanonicalStep("two"), from: "s") else {
+            Issue.record("a flow that does not adapt never needs the asynchronous path")
+            return
+        }
+        // Nothing was awaited: the navigation already happened.
+        #expect(outcomes == [.navigated(FlowID(name: "TestFlow", instance: 1))])
+        #expect(log.didNavigate == ["TestFlow#1 two"])
+        guard case .done(let refused) = coordinator.receiveNow(CanonicalStep("x"), from: "stranger") else {
+            Issue.record("a refusal at the gate is immediate")
+            return
+        }
+        #expect(refused == [.dropped(.unboundStepper, flow: nil)])
+    }
+
+    @Test("receiveNow leaves a step to the asynchronous path when its flow adapts; later steps keep arrival order")
+    func receiveNowHandsOverToAdapt() async {
+        let (coordinator, log) = makeCoordinator()
+        let flow = remoteFlow()
+        flow.adaptScript = { step in
+            await Task.yield()
+            return step
+        }
+        await coordinator.coordinate(flow: flow, with: OneStepper(withSingleStep: TestStep.one))
+        log.clear()
+        guard case .pending(let first) = coordinator.receiveNow(CanonicalStep("two"), from: "s") else {
+            Issue.record("an adapting flow's step must be awaited")
+            return
+        }
+        #expect(log.didNavigate.isEmpty, "not navigated before its adapt ran")
+        #expect(await first.outcomes() == [.navigated(FlowID(name: "TestFlow", instance: 1))])
+        guard case .pending(let second) = coordinator.receiveNow(CanonicalStep("three"), from: "s") else {
+            Issue.record("an adapting flow's step must be awaited")
+            return
+        }
+        _ = await second.outcomes()
+        #expect(log.didNavigate == ["TestFlow#1 two", "TestFlow#1 three"])
+    }
 }

@@ -67,6 +67,8 @@ final class ScriptedFlow: Flow {
 
     var flowName: String { name }
     var root: any Presentable { rootNode }
+    /// Only a flow given an adapt script adapts: the others take the synchronous path.
+    var adaptsSteps: Bool { adaptScript != nil }
     var stack: NavigationStack { rootNode as! NavigationStack }
 
     func adapt(step: any Step) async throws -> any Step {

@@ -3,6 +3,7 @@ import FlowBusTesting
 import FlowBusWire
 import Foundation
 import Testing
+import ZeroMQ
 
 /// A flow whose `load` stepper's `tick` steps change nothing (`none`), on a screen that may
 /// step while covered (`allowStepWhenNotPresented`), with a journal beside the config.
@@ -29,8 +30,8 @@ let durableFlowYAML = """
 /// How many steps the long test publishes: `$FLOWBUS_DURABILITY_STEPS`, else 100,000.
 let durabilityStepCount = ProcessInfo.processInfo.environment["FLOWBUS_DURABILITY_STEPS"].flatMap(Int.init) ?? 100_000
 
-/// The `n` of every `tick` the journal holds from stepper `load`, in journal order.
-func journaledTicks(_ topology: TestTopology) throws -> [Int64] {
+/// The `n` of every `tick` the journal holds from `stepper`, in journal order.
+func journaledTicks(_ topology: TestTopology, stepper: String = "load") throws -> [Int64] {
     let journal = try StepJournal.open(readingAt: topology.directory.appendingPathComponent("journal.sqlite").path)
     defer { journal.close() }
     var ticks: [Int64] = []
@@ -38,7 +39,7 @@ func journaledTicks(_ topology: TestTopology) throws -> [Int64] {
     while true {
         let page = try journal.entries(after: after, limit: 10_000)
         guard let last = page.last else { break }
-        for entry in page where entry.kind == .step && entry.target == "load" && entry.name == "tick" {
+        for entry in page where entry.kind == .step && entry.target == stepper && entry.name == "tick" {
             ticks.append(try entry.decodeParams()["n"]?.intValue ?? -1)
         }
         after = last.id
@@ -112,6 +113,42 @@ struct DurabilityTests {
         #expect(ticks == (1...Int64(count)).map { $0 }, "every n from 1 to \(count) applied exactly once, in order")
         let restoredLine = flowd.output.split(separator: "\n").first { $0.contains("restored") } ?? ""
         print("durability: \(count) steps, SIGKILL after \(committedBeforeKill) committed, all acknowledged after \(elapsed); \(stepper.output.split(separator: "\n").last ?? ""); \(restoredLine)")
+    }
+
+    @Test("Sources beyond limits.maxSources are forgotten; one that returns is judged by the journal: applied once, not stuck")
+    func forgottenSourceReturns() throws {
+        let sources = 400
+        let topology = try TestTopology(configYAML: durableFlowYAML + "\nlimits: { maxSources: 50 }\n")
+        try topology.startFlowd()
+        let context = try ZeroMQ.Context(defaultLinger: 500)
+        let dealer = try context.socket(.dealer)
+        defer { dealer.close() }
+        try dealer.connect(topology.config.endpoints.ingress)
+        func tick(_ n: Int64, as source: String, sequence: UInt64) throws {
+            try dealer.send(message: try StepMessage(
+                stepperID: "load", envelope: Envelope(kind: .step, contentType: .fbv, sequence: sequence, source: source),
+                name: "tick", params: ["n": .int(n)]).frames())
+        }
+        // Acks come in order on one connection: the last one covers everything before it.
+        func awaitAck(of source: String, _ sequence: UInt64) throws {
+            while true {
+                guard case .ack(let ack) = try receiveDecoded(dealer, within: .seconds(10), what: "the ack of \(source)") else { continue }
+                if ack.acknowledgedSource == source && ack.acknowledgedSequence == sequence { return }
+            }
+        }
+        for index in 0..<sources { try tick(Int64(index), as: "invented#\(index)", sequence: 1) }
+        try awaitAck(of: "invented#\(sources - 1)", 1)
+        // Liveness checks (every heartbeat) forget the least recently heard beyond 50.
+        Thread.sleep(forTimeInterval: 0.3)
+        try tick(1_000, as: "invented#0", sequence: 1)
+        try awaitAck(of: "invented#0", 1)
+        try tick(1_001, as: "invented#0", sequence: 2)
+        try awaitAck(of: "invented#0", 2)
+        let ticks = try journaledTicks(topology)
+        #expect(ticks.count == sources + 1, "the resend of sequence 1 was not applied again")
+        #expect(ticks.last == 1_001, "sequence 2 was applied, not refused as out-of-order")
+        let peers = try topology.status()["peers"]?.mapValue?.count ?? -1
+        #expect(peers <= 50, "flowd holds \(peers) sources")
     }
 
     @Test("A stepper that starts before flowd loses nothing: its steps queue until flowd is there")

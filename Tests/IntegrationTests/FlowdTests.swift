@@ -229,6 +229,27 @@ struct FlowdTests {
         }
     }
 
+    @Test("With wire.publish: json, flowd publishes navigation params and diagnostics' details as JSON")
+    func publishesJSON() throws {
+        let yaml = try String(contentsOf: packageRoot.appendingPathComponent("config/demo.yaml"), encoding: .utf8)
+        let topology = try TestTopology(configYAML: yaml + "\nheartbeatMilliseconds: 50\nwire: { publish: json }\n")
+        try topology.startFlowd()
+        let events = try topology.subscribe(["diag/", "nav/did/MainFlow"])
+        // Sent as FBV: the params are published in JSON all the same.
+        _ = try topology.deepLink("moviePicked", ["withMovieId": 3])
+        _ = try topology.step("settings", as: "nobody")
+        let received = try events.collect(2)
+        guard received.count == 2, case .navigation(let navigation) = received[0], case .diagnostic(let diagnostic) = received[1] else {
+            Issue.record("expected a didNavigate and a diagnostic, got \(lines(received))")
+            return
+        }
+        #expect(navigation.envelope.contentType == .json)
+        #expect(navigation.params == ["withMovieId": 3])
+        #expect(diagnostic.envelope.contentType == .json)
+        #expect(diagnostic.reason == .unboundStepper)
+        #expect(diagnostic.details["stepper"] == "nobody")
+    }
+
     @Test("A malformed message is refused with a diagnostic and flowd keeps serving")
     func malformedInput() throws {
         let topology = try demoTopology()

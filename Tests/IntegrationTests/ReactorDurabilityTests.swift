@@ -50,7 +50,7 @@ private func read(_ view: ReactorView, through last: UInt64?, timeout: Duration 
 }
 
 /// Waits (bounded) until process `pid` is in the stopped state.
-private func waitUntilStopped(_ pid: Int32) -> Bool {
+func waitUntilStopped(_ pid: Int32) -> Bool {
     let deadline = ContinuousClock.now + .seconds(5)
     while ContinuousClock.now < deadline {
         // /proc/<pid>/stat: "pid (name) S ...", the state after the closing parenthesis.

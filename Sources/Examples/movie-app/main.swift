@@ -30,6 +30,7 @@ extension AppFlow {
 final class MainFlow: AppFlow {
     let stack = NavigationStack(id: "main")
     var root: any Presentable { stack }
+    var adaptsSteps: Bool { false }
 
     func navigate(to step: any Step) -> FlowContributors {
         guard let step = step as? AppStep else { return .none }

@@ -1,19 +1,27 @@
+import FlowBusWire
 import Reactors
 
 /// The reactor of flowbench's `reactor` scenario (hosted when the host's `serves:` lists `bench`):
 /// `tick(n: 7)` → state `{n: 7}`, reduced synchronously, so each action yields exactly one state
 /// and the value the view sent comes back in it.
 final class BenchReactor: Reactor {
-    enum Action: Decodable, Sendable {
+    enum Action: Decodable, Sendable, WireFormDecodable {
         case tick(n: Int)
+
+        init(wireName name: String, params: WireParams) throws(WireError) {
+            guard name == "tick" else { throw WireError(.badAction, "no action named '\(name)'") }
+            self = .tick(n: Int(try params.integer("n")))
+        }
     }
 
     enum Mutation: Sendable {
         case setN(Int)
     }
 
-    struct State: Encodable, Sendable {
+    struct State: Encodable, Sendable, WireFormEncodable {
         var n = 0
+
+        var wireValue: WireValue { .map(["n": .int(Int64(n))]) }
     }
 
     /// The id flowbench sends its actions to.

@@ -7,7 +7,7 @@ import UnixSignals
 
 /// The demo's reactor host: the Counter of seed 001, the api key `login` reactor (a stepper too)
 /// and the `movie/<id>` family, served on the endpoints of one `reactors:` entry of the config;
-/// also flowbench's `bench` reactor when that entry serves `bench`.
+/// also flowbench's `bench` reactor and the tests' `ticker` when that entry serves them.
 struct ReactorHostCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "reactor-host",
@@ -62,6 +62,12 @@ struct ReactorHostCommand: AsyncParsableCommand {
         // flowbench's reactor, only for a host that serves it (the demo's does not).
         if topology.reactors[host]?.serves(BenchReactor.reactorID) == true {
             reactors.register(BenchReactor.reactorID) { _ in BenchReactor() }
+        }
+        // The numbered stepper of the tests, only for a host that serves it.
+        if topology.reactors[host]?.serves(TickerReactor.reactorID) == true {
+            reactors.register(TickerReactor.reactorID) { context in
+                TickerReactor(steps: context.stepper(TickerReactor.reactorID))
+            }
         }
 
         let service: ReactorHostService

@@ -20,7 +20,9 @@ public struct ClientError: Error, CustomStringConvertible, Sendable {
 /// Delivery is reliable across a restart of flowd: the publisher keeps every step until it is
 /// acknowledged and sends the unacknowledged ones again, in order, when its connection to flowd
 /// is re-established (ZeroMQ socket monitor), when acks start coming from another flowd
-/// instance, or when no ack progress was seen for ``retransmitInterval`` (doubling up to 30 s).
+/// instance, when flowd reports a gap (`out-of-order`), or when no ack progress was seen for
+/// ``retransmitInterval`` (doubling up to 30 s). While the connection is down, new steps wait and
+/// go out once it is back. ``ReliableOutbox`` makes these decisions; the publisher carries them out.
 /// flowd drops what it already dealt with and what arrives before a missing sequence, so each
 /// step is applied exactly once. With a journal (`persistence:` in the config), this holds even
 /// across a SIGKILL of flowd.
@@ -37,9 +39,16 @@ public final class StepPublisher {
     /// How params are encoded.
     public var contentType: ContentType
     /// How many published messages may wait for their ack before ``publish(_:_:)`` waits.
-    public var maxOutstanding = 10_000
+    public var maxOutstanding: Int {
+        get { outbox.maxOutstanding }
+        set { outbox.maxOutstanding = newValue }
+    }
     /// How long without ack progress, while connected, before unacknowledged messages are sent
     /// again (a safety net: reconnections and a new flowd instance trigger a resend at once).
+    public var retransmitInterval: Duration {
+        get { outbox.retransmitInterval }
+        set { outbox.retransmitInterval = newValue }
+    }
     /// When set, ``poll(timeout:)`` sends a heartbeat after this much silence, so flowd can tell
     /// this process is alive (and report it `peer-dead` when it stops).
     public var heartbeatInterval: Duration?
@@ -54,39 +63,25 @@ public final class StepPublisher {
     private var lastSent = ContinuousClock.now
     private var lastHeard = ContinuousClock.now
 
-    public var retransmitInterval: Duration = .seconds(1) {
-        didSet { backoff = retransmitInterval }
-    }
     private let context: Context
     private let socket: Socket
     private let monitor: SocketMonitor
     private let poller = Poller()
     private let socketIndex: Int
     private let monitorIndex: Int
-    private var sequence: UInt64 = 0
-    private var acknowledged: UInt64 = 0
-    /// Messages not acknowledged yet, oldest first, from `outboxStart`.
-    private var outbox: [(sequence: UInt64, frames: FrameBuffer)] = []
-    private var outboxStart = 0
-    private var isConnected = false
-    private var wasDisconnected = false
-    /// The source id of the flowd instance acks last came from.
-    private var flowdSource: String?
-    private var resentSinceLastAck = false
-    private var lastProgress = ContinuousClock.now
-    private var backoff: Duration = .seconds(1)
-    /// Refusals flowd sent back for this publisher's messages, oldest first.
-    public private(set) var refusals: [DiagnosticMessage] = []
-    /// How many messages were sent again so far.
-    public private(set) var resentMessages = 0
+    private var outbox: ReliableOutbox
     private var received = FrameBuffer()
 
     /// Connects to `endpoint` (flowd's ingress). libzmq connects in the background and queues
     /// steps until flowd is there.
-    public init(stepperID: String, endpoint: String, contentType: ContentType = .fbv, curve: CurveKeys = CurveKeys(), context: Context? = nil) throws {
+    public init(
+        stepperID: String, endpoint: String, contentType: ContentType = .fbv, curve: CurveKeys = CurveKeys(),
+        context: Context? = nil
+    ) throws {
         self.stepperID = stepperID
         self.sourceID = "\(stepperID)#\(UUID().uuidString.prefix(8).lowercased())"
         self.contentType = contentType
+        outbox = ReliableOutbox(sourceID: sourceID)
         self.context = try context ?? Context(defaultLinger: 2000)
         socket = try self.context.socket(.dealer)
         try socket.setOptions([.sendHighWaterMark(100_000), .reconnectInterval(100), .reconnectIntervalMax(2000)])
@@ -95,6 +90,8 @@ public final class StepPublisher {
         socketIndex = try poller.add(socket)
         monitorIndex = try poller.add(monitor.socket)
         try socket.connect(endpoint)
+        // A DEALER queues messages until its first connection: steps go to the socket at once.
+        _ = outbox.connected()
     }
 
     /// Connects to the ingress of `config`'s coordinator, with its security settings.
@@ -103,11 +100,20 @@ public final class StepPublisher {
     }
 
     /// The last sequence published.
-    public var lastSequence: UInt64 { sequence }
+    public var lastSequence: UInt64 { outbox.lastSequence }
     /// The highest sequence flowd acknowledged.
-    public var lastAcknowledged: UInt64 { acknowledged }
+    public var lastAcknowledged: UInt64 { outbox.lastAcknowledged }
     /// How many published messages wait for their ack.
-    public var outstanding: Int { outbox.count - outboxStart }
+    public var outstanding: Int { outbox.outstanding }
+    /// Refusals flowd sent back for this publisher's messages, oldest first (the last 1024).
+    public var refusals: [DiagnosticMessage] { outbox.refusals }
+    /// How many messages were sent again so far.
+    public var resentMessages: Int { outbox.resentCount }
+
+    /// The refusal flowd sent back for the message with `sequence`, if it refused it on arrival.
+    public func refusal(for sequence: UInt64) -> DiagnosticMessage? {
+        outbox.refusal(for: sequence)
+    }
 
     /// Publishes a step given by name and params.
     @discardableResult
@@ -138,7 +144,9 @@ public final class StepPublisher {
     /// Reports what a renderer did with a presentable.
     @discardableResult
     public func report(_ event: PresentableEvent, for presentableID: String) throws -> UInt64 {
-        try send(contentType: ContentType.none) { envelope in PresentableReport(envelope: envelope, presentableID: presentableID, event: event) }
+        try send(contentType: ContentType.none) { envelope in
+            PresentableReport(envelope: envelope, presentableID: presentableID, event: event)
+        }
     }
 
     /// Waits until flowd acknowledged everything published, or `timeout` passes, resending
@@ -146,7 +154,7 @@ public final class StepPublisher {
     /// - Returns: whether everything was acknowledged.
     public func waitForAcknowledgement(timeout: Duration = .seconds(5)) throws -> Bool {
         let deadline = ContinuousClock.now + timeout
-        while acknowledged < sequence {
+        while outbox.outstanding > 0 {
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { return false }
             try poll(timeout: min(left, .milliseconds(100)))
@@ -162,18 +170,9 @@ public final class StepPublisher {
         if poller.isReadable(monitorIndex) {
             while let event = try monitor.next(mode: .nonBlocking) {
                 switch event.kind {
-                case .connected?:
-                    isConnected = true
-                    if wasDisconnected {
-                        // A new connection: what was in flight on the old one may be lost.
-                        wasDisconnected = false
-                        try resend()
-                    }
-                case .disconnected?:
-                    isConnected = false
-                    wasDisconnected = true
-                default:
-                    break
+                case .connected?: try carryOut(outbox.connected())
+                case .disconnected?: outbox.disconnected()
+                default: break
                 }
             }
         }
@@ -182,15 +181,13 @@ public final class StepPublisher {
                 try record(received)
             }
         }
-        if outstanding > 0, isConnected, ContinuousClock.now - lastProgress >= backoff {
-            try resend()
-            backoff = min(backoff * 2, .seconds(30))
-        }
-        if let heartbeatInterval, !isFlowdSilent, ContinuousClock.now - lastHeard > heartbeatInterval * max(1, livenessIntervals) {
+        let now = ContinuousClock.now
+        try carryOut(outbox.tick(now: now))
+        if let heartbeatInterval, !isFlowdSilent, now - lastHeard > heartbeatInterval * max(1, livenessIntervals) {
             isFlowdSilent = true
-            onFlowdLiveness?(.silent(silentFor: ContinuousClock.now - lastHeard))
+            onFlowdLiveness?(.silent(silentFor: now - lastHeard))
         }
-        if let heartbeatInterval, ContinuousClock.now - lastSent >= heartbeatInterval {
+        if let heartbeatInterval, now - lastSent >= heartbeatInterval {
             // Heartbeats are not numbered (sequence 0): a lost one leaves no gap to resend.
             let heartbeat = Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: 0, source: sourceID))
             try socket.send(message: try heartbeat.encoded(), mode: .nonBlocking)
@@ -199,28 +196,26 @@ public final class StepPublisher {
     }
 
     private func send(contentType: ContentType? = nil, _ make: (Envelope) -> some WireMessageEncodable) throws -> UInt64 {
-        while outstanding >= maxOutstanding {
+        while !outbox.hasRoom {
             try poll(timeout: .milliseconds(100))
         }
-        sequence += 1
-        var frames = FrameBuffer()
-        try make(Envelope(kind: .step, contentType: contentType ?? self.contentType, sequence: sequence, source: sourceID)).encode(into: &frames)
-        if outstanding == 0 { lastProgress = .now }
-        outbox.append((sequence, frames))
-        try socket.send(message: frames)
+        let contentType = contentType ?? self.contentType
+        let (sequence, action) = try outbox.enqueue { sequence throws(WireError) in
+            var frames = FrameBuffer()
+            let envelope = Envelope(kind: .step, contentType: contentType, sequence: sequence, source: sourceID)
+            try make(envelope).encode(into: &frames)
+            return frames
+        }
+        try carryOut(action)
         lastSent = .now
         try poll()
         return sequence
     }
 
-    /// Sends every unacknowledged message again, oldest first.
-    private func resend() throws {
-        resentSinceLastAck = true
-        lastProgress = .now
-        for index in outboxStart..<outbox.count {
-            try socket.send(message: outbox[index].frames)
-        }
-        resentMessages += outstanding
+    /// Hands the messages of `action` to the socket, in order, as far as it takes them.
+    private func carryOut(_ action: ReliableOutbox.Action) throws {
+        guard case .send(let transmission) = action else { return }
+        try socket.send(transmission, of: &outbox)
     }
 
     private func record(_ frames: FrameBuffer) throws {
@@ -231,26 +226,10 @@ public final class StepPublisher {
             onFlowdLiveness?(.back(source: message?.envelope.source ?? "?"))
         }
         switch message {
-        case .ack(let ack) where ack.acknowledgedSource == sourceID:
-            let instance = ack.envelope.source
-            if ack.acknowledgedSequence > acknowledged {
-                acknowledged = ack.acknowledgedSequence
-                lastProgress = .now
-                backoff = retransmitInterval
-                while outboxStart < outbox.count, outbox[outboxStart].sequence <= acknowledged { outboxStart += 1 }
-                if outboxStart > 1024, outboxStart * 2 > outbox.count {
-                    outbox.removeFirst(outboxStart)
-                    outboxStart = 0
-                }
-            }
-            if let previous = flowdSource, previous != instance, !resentSinceLastAck, outstanding > 0 {
-                // Another flowd answers: the one we sent to is gone, with what it had not committed.
-                try resend()
-            }
-            flowdSource = instance
-            resentSinceLastAck = false
+        case .ack(let ack):
+            try carryOut(outbox.received(ack: ack))
         case .diagnostic(let diagnostic):
-            refusals.append(diagnostic)
+            try carryOut(outbox.received(refusal: diagnostic))
         default:
             break
         }

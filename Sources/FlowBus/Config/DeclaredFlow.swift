@@ -7,15 +7,24 @@ public final class DeclaredFlow: Flow {
     public nonisolated let flowName: String
     let spec: DeclaredFlowSpec
     let rootNode: NavigationNode
+    /// The id templates with `{param}` placeholders, per step name that has any.
+    private let templatesByStep: [String: [String]]
     /// Builds a child flow by name; child flows come from the same config.
     let makeFlow: @FlowActor (String) -> DeclaredFlow?
 
     public var root: any Presentable { rootNode }
 
+    /// A declared flow never adapts: its steps take the coordinator's synchronous path.
+    public var adaptsSteps: Bool { false }
+
     init(name: String, spec: DeclaredFlowSpec, makeFlow: @escaping @FlowActor (String) -> DeclaredFlow?) {
         self.flowName = name
         self.spec = spec
         self.makeFlow = makeFlow
+        templatesByStep = spec.steps.compactMapValues { rules in
+            let templates = rules.flatMap(\.templates).filter { $0.contains("{") }
+            return templates.isEmpty ? nil : templates
+        }
         let rootID = spec.id ?? name.lowercased()
         switch spec.root {
         case .stack: rootNode = NavigationStack(id: rootID)
@@ -37,9 +46,11 @@ public final class DeclaredFlow: Flow {
 
     /// Accepts a step only if the table has it and the step carries every `{param}` its ids use.
     public func step(from canonical: CanonicalStep) -> (any Step)? {
-        guard let rules = spec.steps[canonical.name] else { return nil }
-        for template in rules.flatMap(\.templates) where Template.missingParameters(template, in: canonical.params).isEmpty == false {
-            return nil
+        guard spec.steps[canonical.name] != nil else { return nil }
+        if !templatesByStep.isEmpty, let templates = templatesByStep[canonical.name] {
+            for template in templates where !Template.missingParameters(template, in: canonical.params).isEmpty {
+                return nil
+            }
         }
         return canonical
     }

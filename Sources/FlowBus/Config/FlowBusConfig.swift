@@ -32,11 +32,43 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     /// The processes `flowctl launch FILE` starts, in the order written; nil: no `launch:` section.
     /// Nothing else reads it. See ``LaunchSpec``.
     public var launch: [LaunchSpec]?
+    /// How the daemons encode what they publish.
+    public var wire = Wire()
 
     enum CodingKeys: String, CodingKey {
         case endpoints, limits, coordinator, flows, heartbeatMilliseconds, reactors, security
         case persistence, heartbeatLiveness
-        case launch
+        case launch, wire
+    }
+
+    /// `wire: { publish: json | fbv }`: the content type of the values flowd and reactor hosts
+    /// publish and reply with (params of navigation events, diagnostics' details, states and
+    /// snapshots). FBV by default; JSON lets a reader without an FBV decoder follow the bus.
+    public struct Wire: Codable, Sendable, Hashable {
+        public var publish: ContentType = .fbv
+
+        public init(publish: ContentType = .fbv) {
+            self.publish = publish
+        }
+
+        enum CodingKeys: String, CodingKey { case publish }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            guard let name = try container.decodeIfPresent(String.self, forKey: .publish) else { return }
+            switch name {
+            case "fbv": publish = .fbv
+            case "json": publish = .json
+            default:
+                throw DecodingError.dataCorruptedError(
+                    forKey: .publish, in: container, debugDescription: "'\(name)' is not a content type to publish with: json or fbv")
+            }
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(publish == .json ? "json" : "fbv", forKey: .publish)
+        }
     }
 
     /// A reactor host process's endpoints and the reactor ids it serves.
@@ -99,10 +131,17 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         public var maxMessageBytes: Int
         /// Messages queued per peer before back-pressure (ingress) or a counted drop (events).
         public var highWaterMark: Int
+        /// Sources (sender process instances) a daemon holds in memory; beyond it the least
+        /// recently heard are forgotten (their ledger entries stay in a journal or state database).
+        public var maxSources: Int
+        /// Seconds of silence after which a source is forgotten.
+        public var sourceIdleSeconds: Int
 
-        public init(maxMessageBytes: Int = 1 << 20, highWaterMark: Int = 100_000) {
+        public init(maxMessageBytes: Int = 1 << 20, highWaterMark: Int = 100_000, maxSources: Int = 100_000, sourceIdleSeconds: Int = 3600) {
             self.maxMessageBytes = maxMessageBytes
             self.highWaterMark = highWaterMark
+            self.maxSources = maxSources
+            self.sourceIdleSeconds = sourceIdleSeconds
         }
 
         public init(from decoder: any Decoder) throws {
@@ -110,6 +149,8 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
             let defaults = Limits()
             maxMessageBytes = try container.decodeIfPresent(Int.self, forKey: .maxMessageBytes) ?? defaults.maxMessageBytes
             highWaterMark = try container.decodeIfPresent(Int.self, forKey: .highWaterMark) ?? defaults.highWaterMark
+            maxSources = try container.decodeIfPresent(Int.self, forKey: .maxSources) ?? defaults.maxSources
+            sourceIdleSeconds = try container.decodeIfPresent(Int.self, forKey: .sourceIdleSeconds) ?? defaults.sourceIdleSeconds
         }
     }
 
@@ -149,6 +190,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         security = try container.decodeIfPresent(SecurityConfig.self, forKey: .security)
         persistence = try container.decodeIfPresent(Persistence.self, forKey: .persistence)
         launch = try container.decodeIfPresent([LaunchSpec].self, forKey: .launch)
+        wire = try container.decodeIfPresent(Wire.self, forKey: .wire) ?? Wire()
     }
 }
 
@@ -224,6 +266,9 @@ extension FlowBusConfig {
             + reactors.sorted { $0.key < $1.key }.map { ("reactors.\($0.key).metrics", $0.value.metrics) }
         for case let (name, endpoint?) in metricsEndpoints where !endpoint.hasPrefix("tcp://") {
             throw ConfigError("\(source): \(name) '\(endpoint)' is not a tcp:// address (Prometheus scrapes over TCP, e.g. tcp://127.0.0.1:9464)")
+        }
+        guard limits.maxSources >= 1, limits.sourceIdleSeconds >= 1 else {
+            throw ConfigError("\(source): limits.maxSources and limits.sourceIdleSeconds must be at least 1")
         }
         guard heartbeatMilliseconds >= 10 else {
             throw ConfigError("\(source): heartbeatMilliseconds is \(heartbeatMilliseconds), at least 10 expected")

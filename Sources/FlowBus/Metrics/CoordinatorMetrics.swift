@@ -59,7 +59,7 @@ final class CoordinatorMetrics {
     private var pending = Totals()
     private var pendingNavigations: [String: Int] = [:]
     /// What the ingress loop and the publisher had counted at the last flush.
-    private var lastIngress = IngressLoop.Counters()
+    private var lastIngress = CoordinatorLoop.Counters()
     private var lastEvents = EventCounts()
     /// Whether the batch being applied carries a step or deep link (its latency is recorded).
     private var batchHasSteps = false
@@ -110,7 +110,7 @@ final class CoordinatorMetrics {
     }
 
     /// A batch was applied, committed (`journal`: how long that took) and published: records its
-    /// size and, if it carried steps, the time since the ingress thread received it.
+    /// size and, if it carried steps, the time since the loop read its oldest message.
     func batchDone(size: Int, receivedAt: ContinuousClock.Instant?, journal: Duration?) {
         pending.batches += 1
         batchSize.record(size)
@@ -133,7 +133,7 @@ final class CoordinatorMetrics {
     }
 
     /// Hands what was counted since the last flush to swift-metrics.
-    func flush(ingress: IngressLoop.Counters, events: EventCounts) {
+    func flush(ingress: CoordinatorLoop.Counters, events: EventCounts) {
         let counts = pending
         pending = Totals()
         add(counts.stepsReceived, to: stepsReceived, total: \.stepsReceived)

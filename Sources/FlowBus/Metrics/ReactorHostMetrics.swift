@@ -15,6 +15,7 @@ final class ReactorHostMetrics: Sendable {
     private let snapshots: Counter
     private let statesPublished: Counter
     private let statesDropped: Counter
+    private let statesUnsubscribed: Counter
     private let statesUnencodable: Counter
     private let stepsSent: Counter
     private let stepsDropped: Counter
@@ -32,6 +33,7 @@ final class ReactorHostMetrics: Sendable {
         snapshots = Counter(label: "flowbus_reactor_snapshots_total", dimensions: dimensions)
         statesPublished = Counter(label: "flowbus_reactor_states_published_total", dimensions: dimensions)
         statesDropped = Counter(label: "flowbus_reactor_states_dropped_total", dimensions: dimensions)
+        statesUnsubscribed = Counter(label: "flowbus_reactor_states_unsubscribed_total", dimensions: dimensions)
         statesUnencodable = Counter(label: "flowbus_reactor_states_unencodable_total", dimensions: dimensions)
         stepsSent = Counter(label: "flowbus_reactor_steps_sent_total", dimensions: dimensions)
         stepsDropped = Counter(label: "flowbus_reactor_steps_dropped_total", dimensions: dimensions)
@@ -55,6 +57,7 @@ final class ReactorHostMetrics: Sendable {
             add(snapshots, counters.snapshotsAnswered - last.snapshotsAnswered)
             add(statesPublished, counters.statesPublished - last.statesPublished)
             add(statesDropped, counters.statesDropped - last.statesDropped)
+            add(statesUnsubscribed, counters.statesUnsubscribed - last.statesUnsubscribed)
             add(statesUnencodable, counters.statesUnencodable - last.statesUnencodable)
             add(stepsSent, counters.stepsSent - last.stepsSent)
             add(stepsDropped, counters.stepsDropped - last.stepsDropped)

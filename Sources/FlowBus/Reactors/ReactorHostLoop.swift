@@ -55,6 +55,7 @@ final class ReactorHostLoop: Sendable {
         try await withCheckedThrowingContinuation { (started: CheckedContinuation<Void, any Error>) in
             let thread = Thread { [self] in
                 defer { finished.signal() }
+                outlet.ioThreadStarted()
                 let io: ReactorHostIO
                 do {
                     io = try ReactorHostIO(loop: self)
@@ -103,29 +104,28 @@ private final class ReactorHostIO {
     private let context: Context
     private let authenticator: ZAPHandler?
     private let actions: Socket
-    private let states: Socket
+    private let states: BusPublisher
     private let poller = Poller()
     private let wakeIndex: Int
     private var instances: [String: HostedReactor] = [:]
     private var latest: [String: (sequence: UInt64, state: WireValue)] = [:]
     private var pendingSnapshots: [String: [PendingSnapshot]] = [:]
     private var steppers: [String: HostStepOutlet] = [:]
-    private var ledger: ActionLedger
-    private var acks = AckBatch()
+    private var intake: Intake
+    /// Acks of what was dealt with, held back until the batch's states and sources are saved.
+    private var heldAcks: [Intake.Ack] = []
+    /// The last sequence dealt with per source, not saved yet (a host that persists).
+    private var unsavedSources: [String: UInt64] = [:]
     private let database: ReactorStateDatabase?
     /// Saved states not yet handed to their reactor (consumed when the reactor is created).
     private var saved: [String: PersistedReactorState] = [:]
     /// The sequence saved last per persisted reactor.
     private var savedSequence: [String: UInt64] = [:]
     private var persistedIDs: [String: Bool] = [:]
-    private var ownSequence: UInt64 = 0
-    /// States dropped at the high-water mark already reported in a `dropped-hwm` diagnostic.
-    private var reportedDrops = 0
+    /// The sequence of what the host sends on `actions` (acks, refusals, heartbeat answers).
+    private var actionsSequence: UInt64 = 0
     private let wireLimits: WireLimits
     private var received = RoutedFrames()
-    /// The topic prefixes subscribed on `states` (XPUB reports first subscriptions and last unsubscriptions).
-    private var subscribedPrefixes: Set<[UInt8]> = []
-    private var buffer = FrameBuffer()
     private var scratch = FrameBuffer()
     private var nextHeartbeat = ContinuousClock.now
 
@@ -141,13 +141,13 @@ private final class ReactorHostIO {
             self.database = database
             saved = loaded.states
             savedSequence = loaded.states.mapValues(\.sequence)
-            ledger = ActionLedger(strict: true, known: loaded.sources)
+            intake = Self.makeIntake(settings, database: database, logger: loop.logger)
             logger.info("reactor state database \(database.path) open", metadata: [
                 "states": "\(loaded.states.count)", "sources": "\(loaded.sources.count)",
             ])
         } else {
             database = nil
-            ledger = ActionLedger(strict: false)
+            intake = Self.makeIntake(settings, database: nil, logger: loop.logger)
         }
         context = try Context(defaultLinger: 0)
         // The ZAP handler must exist before any CURVE socket binds: without it CURVE admits everyone.
@@ -164,7 +164,7 @@ private final class ReactorHostIO {
         try actions.setOptions([
             // Frames between the configured limit and this ceiling are refused as `oversize` with a
             // diagnostic; only larger ones are cut off by libzmq before they are allocated.
-            .maxMessageSize(IngressLoop.hardCeiling(settings.limits)),
+            .maxMessageSize(CoordinatorLoop.hardCeiling(settings.limits)),
             .receiveHighWaterMark(Int32(clamping: settings.limits.highWaterMark)),
             .sendHighWaterMark(Int32(clamping: settings.limits.highWaterMark)),
             // The last acks of a graceful stop still go out.
@@ -173,19 +173,43 @@ private final class ReactorHostIO {
         try settings.curve.secureServer(actions, endpoint: settings.spec.actions)
         try actions.bind(settings.spec.actions)
         restrictPermissions(ofIPCEndpoint: settings.spec.actions)
-        states = try context.socket(.xpub)
-        try states.setOptions([
-            .sendHighWaterMark(Int32(clamping: settings.limits.highWaterMark)),
-            // At the mark XPUB returns EAGAIN instead of dropping silently: drops are counted.
-            .xpubNoDrop(true),
-            .linger(200),
-        ])
-        try settings.curve.secureServer(states, endpoint: settings.spec.states)
-        try states.bind(settings.spec.states)
-        restrictPermissions(ofIPCEndpoint: settings.spec.states)
+        states = try BusPublisher(
+            context: context, name: "states", endpoint: settings.spec.states, limits: settings.limits, curve: settings.curve,
+            sourceID: settings.sourceID, contentType: settings.contentType, logger: logger)
         try poller.add(actions)
-        try poller.add(states)
+        try poller.add(states.socket)
         wakeIndex = poller.add(fileDescriptor: outlet.wake.fileDescriptor)
+    }
+
+    /// The host's receiving ledger. Its state database keeps sources for a retention period, not
+    /// for ever, so a source found nowhere is adopted at its first sequence; one it holds (across
+    /// a restart, or after being forgotten in memory) is looked up there.
+    private static func makeIntake(_ settings: ReactorHostLoop.Settings, database: ReactorStateDatabase?, logger: Logger) -> Intake {
+        var lookUp: (@Sendable (String) -> UInt64?)?
+        if let database {
+            lookUp = { @Sendable (source: String) -> UInt64? in
+                do {
+                    return try database.lastSequence(of: source)
+                } catch {
+                    logger.error("cannot read source \(source) from \(database.path): \(error)")
+                    return nil
+                }
+            }
+        }
+        return Intake(
+            endpoint: "actions",
+            policy: .init(
+                remembersSources: false, deadAfter: settings.heartbeat * 3,
+                idleTimeout: .seconds(settings.limits.sourceIdleSeconds), maxSources: settings.limits.maxSources,
+                lookUp: lookUp),
+            defaultRole: "view")
+    }
+
+    /// Hands the counters to swift-metrics, with the `states` publisher's drops.
+    private func reportMetrics() {
+        let dropped = states.counters.dropped
+        outlet.count { $0.statesDropped = dropped }
+        outlet.reportMetrics()
     }
 
     func createExactReactors() {
@@ -217,8 +241,8 @@ private final class ReactorHostIO {
                 if !error.isContextTerminated { logger.error("reactor host receive failed: \(error)") }
                 return
             }
-            for stepper in steppers.values { stepper.drainReplies(logger: logger) }
-            outlet.reportMetrics()
+            for stepper in steppers.values { stepper.service(now: .now, logger: logger) }
+            reportMetrics()
             heartbeatIfDue()
         }
         if loop.isGraceful { drainForStop() }
@@ -226,23 +250,11 @@ private final class ReactorHostIO {
 
     private func heartbeatIfDue() {
         guard ContinuousClock.now >= nextHeartbeat else { return }
-        reportDrops()
-        ownSequence += 1
-        publish(Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: ownSequence, messageID: .none, source: settings.sourceID)))
+        states.reportDrops(
+            why: "a view is too slow; views resynchronise from a snapshot on a gap",
+            details: ["host": .string(settings.hostName)])
+        states.publish(Heartbeat(envelope: states.envelope(.heartbeat, carriesValues: false)))
         nextHeartbeat = ContinuousClock.now + settings.heartbeat
-    }
-
-    /// Publishes a `dropped-hwm` diagnostic for the states dropped since the last report, once
-    /// the socket takes messages again (a report that is itself dropped goes into the next one).
-    private func reportDrops() {
-        let dropped = outlet.counters.withLock { $0.statesDropped }
-        let unreported = dropped - reportedDrops
-        guard unreported > 0 else { return }
-        publishDiagnostic(
-            .droppedHWM,
-            "\(unreported) message(s) dropped at the states high-water mark since the last report (a view is too slow; views resynchronise from a snapshot on a gap); \(dropped) in all",
-            details: ["endpoint": "states", "host": .string(settings.hostName), "dropped": .int(Int64(unreported)), "total": .int(Int64(dropped))])
-        if outlet.counters.withLock({ $0.statesDropped }) == dropped { reportedDrops = dropped }
     }
 
     /// A graceful stop (SIGTERM): deals with the messages already queued on `actions` (applied and
@@ -267,7 +279,7 @@ private final class ReactorHostIO {
             }
             if poller.isReadable(wakeIndex) { outlet.wake.clear() }
             if flushOutbox() { sendAcks() }
-            drainSubscriptions()
+            states.drainSubscriptions()
             heartbeatIfDue()
         }
         let unfinished = instances.values.filter(\.hasWorkInFlight).map(\.reactorID).sorted()
@@ -287,7 +299,7 @@ private final class ReactorHostIO {
         steppers.removeAll()
         authenticator?.stop()
         outlet.count { $0.reactors = 0 }
-        outlet.reportMetrics()
+        reportMetrics()
     }
 
     // MARK: Receiving
@@ -296,32 +308,47 @@ private final class ReactorHostIO {
     @discardableResult
     private func receiveBatch() throws(ZMQError) -> Int {
         // A subscriber that saw a heartbeat is known before any action that follows it is routed.
-        drainSubscriptions()
+        states.drainSubscriptions()
         var count = 0
         while count < ReactorHostLoop.maxBatchSize, try actions.receive(into: &received, mode: .nonBlocking) {
             count += 1
             route()
         }
         guard count > 0 else { return 0 }
+        endBatch()
         // Acknowledge once the batch is dealt with and saved (its states and de-duplication
         // entries in one transaction); diagnostics to a peer went out before. The metrics count
         // an action before its sender hears it was acknowledged.
         if flushOutbox() {
-            outlet.reportMetrics()
+            reportMetrics()
             sendAcks()
         }
         return count
     }
 
+    /// Ends the batch in the intake: refusals and heartbeat answers go out now; acks wait for
+    /// the save (``sendAcks()``).
+    private func endBatch() {
+        let end = intake.endBatch(now: .now, checkEvery: settings.heartbeat)
+        for (peer, refusal) in end.refusals { refuse(refusal, to: peer) }
+        for peer in end.heartbeatAnswers {
+            actionsSequence += 1
+            reply(Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: actionsSequence, messageID: .none, source: settings.sourceID)), to: peer)
+        }
+        if database != nil { unsavedSources.merge(end.dealtWith) { max($0, $1) } }
+        heldAcks += end.acks
+    }
+
     /// Sends the acks of what was dealt with (held back while saving fails).
     private func sendAcks() {
-        for ack in acks.drain() {
-            ownSequence += 1
+        for ack in heldAcks {
+            actionsSequence += 1
             let message = Ack(
-                envelope: Envelope(kind: .ack, sequence: ownSequence, messageID: .none, source: settings.sourceID),
+                envelope: Envelope(kind: .ack, sequence: actionsSequence, messageID: .none, source: settings.sourceID),
                 acknowledgedSource: ack.source, acknowledgedSequence: ack.sequence)
-            reply(message, to: ack.routingID)
+            reply(message, to: ack.peer)
         }
+        heldAcks.removeAll(keepingCapacity: true)
     }
 
     private func isPersisted(_ reactorID: String) -> Bool {
@@ -340,24 +367,26 @@ private final class ReactorHostIO {
         do {
             header = try RoutedHeader.decode(from: frames, limits: wireLimits)
         } catch {
-            refuse(error.reason, error.detail, routingID: routingID, header: nil)
+            if let refusal = intake.refuse(error, frames: frames, peer: routingID, limits: wireLimits) {
+                refuse(refusal, to: routingID)
+            }
             return
         }
         let envelope = header.envelope
-        switch ledger.check(source: envelope.source, sequence: envelope.sequence) {
-        case .fresh:
-            acks.record(routingID: routingID, source: envelope.source, sequence: envelope.sequence)
-        case .duplicate(let last):
-            acks.record(routingID: routingID, source: envelope.source, sequence: envelope.sequence)
-            outlet.count { $0.duplicates += 1 }
-            refuse(.duplicate, "sequence \(envelope.sequence) of \(envelope.source) was already dealt with (last \(last))", routingID: routingID, header: header)
+        if header.kind == .heartbeat {
+            intake.heartbeat(source: envelope.source, sequence: envelope.sequence, topic: header.topic, peer: routingID)
             return
-        case .outOfOrder(let expected):
-            // Not dealt with, so not acknowledged: an ack would cover the lost messages before it.
+        }
+        switch intake.receive(source: envelope.source, sequence: envelope.sequence, topic: header.topic, peer: routingID) {
+        case .fresh:
+            break
+        case .duplicate:
+            // A resend whose first copy got through: acknowledged again, not applied, no refusal.
+            outlet.count { $0.duplicates += 1 }
+            return
+        case .outOfOrder:
+            // Reported once per source with the batch's end (``endBatch()``).
             outlet.count { $0.outOfOrder += 1 }
-            refuse(
-                .outOfOrder, "sequence \(envelope.sequence) of \(envelope.source) skips ahead: \(expected) expected (a message was lost in transit; resend from \(expected))",
-                routingID: routingID, header: header, extra: ["expected": .int(Int64(clamping: expected))])
             return
         }
         do {
@@ -374,7 +403,7 @@ private final class ReactorHostIO {
                     try instance.send(name: view.name, params: params)
                     outlet.count { $0.actionsApplied += 1 }
                     // Observers (`flowctl record`, audits) see each applied action, as received.
-                    if isWanted(frames.frameBytes(0)) { _ = send(frames) }
+                    states.publish(frames: frames)
                 } catch {
                     refuse(error.reason, error.detail, routingID: routingID, header: header)
                 }
@@ -386,8 +415,6 @@ private final class ReactorHostIO {
                     return
                 }
                 answerSnapshot(reactorID, to: routingID)
-            case .heartbeat:
-                return
             default:
                 refuse(.unknownKind, "a reactor host's actions endpoint accepts action, snapshotRequest and heartbeat, not \(header.kind)", routingID: routingID, header: header)
             }
@@ -447,6 +474,7 @@ private final class ReactorHostIO {
         let durable = save(items)
         guard !items.isEmpty else { return durable }
         var published = 0
+        var unsubscribed = 0
         for item in items {
             switch item {
             case .state(let reactorID, let sequence, let state):
@@ -455,7 +483,12 @@ private final class ReactorHostIO {
                     reactorID: reactorID,
                     envelope: Envelope(kind: .state, contentType: settings.contentType, sequence: sequence, messageID: .none, source: settings.sourceID),
                     state: state)
-                if publish(message) { published += 1 }
+                let unwantedBefore = states.counters.unwanted
+                if publish(message) {
+                    published += 1
+                } else if states.counters.unwanted > unwantedBefore {
+                    unsubscribed += 1
+                }
                 if let waiting = pendingSnapshots.removeValue(forKey: reactorID) {
                     for request in waiting { answerSnapshot(reactorID, to: request.routingID) }
                 }
@@ -473,7 +506,12 @@ private final class ReactorHostIO {
                 publishDiagnostic(.unauthorized, text, details: ["endpoint": "zap", "host": .string(settings.hostName)])
             }
         }
-        if published > 0 { outlet.count { $0.statesPublished += published } }
+        if published > 0 || unsubscribed > 0 {
+            outlet.count {
+                $0.statesPublished += published
+                $0.statesUnsubscribed += unsubscribed
+            }
+        }
         return durable
     }
 
@@ -486,15 +524,15 @@ private final class ReactorHostIO {
         where isPersisted(reactorID) && savedSequence[reactorID].map({ sequence > $0 }) ?? true {
             states[reactorID] = (sequence, state)
         }
-        let sources = ledger.takeChanges()
+        let sources = unsavedSources
         guard !states.isEmpty || !sources.isEmpty else { return true }
         do {
             try database.save(states: states.map { ($0.key, $0.value.sequence, $0.value.state) }, sources: sources)
             for (reactorID, state) in states { savedSequence[reactorID] = state.sequence }
             outlet.count { $0.saves += 1 }
+            unsavedSources.removeAll(keepingCapacity: true)
             return true
         } catch {
-            ledger.restore(sources)
             let failures = outlet.counters.withLock { counters in
                 counters.saveFailures += 1
                 return counters.saveFailures
@@ -511,81 +549,35 @@ private final class ReactorHostIO {
     /// Sends a message on the `states` socket; false when it was not sent.
     @discardableResult
     private func publish(_ message: some WireMessageEncodable) -> Bool {
-        do {
-            try message.encode(into: &buffer)
-        } catch {
-            logger.error("cannot encode \(message.kind) \(message.topic): \(error)")
-            return false
-        }
-        return send(buffer)
-    }
-
-    /// Sends frames on the `states` socket, counting a drop at the high-water mark.
-    private func send(_ frames: FrameBuffer) -> Bool {
-        do {
-            if try states.send(message: frames, mode: .nonBlocking) { return true }
-            let dropped = outlet.counters.withLock { counters in
-                counters.statesDropped += 1
-                return counters.statesDropped
-            }
-            if dropped == 1 || dropped % 10_000 == 0 {
-                logger.warning("states endpoint at its high-water mark: \(dropped) message(s) dropped so far (a view is too slow; views resynchronise from a snapshot on a gap)")
-            }
-        } catch {
-            logger.error("states send failed: \(error)")
-        }
-        return false
+        states.publish(message)
     }
 
     /// Sends a message to one peer of the `actions` socket.
     private func reply(_ message: some WireMessageEncodable, to routingID: [UInt8]) {
-        do {
-            try message.encode(into: &scratch)
-            try actions.send(routingID, more: true, mode: .nonBlocking)
-            try actions.send(message: scratch, mode: .nonBlocking)
-        } catch {
-            logger.debug("\(message.kind) to a peer not sent: \(error)")
-        }
+        actions.send(message, to: routingID, using: &scratch, logger: logger)
     }
 
-    private func refuse(_ reason: DiagnosticReason, _ detail: String, routingID: [UInt8], header: RoutedHeader?, extra: WireParams = [:]) {
-        outlet.count { $0.refused[reason, default: 0] += 1 }
-        var details: WireParams = ["endpoint": "actions", "host": .string(settings.hostName)]
-        details.merge(extra) { _, new in new }
-        if let header {
-            details["source"] = .string(header.envelope.source)
-            details["topic"] = .string(header.topic)
-            details["sequence"] = .int(Int64(clamping: header.envelope.sequence))
-        }
-        logger.warning("refused message: \(reason): \(detail)", metadata: ["source": "\(header?.envelope.source ?? "?")"])
-        guard let diagnostic = publishDiagnostic(reason, detail, details: details) else { return }
-        // The sender hears about it too, before the ack that covers it.
-        reply(diagnostic, to: routingID)
+    private func refuse(_ reason: DiagnosticReason, _ detail: String, routingID: [UInt8], header: RoutedHeader) {
+        refuse(Refusal(reason, detail, endpoint: "actions", header: header), to: routingID)
     }
 
-    @discardableResult
-    private func publishDiagnostic(_ reason: DiagnosticReason, _ detail: String, details: WireParams) -> DiagnosticMessage? {
-        ownSequence += 1
-        let diagnostic = DiagnosticMessage(
-            envelope: Envelope(kind: .diagnostic, contentType: settings.contentType, sequence: ownSequence, messageID: .none, source: settings.sourceID),
-            reason: reason, message: detail, details: details)
-        publish(diagnostic)
-        return diagnostic
+    /// Counts, logs and publishes a refusal; its sender hears it too, before the ack that covers it.
+    private func refuse(_ refusal: Refusal, to peer: [UInt8]) {
+        var refusal = refusal
+        refusal.extra["host"] = .string(settings.hostName)
+        outlet.count { $0.refused[refusal.reason, default: 0] += 1 }
+        logger.warning("refused message: \(refusal.reason): \(refusal.detail)", metadata: ["source": "\(refusal.source ?? "?")"])
+        publish(refusal.diagnostic(states.envelope(.diagnostic)))
+        actionsSequence += 1
+        reply(refusal.diagnostic(Envelope(
+            kind: .diagnostic, contentType: settings.contentType, sequence: actionsSequence, messageID: .none,
+            source: settings.sourceID)), to: peer)
     }
 
-    /// XPUB hands subscriptions to its owner; reading them keeps its queue empty.
-    private func drainSubscriptions() {
-        while (try? states.receive(into: &scratch, mode: .nonBlocking)) == true {
-            let frame = scratch.frameBytes(0)
-            guard let flag = frame.first else { continue }
-            let prefix = Array(frame.dropFirst())
-            if flag == 1 { subscribedPrefixes.insert(prefix) } else if flag == 0 { subscribedPrefixes.remove(prefix) }
-        }
-    }
-
-    /// Whether a subscriber wants `topic` (applied actions are only re-published when one does).
-    private func isWanted(_ topic: some Collection<UInt8>) -> Bool {
-        subscribedPrefixes.contains { topic.starts(with: $0) }
+    private func publishDiagnostic(_ reason: DiagnosticReason, _ detail: String, details: WireParams) {
+        publish(DiagnosticMessage(
+            envelope: states.envelope(.diagnostic), reason: reason, message: detail,
+            details: details))
     }
 
     // MARK: Steps
@@ -606,67 +598,11 @@ private final class ReactorHostIO {
             }
             steppers[stepperID] = stepper
         }
-        if stepper.send(name: name, params: params, buffer: &scratch, logger: logger) {
+        if stepper.send(name: name, params: params, logger: logger) {
             outlet.count { $0.stepsSent += 1 }
             logger.info("step \(MessageFormatter.step(name, params)) published as \(stepperID)")
         } else {
             outlet.count { $0.stepsDropped += 1 }
         }
-    }
-}
-
-/// One stepper id a hosted reactor publishes as: a DEALER to flowd's ingress, owned by the host's
-/// I/O thread, with its own source id and sequence.
-private final class HostStepOutlet {
-    let stepperID: String
-    let sourceID: String
-    private let contentType: ContentType
-    private let socket: Socket
-    private var sequence: UInt64 = 0
-    private(set) var acknowledged: UInt64 = 0
-    private var received = FrameBuffer()
-
-    init(stepperID: String, sourceSuffix: String, endpoint: String, contentType: ContentType, curve: CurveKeys, context: Context) throws(ZMQError) {
-        self.stepperID = stepperID
-        sourceID = "\(stepperID)#\(sourceSuffix)"
-        self.contentType = contentType
-        socket = try context.socket(.dealer)
-        try socket.setOptions([.sendHighWaterMark(100_000), .reconnectInterval(100), .reconnectIntervalMax(2000), .linger(2000)])
-        try curve.secureClient(socket, endpoint: endpoint)
-        try socket.connect(endpoint)
-    }
-
-    func send(name: String, params: WireParams, buffer: inout FrameBuffer, logger: Logger) -> Bool {
-        sequence += 1
-        let message = StepMessage(
-            stepperID: stepperID, envelope: Envelope(kind: .step, contentType: contentType, sequence: sequence, source: sourceID),
-            name: name, params: params)
-        do {
-            try message.encode(into: &buffer)
-            if try socket.send(message: buffer, mode: .nonBlocking) { return true }
-            logger.warning("step \(name) as \(stepperID) dropped: flowd's ingress queue is full (is flowd running?)")
-        } catch {
-            logger.error("step \(name) as \(stepperID) not sent: \(error)")
-        }
-        sequence -= 1
-        return false
-    }
-
-    /// Reads acks and diagnostics flowd sent back.
-    func drainReplies(logger: Logger) {
-        while (try? socket.receive(into: &received, mode: .nonBlocking)) == true {
-            switch try? WireMessage.decode(from: received) {
-            case .ack(let ack) where ack.acknowledgedSource == sourceID:
-                acknowledged = max(acknowledged, ack.acknowledgedSequence)
-            case .diagnostic(let diagnostic):
-                logger.notice("flowd refused a step of \(stepperID): \(diagnostic.reason): \(diagnostic.message)")
-            default:
-                break
-            }
-        }
-    }
-
-    func close() {
-        socket.close()
     }
 }

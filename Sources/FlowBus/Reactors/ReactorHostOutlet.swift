@@ -1,3 +1,4 @@
+import Foundation
 import FlowBusWire
 import Synchronization
 import ZeroMQ
@@ -30,11 +31,13 @@ public struct ReactorHostCounters: Sendable, Hashable {
     public var statesPublished = 0
     /// States the `states` socket refused at its high-water mark (views see a gap and resynchronise).
     public var statesDropped = 0
+    /// States not encoded: no view subscribed to their reactor (the latest still answers snapshots).
+    public var statesUnsubscribed = 0
     /// States that could not be encoded (a bug of the reactor's `State` type).
     public var statesUnencodable = 0
     /// Steps sent to flowd by reactors that are steppers.
     public var stepsSent = 0
-    /// Steps that could not be queued (high-water mark) or encoded.
+    /// Steps that could not be queued (too many wait for flowd's ack) or encoded.
     public var stepsDropped = 0
     /// Mutation streams that ended with an error (the reactor lives on).
     public var mutationFailures = 0
@@ -69,12 +72,23 @@ final class ReactorHostOutlet: Sendable {
         metrics.report(counters.withLock { $0 })
     }
 
+    /// The I/O thread, once it runs: what it pushes itself (an action's synchronous states) it
+    /// flushes after the batch, so it needs no wake-up.
+    private let ioThread = Atomic<UInt>(0)
+
+    /// Called by the I/O thread when it starts.
+    func ioThreadStarted() {
+        ioThread.store(UInt(bitPattern: Int(bitPattern: pthread_self())), ordering: .releasing)
+    }
+
     func push(_ item: ReactorHostOutboxItem) {
         let wasEmpty = queue.withLock { queue in
             defer { queue.append(item) }
             return queue.isEmpty
         }
-        if wasEmpty { wake.signal() }
+        if wasEmpty, ioThread.load(ordering: .acquiring) != UInt(bitPattern: Int(bitPattern: pthread_self())) {
+            wake.signal()
+        }
     }
 
     /// Everything queued so far, in order.

@@ -47,7 +47,8 @@ public final class ReactorHostService: Service {
     ///   - config: The topology (endpoints, limits, heartbeat; flowd's ingress for reactors that
     ///     are steppers).
     ///   - reactors: The reactors and families to host.
-    ///   - contentType: How states, snapshots, diagnostics and steps are encoded (FBV by default).
+    ///   - contentType: How states, snapshots, diagnostics and steps are encoded; by default the
+    ///     config's `wire.publish` (FBV unless it says JSON).
     ///   - drain: On a graceful shutdown (SIGTERM), how long the host waits for in-flight actions
     ///     to finish — their asynchronous mutations reduced, published and saved — before it shuts
     ///     the reactors down. Cancelling ``run()``'s task stops at once instead.
@@ -57,7 +58,7 @@ public final class ReactorHostService: Service {
     ///   - logger: Where the host logs.
     /// - Throws: ``ConfigError`` when the config has no host `hostName`.
     public init(
-        hostName: String, config: FlowBusConfig, reactors: ReactorRegistry, contentType: ContentType = .fbv,
+        hostName: String, config: FlowBusConfig, reactors: ReactorRegistry, contentType: ContentType? = nil,
         drain: Duration = .seconds(2), metrics: MetricsExposition? = nil, logger: Logger
     ) throws(ConfigError) {
         guard let spec = config.reactors[hostName] else {
@@ -69,7 +70,7 @@ public final class ReactorHostService: Service {
         self.spec = spec
         self.config = config
         self.registry = reactors
-        self.contentType = contentType
+        self.contentType = contentType ?? config.wire.publish
         self.drain = drain
         self.metrics = metrics
         self.logger = logger

@@ -124,6 +124,14 @@ final class ReactorStateDatabase: Sendable {
         }
     }
 
+    /// The last sequence of `source` in the de-duplication table, nil if it has none.
+    func lastSequence(of source: String) throws -> UInt64? {
+        try queue.read { db in
+            try Int64.fetchOne(db, sql: "SELECT sequence FROM reactor_action_sources WHERE source = ?", arguments: [source])
+                .map { UInt64(clamping: $0) }
+        }
+    }
+
     /// Every saved reactor state, and the de-duplication table (entries older than
     /// ``sourceRetention`` are deleted first).
     func load() throws -> (states: [String: PersistedReactorState], sources: [String: UInt64]) {
@@ -176,52 +184,3 @@ final class ReactorStateDatabase: Sendable {
         }
     }
 }
-
-/// The host's de-duplication table: the last sequence dealt with per source.
-///
-/// With `strict` (a host that persists), a known source must number its messages without a gap:
-/// a message whose sequence skips ahead of the last one dealt with is refused as `out-of-order`
-/// (not applied, not acknowledged), so that a message lost in transit (e.g. sent to a host that
-/// was killed) cannot be covered by the cumulative ack of a later one; the sender resends from
-/// the expected sequence. A source never seen may start at any sequence.
-struct ActionLedger {
-    enum Verdict: Equatable {
-        case fresh
-        case duplicate(last: UInt64)
-        case outOfOrder(expected: UInt64)
-    }
-
-    let strict: Bool
-    private var last: [String: UInt64]
-    /// Entries changed since ``takeChanges()``, to be saved.
-    private var changed: [String: UInt64] = [:]
-
-    init(strict: Bool, known: [String: UInt64] = [:]) {
-        self.strict = strict
-        last = known
-    }
-
-    mutating func check(source: String, sequence: UInt64) -> Verdict {
-        if let previous = last[source] {
-            if sequence <= previous { return .duplicate(last: previous) }
-            if strict, sequence > previous + 1 { return .outOfOrder(expected: previous + 1) }
-        }
-        last[source] = sequence
-        if strict { changed[source] = sequence }
-        return .fresh
-    }
-
-    /// The entries changed since the last call (to save with the batch).
-    mutating func takeChanges() -> [String: UInt64] {
-        defer { changed.removeAll(keepingCapacity: true) }
-        return changed
-    }
-
-    /// Puts back entries whose save failed (retried with the next batch).
-    mutating func restore(_ entries: [String: UInt64]) {
-        for (source, sequence) in entries where sequence > (changed[source] ?? 0) {
-            changed[source] = sequence
-        }
-    }
-}
-

@@ -214,20 +214,35 @@ final class HostedReactor: Sendable {
         }
         let store = restored.map { ReactorStore(reactor, restoring: $0, onMutationFailure: onFailure) } ?? ReactorStore(reactor, onMutationFailure: onFailure)
         let encoder = WireValueEncoder()
+        // Wire-form conformances skip Codable on every action and state (decided once, here).
+        let encodesItself = R.State.self is any WireFormEncodable.Type
         // Runs in the store's serial context, in sequence order: the outlet receives every state.
         let subscription = store.observe { snapshot in
             do {
-                outlet.push(.state(reactorID: reactorID, sequence: snapshot.sequence, state: try encoder.encode(snapshot.state)))
+                let value = encodesItself
+                    ? (snapshot.state as! any WireFormEncodable).wireValue : try encoder.encode(snapshot.state)
+                outlet.push(.state(reactorID: reactorID, sequence: snapshot.sequence, state: value))
             } catch {
                 outlet.push(.unencodableState(reactorID: reactorID, sequence: snapshot.sequence, detail: "\(error)"))
             }
         }
+        let decodesItself = R.Action.self is any WireFormDecodable.Type
         apply = { (name, params) throws(Refused) in
             let action: R.Action
-            do {
-                action = try decodeCanonical(R.Action.self, name: name, params: params)
-            } catch {
-                throw Refused(reason: .badAction, detail: "\(reactorID) cannot map action \(MessageFormatter.step(name, params)): \(Self.describe(error, action: name))")
+            if decodesItself, let decodesItself = R.Action.self as? any WireFormDecodable.Type {
+                do throws(WireError) {
+                    action = try decodesItself.init(wireName: name, params: params) as! R.Action
+                } catch {
+                    throw Refused(
+                        reason: error.reason,
+                        detail: "\(reactorID) cannot map action \(MessageFormatter.step(name, params)): \(error.detail)")
+                }
+            } else {
+                do {
+                    action = try decodeCanonical(R.Action.self, name: name, params: params)
+                } catch {
+                    throw Refused(reason: .badAction, detail: "\(reactorID) cannot map action \(MessageFormatter.step(name, params)): \(Self.describe(error, action: name))")
+                }
             }
             store.send(action)
         }

@@ -23,11 +23,12 @@ import ZeroMQ
 /// cumulatively (``waitForAcknowledgement(timeout:)``), applies each (source, sequence) once, and
 /// tells the view about a refused one (``refusal(for:)``) before the ack that covers it.
 ///
-/// The view keeps every message the host has not acknowledged in an outbox and sends it again,
-/// with its original sequence, when the host restarts (a message from a new host source), when
-/// the host says a message was lost in transit (`out-of-order`), or when no ack has come for
-/// ``retransmitInterval`` while waiting for one. The host de-duplicates by (source, sequence), so
-/// an action is applied once however often it is sent (``retransmissions`` counts resends).
+/// The view keeps every message the host has not acknowledged in a ``ReliableOutbox`` and sends
+/// it again, with its original sequence, when the host restarts (a message from a new host
+/// source), when the host says a message was lost in transit (`out-of-order`), or when no ack has
+/// come for ``retransmitInterval`` (doubling up to 30 s while none comes). The host de-duplicates
+/// by (source, sequence), so an action is applied once however often it is sent
+/// (``retransmissions`` counts resends).
 ///
 /// A view owns sockets: use it from one thread.
 public final class ReactorView {
@@ -46,17 +47,8 @@ public final class ReactorView {
     private let dealer: Socket
     private var subscriber: Socket?
     private var poller: Poller?
-    private var sequence: UInt64 = 0
-    private var acknowledged: UInt64 = 0
-    /// What the host has not acknowledged yet, in sequence order.
-    private var outbox: [(sequence: UInt64, message: Unacknowledged)] = []
-    /// Entries of `outbox` before this index are acknowledged (removed in bulk, not per ack).
-    private var outboxHead = 0
-    /// The highest sequence sent when the outbox was last resent.
-    private var resentThrough: UInt64 = 0
-    /// The first outbox entry not handed to the socket yet (no connection to the host).
-    private var firstUnsent: UInt64?
-    private var refusals: [UInt64: DiagnosticMessage] = [:]
+    /// Actions and snapshot requests until the host acknowledges them.
+    private var outbox: ReliableOutbox
     private var merger = CloneMerger()
     private var sawHeartbeat = false
     private var pendingSnapshotRequest: UInt64?
@@ -64,7 +56,6 @@ public final class ReactorView {
     private var readyHead = 0
     private var failure: ClientError?
     private var buffer = FrameBuffer()
-    private var outgoing = FrameBuffer()
     /// How many times a gap or a host restart made the view ask for a new snapshot.
     public private(set) var resynchronisations = 0
     /// Messages on the `states` endpoint that did not decode.
@@ -77,17 +68,12 @@ public final class ReactorView {
     /// How many times the host's source id changed (the host restarted).
     public private(set) var hostRestarts = 0
     /// Messages sent again because the host had not acknowledged them.
-    public private(set) var retransmissions = 0
-    /// While waiting for an ack, how long without progress before unacknowledged messages are
-    /// sent again.
-    public var retransmitInterval: Duration = .seconds(1)
-
-    /// A message kept until the host acknowledges it.
-    private enum Unacknowledged {
-        case action(name: String, params: WireParams, contentType: ContentType)
-        /// A snapshot request: resent as a heartbeat with its sequence (it only fills the
-        /// sequence; a new request is made when a snapshot is still wanted).
-        case sequenceOnly
+    public var retransmissions: Int { outbox.resentCount }
+    /// How long without ack progress before unacknowledged messages are sent again (the interval
+    /// doubles while no ack comes).
+    public var retransmitInterval: Duration {
+        get { outbox.retransmitInterval }
+        set { outbox.retransmitInterval = newValue }
     }
 
     /// A view of `reactorID` on the host that serves it in `config` (`config.reactorHost(for:)`).
@@ -115,19 +101,23 @@ public final class ReactorView {
         self.statesEndpoint = statesEndpoint
         self.contentType = contentType
         sourceID = "view:\(String(decoding: reactorID.utf8.prefix(200), as: UTF8.self))#\(UUID().uuidString.prefix(8).lowercased())"
+        // Unbounded: a view does not wait for room (its sends never block).
+        outbox = ReliableOutbox(sourceID: sourceID, maxOutstanding: .max)
         self.context = try context ?? Context(defaultLinger: 0)
         dealer = try self.context.socket(.dealer)
         try dealer.setOptions([.sendHighWaterMark(100_000), .reconnectInterval(100), .reconnectIntervalMax(2000), .linger(1000)])
         try curve.secureClient(dealer, endpoint: actionsEndpoint)
         try dealer.connect(actionsEndpoint)
+        // A DEALER queues messages before it connects; what it does not take (would block) waits.
+        _ = outbox.connected()
     }
 
     // MARK: Actions
 
     /// The last sequence this view sent (actions and snapshot requests share it).
-    public var lastSequence: UInt64 { sequence }
+    public var lastSequence: UInt64 { outbox.lastSequence }
     /// The highest sequence the host acknowledged.
-    public var lastAcknowledged: UInt64 { acknowledged }
+    public var lastAcknowledged: UInt64 { outbox.lastAcknowledged }
 
     /// Sends an action given by name and params.
     /// - Returns: the action's sequence (for ``refusal(for:)``).
@@ -135,18 +125,16 @@ public final class ReactorView {
     public func send(_ name: String, _ params: WireParams = [:]) throws -> UInt64 {
         // Notice a host restart first, so that resent messages go before this one.
         try drainDealer()
-        sequence += 1
-        let message = ActionMessage(
-            reactorID: reactorID, envelope: Envelope(kind: .action, contentType: contentType, sequence: sequence, source: sourceID),
-            name: name, params: params)
-        do {
-            try message.encode(into: &outgoing)
-        } catch {
-            sequence -= 1
-            throw error
+        let (sequence, action) = try outbox.enqueue { sequence throws(WireError) in
+            var frames = FrameBuffer()
+            try ActionMessage(
+                reactorID: reactorID,
+                envelope: Envelope(kind: .action, contentType: contentType, sequence: sequence, source: sourceID),
+                name: name, params: params
+            ).encode(into: &frames)
+            return frames
         }
-        outbox.append((sequence, .action(name: name, params: params, contentType: contentType)))
-        try sendInOrder(sequence)
+        try carryOut(action)
         try drainDealer()
         return sequence
     }
@@ -164,18 +152,12 @@ public final class ReactorView {
     ///   ``refusal(for:)``).
     public func waitForAcknowledgement(timeout: Duration = .seconds(5)) throws -> Bool {
         let deadline = ContinuousClock.now + timeout
-        var progress = (acknowledged, ContinuousClock.now)
-        while acknowledged < sequence {
+        while outbox.outstanding > 0 {
             let now = ContinuousClock.now
             guard now < deadline else { return false }
-            if acknowledged != progress.0 {
-                progress = (acknowledged, now)
-            } else if now - progress.1 >= retransmitInterval {
-                // No ack for a while: the messages may have been lost with a host that died.
-                try retransmit(from: acknowledged + 1)
-                progress.1 = now
-            }
-            let wait = min(now.duration(to: deadline), retransmitInterval)
+            // No ack for a while: the messages may have been lost with a host that died.
+            try carryOut(outbox.tick(now: now))
+            let wait = min(now.duration(to: deadline), Self.tickInterval)
             if try dealer.receive(into: &buffer, mode: .within(wait)) {
                 handleDealer()
                 try drainDealer()
@@ -185,11 +167,11 @@ public final class ReactorView {
     }
 
     /// Messages sent but not yet acknowledged by the host.
-    public var unacknowledgedCount: Int { outbox.count - outboxHead }
+    public var unacknowledgedCount: Int { outbox.outstanding }
 
     /// The diagnostic the host sent back for the message with `sequence`, if it refused it.
     public func refusal(for sequence: UInt64) -> DiagnosticMessage? {
-        refusals[sequence]
+        outbox.refusal(for: sequence)
     }
 
     // MARK: States
@@ -248,6 +230,9 @@ public final class ReactorView {
 
     // MARK: Internals
 
+    /// How often a wait gives the outbox a chance to resend.
+    private static let tickInterval: Duration = .milliseconds(100)
+
     private func subscribed() throws -> Socket {
         if let subscriber { return subscriber }
         let socket = try context.socket(.sub)
@@ -261,112 +246,66 @@ public final class ReactorView {
         return socket
     }
 
+    /// Sends a snapshot request. It takes a sequence like an action; sent again it is a heartbeat
+    /// with that sequence, which only fills the sequence (a new request is made while a snapshot
+    /// is still wanted).
     private func requestSnapshot() throws {
-        sequence += 1
-        let request = SnapshotRequest(
-            reactorID: reactorID, envelope: Envelope(kind: .snapshotRequest, sequence: sequence, source: sourceID))
-        try request.encode(into: &outgoing)
-        outbox.append((sequence, .sequenceOnly))
+        let (sequence, action) = try outbox.enqueue(
+            { sequence throws(WireError) in
+                let envelope = Envelope(kind: .snapshotRequest, sequence: sequence, source: sourceID)
+                return try SnapshotRequest(reactorID: reactorID, envelope: envelope).encoded()
+            },
+            resentAs: { sequence throws(WireError) in
+                try Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: sequence, source: sourceID)).encoded()
+            })
         pendingSnapshotRequest = sequence
-        try sendInOrder(sequence)
+        try carryOut(action)
     }
 
-    /// Sends the message just encoded in `outgoing` unless earlier ones are still unsent. Sends
-    /// never block: with no connection to the host (not up yet, or it refused this client's key)
-    /// the message waits in the outbox and goes out, in order, once the connection is there.
-    private func sendInOrder(_ sequence: UInt64) throws {
-        try flushUnsent()
-        guard firstUnsent == nil else { return }
-        if try !dealer.send(message: outgoing, mode: .nonBlocking) { firstUnsent = sequence }
-    }
-
-    /// Sends the messages that could not be sent yet, in order, as far as the socket takes them.
-    private func flushUnsent() throws {
-        guard let first = firstUnsent else { return }
-        for entry in outbox[outboxHead...] where entry.sequence >= first {
-            try encode(entry, asSnapshotRequest: entry.sequence == pendingSnapshotRequest)
-            guard try dealer.send(message: outgoing, mode: .nonBlocking) else {
-                firstUnsent = entry.sequence
-                return
+    /// Hands the messages of `action` to the socket, in order. Sends never block: with no
+    /// connection to the host (not up yet, or it refused this client's key) the rest waits in the
+    /// outbox and goes out, in order, at the next chance.
+    private func carryOut(_ action: ReliableOutbox.Action) throws {
+        guard case .send(let transmission) = action else { return }
+        try dealer.send(transmission, of: &outbox) { sequence in
+            if sequence == pendingSnapshotRequest, transmission.isResend(sequence) {
+                // Resent as a filler: the request itself is made again.
+                pendingSnapshotRequest = nil
             }
         }
-        firstUnsent = nil
     }
 
-    private func encode(_ entry: (sequence: UInt64, message: Unacknowledged), asSnapshotRequest: Bool) throws {
-        switch entry.message {
-        case .action(let name, let params, let contentType):
-            try ActionMessage(
-                reactorID: reactorID,
-                envelope: Envelope(kind: .action, contentType: contentType, sequence: entry.sequence, source: sourceID),
-                name: name, params: params
-            ).encode(into: &outgoing)
-        case .sequenceOnly where asSnapshotRequest:
-            try SnapshotRequest(
-                reactorID: reactorID, envelope: Envelope(kind: .snapshotRequest, sequence: entry.sequence, source: sourceID)
-            ).encode(into: &outgoing)
-        case .sequenceOnly:
-            try Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: entry.sequence, source: sourceID)).encode(into: &outgoing)
-        }
-    }
-
-    /// Sends again, in order and with their original sequences, the unacknowledged messages from
-    /// `first` on.
-    private func retransmit(from first: UInt64) throws {
-        var resent = 0
-        // Everything unsent is at or after `first`: this pass sends it or notes where it stopped.
-        firstUnsent = nil
-        for entry in outbox[outboxHead...] where entry.sequence >= first {
-            try encode(entry, asSnapshotRequest: false)
-            guard try dealer.send(message: outgoing, mode: .nonBlocking) else {
-                firstUnsent = entry.sequence
-                break
-            }
-            resent += 1
-        }
-        resentThrough = sequence
-        retransmissions += resent
-    }
-
-    private func acknowledge(_ sequence: UInt64) {
-        guard sequence > acknowledged else { return }
-        acknowledged = sequence
-        while outboxHead < outbox.count, outbox[outboxHead].sequence <= sequence { outboxHead += 1 }
-        if outboxHead == outbox.count {
-            outbox.removeAll(keepingCapacity: outbox.count <= 1024)
-            outboxHead = 0
-        } else if outboxHead >= 1024, outboxHead * 2 >= outbox.count {
-            outbox.removeFirst(outboxHead)
-            outboxHead = 0
+    /// Carries out an action from a message handler, which reports failures through `failure`.
+    private func carryOutReporting(_ action: ReliableOutbox.Action) {
+        do {
+            try carryOut(action)
+        } catch {
+            failure = ClientError(
+                "cannot resend unacknowledged messages to the reactor host at \(actionsEndpoint): \(error)")
         }
     }
 
     /// Any message from the host names its source: a new one means the host restarted. The view
     /// then resends what was not acknowledged and, if it follows states, asks for a new snapshot
     /// once its subscription is active at the new host (a heartbeat or state from it).
-    private func noticeHost(_ source: String, onSubscriber: Bool) {
-        guard let known = hostSource else {
-            hostSource = source
-            return
+    private func noticeHost(_ source: String, onSubscriber: Bool, isAck: Bool = false) {
+        if let known = hostSource, known != source {
+            hostRestarts += 1
+            if merger.phase == .live || pendingSnapshotRequest != nil {
+                merger.hostRestarted()
+                pendingSnapshotRequest = nil
+                resynchronisations += 1
+            }
+            sawHeartbeat = onSubscriber
         }
-        guard known != source else { return }
         hostSource = source
-        hostRestarts += 1
-        if merger.phase == .live || pendingSnapshotRequest != nil {
-            merger.hostRestarted()
-            pendingSnapshotRequest = nil
-            resynchronisations += 1
-        }
-        sawHeartbeat = onSubscriber
-        do {
-            try retransmit(from: acknowledged + 1)
-        } catch {
-            failure = ClientError("cannot resend unacknowledged messages to the restarted reactor host at \(actionsEndpoint): \(error)")
-        }
+        // An ack tells the outbox itself, after what it acknowledges is released.
+        if !isAck { carryOutReporting(outbox.heard(from: source)) }
     }
 
+    /// Sends what waits in the outbox (or resends after silence), then reads the host's replies.
     private func drainDealer() throws {
-        try flushUnsent()
+        try carryOut(outbox.tick(now: .now))
         while try dealer.receive(into: &buffer, mode: .nonBlocking) {
             handleDealer()
         }
@@ -377,35 +316,16 @@ public final class ReactorView {
         guard let message = try? WireMessage.decode(from: buffer) else { return }
         switch message {
         case .ack(let ack) where ack.acknowledgedSource == sourceID:
-            noticeHost(ack.envelope.source, onSubscriber: false)
-            acknowledge(ack.acknowledgedSequence)
+            noticeHost(ack.envelope.source, onSubscriber: false, isAck: true)
+            carryOutReporting(outbox.received(ack: ack))
         case .diagnostic(let diagnostic):
             noticeHost(diagnostic.envelope.source, onSubscriber: false)
-            guard diagnostic.details["source"]?.stringValue == sourceID, let refused = diagnostic.details["sequence"]?.intValue else { return }
-            let refusedSequence = UInt64(clamping: refused)
-            switch diagnostic.reason {
-            case .outOfOrder:
-                // An earlier message was lost in transit: resend from the one the host expects
-                // (unless a resend sent after this message already covers it).
-                if refusedSequence == pendingSnapshotRequest { pendingSnapshotRequest = nil }
-                if refusedSequence > resentThrough, let expected = diagnostic.details["expected"]?.intValue {
-                    do {
-                        try retransmit(from: UInt64(clamping: expected))
-                    } catch {
-                        failure = ClientError("cannot resend to the reactor host at \(actionsEndpoint): \(error)")
-                    }
-                }
-                return
-            case .duplicate:
-                // Already dealt with (a resend whose first copy got through): not a refusal.
-                return
-            default:
-                break
-            }
-            refusals[refusedSequence] = diagnostic
-            if refusedSequence == pendingSnapshotRequest {
+            // An `out-of-order` refusal resends (the snapshot request among them as a filler).
+            carryOutReporting(outbox.received(refusal: diagnostic))
+            if let pending = pendingSnapshotRequest, let refusal = outbox.refusal(for: pending) {
                 pendingSnapshotRequest = nil
-                failure = ClientError("the reactor host at \(actionsEndpoint) refused the snapshot of \(reactorID): \(diagnostic.reason): \(diagnostic.message)")
+                let reason = "\(refusal.reason): \(refusal.message)"
+                failure = ClientError("the reactor host at \(actionsEndpoint) refused the snapshot of \(reactorID): \(reason)")
             }
         case .snapshot(let snapshot) where snapshot.reactorID == reactorID && pendingSnapshotRequest != nil:
             noticeHost(snapshot.envelope.source, onSubscriber: false)

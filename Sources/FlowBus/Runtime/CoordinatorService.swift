@@ -64,66 +64,58 @@ public final class CoordinatorService: Service {
             journal?.checkpoint()
             journal?.close()
         }
-        let ingress = IngressLoop(
-            context: context, config: config, sourceID: sourceID, logger: logger,
-            restoredSequences: try journal?.lastSequences() ?? [:], requiresFirstSequence: journal != nil)
         // The ZAP handler must exist before any CURVE socket binds: without it CURVE admits everyone.
-        let authenticator = try startAuthenticator(context: context, ingress: ingress)
+        let inbox = LoopInbox()
+        let authenticator = try startAuthenticator(context: context, inbox: inbox)
         defer { authenticator?.stop() }
-        let router = try await StepRouter(
-            context: context, config: config, sourceID: sourceID, ingress: ingress, journal: journal, logger: logger)
+        let router = try await StepRouter(context: context, config: config, sourceID: sourceID, journal: journal, logger: logger)
+        let loop: CoordinatorLoop
+        do {
+            loop = try await CoordinatorLoop(
+                context: context, config: config, sourceID: sourceID, router: router, inbox: inbox, logger: logger,
+                journal: journal)
+        } catch {
+            await router.close()
+            throw error
+        }
+        func closeAll() async {
+            await loop.close()
+            await router.close(linger: CoordinatorLoop.shutdownLinger)
+        }
         let metricsEndpoint: MetricsEndpoint?
         do {
             metricsEndpoint = try startMetricsEndpoint(config.endpoints.metrics, exposition: metrics, what: "endpoints.metrics", logger: logger)
         } catch {
-            await router.close()
+            await closeAll()
             throw error
         }
         defer { metricsEndpoint?.stop() }
         await router.exportMetrics(metrics, servedAt: metricsEndpoint?.boundEndpoint)
         do {
-            try ingress.start()
+            try await router.start(root)
         } catch {
-            await router.close()
+            await closeAll()
             throw error
+        }
+        guard FlowLoop.shared.install(loop) else {
+            await closeAll()
+            throw ClientError("another coordinator already runs in this process: one CoordinatorService per process")
         }
         logger.info("flowd listening", metadata: [
             "ingress": "\(config.endpoints.ingress)", "events": "\(config.endpoints.events)", "control": "\(config.endpoints.control)",
         ])
-        do {
-            try await router.start(root)
-        } catch {
-            ingress.stop()
-            await router.close()
-            throw error
-        }
         readiness.signal()
 
-        // On SIGTERM the ingress loop stops reading; `consume` returns once the batches already
-        // handed over are applied, committed and acknowledged.
-        let failure: (any Error)? = await withGracefulShutdownHandler {
-            await withTaskGroup(of: (any Error)?.self) { group in
-                group.addTask {
-                    do {
-                        try await router.consume(ingress.batches)
-                        return nil
-                    } catch {
-                        return error
-                    }
-                }
-                group.addTask {
-                    await router.heartbeat()
-                    return nil
-                }
-                let first = await group.next() ?? nil
-                group.cancelAll()
-                return first
-            }
+        // On SIGTERM the loop stops reading; it finishes once the batch in progress is applied,
+        // committed and acknowledged.
+        await withGracefulShutdownHandler {
+            await loop.finished.wait()
         } onGracefulShutdown: {
-            ingress.stopAccepting()
+            loop.stopAccepting()
         }
-        ingress.stop()
-        await router.close(linger: IngressLoop.shutdownLinger)
+        FlowLoop.shared.uninstall(loop)
+        let failure = await loop.failure
+        await closeAll()
         context.shutdown()
         if let failure {
             logger.critical("flowd stopped: \(failure)")
@@ -135,16 +127,14 @@ public final class CoordinatorService: Service {
 
 extension CoordinatorService {
     /// Starts a ZAP handler admitting only `security.allowedClients`, when the config has a server key.
-    func startAuthenticator(context: Context, ingress: IngressLoop) throws -> ZAPHandler? {
+    func startAuthenticator(context: Context, inbox: LoopInbox) throws -> ZAPHandler? {
         let curve = config.curve
         guard curve.requiresAuthentication else { return nil }
         let logger = self.logger
         return try ZAPHandler(context: context, policy: curve.decide) { request, decision in
             guard case .deny(let reason) = decision else { return }
             logger.warning("refused a connection from \(request.address): \(reason)")
-            ingress.inject(.refused(Refusal(
-                reason: .unauthorized, detail: "connection from \(request.address) refused: \(reason)", source: nil, topic: nil,
-                sequence: nil, endpoint: "zap")))
+            inbox.inject(Refusal(reason: .unauthorized, detail: "connection from \(request.address) refused: \(reason)", endpoint: "zap"))
         }
     }
 }

@@ -144,6 +144,14 @@ public final class StepJournal: Sendable {
         }
     }
 
+    /// The last sequence dealt with of one source, nil if the journal has none.
+    public func lastSequence(of source: String) throws -> UInt64? {
+        try database.read { db in
+            try Int64.fetchOne(db, sql: "SELECT lastSequence FROM source WHERE id = ?", arguments: [source])
+                .map { UInt64(bitPattern: $0) }
+        }
+    }
+
     /// Up to `limit` entries after the one with id `after`, in order.
     public func entries(after: Int64 = 0, limit: Int = 4096) throws -> [Entry] {
         try database.read { db in
@@ -164,9 +172,9 @@ public final class StepJournal: Sendable {
     }
 
     /// Appends `records` and raises the sources' last sequences, in one transaction.
-    func append(_ records: [Record], lastSequences: [String: UInt64]) async throws {
+    func append(_ records: [Record], lastSequences: [String: UInt64]) throws {
         guard !records.isEmpty || !lastSequences.isEmpty else { return }
-        try await database.write { db in
+        try database.write { db in
             let insert = try db.cachedStatement(
                 sql: "INSERT INTO entry (kind, target, name, params, source, sequence) VALUES (?, ?, ?, ?, ?, ?)")
             for record in records {

@@ -4,20 +4,19 @@ import Foundation
 import Logging
 import ZeroMQ
 
-/// The coordinator's serial heart: applies ingress batches to the ``FlowCoordinator`` and
-/// publishes every event, command and diagnostic it produces.
+/// The coordinator's serial heart: applies what the ``CoordinatorLoop`` reads to the
+/// ``FlowCoordinator`` and publishes every event, command and diagnostic it produces.
 ///
-/// With a ``StepJournal``, each batch is applied, then committed in one transaction, then its
-/// events are published and its acks handed back to the ingress thread: an acknowledged step
-/// is on disk, and no observer sees an event of a step a crash could undo.
+/// It runs on the loop's thread, synchronously, message by message. With a ``StepJournal``, a
+/// batch's events are held until ``commitBatch(size:receivedAt:dealtWith:ingress:)`` wrote it in
+/// one transaction; the loop acknowledges after that: an acknowledged step is on disk, and no
+/// observer sees an event of a step a crash could undo.
 @FlowActor
 final class StepRouter {
     private let coordinator: FlowCoordinator
-    private let publisher: EventPublisher
-    private let ingress: IngressLoop
+    private let publisher: BusPublisher
     private let logger: Logger
     private let started = Date()
-    private let heartbeatInterval: Duration
     private let journal: StepJournal?
     /// False while the journal is replayed: the engine rebuilds its state silently.
     private var isPublishing = true
@@ -30,14 +29,13 @@ final class StepRouter {
     private var exposition: MetricsExposition?
     private var metricsAddress: String?
 
-    init(context: Context, config: FlowBusConfig, sourceID: String, ingress: IngressLoop, journal: StepJournal?, logger: Logger) throws {
+    init(context: Context, config: FlowBusConfig, sourceID: String, journal: StepJournal?, logger: Logger) throws {
         self.journal = journal
-        publisher = try EventPublisher(
-            context: context, endpoint: config.endpoints.events, limits: config.limits, curve: config.curve, sourceID: sourceID, logger: logger)
+        publisher = try BusPublisher(
+            context: context, name: "events", endpoint: config.endpoints.events, limits: config.limits, curve: config.curve,
+            sourceID: sourceID, contentType: config.wire.publish, logger: logger)
         coordinator = FlowCoordinator()
-        self.ingress = ingress
         self.logger = logger
-        heartbeatInterval = .milliseconds(config.heartbeatMilliseconds)
         coordinator.onEvent = { [weak self] event in self?.publish(event) }
     }
 
@@ -53,10 +51,11 @@ final class StepRouter {
     }
 
     /// Hands the counts since the last call to swift-metrics.
-    private func syncMetrics() {
+    private func syncMetrics(ingress: CoordinatorLoop.Counters) {
+        let events = publisher.counters
         metrics.flush(
-            ingress: ingress.counters,
-            events: .init(published: publisher.published, dropped: publisher.dropped, unwanted: publisher.unwanted))
+            ingress: ingress,
+            events: .init(published: events.published, dropped: events.dropped, unwanted: events.unwanted))
     }
 
     /// Starts the root flow, and replays the journal if there is one: the tree, the bindings and
@@ -104,104 +103,166 @@ final class StepRouter {
         }
     }
 
-    /// Applies batches until the ingress loop stops accepting and every batch handed over is
-    /// done. Throws if the journal cannot be written: flowd then stops rather than acknowledge
-    /// what it could not persist.
-    func consume(_ batches: AsyncStream<IngressBatch>) async throws {
-        for await batch in batches {
-            publisher.drainSubscriptions()
-            if journal != nil { publisher.hold() }
-            for item in batch.items { await apply(item) }
-            var commitTime: Duration?
-            if let journal {
-                let commitStart = ContinuousClock.now
-                do {
-                    try await journal.append(records, lastSequences: batch.dealtWith)
-                } catch {
-                    publisher.discardHeld()
-                    logger.critical("cannot write the journal \(journal.path): \(error); stopping without acknowledging the last batch")
-                    throw error
-                }
-                commitTime = commitStart.duration(to: .now)
-                journaledEntries += records.count
-                records.removeAll(keepingCapacity: true)
-                publisher.releaseHeld()
+    /// A batch begins: its events are held until it is committed (with a journal), and in any
+    /// case until its end, so that they reach the socket in one burst.
+    func beginBatch() {
+        publisher.drainSubscriptions()
+        publisher.hold()
+    }
+
+    /// Commits the batch's journal records with the sources' last sequences, then publishes
+    /// what was held. Throws if the journal cannot be written: flowd then stops rather than
+    /// acknowledge what it could not persist.
+    func commitBatch(
+        size: Int, receivedAt: ContinuousClock.Instant?, dealtWith: [String: UInt64], ingress: CoordinatorLoop.Counters
+    ) throws {
+        var commitTime: Duration?
+        if let journal {
+            let commitStart = ContinuousClock.now
+            do {
+                try journal.append(records, lastSequences: dealtWith)
+            } catch {
+                publisher.discardHeld()
+                throw error
             }
-            metrics.batchDone(size: batch.items.count, receivedAt: batch.receivedAt, journal: commitTime)
-            syncMetrics()
-            ingress.acknowledge(batch.acks)
-            publisher.drainSubscriptions()
-            ingress.batchProcessed()
+            commitTime = commitStart.duration(to: .now)
+            journaledEntries += records.count
+            records.removeAll(keepingCapacity: true)
+        }
+        publisher.releaseHeld()
+        metrics.batchDone(size: size, receivedAt: receivedAt, journal: commitTime)
+        syncMetrics(ingress: ingress)
+        publisher.drainSubscriptions()
+    }
+
+    /// Applies a step from a stepper.
+    /// - Returns: nil once it is processed; what to ``finish(_:)`` when a flow's asynchronous
+    ///   `adapt` took it over (nothing else may be applied before).
+    func applyStep(
+        _ step: CanonicalStep, from stepperID: String, frames: FrameBuffer, params: WirePayload, origin: Origin,
+        topic: String
+    ) -> Unfinished? {
+        record(.step, target: stepperID, name: step.name, params: params, origin: origin)
+        publisher.publish(frames: frames)
+        applying = (origin, topic)
+        applyingStep = (step, params)
+        switch coordinator.receiveNow(step, from: stepperID) {
+        case .done(let outcomes):
+            metrics.step(outcomes)
+            applying = nil
+            applyingStep = nil
+            return nil
+        case .pending(let pending):
+            return Unfinished(progress: pending, isDeepLink: false)
         }
     }
 
-    private func record(_ kind: StepJournal.Kind, target: String, name: String, params: WireParams, origin: Origin) {
+    /// Applies a deep link (see ``applyStep(_:from:frames:params:origin:topic:)``).
+    func applyDeepLink(
+        _ step: CanonicalStep, frames: FrameBuffer, params: WirePayload, origin: Origin, topic: String
+    ) -> Unfinished? {
+        record(.deepLink, target: "", name: step.name, params: params, origin: origin)
+        publisher.publish(frames: frames)
+        applying = (origin, topic)
+        applyingStep = (step, params)
+        switch coordinator.navigateNow(to: step) {
+        case .done(let outcomes):
+            metrics.deepLink(outcomes)
+            applying = nil
+            applyingStep = nil
+            return nil
+        case .pending(let pending):
+            return Unfinished(progress: pending, isDeepLink: true)
+        }
+    }
+
+    /// A step or deep link an asynchronous flow is still processing.
+    struct Unfinished {
+        var progress: StepProgress.Pending
+        var isDeepLink: Bool
+    }
+
+    /// Waits until `unfinished` and what it caused are processed.
+    func finish(_ unfinished: Unfinished) async {
+        let outcomes = await unfinished.progress.outcomes()
+        if unfinished.isDeepLink { metrics.deepLink(outcomes) } else { metrics.step(outcomes) }
+        applying = nil
+        applyingStep = nil
+    }
+
+    /// Applies a renderer's report.
+    func applyReport(_ event: PresentableEvent, for presentableID: String, origin: Origin, topic: String) {
+        record(.report, target: presentableID, name: event.rawValue, params: nil, origin: origin)
+        metrics.report()
+        applying = (origin, topic)
+        coordinator.report(RendererReport(event), for: presentableID)
+        applying = nil
+    }
+
+    /// Logs and publishes a refused message.
+    func publishRefusal(_ refusal: Refusal) {
+        logger.warning("refused message: \(refusal.reason): \(refusal.detail)", metadata: ["source": "\(refusal.source ?? "?")"])
+        publisher.publish(refusal.diagnostic(publisher.envelope(.diagnostic)))
+    }
+
+    /// Publishes that many peers went silent at one liveness check, in one diagnostic: churn
+    /// (thousands of vanishing connections) must not flood the bus.
+    func publishPeersDead(_ dead: [Intake.DeadPeer]) {
+        var roles: WireParams = [:]
+        for peer in dead { roles[peer.role] = .int((roles[peer.role]?.intValue ?? 0) + 1) }
+        publisher.publish(DiagnosticMessage(
+            envelope: publisher.envelope(.diagnostic), reason: .peerDead,
+            message: "\(dead.count) more peers sent nothing for \(dead.map(\.silentFor).min() ?? .zero) or longer (their heartbeats stopped)",
+            details: [
+                "count": .int(Int64(dead.count)), "roles": .map(roles),
+                "sources": .list(dead.prefix(20).map { .string($0.source) }),
+            ]))
+    }
+
+    /// Publishes that a peer which sent heartbeats went silent.
+    func publishPeerDead(_ dead: Intake.DeadPeer) {
+        let milliseconds = Int64(dead.silentFor.wholeMilliseconds)
+        publisher.publish(DiagnosticMessage(
+            envelope: publisher.envelope(.diagnostic), reason: .peerDead,
+            message: "\(dead.role) \(dead.source) sent nothing for \(milliseconds) ms (its heartbeats stopped)",
+            details: ["source": .string(dead.source), "silent_ms": .int(milliseconds), "role": .string(dead.role)]))
+    }
+
+    /// Journals an applied input; FBV params are kept as the bytes that arrived.
+    private func record(_ kind: StepJournal.Kind, target: String, name: String, params: WirePayload?, origin: Origin) {
         guard journal != nil else { return }
-        var bytes: [UInt8] = []
-        if !params.isEmpty {
-            do {
-                try FBV.encode(params: params, into: &bytes)
-            } catch {
-                logger.error("cannot encode the params of \(name) for the journal: \(error)")
+        var bytes = Data()
+        if let params, !params.isEmpty {
+            if params.contentType == .fbv {
+                bytes = Data(params.bytes)
+            } else {
+                do {
+                    var encoded: [UInt8] = []
+                    try FBV.encode(params: try params.decodeParams(), into: &encoded)
+                    bytes = Data(encoded)
+                } catch {
+                    logger.error("cannot encode the params of \(name) for the journal: \(error)")
+                }
             }
         }
         records.append(StepJournal.Record(
-            kind: kind, target: target, name: name, params: Data(bytes), source: origin.source, sequence: origin.sequence))
+            kind: kind, target: target, name: name, params: bytes, source: origin.source, sequence: origin.sequence))
     }
 
-    func heartbeat() async {
-        while !Task.isCancelled {
-            // Subscriptions first: a subscriber that sees this heartbeat is known from now on.
-            publisher.drainSubscriptions()
-            publisher.reportDrops()
-            publisher.publish(Heartbeat(envelope: publisher.envelope(.heartbeat)))
-            publisher.drainSubscriptions()
-            syncMetrics()
-            try? await Task.sleep(for: heartbeatInterval)
-        }
-    }
-
-    /// Applies one item completely before the next: a remote step is gated against the tree as
-    /// every earlier step left it, whatever the batching.
-    private func apply(_ item: IngressItem) async {
-        switch item {
-        case .step(let stepperID, let step, let frames, let origin):
-            record(.step, target: stepperID, name: step.name, params: step.params, origin: origin)
-            publisher.publish(frames: frames)
-            applying = (origin, Topic.step(stepperID))
-            metrics.step(await coordinator.receive(step, from: stepperID))
-            applying = nil
-        case .deepLink(let step, let frames, let origin):
-            record(.deepLink, target: "", name: step.name, params: step.params, origin: origin)
-            publisher.publish(frames: frames)
-            applying = (origin, Topic.deepLink(step.name))
-            metrics.deepLink(await coordinator.navigate(to: step))
-            applying = nil
-        case .report(let presentableID, let event, let origin):
-            record(.report, target: presentableID, name: event.rawValue, params: [:], origin: origin)
-            metrics.report()
-            coordinator.report(RendererReport(event), for: presentableID)
-        case .status(let routingID):
-            answerStatus(to: routingID)
-        case .peerDead(let source, let silentFor, let role):
-            let milliseconds = Int64(silentFor.wholeMilliseconds)
-            publisher.publish(DiagnosticMessage(
-                envelope: publisher.envelope(.diagnostic), reason: .peerDead,
-                message: "\(role) \(source) sent nothing for \(milliseconds) ms (its heartbeats stopped)",
-                details: ["source": .string(source), "silent_ms": .int(milliseconds), "role": .string(role)]))
-        case .refused(let refusal):
-            var details: WireParams = ["endpoint": .string(refusal.endpoint)]
-            if let source = refusal.source { details["source"] = .string(source) }
-            if let topic = refusal.topic { details["topic"] = .string(topic) }
-            if let sequence = refusal.sequence { details["sequence"] = .int(Int64(clamping: sequence)) }
-            logger.warning("refused message: \(refusal.reason): \(refusal.detail)", metadata: ["source": "\(refusal.source ?? "?")"])
-            publisher.publish(DiagnosticMessage(
-                envelope: publisher.envelope(.diagnostic), reason: refusal.reason, message: refusal.detail, details: details))
-        }
+    /// Subscriptions, drop reports, a heartbeat and the metrics, once per heartbeat interval.
+    func heartbeat(ingress: CoordinatorLoop.Counters) {
+        // Subscriptions first: a subscriber that sees this heartbeat is known from now on.
+        publisher.drainSubscriptions()
+        publisher.reportDrops(why: "a subscriber is too slow")
+        publisher.publish(Heartbeat(envelope: publisher.envelope(.heartbeat, carriesValues: false)))
+        publisher.drainSubscriptions()
+        syncMetrics(ingress: ingress)
     }
 
     /// The message being applied, while the engine handles it.
     private var applying: (origin: Origin, topic: String)?
+    /// The step being applied and its params frame as received.
+    private var applyingStep: (step: CanonicalStep, params: WirePayload)?
 
     private func publish(_ event: CoordinatorEvent) {
         guard isPublishing else { return }
@@ -209,14 +270,28 @@ final class StepRouter {
         case .willNavigate(let navigation), .didNavigate(let navigation):
             let phase: NavigationPhase
             if case .willNavigate = event { phase = .will } else { phase = .did }
-            let (name, params) = canonical(navigation.step)
             if phase == .did {
                 metrics.didNavigate(flow: navigation.flow.name)
                 logger.debug("did navigate flow=\(navigation.flow.name) step=\(describeStep(navigation.step))")
             }
-            publisher.publish(NavigationEventMessage(
-                phase: phase, envelope: publisher.envelope(phase == .will ? .willNavigate : .didNavigate),
-                flow: navigation.flow.name, stepName: name, params: params, presentableID: navigation.presentableID))
+            guard publisher.wants(head: phase == .will ? "nav/will/" : "nav/did/", id: navigation.flow.name) else { return }
+            var message: NavigationEventMessage
+            if let step = navigation.step as? CanonicalStep {
+                message = NavigationEventMessage(
+                    phase: phase, envelope: publisher.envelope(phase == .will ? .willNavigate : .didNavigate),
+                    flow: navigation.flow.name, stepName: step.name, params: step.params, presentableID: navigation.presentableID)
+                // A step the flow passes through keeps its params dictionary (== is then O(1)):
+                // its params go out as the bytes that came in.
+                if let received = applyingStep, received.step.name == step.name, received.step.params == step.params {
+                    message.encodedParams = received.params
+                }
+            } else {
+                let (name, params) = canonical(navigation.step)
+                message = NavigationEventMessage(
+                    phase: phase, envelope: publisher.envelope(phase == .will ? .willNavigate : .didNavigate),
+                    flow: navigation.flow.name, stepName: name, params: params, presentableID: navigation.presentableID)
+            }
+            publisher.publish(message)
         case .command(let command):
             guard let message = wireCommand(command) else { return }
             publisher.publish(message)
@@ -263,24 +338,14 @@ final class StepRouter {
         }
         let container = command.verb == .setTabs ? command.items.joined(separator: ",") : (command.container ?? "")
         return NavigationCommandMessage(
-            envelope: publisher.envelope(.navigationCommand, contentType: .none), flow: command.flow?.name ?? "coordinator",
+            envelope: publisher.envelope(.navigationCommand, carriesValues: false), flow: command.flow?.name ?? "coordinator",
             verb: verb, target: command.target, container: container, presentableKind: command.kind)
     }
 
-    private func answerStatus(to routingID: [UInt8]) {
-        let reply = StatusReply(envelope: publisher.envelope(.statusReply, contentType: .json), status: status())
-        do {
-            ingress.send(control: try reply.encoded(), to: routingID)
-        } catch {
-            logger.error("cannot encode status: \(error)")
-        }
-    }
-
     /// The live tree, bindings and counters, as the status query returns them.
-    func status() -> WireParams {
-        syncMetrics()
+    func status(ingress counters: CoordinatorLoop.Counters, peers: [String: Intake.Liveness]) -> WireParams {
+        syncMetrics(ingress: counters)
         let snapshot = coordinator.snapshot()
-        let counters = ingress.counters
         func tree(_ node: NodeSnapshot) -> WireValue {
             var map: WireParams = [
                 "id": .string(node.id), "kind": .string(node.kind.rawValue), "visible": .bool(node.isVisible),
@@ -322,7 +387,7 @@ final class StepRouter {
                 "duplicates": .int(Int64(counters.duplicates)), "out_of_order": .int(Int64(counters.outOfOrder)),
                 "refused": .map(Dictionary(uniqueKeysWithValues: counters.refused.map { ($0.key.rawValue, WireValue.int(Int64($0.value))) })),
             ]),
-            "peers": .map(Dictionary(uniqueKeysWithValues: ingress.liveness.map { source, peer in
+            "peers": .map(Dictionary(uniqueKeysWithValues: peers.map { source, peer in
                 let silent = ContinuousClock.now - peer.lastHeard
                 return (source, WireValue.map([
                     "alive": .bool(!peer.isDead), "heartbeats": .bool(peer.sendsHeartbeats),
@@ -330,8 +395,8 @@ final class StepRouter {
                 ]))
             })),
             "events": .map([
-                "published": .int(Int64(publisher.published)), "dropped_hwm": .int(Int64(publisher.dropped)),
-                "unsubscribed": .int(Int64(publisher.unwanted)),
+                "published": .int(Int64(publisher.counters.published)), "dropped_hwm": .int(Int64(publisher.counters.dropped)),
+                "unsubscribed": .int(Int64(publisher.counters.unwanted)),
             ]),
             "metrics": metrics.status(endpoint: metricsAddress, exposition: exposition),
             "journal": journal.map { journal in

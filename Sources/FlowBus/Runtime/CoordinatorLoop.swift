@@ -1,0 +1,465 @@
+import FlowBusWire
+import Flows
+import Foundation
+import Logging
+import Synchronization
+import ZeroMQ
+
+/// Who sent an applied message: its (source, sequence), which the journal records.
+struct Origin: Sendable, Hashable {
+    var source: String
+    var sequence: UInt64
+}
+
+/// A multipart message from a ROUTER: the peer's routing id, then the FlowBus frames.
+struct RoutedFrames: ReceiveBuffer {
+    var routingID: [UInt8] = []
+    var frames = FrameBuffer()
+    private var sawRoutingID = false
+
+    mutating func removeAllFrames() {
+        routingID.removeAll(keepingCapacity: true)
+        frames.removeAll(keepingCapacity: true)
+        sawRoutingID = false
+    }
+
+    mutating func appendFrame(_ bytes: UnsafeRawBufferPointer) {
+        if sawRoutingID {
+            frames.append(frame: bytes)
+        } else {
+            routingID.append(contentsOf: bytes)
+            sawRoutingID = true
+        }
+    }
+}
+
+/// Where other threads leave work for the loop (the ZAP handler's refusals), and its wake-up.
+/// It exists before the sockets, so that the authenticator can run before any of them binds.
+final class LoopInbox: Sendable {
+    let wake = WakeSignal()
+    private let refusals = Mutex<[Refusal]>([])
+
+    /// Reports a refusal made on another thread with the loop's next turn.
+    func inject(_ refusal: Refusal) {
+        refusals.withLock { $0.append(refusal) }
+        wake.signal()
+    }
+
+    func take() -> [Refusal] {
+        refusals.withLock { refusals in
+            defer { refusals.removeAll() }
+            return refusals
+        }
+    }
+}
+
+/// A reactor host's `states` endpoint flowd subscribes to for its heartbeats.
+private struct WatchedHost {
+    var name: String
+    var endpoint: String
+    var socket: Socket
+}
+
+/// flowd's event loop: the sockets of `ingress` and `control` (and subscriptions to reactor
+/// hosts' heartbeats), read on ``FlowLoop``'s thread, where the engine runs.
+///
+/// Each turn reads a batch and hands every message straight to the ``StepRouter`` — no stream,
+/// no task, no `await` per step. The receiving rules (sequence ledger, acks, `out-of-order`,
+/// heartbeat answers, liveness) are the shared ``Intake``'s; this loop carries out what it says.
+/// A batch ends when the sockets are drained or it is full: the router commits it (with a
+/// journal) and publishes its held events, then the acks go out.
+///
+/// A step whose flow adapts asynchronously pauses reading: the engine finishes it on the same
+/// thread between turns, then the batch goes on, so arrival order holds.
+@FlowActor
+final class CoordinatorLoop: FlowLoopDriver {
+    /// What the ingress endpoint counted.
+    struct Counters: Sendable {
+        var received = 0
+        var accepted = 0
+        var duplicates = 0
+        /// Messages dropped because an earlier sequence of their source is missing (resent later).
+        var outOfOrder = 0
+        var refused: [DiagnosticReason: Int] = [:]
+    }
+
+    /// What the loop counts itself; duplicates and gaps are the intake's.
+    private var receivedCount = 0
+    private var acceptedCount = 0
+    private var refusedCounts: [DiagnosticReason: Int] = [:]
+
+    /// Messages read into one batch before it is committed and acknowledged.
+    static let maxBatchSize = 512
+    /// Control requests answered per turn: the control plane never starves steps.
+    static let maxControlPerTurn = 16
+    /// How long acks and replies still queued at shutdown may take to leave, in milliseconds.
+    static let shutdownLinger: Int32 = 1000
+
+    /// libzmq's own limit, above the configured one: a frame between the two reaches FlowBus and is
+    /// refused with an `oversize` diagnostic; only a larger one is cut off (the peer disconnected)
+    /// before it is allocated.
+    nonisolated static func hardCeiling(_ limits: FlowBusConfig.Limits) -> Int64 {
+        Int64(limits.maxMessageBytes) * 4
+    }
+
+    private let config: FlowBusConfig
+    private let sourceID: String
+    private let logger: Logger
+    private let wireLimits: WireLimits
+    private let heartbeatInterval: Duration
+    private nonisolated let inbox: LoopInbox
+    private nonisolated var wakeSignal: WakeSignal { inbox.wake }
+    private nonisolated let accepting = Atomic<Bool>(true)
+    let finished = ReadinessSignal()
+
+    private let ingress: Socket
+    private let control: Socket
+    private var watched: [WatchedHost] = []
+    private let poller = Poller()
+    private var wakeIndex = 0
+    private var intake: Intake
+    private let router: StepRouter
+    var counters: Counters {
+        Counters(
+            received: receivedCount, accepted: acceptedCount, duplicates: intake.counters.duplicates,
+            outOfOrder: intake.counters.outOfOrder, refused: refusedCounts)
+    }
+    private var received = RoutedFrames()
+    private var heartbeatFrames = FrameBuffer()
+    private var replyBuffer = FrameBuffer()
+    /// Sequences of the messages flowd sends on each ROUTER (PROTOCOL.md §4.2: one per socket).
+    private var ingressSequence: UInt64 = 0
+    private var controlSequence: UInt64 = 0
+    private var batchSize = 0
+    private var batchReceivedAt: ContinuousClock.Instant?
+    /// An asynchronous flow is processing a step: reading waits until it is done.
+    private var isPaused = false
+    private var isFinished = false
+    private var nextHeartbeat = ContinuousClock.now
+    private(set) var failure: (any Error)?
+
+    /// Creates the sockets and binds them; throws if an endpoint cannot be bound.
+    init(
+        context: Context, config: FlowBusConfig, sourceID: String, router: StepRouter, inbox: LoopInbox, logger: Logger,
+        journal: StepJournal?
+    ) throws {
+        self.inbox = inbox
+        self.config = config
+        self.sourceID = sourceID
+        self.router = router
+        self.logger = logger
+        wireLimits = WireLimits(maxFrameBytes: config.limits.maxMessageBytes)
+        heartbeatInterval = .milliseconds(config.heartbeatMilliseconds)
+        // With a journal, flowd remembers every source it ever dealt with: one it does not hold in
+        // memory (new, or forgotten) is looked up there.
+        var lookUp: (@Sendable (String) -> UInt64?)?
+        if let journal {
+            lookUp = { @Sendable [logger] (source: String) -> UInt64? in
+                do {
+                    return try journal.lastSequence(of: source)
+                } catch {
+                    logger.error("cannot read source \(source) from the journal \(journal.path): \(error)")
+                    return nil
+                }
+            }
+        }
+        intake = Intake(
+            endpoint: "ingress",
+            policy: .init(
+                remembersSources: journal != nil,
+                deadAfter: .milliseconds(config.heartbeatMilliseconds * max(1, config.heartbeatLiveness)),
+                idleTimeout: .seconds(config.limits.sourceIdleSeconds), maxSources: config.limits.maxSources,
+                lookUp: lookUp),
+            defaultRole: "stepper")
+        let limits = config.limits
+        let endpoints = config.endpoints
+        ingress = try context.socket(.router)
+        try ingress.setOptions([
+            .maxMessageSize(Self.hardCeiling(limits)),
+            .receiveHighWaterMark(Int32(clamping: limits.highWaterMark)),
+            .sendHighWaterMark(Int32(clamping: limits.highWaterMark)),
+            .linger(0),
+        ])
+        try config.curve.secureServer(ingress, endpoint: endpoints.ingress)
+        try ingress.bind(endpoints.ingress)
+        restrictPermissions(ofIPCEndpoint: endpoints.ingress)
+        control = try context.socket(.router)
+        try control.setOptions([.maxMessageSize(Self.hardCeiling(limits)), .linger(0)])
+        try config.curve.secureServer(control, endpoint: endpoints.control)
+        try control.bind(endpoints.control)
+        restrictPermissions(ofIPCEndpoint: endpoints.control)
+        // Reactor hosts publish heartbeats on `states`: flowd judges them dead by silence.
+        for (name, host) in config.reactors.sorted(by: { $0.key < $1.key }) {
+            let socket = try context.socket(.sub)
+            try socket.setOptions([
+                .subscribe(Topic.Prefix.heartbeat.subscription), .reconnectInterval(100), .reconnectIntervalMax(2000),
+                .linger(0),
+            ])
+            try config.curve.secureClient(socket, endpoint: host.states)
+            try socket.connect(host.states)
+            watched.append(WatchedHost(name: name, endpoint: host.states, socket: socket))
+        }
+        try poller.add(ingress)
+        try poller.add(control)
+        for host in watched { try poller.add(host.socket) }
+        wakeIndex = poller.add(fileDescriptor: wakeSignal.fileDescriptor)
+    }
+
+    /// The peers heard on ingress and the reactor hosts watched, by source id.
+    var peers: [String: Intake.Liveness] { intake.peers }
+
+    // MARK: Driver
+
+    nonisolated func wake() {
+        wakeSignal.signal()
+    }
+
+    nonisolated func turn(mayWait: Bool) {
+        FlowActor.assumeIsolated { turnOnLoop(mayWait: mayWait) }
+    }
+
+    /// Stops reading the endpoints; the batch in progress is still applied, committed and
+    /// acknowledged, then ``finished`` is signalled.
+    nonisolated func stopAccepting() {
+        if accepting.exchange(false, ordering: .acquiringAndReleasing) { wakeSignal.signal() }
+    }
+
+    /// Sends what is still queued and closes the sockets, letting replies leave within a linger.
+    func close() {
+        try? ingress.setOption(.linger(Self.shutdownLinger))
+        try? control.setOption(.linger(Self.shutdownLinger))
+        ingress.close()
+        control.close()
+        for host in watched { host.socket.close() }
+        watched.removeAll()
+    }
+
+    private func turnOnLoop(mayWait: Bool) {
+        if isFinished {
+            if (try? poller.poll(timeout: mayWait ? 1000 : 0)) != nil, poller.isReadable(wakeIndex) { wakeSignal.clear() }
+            return
+        }
+        let isAccepting = accepting.load(ordering: .acquiring)
+        let canRead = isAccepting && !isPaused
+        poller.setEvents(canRead ? .readable : [], at: 0)
+        poller.setEvents(canRead ? .readable : [], at: 1)
+        let wait = mayWait ? max(0, ContinuousClock.now.duration(to: nextHeartbeat).wholeMilliseconds) : 0
+        do {
+            try poller.poll(timeout: wait)
+        } catch {
+            if !error.isContextTerminated { logger.error("flowd poll failed: \(error)") }
+            stop(failure: nil)
+            return
+        }
+        if poller.isReadable(wakeIndex) { wakeSignal.clear() }
+        readHeartbeatsOfHosts()
+        publishInjected()
+        if canRead {
+            do {
+                try readControl()
+                try readIngress()
+            } catch {
+                if !error.isContextTerminated { logger.error("flowd receive failed: \(error)") }
+                stop(failure: nil)
+                return
+            }
+        }
+        if !isPaused { endBatch() }
+        if ContinuousClock.now >= nextHeartbeat {
+            router.heartbeat(ingress: counters)
+            nextHeartbeat = .now + heartbeatInterval
+        }
+        if !isAccepting && !isPaused && batchSize == 0 { stop(failure: nil) }
+    }
+
+    private func stop(failure: (any Error)?) {
+        guard !isFinished else { return }
+        isFinished = true
+        // Until the service uninstalls the loop, its turns only wait for a wake-up.
+        for index in 0..<(2 + watched.count) { poller.setEvents([], at: index) }
+        self.failure = failure
+        accepting.store(false, ordering: .releasing)
+        finished.signal()
+    }
+
+    // MARK: Reading
+
+    private func readHeartbeatsOfHosts() {
+        // Read even while saturated: a busy flowd must not judge a live reactor host dead.
+        let now = ContinuousClock.now
+        for host in watched {
+            while (try? host.socket.receive(into: &heartbeatFrames, mode: .nonBlocking)) == true {
+                let message: WireMessage
+                do {
+                    message = try WireMessage.decode(from: heartbeatFrames)
+                } catch {
+                    logger.warning("reactor host \(host.name) on \(host.endpoint) sent a malformed heartbeat: \(error.reason): \(error.detail)")
+                    continue
+                }
+                guard case .heartbeat(let heartbeat) = message else { continue }
+                intake.heard(source: heartbeat.envelope.source, role: "reactor-host \(host.name)", now: now)
+            }
+        }
+    }
+
+    private func publishInjected() {
+        for refusal in inbox.take() { refuse(refusal, to: nil) }
+    }
+
+    /// Status requests first, a bounded number: under a flood of steps they still get answered,
+    /// and a flood of requests cannot starve steps.
+    private func readControl() throws(ZMQError) {
+        var count = 0
+        while count < Self.maxControlPerTurn, try control.receive(into: &received, mode: .nonBlocking) {
+            count += 1
+            let header: RoutedHeader
+            do {
+                header = try RoutedHeader.decode(from: received.frames, limits: wireLimits)
+            } catch {
+                refuse(Refusal(reason: error.reason, detail: error.detail, endpoint: "control"), to: nil)
+                continue
+            }
+            guard header.kind == .statusRequest else {
+                refuse(Refusal(
+                    .unknownKind, "flowd's control endpoint answers statusRequest only, not \(header.kind)",
+                    endpoint: "control", header: header), to: nil)
+                continue
+            }
+            answerStatus(to: received.routingID)
+        }
+    }
+
+    private func readIngress() throws(ZMQError) {
+        while !isPaused, batchSize < Self.maxBatchSize, try ingress.receive(into: &received, mode: .nonBlocking) {
+            if batchSize == 0 {
+                batchReceivedAt = .now
+                router.beginBatch()
+            }
+            batchSize += 1
+            handleIngressMessage()
+        }
+    }
+
+    private func handleIngressMessage() {
+        receivedCount += 1
+        let frames = received.frames
+        let header: RoutedHeader
+        do {
+            header = try RoutedHeader.decode(from: frames, limits: wireLimits)
+        } catch {
+            if let refusal = intake.refuse(error, frames: frames, peer: received.routingID, limits: wireLimits) {
+                refuse(refusal, to: received.routingID)
+            }
+            return
+        }
+        let envelope = header.envelope
+        if header.kind == .heartbeat {
+            // Heartbeats prove a peer alive and are answered; never applied.
+            intake.heartbeat(source: envelope.source, sequence: envelope.sequence, topic: header.topic, peer: received.routingID)
+            return
+        }
+        switch intake.receive(source: envelope.source, sequence: envelope.sequence, topic: header.topic, peer: received.routingID) {
+        case .duplicate, .outOfOrder:
+            // A resend of something dealt with is acknowledged again; a gap is reported with the
+            // batch's end (PROTOCOL.md §4.4).
+            return
+        case .fresh:
+            break
+        }
+        let origin = Origin(source: envelope.source, sequence: envelope.sequence)
+        do {
+            switch header.kind {
+            case .step, .deepLink:
+                let view = try NamedMessageView.decode(from: frames, header: header, limits: wireLimits)
+                let step = CanonicalStep(view.name, try view.params.decodeParams())
+                acceptedCount += 1
+                let unfinished = header.kind == .step
+                    ? router.applyStep(
+                        step, from: String(header.topicID), frames: frames, params: view.params, origin: origin,
+                        topic: header.topic)
+                    : router.applyDeepLink(step, frames: frames, params: view.params, origin: origin, topic: header.topic)
+                if let unfinished { pause(until: unfinished) }
+            case .presentableReport:
+                guard case .presentableReport(let report) = try WireMessage.decode(from: frames, header: header) else { return }
+                acceptedCount += 1
+                router.applyReport(report.event, for: report.presentableID, origin: origin, topic: header.topic)
+            default:
+                refuse(Refusal(
+                    .unknownKind, "flowd's ingress accepts step, deepLink, presentableReport and heartbeat, not \(header.kind)",
+                    endpoint: "ingress", header: header), to: received.routingID)
+            }
+        } catch {
+            refuse(Refusal(error.reason, error.detail, endpoint: "ingress", header: header), to: received.routingID)
+        }
+    }
+
+    /// Stops reading until the engine finished `unfinished` (on this thread, between turns).
+    private func pause(until unfinished: StepRouter.Unfinished) {
+        isPaused = true
+        Task { [router] in
+            await router.finish(unfinished)
+            self.isPaused = false
+            self.wakeSignal.signal()
+        }
+    }
+
+    // MARK: Replies
+
+    /// Ends the batch: commits it, publishes what it held, then acknowledges. The intake's
+    /// `out-of-order` refusals go to their senders before the acks that cover what came before.
+    private func endBatch() {
+        let end = intake.endBatch(now: .now, checkEvery: heartbeatInterval)
+        for (peer, refusal) in end.refusals { refuse(refusal, to: peer) }
+        for peer in end.heartbeatAnswers {
+            ingressSequence += 1
+            send(Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: ingressSequence, source: sourceID)), to: peer, on: ingress)
+        }
+        for dead in end.deadPeers {
+            logger.warning("peer \(dead.source) (\(dead.role)) sent nothing for \(dead.silentFor): dead")
+            router.publishPeerDead(dead)
+        }
+        if !end.moreDeadPeers.isEmpty {
+            logger.warning("\(end.moreDeadPeers.count) more peers went silent at the same check: dead")
+            router.publishPeersDead(end.moreDeadPeers)
+        }
+        guard batchSize > 0 || !end.acks.isEmpty else { return }
+        do {
+            try router.commitBatch(size: batchSize, receivedAt: batchReceivedAt, dealtWith: end.dealtWith, ingress: counters)
+        } catch {
+            logger.critical("cannot write the journal: \(error); stopping without acknowledging the last batch")
+            batchSize = 0
+            stop(failure: error)
+            return
+        }
+        batchSize = 0
+        batchReceivedAt = nil
+        for ack in end.acks {
+            ingressSequence += 1
+            send(FlowBusWire.Ack(
+                envelope: Envelope(kind: .ack, sequence: ingressSequence, messageID: .none, source: sourceID),
+                acknowledgedSource: ack.source, acknowledgedSequence: ack.sequence), to: ack.peer, on: ingress)
+        }
+    }
+
+    /// Counts, logs and publishes a refusal, and tells its sender (before the ack that covers it).
+    private func refuse(_ refusal: Refusal, to peer: [UInt8]?) {
+        refusedCounts[refusal.reason, default: 0] += 1
+        router.publishRefusal(refusal)
+        guard let peer else { return }
+        ingressSequence += 1
+        let envelope = Envelope(kind: .diagnostic, contentType: config.wire.publish, sequence: ingressSequence, source: sourceID)
+        send(refusal.diagnostic(envelope), to: peer, on: ingress)
+    }
+
+    private func answerStatus(to peer: [UInt8]) {
+        controlSequence += 1
+        let reply = StatusReply(
+            envelope: Envelope(kind: .statusReply, contentType: .json, sequence: controlSequence, source: sourceID),
+            status: router.status(ingress: counters, peers: intake.peers))
+        send(reply, to: peer, on: control)
+    }
+
+    private func send(_ message: some WireMessageEncodable, to peer: [UInt8], on socket: Socket) {
+        socket.send(message, to: peer, using: &replyBuffer, logger: logger)
+    }
+}

@@ -1,0 +1,181 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The publishing side of the protocol for one XPUB endpoint: flowd's `events` and a reactor
+/// host's `states` (PROTOCOL.md §4.2, §7).
+///
+/// A pure state machine; the socket's owner carries out its answers. It knows which topic
+/// prefixes subscribers asked for (XPUB reports the first subscription to a prefix and the last
+/// unsubscription, so the set is exact), numbers the publisher's own messages with a counter of
+/// this endpoint alone, holds messages back while a batch is not committed, and counts what was
+/// published, dropped at the high-water mark and not encoded because nobody wanted it, so that
+/// drops are reported in band.
+public struct Publication: Sendable {
+    /// Counts since the publication was created.
+    public struct Counters: Sendable, Equatable {
+        public var published = 0
+        /// Refused by the socket at its high-water mark.
+        public var dropped = 0
+        /// Not encoded: no subscriber wanted the topic.
+        public var unwanted = 0
+    }
+
+    /// What to do with a message offered for publishing.
+    public enum Decision: Sendable, Equatable {
+        /// Send it now.
+        case send
+        /// Held until ``release()``.
+        case held
+        /// Nobody subscribed to its topic: not sent (counted).
+        case unwanted
+    }
+
+    /// A `dropped-hwm` report due: drops since the last report, and in all.
+    public struct DropReport: Sendable, Equatable {
+        public var unreported: Int
+        public var total: Int
+    }
+
+    /// The endpoint's name in diagnostics (`events`, `states`).
+    public let endpoint: String
+    private var prefixes: [[UInt8]] = []
+    private var sequence: UInt64 = 0
+    private var held: [FrameBuffer] = []
+    private var reportedDrops = 0
+    /// Whether messages are held back (the events of a batch until it is committed).
+    public private(set) var isHolding = false
+    public private(set) var counters = Counters()
+
+    /// A publication for `endpoint`.
+    public init(endpoint: String) {
+        self.endpoint = endpoint
+    }
+
+    /// The next sequence of this endpoint's own messages (heartbeats, diagnostics, events).
+    public mutating func nextSequence() -> UInt64 {
+        sequence += 1
+        return sequence
+    }
+
+    /// Takes a message the XPUB socket received: `1` or `0` then a prefix (subscribe,
+    /// unsubscribe). Anything else is ignored.
+    public mutating func subscriptionMessage(_ frame: UnsafeRawBufferPointer) {
+        guard let flag = frame.first else { return }
+        let prefix = Array(frame.dropFirst())
+        if flag == 1 {
+            if !prefixes.contains(prefix) { prefixes.append(prefix) }
+        } else if flag == 0 {
+            prefixes.removeAll { $0 == prefix }
+        }
+    }
+
+    /// Whether a subscriber wants messages of `topic`.
+    public func isWanted(_ topic: UnsafeRawBufferPointer) -> Bool {
+        for prefix in prefixes where prefix.count <= topic.count {
+            let matches = prefix.withUnsafeBytes { prefix in
+                prefix.isEmpty || memcmp(prefix.baseAddress!, topic.baseAddress!, prefix.count) == 0
+            }
+            if matches { return true }
+        }
+        return false
+    }
+
+    /// Whether a subscriber wants messages of the topic `head` + `id`, without building it.
+    public func isWanted(head: StaticString, id: String) -> Bool {
+        var id = id
+        return id.withUTF8 { id in
+            let head = UnsafeRawBufferPointer(start: head.utf8Start, count: head.utf8CodeUnitCount)
+            let id = UnsafeRawBufferPointer(id)
+            for prefix in prefixes where prefix.count <= head.count + id.count {
+                let matches = prefix.withUnsafeBytes { prefix -> Bool in
+                    let inHead = min(prefix.count, head.count)
+                    if inHead > 0, memcmp(prefix.baseAddress!, head.baseAddress!, inHead) != 0 { return false }
+                    let inID = prefix.count - inHead
+                    return inID == 0 || memcmp(prefix.baseAddress! + inHead, id.baseAddress!, inID) == 0
+                }
+                if matches { return true }
+            }
+            return false
+        }
+    }
+
+    /// Whether a subscriber wants messages of `topic`.
+    public func isWanted(_ topic: String) -> Bool {
+        var topic = topic
+        return topic.withUTF8 { isWanted(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Counts a message not encoded because nobody wanted its topic.
+    public mutating func countUnwanted() {
+        counters.unwanted += 1
+    }
+
+    /// Decides about a message of `topic` before it is encoded: nothing is encoded for a topic
+    /// nobody wants.
+    public mutating func offer(topic: String) -> Bool {
+        if isWanted(topic) { return true }
+        counters.unwanted += 1
+        return false
+    }
+
+    /// Decides about an encoded message (its frame 0 is the topic).
+    public mutating func offer(_ frames: FrameBuffer) -> Decision {
+        guard frames.withFrame(0, { isWanted($0) }) else {
+            counters.unwanted += 1
+            return .unwanted
+        }
+        if isHolding {
+            held.append(frames)
+            return .held
+        }
+        return .send
+    }
+
+    /// Counts the outcome of a send.
+    /// - Returns: whether a drop should be logged (the first, then one in 10,000).
+    @discardableResult
+    public mutating func sent(accepted: Bool) -> Bool {
+        if accepted {
+            counters.published += 1
+            return false
+        }
+        counters.dropped += 1
+        return counters.dropped == 1 || counters.dropped % 10_000 == 0
+    }
+
+    /// Holds every message back until ``release()``: observers never see an event of a step
+    /// that a crash could undo.
+    public mutating func hold() {
+        isHolding = true
+    }
+
+    /// Stops holding; returns what was held, in order, to send.
+    public mutating func release() -> [FrameBuffer] {
+        isHolding = false
+        defer { held.removeAll(keepingCapacity: true) }
+        return held
+    }
+
+    /// Stops holding and forgets what was held (its batch was not committed).
+    public mutating func discardHeld() {
+        isHolding = false
+        held.removeAll()
+    }
+
+    /// The drops not reported yet, if any. Call ``reported(_:)`` once the report went out; a
+    /// report that is itself dropped is included in the next one.
+    public func dueDropReport() -> DropReport? {
+        let unreported = counters.dropped - reportedDrops
+        return unreported > 0 ? DropReport(unreported: unreported, total: counters.dropped) : nil
+    }
+
+    /// Notes that a report covering drops up to `report.total` went out.
+    public mutating func reported(_ report: DropReport) {
+        if counters.dropped == report.total { reportedDrops = report.total }
+    }
+}

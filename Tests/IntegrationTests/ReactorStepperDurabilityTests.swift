@@ -1,0 +1,74 @@
+import FlowBus
+import FlowBusTesting
+import FlowBusWire
+import Foundation
+import Testing
+
+/// A journaled flowd whose `TickFlow` takes the `tick` steps of stepper `ticker` (changing
+/// nothing), and a reactor host `steps` serving the `ticker` reactor, which publishes
+/// `tick(n: N)` as that stepper for each action `tick(n: N)`.
+private let reactorStepperYAML = """
+    endpoints:
+      ingress: ipc://${FLOWBUS_RUN_DIR}/ingress.sock
+      events: ipc://${FLOWBUS_RUN_DIR}/events.sock
+      control: ipc://${FLOWBUS_RUN_DIR}/control.sock
+    heartbeatMilliseconds: 50
+    persistence: { journal: journal.sqlite, synchronous: full }
+    coordinator: { flow: TickFlow, step: start }
+    flows:
+      TickFlow:
+        root: stack
+        id: ticks
+        steps:
+          start:
+            - setRoot: { screen: home, stepper: ticker, allowStepWhenNotPresented: true }
+          tick: [none]
+    reactors:
+      steps:
+        actions: ipc://${FLOWBUS_RUN_DIR}/steps-actions.sock
+        states: ipc://${FLOWBUS_RUN_DIR}/steps-states.sock
+        serves: [ticker]
+    """
+
+private func ticks(_ range: ClosedRange<Int>) -> [Navigation] {
+    range.map { Navigation(flow: "TickFlow", step: "tick", ["n": .int(Int64($0))]) }
+}
+
+@Suite("A reactor host's steps survive a SIGKILL of flowd", .serialized)
+struct ReactorStepperDurabilityTests {
+    @Test("SIGKILL of a journaled flowd with a reactor's steps in flight: resent to the new flowd, none lost, none doubled")
+    func reactorStepsAcrossFlowdKill() throws {
+        let topology = try TestTopology(configYAML: reactorStepperYAML)
+        var flowd = try topology.startFlowd(arguments: ["--log-level", "info"])
+        let host = try topology.startReactorHost("steps")
+        let before = try topology.navigationTrace(exhaustivity: .off)
+        for n in 1...5 { try topology.send("tick", ["n": .int(Int64(n))], to: "ticker") }
+        try before.expect(ticks(1...5), exhaustivity: .on)
+
+        // Frozen, flowd does not read: these steps reach its socket and die with it, unacknowledged.
+        kill(flowd.processIdentifier, SIGSTOP)
+        #expect(waitUntilStopped(flowd.processIdentifier), "flowd stopped")
+        for n in 6...8 { try topology.send("tick", ["n": .int(Int64(n))], to: "ticker") }
+        #expect(try host.waitForOutput(matching: #"step tick\(n: 8\) published as ticker"#), "\(host.outputTail())")
+        flowd.kill()
+        flowd = try topology.startFlowd(arguments: ["--log-level", "info"])
+        #expect(flowd.output.contains("restored"), "\(flowd.output)")
+
+        // The host resends 6…8 when it reconnects; its later steps follow them.
+        let after = try topology.navigationTrace(exhaustivity: .off)
+        for n in 9...12 { try topology.send("tick", ["n": .int(Int64(n))], to: "ticker") }
+        try after.expect(ticks(9...12), timeout: .seconds(30))
+        try after.poll()
+        let seenAfter = after.navigations.compactMap { navigation in
+            navigation.step.firstMatch(of: /tick\(n: (\d+)\)/).flatMap { Int($0.1) }
+        }
+        #expect(seenAfter == seenAfter.sorted(), "in order: \(seenAfter)")
+        #expect(Set(seenAfter).count == seenAfter.count, "none twice: \(seenAfter)")
+        #expect(seenAfter.allSatisfy { $0 > 5 }, "nothing applied before the kill came again: \(seenAfter)")
+        #expect(host.output.contains("resending"), "the host resent its unacknowledged steps:\n\(host.outputTail())")
+
+        #expect(flowd.terminate() == 0)
+        let journaled = try journaledTicks(topology, stepper: "ticker")
+        #expect(journaled == Array(1...12), "each step applied exactly once, in order")
+    }
+}
