@@ -200,9 +200,10 @@ struct IntakeTests {
         for index in 0..<30 {
             let source = "s\(index)"
             _ = intake.receive(source: source, sequence: 1, topic: "step/x", peer: peer)
-            // What a journal commits with the batch.
+            // What a journal commits with the batch; then sources may be forgotten.
             let end = intake.endBatch(now: start + .seconds(index), checkEvery: .zero)
             durable.withLock { $0.merge(end.dealtWith) { max($0, $1) } }
+            intake.forgetSources(now: start + .seconds(index))
         }
         #expect(intake.sourceCount <= 10, "held: \(intake.sourceCount)")
         #expect(intake.counters.evicted >= 20)
@@ -213,9 +214,32 @@ struct IntakeTests {
         #expect(intake.receive(source: "s0", sequence: 2, topic: "step/x", peer: peer) == .fresh)
 
         _ = intake.endBatch(now: start + .seconds(100), checkEvery: .zero)
+        intake.forgetSources(now: start + .seconds(100)) { $0 == "s29" }
         #expect(intake.lastSequence(of: "s0") == 2, "heard just now: held")
-        _ = intake.endBatch(now: start + .seconds(200), checkEvery: .zero)
+        #expect(intake.lastSequence(of: "s29") == 1, "idle, but its entry is not saved yet: kept")
+        #expect(intake.lastSequence(of: "s28") == nil, "idle past the time-out: forgotten")
+        intake.forgetSources(now: start + .seconds(200))
         #expect(intake.sourceCount == 0, "all idle past the time-out: \(intake.sourceCount)")
+    }
+
+    @Test("sequence 0 on a numbered message is refused unacknowledged; an unreadable durable ledger makes the sender resend")
+    func unnumberedAndUnavailable() {
+        struct Unreadable: Error {}
+        let fails = Mutex(true)
+        var intake = TestIntake(
+            endpoint: "ingress",
+            policy: .init(remembersSources: true, deadAfter: .seconds(3), lookUp: { _ in
+                if fails.withLock({ $0 }) { throw Unreadable() }
+                return 3
+            }),
+            defaultRole: "stepper")
+        let peer = Array("p".utf8)
+        #expect(intake.receive(source: "a", sequence: 0, topic: "step/x", peer: peer) == .unnumbered)
+        #expect(intake.receive(source: "a", sequence: 4, topic: "step/x", peer: peer) == .ledgerUnavailable)
+        #expect(intake.endBatch(now: start, checkEvery: .seconds(1)).acks.isEmpty, "nothing assumed, nothing acknowledged")
+        fails.withLock { $0 = false }
+        #expect(intake.receive(source: "a", sequence: 4, topic: "step/x", peer: peer) == .fresh, "the resend is judged by the ledger")
+        #expect(intake.counters.lookUpFailures == 1)
     }
 
     @Test("when many peers die at one check, three are reported one by one and the rest together")

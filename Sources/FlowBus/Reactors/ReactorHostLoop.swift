@@ -185,14 +185,14 @@ private final class ReactorHostIO {
     /// for ever, so a source found nowhere is adopted at its first sequence; one it holds (across
     /// a restart, or after being forgotten in memory) is looked up there.
     private static func makeIntake(_ settings: ReactorHostLoop.Settings, database: ReactorStateDatabase?, logger: Logger) -> Intake {
-        var lookUp: (@Sendable (String) -> UInt64?)?
+        var lookUp: (@Sendable (String) throws -> UInt64?)?
         if let database {
-            lookUp = { @Sendable (source: String) -> UInt64? in
+            lookUp = { @Sendable (source: String) throws -> UInt64? in
                 do {
                     return try database.lastSequence(of: source)
                 } catch {
-                    logger.error("cannot read source \(source) from \(database.path): \(error)")
-                    return nil
+                    logger.error("cannot read source \(source) from \(database.path): \(error); its message waits for a resend")
+                    throw error
                 }
             }
         }
@@ -255,6 +255,9 @@ private final class ReactorHostIO {
             details: ["host": .string(settings.hostName)])
         states.publish(Heartbeat(envelope: states.envelope(.heartbeat, carriesValues: false)))
         nextHeartbeat = ContinuousClock.now + settings.heartbeat
+        // A source whose entry is not saved yet stays: forgotten, its resend would be judged by
+        // the database's older entry.
+        intake.forgetSources(now: .now) { unsavedSources[$0] != nil }
     }
 
     /// A graceful stop (SIGTERM): deals with the messages already queued on `actions` (applied and
@@ -387,6 +390,11 @@ private final class ReactorHostIO {
         case .outOfOrder:
             // Reported once per source with the batch's end (``endBatch()``).
             outlet.count { $0.outOfOrder += 1 }
+            return
+        case .ledgerUnavailable:
+            return
+        case .unnumbered:
+            refuse(.malformed, "\(header.kind) with sequence 0: only a heartbeat may be unnumbered", routingID: routingID, header: header)
             return
         }
         do {

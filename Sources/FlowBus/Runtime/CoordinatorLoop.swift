@@ -136,6 +136,7 @@ final class CoordinatorLoop: FlowLoopDriver {
     private var isPaused = false
     private var isFinished = false
     private var nextHeartbeat = ContinuousClock.now
+    private var nextSourceCheck = ContinuousClock.now
     private(set) var failure: (any Error)?
 
     /// Creates the sockets and binds them; throws if an endpoint cannot be bound.
@@ -152,14 +153,14 @@ final class CoordinatorLoop: FlowLoopDriver {
         heartbeatInterval = .milliseconds(config.heartbeatMilliseconds)
         // With a journal, flowd remembers every source it ever dealt with: one it does not hold in
         // memory (new, or forgotten) is looked up there.
-        var lookUp: (@Sendable (String) -> UInt64?)?
+        var lookUp: (@Sendable (String) throws -> UInt64?)?
         if let journal {
-            lookUp = { @Sendable [logger] (source: String) -> UInt64? in
+            lookUp = { @Sendable [logger] (source: String) throws -> UInt64? in
                 do {
                     return try journal.lastSequence(of: source)
                 } catch {
-                    logger.error("cannot read source \(source) from the journal \(journal.path): \(error)")
-                    return nil
+                    logger.error("cannot read source \(source) from the journal \(journal.path): \(error); its message waits for a resend")
+                    throw error
                 }
             }
         }
@@ -240,27 +241,36 @@ final class CoordinatorLoop: FlowLoopDriver {
             return
         }
         let isAccepting = accepting.load(ordering: .acquiring)
+        // While an asynchronous flow holds a step, later steps wait; status queries do not.
         let canRead = isAccepting && !isPaused
         poller.setEvents(canRead ? .readable : [], at: 0)
-        poller.setEvents(canRead ? .readable : [], at: 1)
+        poller.setEvents(isAccepting ? .readable : [], at: 1)
         let wait = mayWait ? max(0, ContinuousClock.now.duration(to: nextHeartbeat).wholeMilliseconds) : 0
         do {
             try poller.poll(timeout: wait)
         } catch {
-            if !error.isContextTerminated { logger.error("flowd poll failed: \(error)") }
-            stop(failure: nil)
+            if error.isContextTerminated {
+                stop(failure: nil)
+            } else {
+                logger.error("flowd poll failed: \(error)")
+                stop(failure: error)
+            }
             return
         }
         if poller.isReadable(wakeIndex) { wakeSignal.clear() }
         readHeartbeatsOfHosts()
         publishInjected()
-        if canRead {
+        if isAccepting {
             do {
                 try readControl()
-                try readIngress()
+                if canRead { try readIngress() }
             } catch {
-                if !error.isContextTerminated { logger.error("flowd receive failed: \(error)") }
-                stop(failure: nil)
+                if error.isContextTerminated {
+                    stop(failure: nil)
+                } else {
+                    logger.error("flowd receive failed: \(error)")
+                    stop(failure: error)
+                }
                 return
             }
         }
@@ -316,13 +326,13 @@ final class CoordinatorLoop: FlowLoopDriver {
             do {
                 header = try RoutedHeader.decode(from: received.frames, limits: wireLimits)
             } catch {
-                refuse(Refusal(reason: error.reason, detail: error.detail, endpoint: "control"), to: nil)
+                refuse(Refusal(reason: error.reason, detail: error.detail, endpoint: "control"), toControlPeer: received.routingID)
                 continue
             }
             guard header.kind == .statusRequest else {
                 refuse(Refusal(
                     .unknownKind, "flowd's control endpoint answers statusRequest only, not \(header.kind)",
-                    endpoint: "control", header: header), to: nil)
+                    endpoint: "control", header: header), toControlPeer: received.routingID)
                 continue
             }
             answerStatus(to: received.routingID)
@@ -359,9 +369,14 @@ final class CoordinatorLoop: FlowLoopDriver {
             return
         }
         switch intake.receive(source: envelope.source, sequence: envelope.sequence, topic: header.topic, peer: received.routingID) {
-        case .duplicate, .outOfOrder:
+        case .duplicate, .outOfOrder, .ledgerUnavailable:
             // A resend of something dealt with is acknowledged again; a gap is reported with the
-            // batch's end (PROTOCOL.md §4.4).
+            // batch's end (PROTOCOL.md §4.4); an unreadable journal makes the sender resend.
+            return
+        case .unnumbered:
+            refuse(Refusal(
+                .malformed, "\(header.kind) with sequence 0: only a heartbeat may be unnumbered", endpoint: "ingress",
+                header: header), to: received.routingID)
             return
         case .fresh:
             break
@@ -393,9 +408,12 @@ final class CoordinatorLoop: FlowLoopDriver {
         }
     }
 
-    /// Stops reading until the engine finished `unfinished` (on this thread, between turns).
+    /// Stops reading steps until the engine finished `unfinished` (on this thread, between
+    /// turns). The batch so far, the held step included, is committed and acknowledged first:
+    /// heartbeats, status replies and events keep flowing however long the flow awaits.
     private func pause(until unfinished: StepRouter.Unfinished) {
         isPaused = true
+        endBatch()
         Task { [router] in
             await router.finish(unfinished)
             self.isPaused = false
@@ -422,7 +440,10 @@ final class CoordinatorLoop: FlowLoopDriver {
             logger.warning("\(end.moreDeadPeers.count) more peers went silent at the same check: dead")
             router.publishPeersDead(end.moreDeadPeers)
         }
-        guard batchSize > 0 || !end.acks.isEmpty else { return }
+        guard batchSize > 0 || !end.acks.isEmpty else {
+            forgetSourcesIfDue()
+            return
+        }
         do {
             try router.commitBatch(size: batchSize, receivedAt: batchReceivedAt, dealtWith: end.dealtWith, ingress: counters)
         } catch {
@@ -433,12 +454,31 @@ final class CoordinatorLoop: FlowLoopDriver {
         }
         batchSize = 0
         batchReceivedAt = nil
+        forgetSourcesIfDue()
         for ack in end.acks {
             ingressSequence += 1
             send(FlowBusWire.Ack(
                 envelope: Envelope(kind: .ack, sequence: ingressSequence, messageID: .none, source: sourceID),
                 acknowledgedSource: ack.source, acknowledgedSequence: ack.sequence), to: ack.peer, on: ingress)
         }
+    }
+
+    /// Once per heartbeat interval, after a commit (or with nothing to commit): what was dealt
+    /// with is in the journal, so sources may be forgotten (PROTOCOL.md §4.4).
+    private func forgetSourcesIfDue() {
+        let now = ContinuousClock.now
+        guard now >= nextSourceCheck else { return }
+        nextSourceCheck = now + heartbeatInterval
+        intake.forgetSources(now: now)
+    }
+
+    /// Counts, logs and publishes a refusal of a control request, and tells the requester.
+    private func refuse(_ refusal: Refusal, toControlPeer peer: [UInt8]) {
+        refusedCounts[refusal.reason, default: 0] += 1
+        router.publishRefusal(refusal)
+        controlSequence += 1
+        let envelope = Envelope(kind: .diagnostic, contentType: config.wire.publish, sequence: controlSequence, source: sourceID)
+        send(refusal.diagnostic(envelope), to: peer, on: control)
     }
 
     /// Counts, logs and publishes a refusal, and tells its sender (before the ack that covers it).

@@ -108,8 +108,13 @@ public final class CoordinatorService: Service {
 
         // On SIGTERM the loop stops reading; it finishes once the batch in progress is applied,
         // committed and acknowledged.
+        // Cancelling the service (another service of the group failed) stops it the same way.
         await withGracefulShutdownHandler {
-            await loop.finished.wait()
+            await withTaskCancellationHandler {
+                await loop.finished.wait()
+            } onCancel: {
+                loop.stopAccepting()
+            }
         } onGracefulShutdown: {
             loop.stopAccepting()
         }

@@ -259,6 +259,9 @@ final class StepRouter {
         syncMetrics(ingress: ingress)
     }
 
+    /// Peers listed in a status reply at most.
+    static let statusPeerLimit = 1000
+
     /// The message being applied, while the engine handles it.
     private var applying: (origin: Origin, topic: String)?
     /// The step being applied and its params frame as received.
@@ -387,7 +390,11 @@ final class StepRouter {
                 "duplicates": .int(Int64(counters.duplicates)), "out_of_order": .int(Int64(counters.outOfOrder)),
                 "refused": .map(Dictionary(uniqueKeysWithValues: counters.refused.map { ($0.key.rawValue, WireValue.int(Int64($0.value))) })),
             ]),
-            "peers": .map(Dictionary(uniqueKeysWithValues: peers.map { source, peer in
+            // The most recently heard first, at most `statusPeerLimit`: the reply stays bounded
+            // however many sources flowd holds (`peers_total` counts them all).
+            "peers_total": .int(Int64(peers.count)),
+            "peers": .map(Dictionary(uniqueKeysWithValues: peers.sorted { $0.value.lastHeard > $1.value.lastHeard }
+                .prefix(Self.statusPeerLimit).map { source, peer in
                 let silent = ContinuousClock.now - peer.lastHeard
                 return (source, WireValue.map([
                     "alive": .bool(!peer.isDead), "heartbeats": .bool(peer.sendsHeartbeats),

@@ -35,14 +35,14 @@ public struct Intake: Sendable {
         public var idleTimeout: Duration
         /// Sources held in memory at most; beyond it the least recently heard are forgotten.
         public var maxSources: Int
-        /// The last sequence the durable ledger holds of a source (nil: none); nil when the
-        /// receiver keeps none. Called once per source the intake does not hold.
-        public var lookUp: (@Sendable (String) -> UInt64?)?
+        /// The last sequence the durable ledger holds of a source (nil: none; throws when it cannot
+        /// be read); nil when the receiver keeps none. Called once per source the intake does not hold.
+        public var lookUp: (@Sendable (String) throws -> UInt64?)?
 
         /// A policy.
         public init(
             remembersSources: Bool, deadAfter: Duration, idleTimeout: Duration = .seconds(3600), maxSources: Int = 100_000,
-            lookUp: (@Sendable (String) -> UInt64?)? = nil
+            lookUp: (@Sendable (String) throws -> UInt64?)? = nil
         ) {
             self.remembersSources = remembersSources
             self.deadAfter = deadAfter
@@ -60,6 +60,11 @@ public struct Intake: Sendable {
         case duplicate
         /// A sequence after the next one: earlier ones are missing. Not applied, not acknowledged.
         case outOfOrder(expected: UInt64)
+        /// Sequence 0 on a message that must be numbered: refuse it as `malformed`, without an ack.
+        case unnumbered
+        /// The durable ledger could not be read for this source: not applied, not acknowledged
+        /// (the sender resends later); nothing is assumed about the source.
+        case ledgerUnavailable
     }
 
     /// A cumulative ack to send: `sequence` and everything before it of `source`, to `peer`.
@@ -118,6 +123,8 @@ public struct Intake: Sendable {
         public var evicted = 0
         /// Sources looked up in the durable ledger.
         public var lookedUp = 0
+        /// Look-ups that failed (the message waited for a resend).
+        public var lookUpFailures = 0
     }
 
     private struct Skip {
@@ -173,11 +180,19 @@ public struct Intake: Sendable {
     /// Judges a numbered message (anything but a heartbeat) whose envelope could be read.
     public mutating func receive(source: String, sequence: UInt64, topic: String, peer: Peer) -> Verdict {
         counters.received += 1
+        guard sequence > 0 else { return .unnumbered }
         if heard[source] == nil { heard[source] = false }
         var last = lastSequence[source]
         if last == nil, !adopting.contains(source), let lookUp = policy.lookUp {
             counters.lookedUp += 1
-            if let found = lookUp(source) {
+            let found: UInt64?
+            do {
+                found = try lookUp(source)
+            } catch {
+                counters.lookUpFailures += 1
+                return .ledgerUnavailable
+            }
+            if let found {
                 last = found
                 lastSequence[source] = found
             } else if policy.remembersSources {
@@ -227,7 +242,7 @@ public struct Intake: Sendable {
             sequence: readable.sequence)
         switch receive(source: readable.source, sequence: readable.sequence, topic: readable.topic ?? "", peer: peer) {
         case .fresh: return refusal
-        case .duplicate, .outOfOrder: return nil
+        case .duplicate, .outOfOrder, .unnumbered, .ledgerUnavailable: return nil
         }
     }
 
@@ -276,7 +291,6 @@ public struct Intake: Sendable {
             let dead = checkLiveness(now: now)
             end.deadPeers = Array(dead.prefix(Self.maxDeadPeersListed))
             end.moreDeadPeers = Array(dead.dropFirst(Self.maxDeadPeersListed))
-            evict(now: now)
         }
         return end
     }
@@ -311,25 +325,26 @@ public struct Intake: Sendable {
     }
 
     /// Forgets sources idle past the time-out, then the least recently heard beyond the limit
-    /// (down to nine tenths of it, so that eviction runs seldom). A source with an ack pending
-    /// is never forgotten.
-    private mutating func evict(now: ContinuousClock.Instant) {
+    /// (down to nine tenths of it, so that eviction runs seldom). Call it once what was dealt
+    /// with is durable (after a journal commit): a source whose entry is not on disk yet
+    /// (`isUnsaved`) is kept, and so are those with an ack pending.
+    public mutating func forgetSources(now: ContinuousClock.Instant, keeping isUnsaved: (String) -> Bool = { _ in false }) {
+        func mayForget(_ source: String) -> Bool { pendingAcks[source] == nil && !isUnsaved(source) }
         var forgotten: [String] = []
-        for (source, peer) in peers where now - peer.lastHeard > policy.idleTimeout && pendingAcks[source] == nil {
+        for (source, peer) in peers where now - peer.lastHeard > policy.idleTimeout && mayForget(source) {
             forgotten.append(source)
         }
         for source in forgotten { forget(source) }
         let held = max(peers.count, lastSequence.count)
         guard held > policy.maxSources else { return }
         let keep = policy.maxSources - policy.maxSources / 10
-        var oldestFirst = peers.filter { pendingAcks[$0.key] == nil }.sorted { $0.value.lastHeard < $1.value.lastHeard }
+        var oldestFirst = peers.filter { mayForget($0.key) }.sorted { $0.value.lastHeard < $1.value.lastHeard }
         oldestFirst.removeLast(min(oldestFirst.count, keep))
         for (source, _) in oldestFirst { forget(source) }
-        // Entries restored without being heard since (a journal's) go too, oldest unknown.
+        // Entries restored without being heard since go too.
         if lastSequence.count > policy.maxSources {
-            for source in lastSequence.keys.filter({ peers[$0] == nil }).prefix(lastSequence.count - keep) {
-                forget(source)
-            }
+            let unheard = lastSequence.keys.filter { peers[$0] == nil && mayForget($0) }
+            for source in unheard.prefix(lastSequence.count - keep) { forget(source) }
         }
     }
 
