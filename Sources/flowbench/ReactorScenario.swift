@@ -68,6 +68,8 @@ struct ReactorScenario: DaemonPathScenario {
           maxMessageBytes: 1048576
           highWaterMark: \(highWaterMark)
         heartbeatMilliseconds: 1000
+        # The receiver reads the state's sequence from FBV bytes; JSON's cost is in the codec rows.
+        wire: { publish: fbv }
         reactors:
           \(Self.hostName):
             actions: \(actions)

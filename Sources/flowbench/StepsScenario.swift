@@ -138,6 +138,8 @@ enum FlowdSetup {
               maxMessageBytes: 1048576
               highWaterMark: \(highWaterMark)
             heartbeatMilliseconds: 1000
+            # The receiver reads the sequence from FBV params; JSON's cost is in the codec rows.
+            wire: { publish: fbv }
 
             """
         if let journal {

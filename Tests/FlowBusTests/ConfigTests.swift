@@ -22,10 +22,10 @@ struct ConfigTests {
         #expect(fromEnvironment.heartbeatMilliseconds == 1000)
     }
 
-    @Test("wire.publish picks FBV (the default) or JSON; anything else names the choices")
+    @Test("wire.publish picks JSON (the default) or FBV; anything else names the choices")
     func wirePublish() throws {
-        #expect(try FlowBusConfig.parse(yaml: minimal, environment: [:]).wire.publish == .fbv)
-        #expect(try FlowBusConfig.parse(yaml: minimal + "\nwire: { publish: json }", environment: [:]).wire.publish == .json)
+        #expect(try FlowBusConfig.parse(yaml: minimal, environment: [:]).wire.publish == .json)
+        #expect(try FlowBusConfig.parse(yaml: minimal + "\nwire: { publish: fbv }", environment: [:]).wire.publish == .fbv)
         #expect {
             try FlowBusConfig.parse(yaml: minimal + "\nwire: { publish: xml }", environment: [:])
         } throws: { error in

@@ -48,7 +48,7 @@ public final class ReactorHostService: Service {
     ///     are steppers).
     ///   - reactors: The reactors and families to host.
     ///   - contentType: How states, snapshots, diagnostics and steps are encoded; by default the
-    ///     config's `wire.publish` (FBV unless it says JSON).
+    ///     config's `wire.publish` (JSON unless it says FBV).
     ///   - drain: On a graceful shutdown (SIGTERM), how long the host waits for in-flight actions
     ///     to finish — their asynchronous mutations reduced, published and saved — before it shuts
     ///     the reactors down. Cancelling ``run()``'s task stops at once instead.
