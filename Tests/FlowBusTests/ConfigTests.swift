@@ -33,6 +33,35 @@ struct ConfigTests {
         }
     }
 
+    @Test("Unknown keys are refused with their path and the key they probably misspell")
+    func unknownKeys() throws {
+        let yaml = minimal + """
+
+            heartbeatMilisecond: 50
+            colour: blue
+            limits: { maxSources: 10, metrics: ~ }
+            coordinator: { flow: Main, step: start }
+            flows:
+              Main:
+                root: stack
+                steps:
+                  start:
+                    - setRoot: { screen: home, steper: cart }
+                  other: [none]
+            """
+        #expect {
+            try FlowBusConfig.parse(yaml: yaml, environment: [:])
+        } throws: { error in
+            "\(error)".contains(
+                "unknown keys: heartbeatMilisecond (did you mean 'heartbeatMilliseconds'?), colour, "
+                    + "flows.Main.steps.start[0].setRoot.steper (did you mean 'stepper'?); remove or correct them")
+        }
+        // The demo's config, with every kind of section, has none.
+        let demo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("config/demo.yaml").path
+        _ = try FlowBusConfig.load(path: demo, environment: ["FLOWBUS_RUN_DIR": "/tmp/x"])
+    }
+
     @Test("A variable without a default that is not set names the fix")
     func missingVariable() {
         #expect {

@@ -241,6 +241,16 @@ extension FlowBusConfig {
             throw ConfigError("\(source): \(error)")
         }
         try config.validate(source: source)
+        let unknown: [(path: String, suggestion: String?)]
+        do {
+            unknown = try UnknownKeys.find(in: expanded, understood: config)
+        } catch {
+            throw ConfigError("\(source): \(error)")
+        }
+        if !unknown.isEmpty {
+            let list = unknown.map { key in key.suggestion.map { "\(key.path) (did you mean '\($0)'?)" } ?? key.path }
+            throw ConfigError("\(source): unknown key\(unknown.count == 1 ? "" : "s"): \(list.joined(separator: ", ")); remove or correct \(unknown.count == 1 ? "it" : "them")")
+        }
         config.persistence?.resolveJournal(relativeToConfigAt: source)
         let configDirectory = source.contains("/") ? (source as NSString).deletingLastPathComponent : FileManager.default.currentDirectoryPath
         for name in config.reactors.keys {
