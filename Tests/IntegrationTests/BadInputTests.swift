@@ -196,4 +196,36 @@ struct BadInputTests {
         try tap(topology, "apikey", "apiKeyIsComplete")
         #expect(lines(try events.collect(1)) == ["did navigate flow=MainFlow step=apiKeyIsComplete presentable=apikey"])
     }
+
+    @Test("A flood of status requests from peers that never read does not starve a stepper's acks")
+    func statusFlood() throws {
+        let topology = try demoTopology()
+        try topology.startFlowd()
+        let context = try ZeroMQ.Context(defaultLinger: 0)
+        var flooders: [Socket] = []
+        defer { for socket in flooders { socket.close() } }
+        let request = try StatusRequest(envelope: Envelope(kind: .statusRequest, sequence: 1, source: "flood#1")).frames()
+        for _ in 0..<4 {
+            let socket = try context.socket(.dealer)
+            try socket.setOptions([.sendHighWaterMark(10_000), .linger(0)])
+            try socket.connect(topology.config.endpoints.control)
+            flooders.append(socket)
+        }
+        for index in 0..<20_000 { _ = try flooders[index % flooders.count].send(message: request, mode: .nonBlocking) }
+        // A well-behaved stepper meanwhile: every step is acknowledged promptly.
+        let stepper = try topology.stepper("settings")
+        var latencies: [Duration] = []
+        let clock = ContinuousClock()
+        for _ in 0..<100 {
+            let start = clock.now
+            try stepper.publish("about")
+            #expect(try stepper.waitForAcknowledgement(timeout: .seconds(30)))
+            latencies.append(start.duration(to: clock.now))
+        }
+        latencies.sort()
+        let p99 = latencies[98]
+        // Generous for a loaded machine; a quiet one gives a few milliseconds.
+        #expect(p99 < .seconds(1), "p99 ack latency \(p99) under a 20,000-request status flood")
+        #expect(try topology.status(timeout: .seconds(30))["flows"]?.listValue?.isEmpty == false, "still serving status")
+    }
 }
