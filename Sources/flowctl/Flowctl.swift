@@ -14,6 +14,7 @@ struct Flowctl: ParsableCommand {
             StepCommand.self, DeepLinkCommand.self, ReportCommand.self, EchoCommand.self, StatusCommand.self,
             ReactorActionCommand.self, ReactorStateCommand.self, ReactorEchoStateCommand.self,
             LaunchCommand.self, GraphCommand.self, DoctorCommand.self, KeygenCommand.self, RecordCommand.self, PlayCommand.self, InfoCommand.self,
+            JournalCommand.self,
         ]
     )
 }

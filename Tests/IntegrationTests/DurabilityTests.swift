@@ -151,6 +151,44 @@ struct DurabilityTests {
         #expect(peers <= 50, "flowd holds \(peers) sources")
     }
 
+    @Test("A damaged journal stops flowd with the file, the cause and the fix; salvage keeps every readable entry")
+    func damagedJournal() throws {
+        let topology = try TestTopology(configYAML: durableFlowYAML)
+        let journal = topology.directory.appendingPathComponent("journal.sqlite").path
+        let flowd = try topology.startFlowd()
+        let stepper = try topology.start("stepper-load", arguments: [
+            "--config", topology.configPath, "--as", "load", "--count", "3000", "--progress", "0", "--timeout", "60",
+        ])
+        #expect(stepper.waitForExit(timeout: .seconds(120)) == 0, "\(stepper.output)")
+        #expect(flowd.terminate() == 0, "a clean stop folds the write-ahead log into the file")
+        // Overwrite one page in the middle of the entries.
+        let handle = try #require(FileHandle(forWritingAtPath: journal))
+        try handle.seek(toOffset: 40_960)
+        try handle.write(contentsOf: Data(repeating: 0xDE, count: 4096))
+        try handle.close()
+
+        let refused = try topology.run("flowd", ["--config", topology.configPath])
+        #expect(refused.status == 1)
+        #expect(refused.output.contains("the journal \(journal) is damaged"), "\(refused.output)")
+        #expect(refused.output.contains("flowctl journal salvage \(journal) --to NEW"), "\(refused.output)")
+        #expect(!refused.output.contains("flowd listening"), "it never served")
+        #expect(try topology.run("flowctl", ["journal", "check", journal]).status == 1)
+
+        let salvaged = topology.directory.appendingPathComponent("salvaged.sqlite").path
+        let salvage = try topology.run("flowctl", ["journal", "salvage", journal, "--to", salvaged])
+        #expect(salvage.status == 0, "\(salvage.output)")
+        let reader = try StepJournal.open(readingAt: salvaged)
+        let copied = try reader.count()
+        reader.close()
+        #expect(copied > 2000 && copied < 3001, "most entries kept: \(copied)")
+        #expect(try topology.run("flowctl", ["journal", "check", salvaged]).status == 0)
+
+        try FileManager.default.removeItem(atPath: journal)
+        try FileManager.default.moveItem(atPath: salvaged, toPath: journal)
+        try topology.startFlowd()
+        #expect(committedEntries(topology) == copied, "flowd restores what was salvaged")
+    }
+
     @Test("A stepper that starts before flowd loses nothing: its steps queue until flowd is there")
     func stepperBeforeFlowd() throws {
         let count = 2000

@@ -90,12 +90,19 @@ public final class StepJournal: Sendable {
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(pragma)")
         }
-        let database = try DatabaseQueue(path: path, configuration: configuration)
-        // Steps may carry anything their senders put in params: private to flowd's user, like
-        // its ipc endpoints (SQLite gives the -wal and -shm files the same mode).
-        chmod(path, 0o600)
-        try migrator.migrate(database)
-        return StepJournal(path: path, database: database)
+        do {
+            let database = try DatabaseQueue(path: path, configuration: configuration)
+            // Steps may carry anything their senders put in params: private to flowd's user, like
+            // its ipc endpoints (SQLite gives the -wal and -shm files the same mode).
+            chmod(path, 0o600)
+            try migrator.migrate(database)
+            // A damaged page may only show when read: read everything once, before serving.
+            let check = try database.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
+            guard check == ["ok"] else { throw JournalError.damaged(path: path, cause: check.prefix(3).joined(separator: "; ")) }
+            return StepJournal(path: path, database: database)
+        } catch let error as DatabaseError where [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) {
+            throw JournalError.damaged(path: path, cause: "SQLite: \(error.message ?? "\(error.resultCode)")")
+        }
     }
 
     /// Opens an existing journal read-only (e.g. to inspect it while flowd is down).
