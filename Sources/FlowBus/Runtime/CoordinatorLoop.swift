@@ -69,8 +69,10 @@ private struct WatchedHost {
 /// A batch ends when the sockets are drained or it is full: the router commits it (with a
 /// journal) and publishes its held events, then the acks go out.
 ///
-/// A step whose flow adapts asynchronously pauses reading: the engine finishes it on the same
-/// thread between turns, then the batch goes on, so arrival order holds.
+/// A step whose flow adapts asynchronously ends the batch there (committed, acknowledged) and
+/// pauses reading steps: the engine finishes it on the same thread between turns, status queries
+/// and heartbeats go on meanwhile, and later steps are read once it is done, so arrival order
+/// holds.
 @FlowActor
 final class CoordinatorLoop: FlowLoopDriver {
     /// What the ingress endpoint counted.
