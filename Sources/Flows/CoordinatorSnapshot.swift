@@ -66,6 +66,11 @@ public struct CoordinatorSnapshot: Sendable, Hashable {
     public var totals: StepperCounters
     /// Steps waiting in the queue.
     public var queuedSteps: Int
+    /// How many flows, bindings and bound stepper ids there are; a snapshot taken with a limit
+    /// lists only some of them.
+    public var flowCount = 0
+    public var bindingCount = 0
+    public var stepperCount = 0
 
     /// The snapshot of one flow.
     public func flow(_ id: FlowID) -> FlowSnapshot? { flows.first { $0.id == id } }

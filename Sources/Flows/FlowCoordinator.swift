@@ -322,22 +322,40 @@ public final class FlowCoordinator {
     // MARK: - Snapshot
 
     /// The state for a status query: flows with their live trees, bindings, counters.
-    public func snapshot() -> CoordinatorSnapshot {
+    /// - Parameter limit: at most this many flows (pre-order), bindings, stepper ids and children
+    ///   per node are listed, so that the work and the size of a status reply stay bounded
+    ///   however large the topology; the counts are always complete.
+    public func snapshot(limit: Int = .max) -> CoordinatorSnapshot {
         var flows: [FlowSnapshot] = []
+        var flowCount = 0
         func visit(_ record: FlowRecord) {
-            flows.append(FlowSnapshot(id: record.id, parent: record.parent?.id, children: record.children.map(\.id),
-                isReady: record.isReady, allowStepWhenDismissed: record.allowStepWhenDismissed,
-                root: nodeSnapshot(record.flow.navigationNode, owner: record.id)))
+            flowCount += 1
+            if flows.count < limit {
+                flows.append(FlowSnapshot(id: record.id, parent: record.parent?.id, children: record.children.map(\.id),
+                    isReady: record.isReady, allowStepWhenDismissed: record.allowStepWhenDismissed,
+                    root: nodeSnapshot(record.flow.navigationNode, owner: record.id, limit: limit)))
+            }
             record.children.forEach(visit)
         }
         roots.forEach(visit)
-        let bindings = bindingsByStepper.values.flatMap { $0 }.filter(\.isActive).map(\.info)
-            .sorted { ($0.stepperID, $0.flow) < ($1.stepperID, $1.flow) }
-        return CoordinatorSnapshot(flows: flows, bindings: bindings,
-            steppers: statsByStepper.mapValues(\.counters), totals: totals, queuedSteps: queue.count)
+        var bindings: [BindingInfo] = []
+        var bindingCount = 0
+        for binding in bindingsByStepper.values.joined() where binding.isActive {
+            bindingCount += 1
+            if bindings.count < limit { bindings.append(binding.info) }
+        }
+        bindings.sort { ($0.stepperID, $0.flow) < ($1.stepperID, $1.flow) }
+        var steppers: [String: StepperCounters] = [:]
+        for (stepperID, stats) in statsByStepper.prefix(limit) { steppers[stepperID] = stats.counters }
+        var snapshot = CoordinatorSnapshot(flows: flows, bindings: bindings,
+            steppers: steppers, totals: totals, queuedSteps: queue.count)
+        snapshot.flowCount = flowCount
+        snapshot.bindingCount = bindingCount
+        snapshot.stepperCount = statsByStepper.count
+        return snapshot
     }
 
-    private func nodeSnapshot(_ node: NavigationNode, owner: FlowID) -> NodeSnapshot {
+    private func nodeSnapshot(_ node: NavigationNode, owner: FlowID, limit: Int) -> NodeSnapshot {
         if let flow = node.rootOfFlow, flow != owner {
             return NodeSnapshot(id: node.presentableID, kind: node.kind, placement: node.placement,
                 isVisible: node.isVisible, reportedVisibility: node.reportedVisibility, selectedIndex: node.selected,
@@ -345,8 +363,8 @@ public final class FlowCoordinator {
         }
         return NodeSnapshot(id: node.presentableID, kind: node.kind, placement: node.placement,
             isVisible: node.isVisible, reportedVisibility: node.reportedVisibility, selectedIndex: node.selected,
-            children: node.children.map { nodeSnapshot($0, owner: owner) }, childFlow: nil,
-            presentedStorage: node.presented.map { [nodeSnapshot($0, owner: owner)] } ?? [])
+            children: node.children.prefix(limit).map { nodeSnapshot($0, owner: owner, limit: limit) }, childFlow: nil,
+            presentedStorage: node.presented.map { [nodeSnapshot($0, owner: owner, limit: limit)] } ?? [])
     }
 
     // MARK: - Admission

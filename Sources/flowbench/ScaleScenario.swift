@@ -236,8 +236,13 @@ struct ScaleTree {
             throw BenchError("flowd sent no status reply within 120 s after the throughput run",
                              fix: "see flowd's output; try a smaller --scale-flows or --scale-bindings")
         }
-        let remote = bindings.count { $0.mapValue?["remote"]?.boolValue == true }
-        return SetupFigures.Census(flows: flows.count, bindings: bindings.count, remoteBindings: remote,
+        // flowd lists at most 1,000 of each; the totals count them all. Each flow binds its own
+        // stepper; in this config every other binding is a screen's remote stepper.
+        let flowTotal = status["flows_total"]?.intValue.map(Int.init) ?? flows.count
+        let bindingTotal = status["bindings_total"]?.intValue.map(Int.init) ?? bindings.count
+        let remote = bindingTotal == bindings.count
+            ? bindings.count { $0.mapValue?["remote"]?.boolValue == true } : bindingTotal - flowTotal
+        return SetupFigures.Census(flows: flowTotal, bindings: bindingTotal, remoteBindings: remote,
                                    statusSeconds: rounded(Double(monotonicNanoseconds() - started) / 1e9, 3))
     }
 }

@@ -381,7 +381,7 @@ struct DoctorCommand: ParsableCommand {
         }
         do {
             let status = try StatusClient.fetch(endpoint: config.endpoints.control, curve: config.curve, timeout: .seconds(2))
-            let flows = status["flows"]?.listValue?.count ?? 0
+            let flows = status["flows_total"]?.intValue.map(Int.init) ?? status["flows"]?.listValue?.count ?? 0
             check(true, "flowd answers on \(config.endpoints.control) (\(flows) flow(s), protocol v\(Envelope.currentVersion))", fix: "")
         } catch {
             check(false, "flowd answers on \(config.endpoints.control)", fix: "start it: flowd --config \(path)")

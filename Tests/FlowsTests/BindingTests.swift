@@ -223,4 +223,29 @@ struct BindingTests {
         _ = await second.outcomes()
         #expect(log.didNavigate == ["TestFlow#1 two", "TestFlow#1 three"])
     }
+
+    @Test("A snapshot with a limit lists at most that many flows, bindings, steppers and children, and counts them all")
+    func limitedSnapshot() async {
+        let (coordinator, _) = makeCoordinator()
+        let flow = ScriptedFlow("Big", root: NavigationStack(id: "big")) { flow, step in
+            guard step as? TestStep == .one else { return .none }
+            var contributors: [FlowContributor] = []
+            for index in 0..<30 {
+                let screen = Screen(id: "screen/\(index)")
+                flow.stack.push(screen)
+                contributors.append(.contribute(withNextPresentable: screen, withNextStepper: RemoteStepper(id: "s/\(index)"),
+                    allowStepWhenNotPresented: true))
+            }
+            return .multiple(flowContributors: contributors)
+        }
+        await coordinator.coordinate(flow: flow, with: OneStepper(withSingleStep: TestStep.one))
+        let full = coordinator.snapshot()
+        let limited = coordinator.snapshot(limit: 5)
+        #expect(full.bindings.count == 31 && full.bindingCount == 31)
+        #expect(limited.bindings.count == 5 && limited.bindingCount == 31)
+        #expect(limited.steppers.count == 5 && limited.stepperCount == 31)
+        #expect(limited.flows.count == 1 && limited.flowCount == 1)
+        #expect(full.flows[0].root.children.count == 30)
+        #expect(limited.flows[0].root.children.count == 5)
+    }
 }

@@ -99,6 +99,11 @@ public enum MessageFormatter {
                 node(presented, depth: depth + 2)
             }
         }
+        // flowd lists at most so many of each; the totals say how many there are.
+        func more(_ key: String, listed: Int) {
+            guard let total = status[key + "_total"]?.intValue, total > listed else { return }
+            lines.append("  … \(total - Int64(listed)) more (\(total) in all)")
+        }
         lines.append("flows:")
         for flow in status["flows"]?.listValue ?? [] {
             guard let map = flow.mapValue else { continue }
@@ -107,17 +112,20 @@ public enum MessageFormatter {
             lines.append("  \(map["id"]?.stringValue ?? "?")\(parent) (\(ready))")
             if let root = map["root"] { node(root, depth: 2) }
         }
+        more("flows", listed: status["flows"]?.listValue?.count ?? 0)
         lines.append("bindings:")
         for binding in status["bindings"]?.listValue ?? [] {
             guard let map = binding.mapValue else { continue }
             lines.append("  \(map["stepper"]?.stringValue ?? "?") -> \(map["flow"]?.stringValue ?? "?") @ \(map["presentable"]?.stringValue ?? "?")")
         }
+        more("bindings", listed: status["bindings"]?.listValue?.count ?? 0)
         lines.append("steppers:")
         for (id, counters) in (status["steppers"]?.mapValue ?? [:]).sorted(by: { $0.key < $1.key }) {
             let accepted = counters.mapValue?["accepted"]?.displayText ?? "0"
             let dropped = counters.mapValue?["dropped"]?.displayText ?? "{}"
             lines.append("  \(id): accepted \(accepted), dropped \(dropped)")
         }
+        more("steppers", listed: status["steppers"]?.mapValue?.count ?? 0)
         if let ingress = status["ingress"] { lines.append("ingress: \(ingress.displayText)") }
         if let events = status["events"] { lines.append("events: \(events.displayText)") }
         return lines.joined(separator: "\n")

@@ -259,8 +259,8 @@ final class StepRouter {
         syncMetrics(ingress: ingress)
     }
 
-    /// Peers listed in a status reply at most.
-    static let statusPeerLimit = 1000
+    /// Flows, bindings, stepper ids, children of a node and peers listed in a status reply at most.
+    static let statusListLimit = 1000
 
     /// The message being applied, while the engine handles it.
     private var applying: (origin: Origin, topic: String)?
@@ -348,7 +348,8 @@ final class StepRouter {
     /// The live tree, bindings and counters, as the status query returns them.
     func status(ingress counters: CoordinatorLoop.Counters, peers: [String: Intake.Liveness]) -> WireParams {
         syncMetrics(ingress: counters)
-        let snapshot = coordinator.snapshot()
+        // Bounded: a status flood or a huge topology must not stall the loop (the counts stay complete).
+        let snapshot = coordinator.snapshot(limit: Self.statusListLimit)
         func tree(_ node: NodeSnapshot) -> WireValue {
             var map: WireParams = [
                 "id": .string(node.id), "kind": .string(node.kind.rawValue), "visible": .bool(node.isVisible),
@@ -383,6 +384,9 @@ final class StepRouter {
                     "allowStepWhenDismissed": .bool(binding.allowStepWhenDismissed),
                 ])
             }),
+            "flows_total": .int(Int64(snapshot.flowCount)),
+            "bindings_total": .int(Int64(snapshot.bindingCount)),
+            "steppers_total": .int(Int64(snapshot.stepperCount)),
             "steppers": .map(snapshot.steppers.mapValues(counts)),
             "totals": counts(snapshot.totals),
             "ingress": .map([
@@ -390,11 +394,11 @@ final class StepRouter {
                 "duplicates": .int(Int64(counters.duplicates)), "out_of_order": .int(Int64(counters.outOfOrder)),
                 "refused": .map(Dictionary(uniqueKeysWithValues: counters.refused.map { ($0.key.rawValue, WireValue.int(Int64($0.value))) })),
             ]),
-            // The most recently heard first, at most `statusPeerLimit`: the reply stays bounded
+            // The most recently heard first, at most `statusListLimit`: the reply stays bounded
             // however many sources flowd holds (`peers_total` counts them all).
             "peers_total": .int(Int64(peers.count)),
             "peers": .map(Dictionary(uniqueKeysWithValues: peers.sorted { $0.value.lastHeard > $1.value.lastHeard }
-                .prefix(Self.statusPeerLimit).map { source, peer in
+                .prefix(Self.statusListLimit).map { source, peer in
                 let silent = ContinuousClock.now - peer.lastHeard
                 return (source, WireValue.map([
                     "alive": .bool(!peer.isDead), "heartbeats": .bool(peer.sendsHeartbeats),
