@@ -117,6 +117,8 @@ class _AckTracker:
         self.acked = 0
         self.last_ack = None
         self.refusals = {}  # sequence -> Diagnostic
+        self.unacked = {}  # sequence -> frames, kept until an ack covers them (4.4)
+        self.resend_from = None  # set by an out-of-order refusal: its `expected`
 
     def next_sequence(self):
         self.sequence += 1
@@ -127,11 +129,18 @@ class _AckTracker:
         if isinstance(message, Ack) and message.acked_source == self.source:
             if message.acked_sequence >= self.acked:
                 self.acked, self.last_ack = message.acked_sequence, message
+                for sequence in [s for s in self.unacked if s <= self.acked]:
+                    del self.unacked[sequence]
             return True
         if isinstance(message, Diagnostic):
             details = message.details
             if details.get("source", self.source) != self.source:
                 return False
+            if message.reason == "out-of-order":
+                # Not a refusal of the message: the receiver missed an earlier one (4.4).
+                expected = details.get("expected")
+                self.resend_from = expected if isinstance(expected, int) and not isinstance(expected, bool) else self.acked + 1
+                return True
             sequence = details.get("sequence")
             if not isinstance(sequence, int) or isinstance(sequence, bool):
                 sequence = self.acked + 1  # unnamed: the oldest message not yet acknowledged
@@ -243,6 +252,9 @@ def _socket_unconnected(context):
 class Stepper(_Owned):
     """Publishes steps as `stepper_id` on flowd's `ingress` (a DEALER).
 
+    Every step is kept until an ack covers it; an `out-of-order` refusal (flowd missed an earlier
+    one, PROTOCOL.md 4.4) makes it send the kept steps again from the `expected` sequence.
+
     `publish(name, **params)` sends one step and waits for the ack that covers it. It raises
     Refused when a diagnostic about the step arrived (flowd sends those it finds while decoding,
     e.g. `bad-params`, to the sender before the ack) and NoAck when no ack came in `timeout`.
@@ -290,6 +302,7 @@ class Stepper(_Owned):
                              content_type=self.content_type)
         self._dealer.send_multipart(frames)  # a DEALER queues until connected
         self._acks.next_sequence()
+        self._acks.unacked[sequence] = frames
         if not wait:
             return sequence
         receipt = self.wait_ack(sequence, timeout)
@@ -307,6 +320,10 @@ class Stepper(_Owned):
             message = self._decode(self._dealer.recv_multipart())
             if message is not None:
                 self._acks.handle(message)  # other replies are skipped (3.2)
+            if self._acks.resend_from is not None:
+                first, self._acks.resend_from = self._acks.resend_from, None
+                for resent in sorted(s for s in self._acks.unacked if s >= first):
+                    self._dealer.send_multipart(self._acks.unacked[resent])
         return self._acks.outcome(sequence)
 
     def _check_routing(self, sequence, name, timeout):

@@ -34,6 +34,21 @@ def test_stepper_reports_refusals(bus):
         assert refused.value.reason == "unbound-stepper"
 
 
+def test_stepper_resends_from_expected_after_a_lost_step(bus):
+    """4.4: a gap is refused `out-of-order` with `expected`; the stepper resends from there."""
+    with Events(bus.events, ["step/apikey"], timeout=T) as events, Stepper(bus.ingress, "apikey", timeout=T) as stepper:
+        stepper.publish("wishlistTab")  # sequence 1, acknowledged
+        real_send = stepper._dealer.send_multipart
+        stepper._dealer.send_multipart = lambda frames: None  # sequence 2 is lost in transit
+        stepper.publish_params("watchedTab", wait=False)
+        stepper._dealer.send_multipart = real_send
+        receipt = stepper.publish("wishlistTab")  # sequence 3 arrives first: refused, then 2 and 3 resent
+        assert receipt.sequence == 3 and receipt.ack.acked_sequence == 3
+        assert not stepper._acks.unacked
+        seen = [events.wait_for(lambda m: m.source == stepper.source, timeout=T).sequence for _ in range(3)]
+        assert seen == [1, 2, 3], "flowd applied each once, in order"
+
+
 def test_stepper_bad_params_refused_on_ingress(bus):
     with Stepper(bus.ingress, "apikey", timeout=T) as stepper:
         # a params frame that is not a map, built by hand: flowd refuses it with bad-params
