@@ -250,6 +250,20 @@ struct FlowdTests {
         #expect(diagnostic.details["stepper"] == "nobody")
     }
 
+    @Test("A second flowd on the same endpoints refuses to start, and the first keeps serving; missing ipc directories are made")
+    func secondFlowdRefused() throws {
+        let yaml = try String(contentsOf: packageRoot.appendingPathComponent("config/demo.yaml"), encoding: .utf8)
+            .replacingOccurrences(of: "${FLOWBUS_RUN_DIR:-/tmp/flowbus}/", with: "${FLOWBUS_RUN_DIR}/not/yet/")
+        try withTopology(try TestTopology(configYAML: yaml + "\nheartbeatMilliseconds: 50\n")) { topology in
+            try topology.startFlowd()
+            let second = try topology.run("flowd", ["--config", topology.configPath])
+            #expect(second.status == 1)
+            #expect(second.output.contains("is already served by another process"), "\(second.output)")
+            _ = try topology.step("apiKeyIsComplete", as: "apikey")
+            #expect(try topology.status()["flows_total"]?.intValue == 3, "the first flowd still serves")
+        }
+    }
+
     @Test("A malformed message is refused with a diagnostic and flowd keeps serving")
     func malformedInput() throws {
         let topology = try demoTopology()

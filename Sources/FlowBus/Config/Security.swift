@@ -110,9 +110,3 @@ public struct CurveKeys: Sendable, Hashable {
     }
 }
 
-/// Makes an `ipc://` endpoint's socket file readable and writable by its owner only.
-func restrictPermissions(ofIPCEndpoint endpoint: String) {
-    guard endpoint.hasPrefix("ipc://") else { return }
-    let path = String(endpoint.dropFirst("ipc://".count))
-    _ = try? FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
-}

@@ -171,6 +171,7 @@ private final class ReactorHostIO {
             .linger(200),
         ])
         try settings.curve.secureServer(actions, endpoint: settings.spec.actions)
+        try prepareToBind(settings.spec.actions, what: "reactors.\(settings.hostName).actions")
         try actions.bind(settings.spec.actions)
         restrictPermissions(ofIPCEndpoint: settings.spec.actions)
         states = try BusPublisher(

@@ -32,6 +32,7 @@ final class BusPublisher {
             .linger(200),
         ])
         try curve.secureServer(socket, endpoint: endpoint)
+        try prepareToBind(endpoint, what: "the \(name) endpoint")
         try socket.bind(endpoint)
         restrictPermissions(ofIPCEndpoint: endpoint)
         publication = Publication(endpoint: name)

@@ -184,11 +184,13 @@ final class CoordinatorLoop: FlowLoopDriver {
             .linger(0),
         ])
         try config.curve.secureServer(ingress, endpoint: endpoints.ingress)
+        try prepareToBind(endpoints.ingress, what: "endpoints.ingress")
         try ingress.bind(endpoints.ingress)
         restrictPermissions(ofIPCEndpoint: endpoints.ingress)
         control = try context.socket(.router)
         try control.setOptions([.maxMessageSize(Self.hardCeiling(limits)), .linger(0)])
         try config.curve.secureServer(control, endpoint: endpoints.control)
+        try prepareToBind(endpoints.control, what: "endpoints.control")
         try control.bind(endpoints.control)
         restrictPermissions(ofIPCEndpoint: endpoints.control)
         // Reactor hosts publish heartbeats on `states`: flowd judges them dead by silence.

@@ -1,0 +1,58 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Gets an `ipc://` endpoint ready for a bind: its directory is created (owner only), and a
+/// socket file another process still serves is refused — a second flowd must not take over the
+/// first one's endpoints (libzmq would replace the file silently, and remove it on stop).
+/// - Throws: ``ConfigError`` naming the endpoint and what to do.
+func prepareToBind(_ endpoint: String, what: String) throws(ConfigError) {
+    guard endpoint.hasPrefix("ipc://") else { return }
+    let path = String(endpoint.dropFirst("ipc://".count))
+    let directory = (path as NSString).deletingLastPathComponent
+    if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
+        do {
+            try FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw ConfigError("\(what) \(endpoint): cannot create its directory \(directory): \(error.localizedDescription)")
+        }
+    }
+    if isServed(unixSocketAt: path) {
+        throw ConfigError(
+            "\(what) \(endpoint) is already served by another process (a daemon started with this config?): "
+                + "stop it first, or give this one other endpoints")
+    }
+}
+
+/// Whether something accepts connections on the Unix socket file at `path`.
+private func isServed(unixSocketAt path: String) -> Bool {
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    let bytes = Array(path.utf8)
+    guard bytes.count < MemoryLayout.size(ofValue: address.sun_path), FileManager.default.fileExists(atPath: path) else {
+        return false
+    }
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        raw.copyBytes(from: bytes)
+        raw[bytes.count] = 0
+    }
+    let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { return false }
+    defer { close(descriptor) }
+    let result = withUnsafePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    return result == 0
+}
+
+/// Makes an `ipc://` endpoint's socket file readable and writable by its owner only.
+func restrictPermissions(ofIPCEndpoint endpoint: String) {
+    guard endpoint.hasPrefix("ipc://") else { return }
+    let path = String(endpoint.dropFirst("ipc://".count))
+    _ = try? FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+}
