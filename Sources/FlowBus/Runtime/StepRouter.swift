@@ -92,11 +92,16 @@ final class StepRouter {
             logger.error("journal entry \(entry.id) has unreadable params (\(error)); replayed without them")
             params = [:]
         }
+        // The synchronous path where flows allow it, as when the entry was first applied.
         switch entry.kind {
         case .step:
-            await coordinator.receive(CanonicalStep(entry.name, params), from: entry.target)
+            if case .pending(let pending) = coordinator.receiveNow(CanonicalStep(entry.name, params), from: entry.target) {
+                _ = await pending.outcomes()
+            }
         case .deepLink:
-            await coordinator.navigate(to: CanonicalStep(entry.name, params))
+            if case .pending(let pending) = coordinator.navigateNow(to: CanonicalStep(entry.name, params)) {
+                _ = await pending.outcomes()
+            }
         case .report:
             guard let event = PresentableEvent(rawValue: entry.name) else { return }
             coordinator.report(RendererReport(event), for: entry.target)
