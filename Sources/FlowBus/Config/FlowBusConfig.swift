@@ -138,7 +138,10 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         /// Seconds of silence after which a source is forgotten.
         public var sourceIdleSeconds: Int
 
-        public init(maxMessageBytes: Int = 1 << 20, highWaterMark: Int = 100_000, maxSources: Int = 100_000, sourceIdleSeconds: Int = 3600) {
+        public init(
+            maxMessageBytes: Int = 1 << 20, highWaterMark: Int = 100_000, maxSources: Int = 100_000,
+            sourceIdleSeconds: Int = 3600
+        ) {
             self.maxMessageBytes = maxMessageBytes
             self.highWaterMark = highWaterMark
             self.maxSources = maxSources
@@ -249,7 +252,9 @@ extension FlowBusConfig {
         }
         if !unknown.isEmpty {
             let list = unknown.map { key in key.suggestion.map { "\(key.path) (did you mean '\($0)'?)" } ?? key.path }
-            throw ConfigError("\(source): unknown key\(unknown.count == 1 ? "" : "s"): \(list.joined(separator: ", ")); remove or correct \(unknown.count == 1 ? "it" : "them")")
+            let one = unknown.count == 1
+            throw ConfigError(
+                "\(source): unknown key\(one ? "" : "s"): \(list.joined(separator: ", ")); remove or correct \(one ? "it" : "them")")
         }
         config.persistence?.resolveJournal(relativeToConfigAt: source)
         let configDirectory = source.contains("/") ? (source as NSString).deletingLastPathComponent : FileManager.default.currentDirectoryPath

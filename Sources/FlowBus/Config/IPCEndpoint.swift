@@ -44,8 +44,9 @@ private func isServed(unixSocketAt path: String) -> Bool {
     let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
     guard descriptor >= 0 else { return false }
     defer { close(descriptor) }
+    let size = socklen_t(MemoryLayout<sockaddr_un>.size)
     let result = withUnsafePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, size) }
     }
     return result == 0
 }

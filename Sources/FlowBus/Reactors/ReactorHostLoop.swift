@@ -185,7 +185,9 @@ private final class ReactorHostIO {
     /// The host's receiving ledger. Its state database keeps sources for a retention period, not
     /// for ever, so a source found nowhere is adopted at its first sequence; one it holds (across
     /// a restart, or after being forgotten in memory) is looked up there.
-    private static func makeIntake(_ settings: ReactorHostLoop.Settings, database: ReactorStateDatabase?, logger: Logger) -> Intake {
+    private static func makeIntake(
+        _ settings: ReactorHostLoop.Settings, database: ReactorStateDatabase?, logger: Logger
+    ) -> Intake {
         var lookUp: (@Sendable (String) throws -> UInt64?)?
         if let database {
             lookUp = { @Sendable (source: String) throws -> UInt64? in
