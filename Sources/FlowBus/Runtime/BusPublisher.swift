@@ -72,6 +72,13 @@ final class BusPublisher {
     @discardableResult
     func publish(_ message: some WireMessageEncodable) -> Bool {
         guard publication.offer(topic: message.topic) else { return false }
+        return publishWanted(message)
+    }
+
+    /// Encodes and sends a message whose topic ``wants(head:id:)`` already accepted (its topic
+    /// string is not built again).
+    @discardableResult
+    func publishWanted(_ message: some WireMessageEncodable) -> Bool {
         do {
             try message.encode(into: &buffer)
         } catch {

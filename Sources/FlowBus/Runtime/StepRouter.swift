@@ -299,7 +299,7 @@ final class StepRouter {
                     phase: phase, envelope: publisher.envelope(phase == .will ? .willNavigate : .didNavigate),
                     flow: navigation.flow.name, stepName: name, params: params, presentableID: navigation.presentableID)
             }
-            publisher.publish(message)
+            publisher.publishWanted(message)
         case .command(let command):
             guard let message = wireCommand(command) else { return }
             publisher.publish(message)
