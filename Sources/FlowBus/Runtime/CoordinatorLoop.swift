@@ -253,12 +253,7 @@ final class CoordinatorLoop: FlowLoopDriver {
         do {
             try poller.poll(timeout: wait)
         } catch {
-            if error.isContextTerminated {
-                stop(failure: nil)
-            } else {
-                logger.error("flowd poll failed: \(error)")
-                stop(failure: error)
-            }
+            stop(after: error, doing: "poll")
             return
         }
         if poller.isReadable(wakeIndex) { wakeSignal.clear() }
@@ -269,12 +264,7 @@ final class CoordinatorLoop: FlowLoopDriver {
                 try readControl()
                 if canRead { try readIngress() }
             } catch {
-                if error.isContextTerminated {
-                    stop(failure: nil)
-                } else {
-                    logger.error("flowd receive failed: \(error)")
-                    stop(failure: error)
-                }
+                stop(after: error, doing: "receive")
                 return
             }
         }
@@ -284,6 +274,16 @@ final class CoordinatorLoop: FlowLoopDriver {
             nextHeartbeat = .now + heartbeatInterval
         }
         if !isAccepting && !isPaused && batchSize == 0 { stop(failure: nil) }
+    }
+
+    /// A terminated context is a normal stop; any other socket error fails flowd (exit non-zero).
+    private func stop(after error: ZMQError, doing operation: String) {
+        if error.isContextTerminated {
+            stop(failure: nil)
+        } else {
+            logger.error("flowd \(operation) failed: \(error)")
+            stop(failure: error)
+        }
     }
 
     private func stop(failure: (any Error)?) {
