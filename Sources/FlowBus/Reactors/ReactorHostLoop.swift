@@ -143,7 +143,7 @@ private final class ReactorHostIO {
             savedSequence = loaded.states.mapValues(\.sequence)
             intake = Self.makeIntake(settings, database: database, logger: loop.logger)
             logger.info("reactor state database \(database.path) open", metadata: [
-                "states": "\(loaded.states.count)", "sources": "\(loaded.sources.count)",
+                "states": "\(loaded.states.count)", "sources": "\(loaded.sources)",
             ])
         } else {
             database = nil

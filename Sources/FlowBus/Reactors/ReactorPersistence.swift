@@ -132,9 +132,10 @@ final class ReactorStateDatabase: Sendable {
         }
     }
 
-    /// Every saved reactor state, and the de-duplication table (entries older than
-    /// ``sourceRetention`` are deleted first).
-    func load() throws -> (states: [String: PersistedReactorState], sources: [String: UInt64]) {
+    /// Every saved reactor state, and how many sources the de-duplication table holds (entries
+    /// older than ``sourceRetention`` are deleted first; the others are read when their source
+    /// is next heard).
+    func load() throws -> (states: [String: PersistedReactorState], sources: Int) {
         try queue.write { db in
             try db.execute(
                 sql: "DELETE FROM reactor_action_sources WHERE seen_at < ?",
@@ -150,10 +151,7 @@ final class ReactorStateDatabase: Sendable {
                     states[reactorID] = PersistedReactorState(sequence: sequence, state: nil, problem: "\(error)")
                 }
             }
-            var sources: [String: UInt64] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT source, sequence FROM reactor_action_sources") {
-                sources[row["source"]] = UInt64(clamping: row["sequence"] as Int64)
-            }
+            let sources = try Int.fetchOne(db, sql: "SELECT count(*) FROM reactor_action_sources") ?? 0
             return (states, sources)
         }
     }

@@ -85,11 +85,7 @@ final class BusPublisher {
             logger.error("cannot encode \(message.kind) for the \(publication.endpoint) endpoint: \(error)")
             return false
         }
-        if publication.isHolding {
-            _ = publication.offer(buffer)
-            return true
-        }
-        return send(buffer)
+        return publication.take(buffer) == .held || send(buffer)
     }
 
     /// Publishes a `dropped-hwm` diagnostic for the drops since the last report, once the socket

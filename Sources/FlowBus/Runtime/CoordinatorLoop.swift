@@ -392,11 +392,9 @@ final class CoordinatorLoop: FlowLoopDriver {
                 let view = try NamedMessageView.decode(from: frames, header: header, limits: wireLimits)
                 let step = CanonicalStep(view.name, try view.params.decodeParams())
                 acceptedCount += 1
-                let unfinished = header.kind == .step
-                    ? router.applyStep(
-                        step, from: String(header.topicID), frames: frames, params: view.params, origin: origin,
-                        topic: header.topic)
-                    : router.applyDeepLink(step, frames: frames, params: view.params, origin: origin, topic: header.topic)
+                let input: StepRouter.Input = header.kind == .step ? .step(stepperID: String(header.topicID)) : .deepLink
+                let unfinished = router.apply(
+                    input, step, frames: frames, params: view.params, origin: origin, topic: header.topic)
                 if let unfinished { pause(until: unfinished) }
             case .presentableReport:
                 guard case .presentableReport(let report) = try WireMessage.decode(from: frames, header: header) else { return }

@@ -139,18 +139,6 @@ public final class StepJournal: Sendable {
         try database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM entry") ?? 0 }
     }
 
-    /// The last sequence dealt with per source (accepted or refused).
-    public func lastSequences() throws -> [String: UInt64] {
-        try database.read { db in
-            var result: [String: UInt64] = [:]
-            let rows = try Row.fetchCursor(db, sql: "SELECT id, lastSequence FROM source")
-            while let row = try rows.next() {
-                result[row[0]] = UInt64(bitPattern: row[1])
-            }
-            return result
-        }
-    }
-
     /// The last sequence dealt with of one source, nil if the journal has none.
     public func lastSequence(of source: String) throws -> UInt64? {
         try database.read { db in

@@ -140,66 +140,60 @@ final class StepRouter {
         publisher.drainSubscriptions()
     }
 
-    /// Applies a step from a stepper.
+    /// What an ingress message asks the engine to do.
+    enum Input {
+        case step(stepperID: String)
+        case deepLink
+    }
+
+    /// Applies a step from a stepper or a deep link.
     /// - Returns: nil once it is processed; what to ``finish(_:)`` when a flow's asynchronous
     ///   `adapt` took it over (nothing else may be applied before).
-    func applyStep(
-        _ step: CanonicalStep, from stepperID: String, frames: FrameBuffer, params: WirePayload, origin: Origin,
-        topic: String
+    func apply(
+        _ input: Input, _ step: CanonicalStep, frames: FrameBuffer, params: WirePayload, origin: Origin, topic: String
     ) -> Unfinished? {
-        record(.step, target: stepperID, name: step.name, params: params, origin: origin)
+        let progress: StepProgress
+        applying = Applying(origin: origin, topic: topic, step: step, params: params)
         publisher.publish(frames: frames)
-        applying = (origin, topic)
-        applyingStep = (step, params)
-        switch coordinator.receiveNow(step, from: stepperID) {
+        switch input {
+        case .step(let stepperID):
+            record(.step, target: stepperID, name: step.name, params: params, origin: origin)
+            progress = coordinator.receiveNow(step, from: stepperID)
+        case .deepLink:
+            record(.deepLink, target: "", name: step.name, params: params, origin: origin)
+            progress = coordinator.navigateNow(to: step)
+        }
+        switch progress {
         case .done(let outcomes):
-            metrics.step(outcomes)
+            count(outcomes, of: input)
             applying = nil
-            applyingStep = nil
             return nil
         case .pending(let pending):
-            return Unfinished(progress: pending, isDeepLink: false)
+            return Unfinished(progress: pending, input: input)
         }
     }
 
-    /// Applies a deep link (see ``applyStep(_:from:frames:params:origin:topic:)``).
-    func applyDeepLink(
-        _ step: CanonicalStep, frames: FrameBuffer, params: WirePayload, origin: Origin, topic: String
-    ) -> Unfinished? {
-        record(.deepLink, target: "", name: step.name, params: params, origin: origin)
-        publisher.publish(frames: frames)
-        applying = (origin, topic)
-        applyingStep = (step, params)
-        switch coordinator.navigateNow(to: step) {
-        case .done(let outcomes):
-            metrics.deepLink(outcomes)
-            applying = nil
-            applyingStep = nil
-            return nil
-        case .pending(let pending):
-            return Unfinished(progress: pending, isDeepLink: true)
-        }
+    private func count(_ outcomes: [StepOutcome], of input: Input) {
+        if case .deepLink = input { metrics.deepLink(outcomes) } else { metrics.step(outcomes) }
     }
 
     /// A step or deep link an asynchronous flow is still processing.
     struct Unfinished {
         var progress: StepProgress.Pending
-        var isDeepLink: Bool
+        var input: Input
     }
 
     /// Waits until `unfinished` and what it caused are processed.
     func finish(_ unfinished: Unfinished) async {
-        let outcomes = await unfinished.progress.outcomes()
-        if unfinished.isDeepLink { metrics.deepLink(outcomes) } else { metrics.step(outcomes) }
+        count(await unfinished.progress.outcomes(), of: unfinished.input)
         applying = nil
-        applyingStep = nil
     }
 
     /// Applies a renderer's report.
     func applyReport(_ event: PresentableEvent, for presentableID: String, origin: Origin, topic: String) {
         record(.report, target: presentableID, name: event.rawValue, params: nil, origin: origin)
         metrics.report()
-        applying = (origin, topic)
+        applying = Applying(origin: origin, topic: topic)
         coordinator.report(RendererReport(event), for: presentableID)
         applying = nil
     }
@@ -267,10 +261,16 @@ final class StepRouter {
     /// Flows, bindings, stepper ids, children of a node and peers listed in a status reply at most.
     static let statusListLimit = 1000
 
-    /// The message being applied, while the engine handles it.
-    private var applying: (origin: Origin, topic: String)?
-    /// The step being applied and its params frame as received.
-    private var applyingStep: (step: CanonicalStep, params: WirePayload)?
+    /// The message being applied, while the engine handles it: diagnostics name it, and a step
+    /// the flow passes through is published with the params frame it arrived with.
+    private struct Applying {
+        var origin: Origin
+        var topic: String
+        var step: CanonicalStep?
+        var params: WirePayload?
+    }
+
+    private var applying: Applying?
 
     private func publish(_ event: CoordinatorEvent) {
         guard isPublishing else { return }
@@ -290,8 +290,8 @@ final class StepRouter {
                     flow: navigation.flow.name, stepName: step.name, params: step.params, presentableID: navigation.presentableID)
                 // A step the flow passes through keeps its params dictionary (== is then O(1)):
                 // its params go out as the bytes that came in.
-                if let received = applyingStep, received.step.name == step.name, received.step.params == step.params {
-                    message.encodedParams = received.params
+                if let received = applying?.step, received.name == step.name, received.params == step.params {
+                    message.encodedParams = applying?.params
                 }
             } else {
                 let (name, params) = canonical(navigation.step)
@@ -310,10 +310,10 @@ final class StepRouter {
             if let presentable = diagnostic.presentableID { details["presentable"] = .string(presentable) }
             if let step = diagnostic.step { details["step"] = .string(describeStep(step)) }
             // Name the message that caused it, so its sender can match the refusal to its step.
-            if let (origin, topic) = applying {
-                details["source"] = .string(origin.source)
-                details["sequence"] = .int(Int64(clamping: origin.sequence))
-                details["topic"] = .string(topic)
+            if let applying {
+                details["source"] = .string(applying.origin.source)
+                details["sequence"] = .int(Int64(clamping: applying.origin.sequence))
+                details["topic"] = .string(applying.topic)
             }
             logger.notice("\(diagnostic.reason): \(diagnostic.message)")
             publisher.publish(DiagnosticMessage(

@@ -129,11 +129,14 @@ public struct Publication: Sendable {
             counters.unwanted += 1
             return .unwanted
         }
-        if isHolding {
-            held.append(frames)
-            return .held
-        }
-        return .send
+        return take(frames)
+    }
+
+    /// Takes a message whose topic is known to be wanted: held while holding, else to send now.
+    public mutating func take(_ frames: FrameBuffer) -> Decision {
+        guard isHolding else { return .send }
+        held.append(frames)
+        return .held
     }
 
     /// Counts the outcome of a send.
