@@ -27,31 +27,31 @@ public final class FlowCoordinator {
     private var streams: [Int: AsyncStream<CoordinatorEvent>.Continuation] = [:]
     private var nextStreamID = 0
 
-    private var roots: [FlowRecord] = []
-    private var recordsByObject: [ObjectIdentifier: FlowRecord] = [:]
-    private var recordsByID: [FlowID: FlowRecord] = [:]
-    private var instanceCounters: [String: Int] = [:]
-    private var bindingsByStepper: [String: [StepperBinding]] = [:]
-    private var statsByStepper: [String: StepperStats] = [:]
-    private var totals = StepperCounters()
-    private var tombstones: [String: BindingInfo] = [:]
-    private var tombstoneOrder: [String] = []
+    var roots: [FlowRecord] = []
+    var recordsByObject: [ObjectIdentifier: FlowRecord] = [:]
+    var recordsByID: [FlowID: FlowRecord] = [:]
+    var instanceCounters: [String: Int] = [:]
+    var bindingsByStepper: [String: [StepperBinding]] = [:]
+    var statsByStepper: [String: StepperStats] = [:]
+    var totals = StepperCounters()
+    var tombstones: [String: BindingInfo] = [:]
+    var tombstoneOrder: [String] = []
     private let tombstoneLimit = 256
-    private var nodesByID: [String: [WeakNode]] = [:]
+    var nodesByID: [String: [WeakNode]] = [:]
     private var decoders: [String: StepDecoder] = [:]
-    private var readyCallbacks: [ObjectIdentifier: [@FlowActor () -> Void]] = [:]
+    var readyCallbacks: [ObjectIdentifier: [@FlowActor () -> Void]] = [:]
 
-    private var queue: [PendingStep] = []
-    private var isPumping = false
+    var queue: [PendingStep] = []
+    var isPumping = false
     private var pumpScheduled = false
     private var idleWaiters: [CheckedContinuation<Void, Never>] = []
 
     /// Non-nil while a step's synchronous phase runs: steps emitted then are its consequences.
-    private var collected: [PendingStep]?
+    var collected: [PendingStep]?
     private var collectingTicket: Ticket?
     private var currentFlow: FlowID?
     private var deferDismissals = false
-    private var pendingDismissals: [NavigationNode] = []
+    var pendingDismissals: [NavigationNode] = []
 
     /// Creates an idle coordinator.
     /// - Parameter onEvent: called with every event, in order.
@@ -452,7 +452,7 @@ public final class FlowCoordinator {
         return nil
     }
 
-    private func stepperEmitted(_ step: any Step, binding: StepperBinding) {
+    func stepperEmitted(_ step: any Step, binding: StepperBinding) {
         guard binding.isActive, let flow = binding.flow else { return }
         if step is NoneStep { return }
         if let reason = gate(binding) {
@@ -853,11 +853,19 @@ public final class FlowCoordinator {
             pendingDismissals.removeAll()
             let dismissed = Set(nodes.map { ObjectIdentifier($0) })
             for node in nodes { forget(node) }
-            let affected = bindingsByStepper.values.flatMap { $0 }.filter {
-                $0.isActive && $0.info.role == .presentableStepper && !$0.info.allowStepWhenDismissed
-                    && dismissed.contains(ObjectIdentifier($0.node))
+            var affected: [(stepperID: String, position: Int, binding: StepperBinding)] = []
+            for (stepperID, bindings) in bindingsByStepper {
+                for (position, binding) in bindings.enumerated()
+                where binding.isActive && binding.info.role == .presentableStepper && !binding.info.allowStepWhenDismissed
+                    && dismissed.contains(ObjectIdentifier(binding.node))
+                {
+                    affected.append((stepperID, position, binding))
+                }
             }
-            for binding in affected { unbind(binding, reason: .presentableDismissed) }
+            // In an order that does not depend on the dictionary's: a replay or a restored
+            // checkpoint must publish the same events in the same order.
+            affected.sort { ($0.stepperID, $0.position) < ($1.stepperID, $1.position) }
+            for entry in affected { unbind(entry.binding, reason: .presentableDismissed) }
             for node in nodes {
                 guard let flowID = node.rootOfFlow, let record = recordsByID[flowID], record.isActive,
                     !record.allowStepWhenDismissed

@@ -3,7 +3,7 @@ import Flows
 
 /// A ``Flow`` built from a ``DeclaredFlowSpec``: navigate looks the step's name up in the table.
 @FlowActor
-public final class DeclaredFlow: Flow {
+public final class DeclaredFlow: CheckpointableFlow {
     public nonisolated let flowName: String
     let spec: DeclaredFlowSpec
     let rootNode: NavigationNode
