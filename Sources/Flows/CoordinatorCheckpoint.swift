@@ -12,7 +12,7 @@ public protocol CheckpointableFlow: Flow {}
 ///
 /// ``FlowCoordinator/checkpoint()`` takes it between inputs; ``FlowCoordinator/restore(_:makeFlow:)``
 /// rebuilds an identical coordinator from it: the same later inputs then produce the same
-/// events. In-process steppers are restored as silent ones: only ``RemoteStepper``s and the
+/// events. In-process steppers are restored as spent ones of the same type: only ``RemoteStepper``s and the
 /// one-shot steppers (``OneStepper``, ``DefaultStepper``, ``NoneStepper``), which have nothing
 /// left to emit once bound, may be bound when a checkpoint is taken.
 public struct CoordinatorCheckpoint: Codable, Sendable, Hashable {
@@ -48,6 +48,8 @@ public struct CoordinatorCheckpoint: Codable, Sendable, Hashable {
     struct Binding: Codable, Hashable {
         var stepper: String
         var remote: Bool
+        /// The type of an in-process stepper (`OneStepper`, `DefaultStepper`, `NoneStepper`).
+        var type: String?
         var flow: Int
         var node: Int
         var role: String
@@ -182,7 +184,8 @@ extension FlowCoordinator {
                 let bindingPosition = checkpoint.bindings.count
                 bindingIndex[ObjectIdentifier(binding)] = bindingPosition
                 checkpoint.bindings.append(CoordinatorCheckpoint.Binding(
-                    stepper: stepperID, remote: binding.info.isRemote, flow: flowPosition, node: number(binding.node),
+                    stepper: stepperID, remote: binding.info.isRemote,
+                    type: binding.info.isRemote ? nil : "\(type(of: binding.stepper))", flow: flowPosition, node: number(binding.node),
                     role: binding.info.role.rawValue, allowStepWhenNotPresented: binding.info.allowStepWhenNotPresented,
                     allowStepWhenDismissed: binding.info.allowStepWhenDismissed))
                 indices.append(bindingPosition)
@@ -336,7 +339,12 @@ extension FlowCoordinator {
             } else if let existing = inProcess[saved.stepper] {
                 stepper = existing
             } else {
-                stepper = NoneStepper()
+                // Spent: a one-shot stepper emitted its step when it was bound.
+                switch saved.type {
+                case "OneStepper": stepper = OneStepper(withSingleStep: NoneStep())
+                case "DefaultStepper": stepper = DefaultStepper()
+                default: stepper = NoneStepper()
+                }
                 inProcess[saved.stepper] = stepper
             }
             let record = records[saved.flow]

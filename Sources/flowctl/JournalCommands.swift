@@ -20,6 +20,7 @@ struct JournalCheckCommand: ParsableCommand {
     func run() throws {
         let report = try JournalRepair.check(path: file)
         print("\(file): \(report.entries) entries, \(report.sources) sources")
+        if let entry = report.checkpointEntry { print("checkpoint covering entries up to \(entry)") }
         if report.isIntact {
             print("intact")
             return
@@ -41,7 +42,12 @@ struct JournalSalvageCommand: ParsableCommand {
     func run() throws {
         let result = try JournalRepair.salvage(path: file, to: to)
         print("\(to): \(result.entries) entries and \(result.sources) sources copied from \(file)")
-        if result.unreadable.isEmpty {
+        switch result.checkpoint {
+        case true?: print("checkpoint copied")
+        case false?: print("the checkpoint could not be read: the entries it covered are lost with it")
+        case nil: break
+        }
+        if result.unreadable.isEmpty && result.checkpoint != false {
             print("nothing was lost")
         } else {
             let ranges = result.unreadable.map { $0.count == 1 ? "\($0.lowerBound)" : "\($0.lowerBound)-\($0.upperBound)" }

@@ -45,3 +45,57 @@ struct StepJournalTests {
         #expect(none.persistence == nil)
     }
 }
+
+@Suite("flowd's journal: checkpoints and compaction")
+struct JournalCompactionTests {
+    static func tick(_ n: Int64) throws -> StepJournal.Record {
+        .init(kind: .step, target: "load", name: "tick", params: Data(try FBV.encode(.map(["n": .int(n)]))), source: "s#1", sequence: UInt64(n))
+    }
+
+    static func withJournal(_ body: (String, StepJournal) throws -> Void) throws {
+        let path = NSTemporaryDirectory() + "journal-\(UUID().uuidString).sqlite"
+        defer {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        }
+        let journal = try StepJournal.open(path: path, synchronous: .normal)
+        defer { journal.close() }
+        try body(path, journal)
+    }
+
+    @Test("A checkpoint replaces the entries it covers but the newest `keepEntries`; ids keep growing after it")
+    func compaction() throws {
+        try Self.withJournal { _, journal in
+            let last = try journal.append(try (1...1000).map(Self.tick), lastSequences: ["s#1": 1000])
+            #expect(last == 1000)
+            try journal.store(.init(entry: 1000, created: Date(), state: Data("{}".utf8)), keepEntries: 100)
+            #expect(try journal.entryRange() == 900...1000, "the 100 entries before the covered one, and that one")
+            #expect(try journal.latestCheckpoint()?.entry == 1000)
+            try journal.store(.init(entry: 1000, created: Date(), state: Data("[]".utf8)), keepEntries: 0)
+            #expect(try journal.entryRange() == 1000...1000, "the last covered entry stays: SQLite numbers after it")
+            #expect(try journal.latestCheckpoint()?.state == Data("[]".utf8), "only the newest checkpoint is kept")
+            #expect(try journal.append([try Self.tick(1001)], lastSequences: [:]) == 1001)
+            #expect(try journal.count(after: 1000) == 1)
+            #expect(try journal.lastSequence(of: "s#1") == 1000, "the sources survive compaction")
+        }
+    }
+
+    @Test("Salvage copies the entries under their ids, and the checkpoint")
+    func salvageKeepsCheckpoint() throws {
+        try Self.withJournal { path, journal in
+            try journal.append(try (1...500).map(Self.tick), lastSequences: ["s#1": 500])
+            try journal.store(.init(entry: 400, created: Date(), state: Data("{\"x\":1}".utf8)), keepEntries: 0)
+            journal.close()
+            let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
+            defer {
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
+            }
+            let result = try JournalRepair.salvage(path: path, to: copy)
+            #expect(result.entries == 101 && result.checkpoint == true && result.unreadable.isEmpty)
+            let reader = try StepJournal.open(readingAt: copy)
+            defer { reader.close() }
+            #expect(try reader.entryRange() == 400...500)
+            #expect(try reader.latestCheckpoint()?.state == Data("{\"x\":1}".utf8))
+            #expect(try JournalRepair.check(path: copy).checkpointEntry == 400)
+        }
+    }
+}

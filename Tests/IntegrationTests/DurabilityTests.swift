@@ -6,14 +6,18 @@ import Testing
 import ZeroMQ
 
 /// A flow whose `load` stepper's `tick` steps change nothing (`none`), on a screen that may
-/// step while covered (`allowStepWhenNotPresented`), with a journal beside the config.
+/// step while covered (`allowStepWhenNotPresented`), with a journal beside the config. It writes
+/// checkpoints but keeps every entry, so that tests can read the whole history.
 let durableFlowYAML = """
     endpoints:
       ingress: ipc://${FLOWBUS_RUN_DIR}/ingress.sock
       events: ipc://${FLOWBUS_RUN_DIR}/events.sock
       control: ipc://${FLOWBUS_RUN_DIR}/control.sock
     heartbeatMilliseconds: 50
-    persistence: { journal: journal.sqlite, synchronous: full }
+    persistence:
+      journal: journal.sqlite
+      synchronous: full
+      checkpoint: { everyEntries: 10000, keepEntries: 100000000 }
     coordinator: { flow: LoadFlow, step: start }
     flows:
       LoadFlow:

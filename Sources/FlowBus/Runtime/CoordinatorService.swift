@@ -24,10 +24,13 @@ import ZeroMQ
 /// ```
 public final class CoordinatorService: Service {
     public typealias RootFactory = @FlowActor @Sendable () -> (flow: any Flow, stepper: any Stepper)?
+    /// Builds a flow by name: what restoring a checkpoint of the journal needs.
+    public typealias FlowFactory = @FlowActor @Sendable (String) -> (any Flow)?
 
     private let config: FlowBusConfig
     private let logger: Logger
     private let root: RootFactory
+    private let makeFlow: FlowFactory?
     private let metrics: MetricsExposition?
     private let readiness = ReadinessSignal()
 
@@ -35,17 +38,23 @@ public final class CoordinatorService: Service {
     ///
     /// `metrics` is the process's Prometheus text: served on `endpoints.metrics` when the config
     /// sets it, and returned by status queries. The coordinator records its metrics through
-    /// swift-metrics either way (see `docs/METRICS.md`).
-    public init(config: FlowBusConfig, logger: Logger, metrics: MetricsExposition? = nil, root: @escaping RootFactory) {
+    /// swift-metrics either way (see `docs/METRICS.md`). With `makeFlow`, which builds each of
+    /// the flows by name (all of them ``CheckpointableFlow``s), the journal's checkpoints are
+    /// restored; without it the journal is replayed from its first entry and never compacted.
+    public init(
+        config: FlowBusConfig, logger: Logger, metrics: MetricsExposition? = nil, makeFlow: FlowFactory? = nil,
+        root: @escaping RootFactory
+    ) {
         self.config = config
         self.logger = logger
         self.metrics = metrics
+        self.makeFlow = makeFlow
         self.root = root
     }
 
     /// A coordinator running the flows declared in `config`, starting at `config.coordinator`.
     public static func declared(config: FlowBusConfig, logger: Logger, metrics: MetricsExposition? = nil) -> CoordinatorService {
-        CoordinatorService(config: config, logger: logger, metrics: metrics) {
+        CoordinatorService(config: config, logger: logger, metrics: metrics, makeFlow: { DeclaredFlow.make(named: $0, in: config) }) {
             guard let start = config.coordinator, let flow = DeclaredFlow.make(named: start.flow, in: config) else { return nil }
             return (flow, OneStepper(withSingleStep: CanonicalStep(start.step)))
         }
@@ -92,7 +101,7 @@ public final class CoordinatorService: Service {
         defer { metricsEndpoint?.stop() }
         await router.exportMetrics(metrics, servedAt: metricsEndpoint?.boundEndpoint)
         do {
-            try await router.start(root)
+            try await router.start(root, makeFlow: makeFlow)
         } catch {
             await closeAll()
             throw error

@@ -7,13 +7,12 @@ import GRDB
 /// mode, through GRDB).
 ///
 /// flowd appends one transaction per ingress batch and acknowledges the batch only after it is
-/// committed, so an acknowledged step survives a crash. On start it replays the entries through
-/// the engine (which is deterministic given the same inputs) to rebuild the navigation tree and
-/// the bindings, and restores the de-duplication table from the sources.
-///
-/// The journal is not compacted: replaying is fast (about 1.5 s per 100,000 steps in a debug
-/// build), and a snapshot of arbitrary Swift flows cannot be taken. Delete the file to start
-/// from an empty tree.
+/// committed, so an acknowledged step survives a crash. Every so often it also stores a
+/// checkpoint of the engine (``CoordinatorCheckpoint``) and drops the entries it covers, so that
+/// neither the file nor the restart time grows with history. On start it restores the newest
+/// checkpoint, then replays the entries after it through the engine (which is deterministic given
+/// the same inputs); the sources' last sequences are looked up on demand. Delete the file to
+/// start from an empty tree.
 ///
 /// Tools may open a journal read-only to inspect it (``open(readingAt:)``, ``entries(after:limit:)``).
 public final class StepJournal: Sendable {
@@ -89,6 +88,8 @@ public final class StepJournal: Sendable {
         let pragma = synchronous == .full ? "FULL" : "NORMAL"
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(pragma)")
+            // Lets compaction give pages back to the file system (takes effect in a new file only).
+            try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
         }
         do {
             let database = try DatabaseQueue(path: path, configuration: configuration)
@@ -131,12 +132,74 @@ public final class StepJournal: Sendable {
                 ) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("v2-checkpoint") { db in
+            // `entry` is the id of the last entry the checkpoint covers.
+            try db.execute(sql: """
+                CREATE TABLE checkpoint (
+                    id INTEGER PRIMARY KEY,
+                    entry INTEGER NOT NULL,
+                    created REAL NOT NULL,
+                    state BLOB NOT NULL
+                );
+                """)
+        }
         return migrator
     }
 
     /// The number of entries.
     public func count() throws -> Int {
         try database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM entry") ?? 0 }
+    }
+
+    /// The number of entries after the one with id `after`.
+    public func count(after: Int64) throws -> Int {
+        try database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM entry WHERE id > ?", arguments: [after]) ?? 0 }
+    }
+
+    /// The ids of the first and the last entry, nil when there is none.
+    public func entryRange() throws -> ClosedRange<Int64>? {
+        try database.read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT min(id), max(id) FROM entry"),
+                let first = row[0] as Int64?, let last = row[1] as Int64?
+            else { return nil }
+            return first...last
+        }
+    }
+
+    /// A stored checkpoint: the engine's state once the entries up to `entry` were applied.
+    public struct Checkpoint: Sendable {
+        /// The id of the last entry it covers.
+        public var entry: Int64
+        /// When it was written.
+        public var created: Date
+        /// The ``CoordinatorCheckpoint``, as JSON.
+        public var state: Data
+    }
+
+    /// The newest checkpoint, nil if none was written.
+    public func latestCheckpoint() throws -> Checkpoint? {
+        try database.read { db in
+            try Row.fetchOne(db, sql: "SELECT entry, created, state FROM checkpoint ORDER BY id DESC LIMIT 1").map { row in
+                Checkpoint(entry: row[0], created: Date(timeIntervalSince1970: row[1]), state: row[2])
+            }
+        }
+    }
+
+    /// Stores `checkpoint`, removes older ones and the entries it covers but the newest
+    /// `keepEntries` of them, in one transaction. The last covered entry itself always stays:
+    /// SQLite numbers a new row after the largest id left, and the ids must keep growing.
+    func store(_ checkpoint: Checkpoint, keepEntries: Int) throws {
+        try database.write { db in
+            try db.execute(
+                sql: "INSERT INTO checkpoint (entry, created, state) VALUES (?, ?, ?)",
+                arguments: [checkpoint.entry, checkpoint.created.timeIntervalSince1970, checkpoint.state])
+            try db.execute(sql: "DELETE FROM checkpoint WHERE id < ?", arguments: [db.lastInsertedRowID])
+            let keep = Int64(clamping: max(0, keepEntries))
+            if keep < checkpoint.entry {
+                try db.execute(sql: "DELETE FROM entry WHERE id < ?", arguments: [checkpoint.entry - keep])
+            }
+        }
+        try database.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA incremental_vacuum") }
     }
 
     /// The last sequence dealt with of one source, nil if the journal has none.
@@ -167,18 +230,22 @@ public final class StepJournal: Sendable {
     }
 
     /// Appends `records` and raises the sources' last sequences, in one transaction.
-    func append(_ records: [Record], lastSequences: [String: UInt64]) throws {
-        guard !records.isEmpty || !lastSequences.isEmpty else { return }
-        try database.write { db in
+    /// - Parameter ids: the entries' ids (when copying a journal); numbered after the last by default.
+    /// - Returns: the id of the last entry (0 if there is none).
+    @discardableResult
+    func append(_ records: [Record], ids: [Int64]? = nil, lastSequences: [String: UInt64]) throws -> Int64 {
+        guard !records.isEmpty || !lastSequences.isEmpty else { return 0 }
+        return try database.write { db in
             let insert = try db.cachedStatement(
-                sql: "INSERT INTO entry (kind, target, name, params, source, sequence) VALUES (?, ?, ?, ?, ?, ?)")
-            for record in records {
+                sql: "INSERT INTO entry (id, kind, target, name, params, source, sequence) VALUES (?, ?, ?, ?, ?, ?, ?)")
+            for (index, record) in records.enumerated() {
                 insert.setUncheckedArguments([
-                    record.kind.rawValue, record.target, record.name, record.params, record.source,
+                    ids?[index], record.kind.rawValue, record.target, record.name, record.params, record.source,
                     Int64(bitPattern: record.sequence),
                 ])
                 try insert.execute()
             }
+            let last = records.isEmpty ? 0 : db.lastInsertedRowID
             let upsert = try db.cachedStatement(sql: """
                 INSERT INTO source (id, lastSequence) VALUES (?, ?)
                 ON CONFLICT(id) DO UPDATE SET lastSequence = max(lastSequence, excluded.lastSequence)
@@ -187,6 +254,7 @@ public final class StepJournal: Sendable {
                 upsert.setUncheckedArguments([source, Int64(bitPattern: sequence)])
                 try upsert.execute()
             }
+            return last
         }
     }
 

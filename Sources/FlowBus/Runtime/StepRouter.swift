@@ -13,7 +13,7 @@ import ZeroMQ
 /// observer sees an event of a step a crash could undo.
 @FlowActor
 final class StepRouter {
-    private let coordinator: FlowCoordinator
+    private var coordinator: FlowCoordinator
     private let publisher: BusPublisher
     private let logger: Logger
     private let started = Date()
@@ -23,6 +23,8 @@ final class StepRouter {
     private var records: [StepJournal.Record] = []
     private var restoredEntries = 0
     private var journaledEntries = 0
+    private let checkpointPolicy: FlowBusConfig.CheckpointPolicy
+    private var checkpoints = CheckpointState()
     /// flowd's swift-metrics, fed once per batch (see ``CoordinatorMetrics``).
     private let metrics = CoordinatorMetrics()
     /// The Prometheus text status replies carry, and where it is served.
@@ -34,8 +36,9 @@ final class StepRouter {
         publisher = try BusPublisher(
             context: context, name: "events", endpoint: config.endpoints.events, limits: config.limits, curve: config.curve,
             sourceID: sourceID, contentType: config.wire.publish, logger: logger)
-        coordinator = FlowCoordinator()
+        checkpointPolicy = config.persistence?.checkpoint ?? .init()
         self.logger = logger
+        coordinator = FlowCoordinator()
         coordinator.onEvent = { [weak self] event in self?.publish(event) }
     }
 
@@ -58,22 +61,48 @@ final class StepRouter {
             events: .init(published: events.published, dropped: events.dropped, unwanted: events.unwanted))
     }
 
-    /// Starts the root flow, and replays the journal if there is one: the tree, the bindings and
-    /// the counters become what they were when the journal was last written, without
-    /// publishing anything (the events were published when the steps first happened).
-    func start(_ root: CoordinatorService.RootFactory) async throws {
-        let entries = try journal?.count() ?? 0
-        isPublishing = entries == 0
-        defer { isPublishing = true }
-        if let (flow, stepper) = root() {
-            await coordinator.coordinate(flow: flow, with: stepper)
-        } else {
-            logger.warning("no root flow: name one under 'coordinator: { flow: NAME, step: FIRST_STEP }' in the config")
-        }
-        guard let journal, entries > 0 else { return }
+    /// Starts the root flow, or restores the journal's newest checkpoint, then replays the
+    /// journal's entries after it: the tree, the bindings and the counters become what they were
+    /// when the journal was last written, without publishing anything (the events were published
+    /// when the steps first happened).
+    /// - Parameter makeFlow: builds a flow by name, to restore a checkpoint; nil when the flows
+    ///   are Swift code (no checkpoint is then written).
+    func start(_ root: CoordinatorService.RootFactory, makeFlow: CoordinatorService.FlowFactory?) async throws {
         let clock = ContinuousClock()
         let began = clock.now
         var after: Int64 = 0
+        var restored = false
+        if let journal, let stored = try journal.latestCheckpoint() {
+            do {
+                try restore(stored, makeFlow: makeFlow)
+                after = stored.entry
+                restored = true
+                checkpoints.stored(stored, bytes: stored.state.count)
+            } catch {
+                // Nothing is lost while the journal still has every entry: replay them all.
+                guard try journal.entryRange()?.lowerBound == 1 else {
+                    throw JournalError.unrestorable(path: journal.path, cause: "\(error)")
+                }
+                logger.warning("the journal's checkpoint cannot be restored (\(error)); replaying every entry instead")
+            }
+        }
+        if let journal, !restored, let first = try journal.entryRange()?.lowerBound, first > 1 {
+            throw JournalError.unrestorable(
+                path: journal.path, cause: "it has no checkpoint, and its entries before \(first) were compacted away")
+        }
+        let pending = try journal?.count(after: after) ?? 0
+        checkpoints.lastEntry = try journal?.entryRange()?.upperBound ?? 0
+        checkpoints.sinceLast = pending
+        isPublishing = !restored && pending == 0
+        defer { isPublishing = true }
+        if !restored {
+            if let (flow, stepper) = root() {
+                await coordinator.coordinate(flow: flow, with: stepper)
+            } else {
+                logger.warning("no root flow: name one under 'coordinator: { flow: NAME, step: FIRST_STEP }' in the config")
+            }
+        }
+        guard let journal, restored || pending > 0 else { return }
         while true {
             let page = try journal.entries(after: after, limit: 4096)
             guard let last = page.last else { break }
@@ -81,7 +110,57 @@ final class StepRouter {
             restoredEntries += page.count
             after = last.id
         }
-        logger.info("restored \(restoredEntries) journal entries from \(journal.path) in \(began.duration(to: clock.now))")
+        let from = restored ? "its checkpoint of entry \(checkpoints.entry) and \(restoredEntries) entries after it" : "\(restoredEntries) entries"
+        logger.info("restored the journal \(journal.path) from \(from) in \(began.duration(to: clock.now))")
+    }
+
+    /// Rebuilds the engine from a stored checkpoint, into a new coordinator that replaces the
+    /// current one only once it is complete.
+    private func restore(_ stored: StepJournal.Checkpoint, makeFlow: CoordinatorService.FlowFactory?) throws {
+        guard let makeFlow else {
+            throw ClientError("this coordinator runs Swift flows, which are not restored from checkpoints")
+        }
+        let checkpoint = try JSONDecoder().decode(CoordinatorCheckpoint.self, from: stored.state)
+        let restored = FlowCoordinator()
+        try restored.restore(checkpoint, makeFlow: makeFlow)
+        restored.onEvent = { [weak self] event in self?.publish(event) }
+        coordinator.onEvent = nil
+        coordinator = restored
+    }
+
+    /// Writes a checkpoint when the policy says one is due and the engine allows one.
+    private func checkpointIfDue() {
+        guard let journal, checkpointPolicy.everyEntries > 0, checkpoints.sinceLast > 0 else { return }
+        let now = ContinuousClock.now
+        guard now >= checkpoints.notBefore else { return }
+        guard checkpoints.sinceLast >= checkpointPolicy.everyEntries
+            || checkpoints.lastWritten.duration(to: now) >= .seconds(checkpointPolicy.everySeconds)
+        else { return }
+        if let obstacle = coordinator.checkpointObstacle {
+            if obstacle != checkpoints.obstacle {
+                logger.notice("no checkpoint for now: \(obstacle); the journal keeps every entry meanwhile")
+                checkpoints.obstacle = obstacle
+            }
+            checkpoints.notBefore = now + .seconds(10)
+            return
+        }
+        checkpoints.obstacle = nil
+        do {
+            let state = try JSONEncoder().encode(try coordinator.checkpoint())
+            let stored = StepJournal.Checkpoint(entry: checkpoints.lastEntry, created: Date(), state: state)
+            try journal.store(stored, keepEntries: checkpointPolicy.keepEntries)
+            let cost = now.duration(to: .now)
+            checkpoints.stored(stored, bytes: state.count)
+            checkpoints.sinceLast = 0
+            checkpoints.lastWritten = .now
+            checkpoints.lastCost = cost
+            // At most about a twentieth of the loop's time goes to checkpoints.
+            checkpoints.notBefore = .now + cost * 20
+            logger.debug("checkpoint of entry \(stored.entry) written (\(state.count) bytes) in \(cost)")
+        } catch {
+            logger.error("cannot write a checkpoint: \(error); the journal keeps every entry meanwhile")
+            checkpoints.notBefore = now + .seconds(60)
+        }
     }
 
     private func replay(_ entry: StepJournal.Entry) async {
@@ -125,19 +204,22 @@ final class StepRouter {
         if let journal {
             let commitStart = ContinuousClock.now
             do {
-                try journal.append(records, lastSequences: dealtWith)
+                let last = try journal.append(records, lastSequences: dealtWith)
+                if !records.isEmpty { checkpoints.lastEntry = last }
             } catch {
                 publisher.discardHeld()
                 throw error
             }
             commitTime = commitStart.duration(to: .now)
             journaledEntries += records.count
+            checkpoints.sinceLast += records.count
             records.removeAll(keepingCapacity: true)
         }
         publisher.releaseHeld()
         metrics.batchDone(size: size, receivedAt: receivedAt, journal: commitTime)
         syncMetrics(ingress: ingress)
         publisher.drainSubscriptions()
+        checkpointIfDue()
     }
 
     /// What an ingress message asks the engine to do.
@@ -256,6 +338,7 @@ final class StepRouter {
         publisher.publish(Heartbeat(envelope: publisher.envelope(.heartbeat, carriesValues: false)))
         publisher.drainSubscriptions()
         syncMetrics(ingress: ingress)
+        checkpointIfDue()
     }
 
     /// Flows, bindings, stepper ids, children of a node and peers listed in a status reply at most.
@@ -350,6 +433,25 @@ final class StepRouter {
             verb: verb, target: command.target, container: container, presentableKind: command.kind)
     }
 
+    /// The journal's part of a status reply.
+    private func journalStatus() -> WireValue {
+        guard let journal else { return .null }
+        var map: WireParams = [
+            "path": .string(journal.path), "restored": .int(Int64(restoredEntries)),
+            "appended": .int(Int64(journaledEntries)), "since_checkpoint": .int(Int64(checkpoints.sinceLast)),
+        ]
+        if let created = checkpoints.created {
+            var checkpoint: WireParams = [
+                "entry": .int(checkpoints.entry), "bytes": .int(Int64(checkpoints.bytes)),
+                "age_s": .double(Date().timeIntervalSince(created)),
+            ]
+            if let cost = checkpoints.lastCost { checkpoint["took_ms"] = .double(Double(cost.components.seconds) * 1000 + Double(cost.components.attoseconds) / 1e15) }
+            map["checkpoint"] = .map(checkpoint)
+        }
+        if let obstacle = checkpoints.obstacle { map["checkpoint_obstacle"] = .string(obstacle) }
+        return .map(map)
+    }
+
     /// The live tree, bindings and counters, as the status query returns them.
     func status(ingress counters: CoordinatorLoop.Counters, peers: [String: Intake.Liveness]) -> WireParams {
         syncMetrics(ingress: counters)
@@ -415,13 +517,31 @@ final class StepRouter {
                 "unsubscribed": .int(Int64(publisher.counters.unwanted)),
             ]),
             "metrics": metrics.status(endpoint: metricsAddress, exposition: exposition),
-            "journal": journal.map { journal in
-                .map([
-                    "path": .string(journal.path), "restored": .int(Int64(restoredEntries)),
-                    "appended": .int(Int64(journaledEntries)),
-                ])
-            } ?? .null,
+            "journal": journalStatus(),
         ]
+    }
+}
+
+/// Where the journal's checkpoints stand.
+struct CheckpointState {
+    /// The id of the last journaled entry.
+    var lastEntry: Int64 = 0
+    /// Entries journaled since the last checkpoint (or, at start, not covered by one).
+    var sinceLast = 0
+    var lastWritten = ContinuousClock.now
+    var notBefore = ContinuousClock.now
+    var lastCost: Duration?
+    /// Why the last attempt was put off, while it still is.
+    var obstacle: String?
+    /// The newest stored checkpoint.
+    var entry: Int64 = 0
+    var created: Date?
+    var bytes = 0
+
+    mutating func stored(_ checkpoint: StepJournal.Checkpoint, bytes: Int) {
+        entry = checkpoint.entry
+        created = checkpoint.created
+        self.bytes = bytes
     }
 }
 

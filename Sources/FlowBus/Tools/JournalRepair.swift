@@ -13,12 +13,16 @@ public enum JournalRepair {
         /// Entries and sources that could be read.
         public var entries: Int
         public var sources: Int
+        /// The id of the last entry the stored checkpoint covers (entries up to it may be compacted away).
+        public var checkpointEntry: Int64?
     }
 
     /// What a salvage copied and what it could not.
     public struct Salvage: Sendable, Equatable {
         public var entries: Int
         public var sources: Int
+        /// Whether the checkpoint could be copied (nil: there was none).
+        public var checkpoint: Bool?
         /// Ranges of entry ids that could not be read (lost).
         public var unreadable: [ClosedRange<Int64>]
     }
@@ -40,12 +44,18 @@ public enum JournalRepair {
         let intact = messages == ["ok"]
         let entries = (try? database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM entry") }) ?? nil
         let sources = (try? database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM source") }) ?? nil
-        return Report(isIntact: intact, problems: intact ? [] : messages, entries: entries ?? 0, sources: sources ?? 0)
+        let checkpoint = (try? database.read { db in
+            try Int64.fetchOne(db, sql: "SELECT entry FROM checkpoint ORDER BY id DESC LIMIT 1")
+        }) ?? nil
+        return Report(
+            isIntact: intact, problems: intact ? [] : messages, entries: entries ?? 0, sources: sources ?? 0,
+            checkpointEntry: checkpoint)
     }
 
     /// Copies every entry and source that can be read from the journal at `path` into a new
-    /// journal at `newPath` (which must not exist), in order. Pages that cannot be read are
-    /// skipped and reported, a narrowing search isolating each unreadable id.
+    /// journal at `newPath` (which must not exist), in order and under the same ids, with the
+    /// newest checkpoint. Pages that cannot be read are skipped and reported, a narrowing search
+    /// isolating each unreadable id.
     public static func salvage(path: String, to newPath: String) throws -> Salvage {
         guard !FileManager.default.fileExists(atPath: newPath) else { throw JournalError.exists(newPath) }
         var configuration = Configuration()
@@ -55,9 +65,11 @@ public enum JournalRepair {
         let target = try StepJournal.open(path: newPath, synchronous: .normal)
         defer { target.close() }
         let maxID = (try? damaged.read { db in try Int64.fetchOne(db, sql: "SELECT max(id) FROM entry") }) ?? nil
-        var result = Salvage(entries: 0, sources: 0, unreadable: [])
+        let minID = (try? damaged.read { db in try Int64.fetchOne(db, sql: "SELECT min(id) FROM entry") }) ?? nil
+        var result = Salvage(entries: 0, sources: 0, checkpoint: nil, unreadable: [])
         // Ranges still to read, narrowed where a read fails, down to single ids.
-        var pending: [ClosedRange<Int64>] = maxID.map { $0 > 0 ? [1...$0] : [] } ?? []
+        var pending: [ClosedRange<Int64>] = []
+        if let minID, let maxID, minID <= maxID { pending = [max(1, minID)...maxID] }
         while let range = pending.first {
             pending.removeFirst()
             let upper = min(range.upperBound, range.lowerBound + 4095)
@@ -66,16 +78,18 @@ public enum JournalRepair {
             do {
                 let entries = try damaged.read { db in
                     try Row.fetchAll(db, sql: """
-                        SELECT kind, target, name, params, source, sequence FROM entry WHERE id BETWEEN ? AND ? ORDER BY id
+                        SELECT kind, target, name, params, source, sequence, id FROM entry WHERE id BETWEEN ? AND ? ORDER BY id
                         """, arguments: [chunk.lowerBound, chunk.upperBound])
                 }
+                var ids: [Int64] = []
                 let records = entries.compactMap { row -> StepJournal.Record? in
                     guard let kind = StepJournal.Kind(rawValue: row[0]) else { return nil }
+                    ids.append(row[6])
                     return StepJournal.Record(
                         kind: kind, target: row[1], name: row[2], params: row[3], source: row[4],
                         sequence: UInt64(bitPattern: row[5]))
                 }
-                try target.append(records, lastSequences: [:])
+                try target.append(records, ids: ids, lastSequences: [:])
                 result.entries += records.count
             } catch {
                 if chunk.count == 1 {
@@ -93,6 +107,20 @@ public enum JournalRepair {
         }) ?? []
         try target.append([], lastSequences: Dictionary(sources, uniquingKeysWith: max))
         result.sources = sources.count
+        let hasCheckpoint = (try? damaged.read { db in try Bool.fetchOne(db, sql: "SELECT count(*) > 0 FROM checkpoint") }) ?? nil
+        if hasCheckpoint == true {
+            do {
+                let checkpoint = try damaged.read { db in
+                    try Row.fetchOne(db, sql: "SELECT entry, created, state FROM checkpoint ORDER BY id DESC LIMIT 1").map { row in
+                        StepJournal.Checkpoint(entry: row[0], created: Date(timeIntervalSince1970: row[1]), state: row[2])
+                    }
+                }
+                if let checkpoint { try target.store(checkpoint, keepEntries: .max) }
+                result.checkpoint = checkpoint != nil
+            } catch {
+                result.checkpoint = false
+            }
+        }
         result.unreadable = merge(result.unreadable)
         return result
     }
@@ -115,6 +143,7 @@ public enum JournalError: Error, CustomStringConvertible, Sendable {
     case missing(String)
     case exists(String)
     case damaged(path: String, cause: String)
+    case unrestorable(path: String, cause: String)
 
     public var description: String {
         switch self {
@@ -128,6 +157,12 @@ public enum JournalError: Error, CustomStringConvertible, Sendable {
             See what can be read with `flowctl journal check \(path)`; copy every readable entry to a new \
             journal with `flowctl journal salvage \(path) --to NEW`, then point persistence.journal at NEW \
             (or move the damaged file aside to start empty: what it holds is then lost)
+            """
+        case .unrestorable(let path, let cause):
+            """
+            the checkpoint in the journal \(path) cannot be restored: \(cause). The entries it covers were \
+            compacted away, so flowd does not start on it. Start flowd with the config the journal was written \
+            with, or move the journal aside to start from an empty tree (its navigation state is then lost)
             """
         }
     }
