@@ -30,6 +30,12 @@ public struct CoordinatorCheckpoint: Codable, Sendable, Hashable {
         var readinessGroups: [[Int]]
         var bindings: [Int]
         var root: Int
+
+        // Short keys: a large tree has hundreds of thousands of nodes and bindings.
+        enum CodingKeys: String, CodingKey {
+            case name = "n", instance = "i", parent = "p", children = "c", allowStepWhenDismissed = "d", isReady = "r"
+            case readinessGroups = "g", bindings = "b", root = "o"
+        }
     }
 
     struct Node: Codable, Hashable {
@@ -43,6 +49,11 @@ public struct CoordinatorCheckpoint: Codable, Sendable, Hashable {
         var presented: Int?
         /// The flow (index into `flows`) this node is the root of.
         var rootOf: Int?
+
+        enum CodingKeys: String, CodingKey {
+            case id = "i", kind = "k", placement = "p", isDismissed = "d", reportedVisibility = "v", selected = "s"
+            case children = "c", presented = "m", rootOf = "r"
+        }
     }
 
     struct Binding: Codable, Hashable {
@@ -55,6 +66,11 @@ public struct CoordinatorCheckpoint: Codable, Sendable, Hashable {
         var role: String
         var allowStepWhenNotPresented: Bool
         var allowStepWhenDismissed: Bool
+
+        enum CodingKeys: String, CodingKey {
+            case stepper = "s", remote = "x", type = "t", flow = "f", node = "n", role = "r"
+            case allowStepWhenNotPresented = "p", allowStepWhenDismissed = "d"
+        }
     }
 
     struct Counters: Codable, Hashable {

@@ -62,18 +62,25 @@ struct JournalCompactionTests {
         try body(path, journal)
     }
 
-    @Test("A checkpoint replaces the entries it covers but the newest `keepEntries`; ids keep growing after it")
+    @Test("Compaction deletes what a checkpoint covers but the newest `keepEntries`, a bounded number per commit; ids keep growing")
     func compaction() throws {
         try Self.withJournal { _, journal in
-            let last = try journal.append(try (1...1000).map(Self.tick), lastSequences: ["s#1": 1000])
+            let (last, _) = try journal.append(try (1...1000).map(Self.tick), lastSequences: ["s#1": 1000])
             #expect(last == 1000)
-            try journal.store(.init(entry: 1000, created: Date(), state: Data("{}".utf8)), keepEntries: 100)
-            #expect(try journal.entryRange() == 900...1000, "the 100 entries before the covered one, and that one")
+            try journal.store(.init(entry: 1000, created: Date(), state: Data("{}".utf8)))
             #expect(try journal.latestCheckpoint()?.entry == 1000)
-            try journal.store(.init(entry: 1000, created: Date(), state: Data("[]".utf8)), keepEntries: 0)
-            #expect(try journal.entryRange() == 1000...1000, "the last covered entry stays: SQLite numbers after it")
+            let keeping = StepJournal.Compaction(checkpointOf: 1000, keepEntries: 100, limit: 600)
+            #expect(try journal.compact(keeping) == 600)
+            #expect(try journal.compact(keeping) == 299, "fewer than the limit: done")
+            #expect(try journal.entryRange() == 900...1000, "the 100 entries before the covered one, and that one")
+
+            try journal.store(.init(entry: 1000, created: Date(), state: Data("[]".utf8)))
             #expect(try journal.latestCheckpoint()?.state == Data("[]".utf8), "only the newest checkpoint is kept")
-            #expect(try journal.append([try Self.tick(1001)], lastSequences: [:]) == 1001)
+            let all = StepJournal.Compaction(checkpointOf: 1000, keepEntries: 0, limit: 10_000)
+            let (next, compacted) = try journal.append([try Self.tick(1001)], lastSequences: [:], compaction: all)
+            #expect(compacted == 100, "deleted in the same commit as the append")
+            #expect(try journal.entryRange() == 1000...1001, "the last covered entry stays: SQLite numbers after it")
+            #expect(next == 1001)
             #expect(try journal.count(after: 1000) == 1)
             #expect(try journal.lastSequence(of: "s#1") == 1000, "the sources survive compaction")
         }
@@ -83,7 +90,8 @@ struct JournalCompactionTests {
     func salvageKeepsCheckpoint() throws {
         try Self.withJournal { path, journal in
             try journal.append(try (1...500).map(Self.tick), lastSequences: ["s#1": 500])
-            try journal.store(.init(entry: 400, created: Date(), state: Data("{\"x\":1}".utf8)), keepEntries: 0)
+            try journal.store(.init(entry: 400, created: Date(), state: Data("{\"x\":1}".utf8)))
+            _ = try journal.compact(.init(checkpointOf: 400, keepEntries: 0, limit: 1000))
             journal.close()
             let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
             defer {

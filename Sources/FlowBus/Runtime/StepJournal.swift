@@ -90,6 +90,8 @@ public final class StepJournal: Sendable {
             try db.execute(sql: "PRAGMA synchronous = \(pragma)")
             // Lets compaction give pages back to the file system (takes effect in a new file only).
             try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+            // The write-ahead log shrinks back after it grew (it is only ever rewound otherwise).
+            try db.execute(sql: "PRAGMA journal_size_limit = 33554432")
         }
         do {
             let database = try DatabaseQueue(path: path, configuration: configuration)
@@ -185,21 +187,47 @@ public final class StepJournal: Sendable {
         }
     }
 
-    /// Stores `checkpoint`, removes older ones and the entries it covers but the newest
-    /// `keepEntries` of them, in one transaction. The last covered entry itself always stays:
-    /// SQLite numbers a new row after the largest id left, and the ids must keep growing.
-    func store(_ checkpoint: Checkpoint, keepEntries: Int) throws {
+    /// Stores `checkpoint` and removes older ones. The entries it covers go later, a bounded
+    /// number per commit (``Compaction``): deleting millions of rows at once would stall flowd.
+    func store(_ checkpoint: Checkpoint) throws {
         try database.write { db in
             try db.execute(
                 sql: "INSERT INTO checkpoint (entry, created, state) VALUES (?, ?, ?)",
                 arguments: [checkpoint.entry, checkpoint.created.timeIntervalSince1970, checkpoint.state])
             try db.execute(sql: "DELETE FROM checkpoint WHERE id < ?", arguments: [db.lastInsertedRowID])
-            let keep = Int64(clamping: max(0, keepEntries))
-            if keep < checkpoint.entry {
-                try db.execute(sql: "DELETE FROM entry WHERE id < ?", arguments: [checkpoint.entry - keep])
-            }
         }
-        try database.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA incremental_vacuum") }
+    }
+
+    /// Entries a checkpoint covers, to delete: those with an id below `below`, at most `limit`
+    /// in one commit. `below` never passes the checkpoint's own entry, which stays: SQLite
+    /// numbers a new row after the largest id left, and the ids must keep growing.
+    struct Compaction {
+        var below: Int64
+        var limit: Int
+
+        init(below: Int64, limit: Int) {
+            self.below = below
+            self.limit = limit
+        }
+
+        /// What a checkpoint of entry `entry` lets go, keeping the `keepEntries` before it.
+        init(checkpointOf entry: Int64, keepEntries: Int, limit: Int) {
+            below = max(0, entry - Int64(clamping: max(0, keepEntries)))
+            self.limit = limit
+        }
+    }
+
+    /// Deletes entries as `compaction` says, in a commit of its own.
+    /// - Returns: how many were deleted (fewer than the limit: it is done).
+    func compact(_ compaction: Compaction) throws -> Int {
+        try database.write { db in try Self.compact(compaction, in: db) }
+    }
+
+    private static func compact(_ compaction: Compaction, in db: Database) throws -> Int {
+        try db.execute(
+            sql: "DELETE FROM entry WHERE id IN (SELECT id FROM entry WHERE id < ? ORDER BY id LIMIT ?)",
+            arguments: [compaction.below, compaction.limit])
+        return db.changesCount
     }
 
     /// The last sequence dealt with of one source, nil if the journal has none.
@@ -229,12 +257,15 @@ public final class StepJournal: Sendable {
         }
     }
 
-    /// Appends `records` and raises the sources' last sequences, in one transaction.
+    /// Appends `records`, raises the sources' last sequences and deletes entries as `compaction`
+    /// says, in one transaction.
     /// - Parameter ids: the entries' ids (when copying a journal); numbered after the last by default.
-    /// - Returns: the id of the last entry (0 if there is none).
+    /// - Returns: the id of the last entry (0 if there is none) and how many entries were compacted.
     @discardableResult
-    func append(_ records: [Record], ids: [Int64]? = nil, lastSequences: [String: UInt64]) throws -> Int64 {
-        guard !records.isEmpty || !lastSequences.isEmpty else { return 0 }
+    func append(
+        _ records: [Record], ids: [Int64]? = nil, lastSequences: [String: UInt64], compaction: Compaction? = nil
+    ) throws -> (last: Int64, compacted: Int) {
+        guard !records.isEmpty || !lastSequences.isEmpty || compaction != nil else { return (0, 0) }
         return try database.write { db in
             let insert = try db.cachedStatement(
                 sql: "INSERT INTO entry (id, kind, target, name, params, source, sequence) VALUES (?, ?, ?, ?, ?, ?, ?)")
@@ -254,12 +285,14 @@ public final class StepJournal: Sendable {
                 upsert.setUncheckedArguments([source, Int64(bitPattern: sequence)])
                 try upsert.execute()
             }
-            return last
+            return (last, try compaction.map { try Self.compact($0, in: db) } ?? 0)
         }
     }
 
-    /// Folds the write-ahead log into the main file (at a clean shutdown).
+    /// Gives the pages compaction freed back to the file system and folds the write-ahead log
+    /// into the main file (at a clean shutdown).
     func checkpoint() {
+        _ = try? database.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA incremental_vacuum") }
         _ = try? database.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
     }
 

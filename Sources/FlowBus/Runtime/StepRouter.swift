@@ -25,6 +25,7 @@ final class StepRouter {
     private var journaledEntries = 0
     private let checkpointPolicy: FlowBusConfig.CheckpointPolicy
     private var checkpoints = CheckpointState()
+    private let checkpointWriter = CheckpointWriter()
     /// flowd's swift-metrics, fed once per batch (see ``CoordinatorMetrics``).
     private let metrics = CoordinatorMetrics()
     /// The Prometheus text status replies carry, and where it is served.
@@ -42,9 +43,11 @@ final class StepRouter {
         coordinator.onEvent = { [weak self] event in self?.publish(event) }
     }
 
-    /// Closes the events socket, letting what it still queues leave within `linger` milliseconds.
+    /// Closes the events socket, letting what it still queues leave within `linger` milliseconds,
+    /// and lets a checkpoint being written finish.
     func close(linger: Int32 = 200) {
         publisher.close(linger: linger)
+        checkpointWriter.waitUntilIdle()
     }
 
     /// The process's Prometheus text, for status replies, and the address serving it.
@@ -78,6 +81,8 @@ final class StepRouter {
                 after = stored.entry
                 restored = true
                 checkpoints.stored(stored, bytes: stored.state.count)
+                // Entries a crash left uncompacted go now.
+                checkpoints.compactBelow = StepJournal.Compaction(checkpointOf: stored.entry, keepEntries: checkpointPolicy.keepEntries, limit: 0).below
             } catch {
                 // Nothing is lost while the journal still has every entry: replay them all.
                 guard try journal.entryRange()?.lowerBound == 1 else {
@@ -128,6 +133,20 @@ final class StepRouter {
         coordinator = restored
     }
 
+    /// Deletes covered entries while no batch comes to carry the deletion, for about 10 ms.
+    private func compactWhileIdle() {
+        guard let journal else { return }
+        let deadline = ContinuousClock.now + .milliseconds(10)
+        while let compaction = checkpoints.compaction(alongside: 0), ContinuousClock.now < deadline {
+            do {
+                checkpoints.compacted(try journal.compact(compaction), of: compaction)
+            } catch {
+                logger.error("cannot compact the journal: \(error)")
+                return
+            }
+        }
+    }
+
     /// Writes a checkpoint when the policy says one is due and the engine allows one.
     private func checkpointIfDue() {
         guard let journal, checkpointPolicy.everyEntries > 0, checkpoints.sinceLast > 0 else { return }
@@ -145,22 +164,39 @@ final class StepRouter {
             return
         }
         checkpoints.obstacle = nil
+        let checkpoint: CoordinatorCheckpoint
         do {
-            let state = try JSONEncoder().encode(try coordinator.checkpoint())
-            let stored = StepJournal.Checkpoint(entry: checkpoints.lastEntry, created: Date(), state: state)
-            try journal.store(stored, keepEntries: checkpointPolicy.keepEntries)
-            let cost = now.duration(to: .now)
-            checkpoints.stored(stored, bytes: state.count)
-            checkpoints.sinceLast = 0
-            checkpoints.lastWritten = .now
-            checkpoints.lastCost = cost
-            // At most about a twentieth of the loop's time goes to checkpoints.
-            checkpoints.notBefore = .now + cost * 20
-            logger.debug("checkpoint of entry \(stored.entry) written (\(state.count) bytes) in \(cost)")
+            checkpoint = try coordinator.checkpoint()
         } catch {
-            logger.error("cannot write a checkpoint: \(error); the journal keeps every entry meanwhile")
+            logger.error("cannot take a checkpoint: \(error); the journal keeps every entry meanwhile")
             checkpoints.notBefore = now + .seconds(60)
+            return
         }
+        guard checkpointWriter.write(checkpoint, entry: checkpoints.lastEntry, to: journal) else { return }
+        checkpoints.taking = now.duration(to: .now)
+        checkpoints.sinceLast = 0
+        checkpoints.lastWritten = .now
+        // Until the writer reports: it may not start another one before.
+        checkpoints.notBefore = .now + checkpoints.taking * 20
+    }
+
+    /// Takes note of a checkpoint the writer finished: the entries it covers may go.
+    private func collectCheckpoint() {
+        guard let outcome = checkpointWriter.takeOutcome() else { return }
+        if let error = outcome.error {
+            logger.error("cannot write a checkpoint: \(error); the journal keeps every entry meanwhile")
+            checkpoints.sinceLast += checkpointPolicy.everyEntries
+            checkpoints.notBefore = .now + .seconds(60)
+            return
+        }
+        checkpoints.stored(outcome.stored, bytes: outcome.bytes)
+        checkpoints.compactBelow = StepJournal.Compaction(
+            checkpointOf: outcome.stored.entry, keepEntries: checkpointPolicy.keepEntries, limit: 0).below
+        let cost = checkpoints.taking + outcome.took
+        checkpoints.lastCost = cost
+        // At most about a twentieth of the time goes to checkpoints.
+        checkpoints.notBefore = max(checkpoints.notBefore, .now + cost * 20)
+        logger.debug("checkpoint of entry \(outcome.stored.entry): state taken in \(checkpoints.taking), written (\(outcome.bytes) bytes) in \(outcome.took)")
     }
 
     private func replay(_ entry: StepJournal.Entry) async {
@@ -204,8 +240,10 @@ final class StepRouter {
         if let journal {
             let commitStart = ContinuousClock.now
             do {
-                let last = try journal.append(records, lastSequences: dealtWith)
+                let compaction = checkpoints.compaction(alongside: records.count)
+                let (last, compacted) = try journal.append(records, lastSequences: dealtWith, compaction: compaction)
                 if !records.isEmpty { checkpoints.lastEntry = last }
+                if let compaction { checkpoints.compacted(compacted, of: compaction) }
             } catch {
                 publisher.discardHeld()
                 throw error
@@ -219,6 +257,7 @@ final class StepRouter {
         metrics.batchDone(size: size, receivedAt: receivedAt, journal: commitTime)
         syncMetrics(ingress: ingress)
         publisher.drainSubscriptions()
+        collectCheckpoint()
         checkpointIfDue()
     }
 
@@ -338,7 +377,9 @@ final class StepRouter {
         publisher.publish(Heartbeat(envelope: publisher.envelope(.heartbeat, carriesValues: false)))
         publisher.drainSubscriptions()
         syncMetrics(ingress: ingress)
+        collectCheckpoint()
         checkpointIfDue()
+        compactWhileIdle()
     }
 
     /// Flows, bindings, stepper ids, children of a node and peers listed in a status reply at most.
@@ -449,6 +490,7 @@ final class StepRouter {
             map["checkpoint"] = .map(checkpoint)
         }
         if let obstacle = checkpoints.obstacle { map["checkpoint_obstacle"] = .string(obstacle) }
+        map["compacting"] = .bool(checkpoints.compactBelow != nil)
         return .map(map)
     }
 
@@ -531,12 +573,26 @@ struct CheckpointState {
     var lastWritten = ContinuousClock.now
     var notBefore = ContinuousClock.now
     var lastCost: Duration?
+    /// Taking the engine's state for the last checkpoint (on the loop's thread).
+    var taking: Duration = .zero
     /// Why the last attempt was put off, while it still is.
     var obstacle: String?
     /// The newest stored checkpoint.
     var entry: Int64 = 0
     var created: Date?
     var bytes = 0
+    /// Entries below this id are covered by the checkpoint and still to delete; nil when none are.
+    var compactBelow: Int64?
+
+    /// What to delete in the next commit: a few times what it adds, so compaction catches up
+    /// with the flow of steps while no commit is much slower than it would be without.
+    func compaction(alongside appended: Int) -> StepJournal.Compaction? {
+        compactBelow.map { StepJournal.Compaction(below: $0, limit: 4 * appended + 2048) }
+    }
+
+    mutating func compacted(_ count: Int, of compaction: StepJournal.Compaction) {
+        if count < compaction.limit { compactBelow = nil }
+    }
 
     mutating func stored(_ checkpoint: StepJournal.Checkpoint, bytes: Int) {
         entry = checkpoint.entry

@@ -115,7 +115,7 @@ public enum JournalRepair {
                         StepJournal.Checkpoint(entry: row[0], created: Date(timeIntervalSince1970: row[1]), state: row[2])
                     }
                 }
-                if let checkpoint { try target.store(checkpoint, keepEntries: .max) }
+                if let checkpoint { try target.store(checkpoint) }
                 result.checkpoint = checkpoint != nil
             } catch {
                 result.checkpoint = false
