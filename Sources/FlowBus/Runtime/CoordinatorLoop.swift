@@ -83,6 +83,9 @@ final class CoordinatorLoop: FlowLoopDriver {
         /// Messages dropped because an earlier sequence of their source is missing (resent later).
         var outOfOrder = 0
         var refused: [DiagnosticReason: Int] = [:]
+        /// Sources adopted past the journal (`--accept-journal-loss`), and the sequences lost so.
+        var journalAdopted = 0
+        var journalLost: UInt64 = 0
     }
 
     /// What the loop counts itself; duplicates and gaps are the intake's.
@@ -124,7 +127,8 @@ final class CoordinatorLoop: FlowLoopDriver {
     var counters: Counters {
         Counters(
             received: receivedCount, accepted: acceptedCount, duplicates: intake.counters.duplicates,
-            outOfOrder: intake.counters.outOfOrder, refused: refusedCounts)
+            outOfOrder: intake.counters.outOfOrder, refused: refusedCounts, journalAdopted: intake.counters.adoptedSources,
+            journalLost: intake.counters.lostSequences)
     }
     private var received = RoutedFrames()
     private var heartbeatFrames = FrameBuffer()
@@ -141,10 +145,12 @@ final class CoordinatorLoop: FlowLoopDriver {
     private var nextSourceCheck = ContinuousClock.now
     private(set) var failure: (any Error)?
 
-    /// Creates the sockets and binds them; throws if an endpoint cannot be bound.
+    /// Creates the sockets and binds them; throws if an endpoint cannot be bound. With
+    /// `acceptJournalLoss`, a stepper found ahead of the journal has its sequence adopted
+    /// (PROTOCOL.md §4.4, `journal-behind`) instead of being refused.
     init(
         context: Context, config: FlowBusConfig, sourceID: String, router: StepRouter, inbox: LoopInbox, logger: Logger,
-        journal: StepJournal?
+        journal: StepJournal?, acceptJournalLoss: Bool = false
     ) throws {
         self.inbox = inbox
         self.config = config
@@ -172,7 +178,8 @@ final class CoordinatorLoop: FlowLoopDriver {
                 remembersSources: journal != nil,
                 deadAfter: .milliseconds(config.heartbeatMilliseconds * max(1, config.heartbeatLiveness)),
                 idleTimeout: .seconds(config.limits.sourceIdleSeconds), maxSources: config.limits.maxSources,
-                lookUp: lookUp),
+                lookUp: lookUp, acceptsLedgerLoss: acceptJournalLoss,
+                ledgerLossRemedy: "restart flowd with --accept-journal-loss (see docs/DEPLOYMENT.md, \"A journal behind its steppers\")"),
             defaultRole: "stepper")
         let limits = config.limits
         let endpoints = config.endpoints
@@ -373,9 +380,10 @@ final class CoordinatorLoop: FlowLoopDriver {
             return
         }
         switch intake.receive(source: envelope.source, sequence: envelope.sequence, topic: header.topic, peer: received.routingID) {
-        case .duplicate, .outOfOrder, .ledgerUnavailable:
-            // A resend of something dealt with is acknowledged again; a gap is reported with the
-            // batch's end (PROTOCOL.md §4.4); an unreadable journal makes the sender resend.
+        case .duplicate, .outOfOrder, .ledgerUnavailable, .ledgerBehind:
+            // A resend of something dealt with is acknowledged again; a gap or a stepper ahead of
+            // the journal is reported with the batch's end (PROTOCOL.md §4.4); an unreadable
+            // journal makes the sender resend.
             return
         case .unnumbered:
             refuse(Refusal(
@@ -430,6 +438,7 @@ final class CoordinatorLoop: FlowLoopDriver {
     private func endBatch() {
         let end = intake.endBatch(now: .now, checkEvery: heartbeatInterval)
         for (peer, refusal) in end.refusals { refuse(refusal, to: peer) }
+        for behind in end.ledgerBehind { reportBehind(behind) }
         for peer in end.heartbeatAnswers {
             ingressSequence += 1
             send(Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: ingressSequence, source: sourceID)), to: peer, on: ingress)
@@ -472,6 +481,27 @@ final class CoordinatorLoop: FlowLoopDriver {
         guard now >= nextSourceCheck else { return }
         nextSourceCheck = now + heartbeatInterval
         intake.forgetSources(now: now)
+    }
+
+    /// A stepper ahead of the journal: refused to it every time, logged and published once per
+    /// source; adopted ones are logged with the sequences lost and the total so far.
+    private func reportBehind(_ behind: Intake.LedgerBehind) {
+        if behind.isFirstReport {
+            router.publishRefusal(behind.refusal, logged: false)
+            if behind.adopted {
+                let counts = intake.counters
+                logger.warning(
+                    "journal-behind: adopted sequence \(behind.received) of \(behind.source) (the journal had \(behind.ledgerLast)): \(behind.lost) sequence(s) lost; \(counts.lostSequences) lost over \(counts.adoptedSources) source(s) since start",
+                    metadata: ["source": "\(behind.source)"])
+            } else {
+                logger.error("\(behind.refusal.reason): \(behind.refusal.detail)", metadata: ["source": "\(behind.source)"])
+            }
+        }
+        guard !behind.adopted else { return }
+        refusedCounts[.journalBehind, default: 0] += behind.refusal.extra["count"]?.intValue.map(Int.init) ?? 1
+        ingressSequence += 1
+        let envelope = Envelope(kind: .diagnostic, contentType: config.wire.publish, sequence: ingressSequence, source: sourceID)
+        send(behind.refusal.diagnostic(envelope), to: behind.peer, on: ingress)
     }
 
     /// Counts, logs and publishes a refusal of a control request, and tells the requester.

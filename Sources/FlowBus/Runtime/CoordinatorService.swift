@@ -29,6 +29,7 @@ public final class CoordinatorService: Service {
     private let logger: Logger
     private let root: RootFactory
     private let metrics: MetricsExposition?
+    private let acceptJournalLoss: Bool
     private let readiness = ReadinessSignal()
 
     /// A coordinator running the Swift flow `root` builds.
@@ -36,16 +37,26 @@ public final class CoordinatorService: Service {
     /// `metrics` is the process's Prometheus text: served on `endpoints.metrics` when the config
     /// sets it, and returned by status queries. The coordinator records its metrics through
     /// swift-metrics either way (see `docs/METRICS.md`).
-    public init(config: FlowBusConfig, logger: Logger, metrics: MetricsExposition? = nil, root: @escaping RootFactory) {
+    ///
+    /// `acceptJournalLoss` (flowd's `--accept-journal-loss`): a stepper found ahead of the journal
+    /// (its newest entries were lost) has its sequence adopted, the sequences lost reported,
+    /// instead of being refused as `journal-behind` (PROTOCOL.md §4.4).
+    public init(
+        config: FlowBusConfig, logger: Logger, metrics: MetricsExposition? = nil, acceptJournalLoss: Bool = false,
+        root: @escaping RootFactory
+    ) {
         self.config = config
         self.logger = logger
         self.metrics = metrics
+        self.acceptJournalLoss = acceptJournalLoss
         self.root = root
     }
 
     /// A coordinator running the flows declared in `config`, starting at `config.coordinator`.
-    public static func declared(config: FlowBusConfig, logger: Logger, metrics: MetricsExposition? = nil) -> CoordinatorService {
-        CoordinatorService(config: config, logger: logger, metrics: metrics) {
+    public static func declared(
+        config: FlowBusConfig, logger: Logger, metrics: MetricsExposition? = nil, acceptJournalLoss: Bool = false
+    ) -> CoordinatorService {
+        CoordinatorService(config: config, logger: logger, metrics: metrics, acceptJournalLoss: acceptJournalLoss) {
             guard let start = config.coordinator, let flow = DeclaredFlow.make(named: start.flow, in: config) else { return nil }
             return (flow, OneStepper(withSingleStep: CanonicalStep(start.step)))
         }
@@ -73,7 +84,7 @@ public final class CoordinatorService: Service {
         do {
             loop = try await CoordinatorLoop(
                 context: context, config: config, sourceID: sourceID, router: router, inbox: inbox, logger: logger,
-                journal: journal)
+                journal: journal, acceptJournalLoss: acceptJournalLoss)
         } catch {
             await router.close()
             throw error

@@ -198,9 +198,11 @@ final class StepRouter {
         applying = nil
     }
 
-    /// Logs and publishes a refused message.
-    func publishRefusal(_ refusal: Refusal) {
-        logger.warning("refused message: \(refusal.reason): \(refusal.detail)", metadata: ["source": "\(refusal.source ?? "?")"])
+    /// Logs (unless the caller did) and publishes a refused message.
+    func publishRefusal(_ refusal: Refusal, logged: Bool = true) {
+        if logged {
+            logger.warning("refused message: \(refusal.reason): \(refusal.detail)", metadata: ["source": "\(refusal.source ?? "?")"])
+        }
         publisher.publish(refusal.diagnostic(publisher.envelope(.diagnostic)))
     }
 
@@ -397,6 +399,8 @@ final class StepRouter {
             "ingress": .map([
                 "received": .int(Int64(counters.received)), "accepted": .int(Int64(counters.accepted)),
                 "duplicates": .int(Int64(counters.duplicates)), "out_of_order": .int(Int64(counters.outOfOrder)),
+                "journal_adopted": .int(Int64(counters.journalAdopted)),
+                "journal_lost": .int(Int64(clamping: counters.journalLost)),
                 "refused": .map(Dictionary(uniqueKeysWithValues: counters.refused.map { ($0.key.rawValue, WireValue.int(Int64($0.value))) })),
             ]),
             // The most recently heard first, at most `statusListLimit`: the reply stays bounded
