@@ -33,6 +33,24 @@ struct ConfigTests {
         }
     }
 
+    @Test("limits.controlRate and limits.controlBurst: 100 and 200 by default, positive, misspellings named")
+    func controlRateLimits() throws {
+        let defaults = try FlowBusConfig.parse(yaml: minimal, environment: [:]).limits
+        #expect(defaults.controlRate == 100 && defaults.controlBurst == 200)
+        let set = try FlowBusConfig.parse(yaml: minimal + "\nlimits: { controlRate: 2.5, controlBurst: 5 }", environment: [:]).limits
+        #expect(set.controlRate == 2.5 && set.controlBurst == 5)
+        #expect {
+            try FlowBusConfig.parse(yaml: minimal + "\nlimits: { controlRate: 0 }", environment: [:])
+        } throws: { error in
+            "\(error)".contains("limits.controlRate is 0.0")
+        }
+        #expect {
+            try FlowBusConfig.parse(yaml: minimal + "\nlimits: { controlBrust: 5 }", environment: [:])
+        } throws: { error in
+            "\(error)".contains("limits.controlBrust (did you mean 'controlBurst'?)")
+        }
+    }
+
     @Test("Unknown keys are refused with their path and the key they probably misspell")
     func unknownKeys() throws {
         let yaml = minimal + """

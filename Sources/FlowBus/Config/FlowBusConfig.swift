@@ -137,15 +137,22 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         public var maxSources: Int
         /// Seconds of silence after which a source is forgotten.
         public var sourceIdleSeconds: Int
+        /// Control requests (status) per second one peer may send, sustained; beyond it and its
+        /// burst, requests are refused as `rate-limited` or dropped.
+        public var controlRate: Double
+        /// Control requests one peer may send at once.
+        public var controlBurst: Int
 
         public init(
             maxMessageBytes: Int = 1 << 20, highWaterMark: Int = 100_000, maxSources: Int = 100_000,
-            sourceIdleSeconds: Int = 3600
+            sourceIdleSeconds: Int = 3600, controlRate: Double = 100, controlBurst: Int = 200
         ) {
             self.maxMessageBytes = maxMessageBytes
             self.highWaterMark = highWaterMark
             self.maxSources = maxSources
             self.sourceIdleSeconds = sourceIdleSeconds
+            self.controlRate = controlRate
+            self.controlBurst = controlBurst
         }
 
         public init(from decoder: any Decoder) throws {
@@ -155,6 +162,8 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
             highWaterMark = try container.decodeIfPresent(Int.self, forKey: .highWaterMark) ?? defaults.highWaterMark
             maxSources = try container.decodeIfPresent(Int.self, forKey: .maxSources) ?? defaults.maxSources
             sourceIdleSeconds = try container.decodeIfPresent(Int.self, forKey: .sourceIdleSeconds) ?? defaults.sourceIdleSeconds
+            controlRate = try container.decodeIfPresent(Double.self, forKey: .controlRate) ?? defaults.controlRate
+            controlBurst = try container.decodeIfPresent(Int.self, forKey: .controlBurst) ?? defaults.controlBurst
         }
     }
 
@@ -285,6 +294,10 @@ extension FlowBusConfig {
         }
         guard limits.maxSources >= 1, limits.sourceIdleSeconds >= 1 else {
             throw ConfigError("\(source): limits.maxSources and limits.sourceIdleSeconds must be at least 1")
+        }
+        guard limits.controlRate > 0, limits.controlBurst >= 1 else {
+            throw ConfigError(
+                "\(source): limits.controlRate is \(limits.controlRate) and limits.controlBurst \(limits.controlBurst): the rate must be above 0 and the burst at least 1 (defaults: 100 and 200)")
         }
         guard heartbeatMilliseconds >= 10 else {
             throw ConfigError("\(source): heartbeatMilliseconds is \(heartbeatMilliseconds), at least 10 expected")
