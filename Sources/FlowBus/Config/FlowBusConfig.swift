@@ -312,6 +312,53 @@ extension FlowBusConfig {
                 throw ConfigError("\(source): flow '\(name)' starts flow '\(child)', which is not declared under flows")
             }
         }
+        try checkPlaceholders(source: source)
+    }
+
+    /// Steps whose params are known at start-up — the coordinator's first step carries none, and
+    /// rules pass a step's params on unchanged (a child flow's first step, a forward, an end) —
+    /// must not use a `{param}` they lack: such a rule would be refused every time it runs.
+    func checkPlaceholders(source: String) throws(ConfigError) {
+        guard let start = coordinator else { return }
+        var parents: [String: [String]] = [:]
+        for (name, flow) in flows.sorted(by: { $0.key < $1.key }) {
+            for child in flow.childFlowNames { parents[child, default: []].append(name) }
+        }
+        struct Visit: Hashable {
+            var flow: String
+            var step: String
+        }
+        var seen: Set<Visit> = []
+        // Each visit: a (flow, step), how it is reached, and the param keys it certainly has.
+        var pending: [(Visit, String, Set<String>)] = [
+            (Visit(flow: start.flow, step: start.step), "as coordinator.step, which carries no params", [])
+        ]
+        while let (visit, how, keys) = pending.popLast() {
+            guard seen.insert(visit).inserted, let rules = flows[visit.flow]?.steps[visit.step] else { continue }
+            for (index, rule) in rules.enumerated() {
+                let path = "flows.\(visit.flow).steps.\(visit.step)[\(index)]"
+                for (key, template) in rule.templatePaths {
+                    guard let missing = Template.placeholders(template).first(where: { !keys.contains($0) }) else { continue }
+                    throw ConfigError(
+                        "\(source): \(path).\(key) '\(template)' uses {\(missing)}, but step '\(visit.step)' of \(visit.flow) is reached "
+                            + "\(how): it would be refused as bad-params every time. Write the id without {\(missing)}, "
+                            + "or reach this step from a stepper's step that carries '\(missing)'")
+                }
+                for handoff in rule.handoffs {
+                    let passed = "with the params of \(path) (reached \(how))"
+                    switch handoff {
+                    case .child(let flow, let step):
+                        pending.append((Visit(flow: flow, step: step), "as the first step of \(flow) " + passed, keys))
+                    case .current(let step):
+                        pending.append((Visit(flow: visit.flow, step: step), "forwarded " + passed, keys))
+                    case .parent(let step):
+                        for parent in parents[visit.flow] ?? [] {
+                            pending.append((Visit(flow: parent, step: step), "forwarded to the parent " + passed, keys))
+                        }
+                    }
+                }
+            }
+        }
     }
 
     static func expandVariables(_ text: String, environment: [String: String], source: String) throws(ConfigError) -> String {
