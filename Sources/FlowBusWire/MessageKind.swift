@@ -50,7 +50,8 @@ public enum MessageKind: UInt8, Sendable, Hashable, CaseIterable, CustomStringCo
         }
     }
 
-    /// The exact number of frames (topic and envelope included) a message of this kind has.
+    /// The exact number of frames (topic and envelope included) a message of this kind has; a
+    /// status request may have one more, its params.
     public var frameCount: Int {
         switch self {
         case .snapshotRequest, .heartbeat, .statusRequest: return 2

@@ -453,21 +453,30 @@ public struct Heartbeat: WireMessageEncodable, Hashable {
     }
 }
 
-/// A status request (`status`); no body frames.
+/// A status request (`status`): no body frame, or a params frame saying which sections and
+/// which page of them to return (PROTOCOL.md §4.3).
 public struct StatusRequest: WireMessageEncodable, Hashable {
-    /// The envelope (kind forced to `.statusRequest`, content type written as none).
+    /// The envelope (kind forced to `.statusRequest`; content type written as none without params,
+    /// else the envelope's, JSON when it says none).
     public var envelope: Envelope
+    /// What to return (`sections`, `peers: {offset, limit, prefix, alive}`); empty: the default reply.
+    public var params: WireParams
 
     /// Creates a status request.
-    public init(envelope: Envelope) { self.envelope = envelope }
+    public init(envelope: Envelope, params: WireParams = [:]) {
+        self.envelope = envelope
+        self.params = params
+    }
 
     public var kind: MessageKind { .statusRequest }
     public var topic: String { Topic.status }
 
     public func encode(into buffer: inout FrameBuffer) throws(WireError) {
+        let contentType: ContentType = params.isEmpty ? .none : (envelope.contentType == .none ? .json : envelope.contentType)
         try buffer.writeMessage { (out) throws(WireError) in
             try out.writeTopic(.status, id: "")
-            try out.writeEnvelope(envelope, kind: kind, contentType: ContentType.none)
+            try out.writeEnvelope(envelope, kind: kind, contentType: contentType)
+            if !params.isEmpty { try out.writeValue(.map(params), contentType: contentType) }
         }
     }
 }

@@ -54,6 +54,8 @@ public struct RoutedHeader: Sendable, Hashable {
     /// Checks that the message has exactly the frame count of its kind.
     func requireFrameCount(_ buffer: FrameBuffer) throws(WireError) {
         let expected = kind.frameCount
+        // A status request may carry a params frame (PROTOCOL.md §4.3).
+        if kind == .statusRequest, buffer.count == expected + 1 { return }
         if buffer.count != expected {
             throw .malformed("\(kind) message has \(buffer.count) frames, \(expected) expected")
         }

@@ -61,6 +61,11 @@ public struct DiagnosticReason: RawRepresentable, Hashable, Sendable, Comparable
     /// A message skipped ahead of the next sequence expected from its source (an earlier one was
     /// lost in transit): not applied; the sender resends from `expected` (in the details).
     public static let outOfOrder: DiagnosticReason = "out-of-order"
+    /// A sender is ahead of the daemon's durable ledger (its journal lost its newest entries) and
+    /// holds nothing older: not applied until the daemon is started accepting the loss.
+    public static let journalBehind: DiagnosticReason = "journal-behind"
+    /// A peer sent more control requests than its rate allows: not answered; retry later.
+    public static let rateLimited: DiagnosticReason = "rate-limited"
     /// A daemon could not commit its journal or state store; acks wait for a commit.
     public static let persistenceFailed: DiagnosticReason = "persistence-failed"
     /// A reactor's state could not be encoded, so it was not published.
@@ -70,7 +75,8 @@ public struct DiagnosticReason: RawRepresentable, Hashable, Sendable, Comparable
     public static let allV1: [DiagnosticReason] = [
         .malformed, .unsupportedVersion, .unknownKind, .oversize, .unboundStepper, .notVisible,
         .dismissed, .unknownStep, .unknownReactor, .badAction, .badParams, .duplicate,
-        .unauthorized, .droppedHWM, .peerDead, .flowError,
+        .unauthorized, .droppedHWM, .peerDead, .flowError, .noParentFlow, .unknownPresentable, .outOfOrder,
+        .journalBehind, .persistenceFailed, .badState, .rateLimited,
     ]
 }
 

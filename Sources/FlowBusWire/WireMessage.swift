@@ -178,7 +178,9 @@ public enum WireMessage: Sendable, Hashable {
             }
             return .heartbeat(Heartbeat(envelope: envelope))
         case .statusRequest:
-            return .statusRequest(StatusRequest(envelope: envelope))
+            guard buffer.count > 2 else { return .statusRequest(StatusRequest(envelope: envelope)) }
+            let params = try WirePayload(contentType: contentType, bytes: buffer.frameBytes(2)).decodeParams(limits: limits)
+            return .statusRequest(StatusRequest(envelope: envelope, params: params))
         case .statusReply:
             if contentType != .json { throw .malformed("status reply content type is \(contentType), json expected") }
             let value = try buffer.value(2, contentType: .json, limits: limits)

@@ -622,7 +622,17 @@ public final class FlowCoordinator {
             drop(item, .dismissed, "step \(describeStep(item.step)) for \(record.id) dropped: the flow or presentable is gone")
             return nil
         }
-        guard let decoded = decode(item.step, for: record) else {
+        let decoded = decode(item.step, for: record)
+        if let refused = decoded as? RefusedStep {
+            drop(item, refused.reason, "\(record.id) refused step \(describeStep(item.step)): \(refused.message)")
+            if item.broadcast != nil {
+                var children: [PendingStep] = []
+                fanOut(item, from: record, into: &children)
+                queue.insert(contentsOf: children, at: 0)
+            }
+            return nil
+        }
+        guard let decoded else {
             if item.broadcast != nil {
                 if item.recordsOutcome { item.ticket?.outcomes.append(.dropped(.unknownStep, flow: record.id)) }
                 var children: [PendingStep] = []

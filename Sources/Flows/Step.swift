@@ -57,6 +57,23 @@ public struct CanonicalStep: Step, Hashable, CustomStringConvertible {
     }
 }
 
+/// What ``Flow/step(from:)`` returns for a step it knows but cannot take as sent (e.g. a param
+/// its ids need is missing): the coordinator drops it with this reason and message, rather than
+/// report the step as unknown.
+public struct RefusedStep: Step, Hashable, CustomStringConvertible {
+    /// The diagnostic reason, e.g. `bad-params`.
+    public var reason: DiagnosticReason
+    /// What is wrong and how to fix it, for the diagnostic.
+    public var message: String
+
+    public init(reason: DiagnosticReason, message: String) {
+        self.reason = reason
+        self.message = message
+    }
+
+    public var description: String { "RefusedStep(\(reason): \(message))" }
+}
+
 /// Turns a canonical step into the typed step a flow understands; `nil` when it cannot
 /// (the coordinator then reports ``DiagnosticReason/unknownStep``).
 ///

@@ -245,9 +245,18 @@ struct StatusCommand: ParsableCommand {
     @Flag(help: "Print the status as JSON.") var json = false
     @Flag(help: "Print flowd's metrics in Prometheus text format instead (what endpoints.metrics serves).") var metrics = false
     @Option(help: "Seconds to wait for flowd.") var timeout: Double = 3
+    @Flag(help: "List the peers flowd holds (sources heard on ingress, reactor hosts), a page at a time, by source id.") var peers = false
+    @Option(help: "With --peers: the first peer of the page (flowd says the next page's in its footer).") var offset = 0
+    @Option(help: "With --peers: peers per page, at most 1000.") var limit = 100
+    @Option(help: "With --peers: only source ids starting with this.") var prefix: String?
+    @Flag(help: "With --peers: every page, one request each.") var all = false
 
     func run() throws {
         let config = try options.load()
+        if peers {
+            try listPeers(config)
+            return
+        }
         let status = try StatusClient.fetch(endpoint: config.endpoints.control, curve: config.curve, timeout: .milliseconds(Int(timeout * 1000)))
         if metrics {
             guard let text = status["metrics"]?.mapValue?["prometheus"]?.stringValue else {
@@ -257,6 +266,38 @@ struct StatusCommand: ParsableCommand {
             return
         }
         print(json ? try WireJSON.string(.map(status)) : ([MessageFormatter.status(status)] + MessageFormatter.metricsSummary(status)).joined(separator: "\n"))
+    }
+}
+
+extension StatusCommand {
+    /// Peers page by page: each request asks for the `peers` section only, so that a flowd holding
+    /// 100,000 sources answers each page cheaply.
+    private func listPeers(_ config: FlowBusConfig) throws {
+        var page: WireParams = ["offset": .int(Int64(offset)), "limit": .int(Int64(limit))]
+        if let prefix { page["prefix"] = .string(prefix) }
+        while true {
+            let status = try StatusClient.fetch(
+                endpoint: config.endpoints.control, curve: config.curve, timeout: .milliseconds(Int(timeout * 1000)),
+                params: ["sections": ["peers"], "peers": .map(page)])
+            let listed = status["peers"]?.mapValue ?? [:]
+            let info = status["pages"]?.mapValue?["peers"]?.mapValue ?? [:]
+            let first = info["offset"]?.intValue ?? 0
+            let matching = info["matching"]?.intValue ?? Int64(listed.count)
+            if json {
+                print(try WireJSON.string(.map(["peers": .map(listed), "page": .map(info)])))
+            } else {
+                for (source, peer) in listed.sorted(by: { $0.key < $1.key }) {
+                    let entry = peer.mapValue ?? [:]
+                    let alive = entry["alive"]?.boolValue == false ? "dead " : "alive"
+                    print("\(alive) \(source)  \(entry["role"]?.stringValue ?? "?")  silent \(entry["silent_ms"]?.intValue ?? 0) ms\(entry["heartbeats"]?.boolValue == true ? "  heartbeats" : "")")
+                }
+                let next = info["next"]?.intValue
+                let range = listed.isEmpty ? "none" : "\(first + 1)–\(first + Int64(listed.count))"
+                print("peers \(range) of \(matching)\(next.map { all ? "" : "; next page: --offset \($0)" } ?? "")")
+            }
+            guard all, let next = info["next"]?.intValue else { return }
+            page["offset"] = .int(next)
+        }
     }
 }
 

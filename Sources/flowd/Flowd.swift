@@ -20,6 +20,9 @@ struct Flowd: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
 
+    @Flag(help: "Adopt the sequence of a stepper found ahead of the journal (its newest entries were lost), reporting how many were lost, instead of refusing its steps as journal-behind. See docs/DEPLOYMENT.md.")
+    var acceptJournalLoss = false
+
     func run() async throws {
         let level = logLevel
         LoggingSystem.bootstrap { label in
@@ -36,7 +39,10 @@ struct Flowd: AsyncParsableCommand {
         } catch {
             throw ValidationError(error.description)
         }
-        let service = CoordinatorService.declared(config: topology, logger: logger, metrics: metrics)
+        if acceptJournalLoss {
+            logger.warning("--accept-journal-loss: steppers found ahead of the journal have their sequences adopted; what the journal lost is reported, not recovered")
+        }
+        let service = CoordinatorService.declared(config: topology, logger: logger, metrics: metrics, acceptJournalLoss: acceptJournalLoss)
         let group = ServiceGroup(
             configuration: .init(services: [.init(service: service)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()

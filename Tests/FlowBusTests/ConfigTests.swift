@@ -33,6 +33,75 @@ struct ConfigTests {
         }
     }
 
+    @Test("limits.controlRate and limits.controlBurst: 100 and 200 by default, positive, misspellings named")
+    func controlRateLimits() throws {
+        let defaults = try FlowBusConfig.parse(yaml: minimal, environment: [:]).limits
+        #expect(defaults.controlRate == 100 && defaults.controlBurst == 200)
+        let set = try FlowBusConfig.parse(yaml: minimal + "\nlimits: { controlRate: 2.5, controlBurst: 5 }", environment: [:]).limits
+        #expect(set.controlRate == 2.5 && set.controlBurst == 5)
+        #expect {
+            try FlowBusConfig.parse(yaml: minimal + "\nlimits: { controlRate: 0 }", environment: [:])
+        } throws: { error in
+            "\(error)".contains("limits.controlRate is 0.0")
+        }
+        #expect {
+            try FlowBusConfig.parse(yaml: minimal + "\nlimits: { controlBrust: 5 }", environment: [:])
+        } throws: { error in
+            "\(error)".contains("limits.controlBrust (did you mean 'controlBurst'?)")
+        }
+    }
+
+    @Test("A {param} a step certainly lacks is refused at start-up with the rule's path, the placeholder and the fix")
+    func placeholdersCheckedAtStartUp() throws {
+        func config(_ flows: String) -> String {
+            minimal + "\ncoordinator: { flow: Main, step: start }\nflows:\n" + flows
+        }
+        // The first step carries no params.
+        #expect {
+            try FlowBusConfig.parse(yaml: config("""
+                  Main:
+                    steps:
+                      start:
+                        - setRoot: { screen: "home/{user}" }
+                """), environment: [:])
+        } throws: { error in
+            "\(error)".contains("flows.Main.steps.start[0].setRoot.screen 'home/{user}' uses {user}, but step 'start' of Main is reached as coordinator.step, which carries no params")
+                && "\(error)".contains("Write the id without {user}")
+        }
+        // Passed on to a child flow's first step, then forwarded to its parent.
+        #expect {
+            try FlowBusConfig.parse(yaml: config("""
+                  Main:
+                    steps:
+                      start:
+                        - present: { flow: Child, step: open }
+                      back:
+                        - push: { screen: x, stepper: "x/{id}" }
+                  Child:
+                    steps:
+                      open:
+                        - forwardToParent: back
+                """), environment: [:])
+        } throws: { error in
+            "\(error)".contains("flows.Main.steps.back[0].push.stepper 'x/{id}' uses {id}")
+                && "\(error)".contains("forwarded to the parent with the params of flows.Child.steps.open[0]")
+        }
+        // A step reached from a stepper may carry anything: checked when it arrives (bad-params).
+        _ = try FlowBusConfig.parse(yaml: config("""
+              Main:
+                steps:
+                  start:
+                    - setRoot: { screen: home, stepper: home }
+                  picked:
+                    - push: { screen: "item/{id}" }
+                    - present: { flow: Child, step: open }
+              Child:
+                steps:
+                  open:
+                    - setRoot: { screen: "child/{id}" }
+            """), environment: [:])
+    }
+
     @Test("Unknown keys are refused with their path and the key they probably misspell")
     func unknownKeys() throws {
         let yaml = minimal + """

@@ -9,12 +9,15 @@ import Testing
 final class EventLog {
     var didNavigate: [String] = []
     var diagnostics: [DiagnosticReason] = []
+    var messages: [String] = []
     var commands: [String] = []
 
     func record(_ event: CoordinatorEvent) {
         switch event {
         case .didNavigate(let navigation): didNavigate.append("\(navigation.flow.name) \(describeStep(navigation.step))")
-        case .diagnostic(let diagnostic): diagnostics.append(diagnostic.reason)
+        case .diagnostic(let diagnostic):
+            diagnostics.append(diagnostic.reason)
+            messages.append(diagnostic.message)
         case .command(let command): commands.append("\(command.verb.rawValue) \(command.target)")
         default: break
         }
@@ -73,12 +76,15 @@ struct DeclaredFlowTests {
         #expect(log.diagnostics == [.notVisible])
     }
 
-    @Test("A step the table lacks, or lacking a templated param, is refused as unknown-step")
+    @Test("A step the table lacks is unknown-step; one lacking a templated param is bad-params naming the key and the rule")
     func unknownSteps() async throws {
         let (coordinator, log) = try await start()
         await coordinator.receive(CanonicalStep("nonsense"), from: "list")
-        await coordinator.receive(CanonicalStep("picked"), from: "list")
-        #expect(log.diagnostics == [.unknownStep, .unknownStep])
+        await coordinator.receive(CanonicalStep("picked", ["ID": 7]), from: "list")
+        #expect(log.diagnostics == [.unknownStep, .badParams])
+        let message = try #require(log.messages.last)
+        #expect(message.contains("lacks param 'id'") && message.contains("flows.Main.steps.picked[0].push.screen 'item/{id}'"), "\(message)")
+        #expect(message.contains("it has 'ID'"), "\(message)")
         #expect(log.didNavigate == ["Main start"])
     }
 

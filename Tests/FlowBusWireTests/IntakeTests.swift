@@ -242,6 +242,96 @@ struct IntakeTests {
         #expect(intake.counters.lookUpFailures == 1)
     }
 
+    private func journaled(_ durable: [String: UInt64], acceptsLoss: Bool = false) -> TestIntake {
+        TestIntake(
+            endpoint: "ingress",
+            policy: .init(
+                remembersSources: true, deadAfter: .seconds(3), lookUp: { durable[$0] }, acceptsLedgerLoss: acceptsLoss,
+                ledgerLossRemedy: "restart flowd with --accept-journal-loss"),
+            defaultRole: "stepper")
+    }
+
+    @Test("a sender ahead of the durable ledger that goes back to what it sent is refused as journal-behind, each batch, reported first once")
+    func journalBehindIsRefused() throws {
+        var intake = journaled(["s": 5])
+        let peer = Array("p".utf8)
+        // The journal lost 6...10; the sender had them acknowledged and sends 11, 12.
+        #expect(intake.receive(source: "s", sequence: 11, topic: "step/x", peer: peer) == .outOfOrder(expected: 6))
+        #expect(intake.receive(source: "s", sequence: 12, topic: "step/x", peer: peer) == .outOfOrder(expected: 6))
+        var end = intake.endBatch(now: start, checkEvery: .seconds(1))
+        #expect(end.refusals.first?.refusal.reason == .outOfOrder)
+        #expect(end.ledgerBehind.isEmpty, "one refusal is not proof: the sender may still hold 6")
+        // It resends from 11: it holds nothing older.
+        #expect(intake.receive(source: "s", sequence: 11, topic: "step/x", peer: peer) == .ledgerBehind)
+        #expect(intake.receive(source: "s", sequence: 12, topic: "step/x", peer: peer) == .ledgerBehind)
+        end = intake.endBatch(now: start, checkEvery: .seconds(1))
+        #expect(end.refusals.isEmpty, "not out-of-order any more")
+        let report = try #require(end.ledgerBehind.first)
+        #expect(end.ledgerBehind.count == 1)
+        #expect(report.isFirstReport && !report.adopted)
+        #expect(report.ledgerLast == 5 && report.received == 11 && report.lost == 5)
+        #expect(report.refusal.reason == .journalBehind)
+        #expect(report.refusal.details == [
+            "endpoint": "ingress", "source": "s", "topic": "step/x", "sequence": 11, "journal_last": 5, "received": 11,
+            "lost": 5, "adopted": false, "count": 2,
+        ])
+        #expect(report.refusal.detail.contains("--accept-journal-loss"), "the refusal names the way forward")
+        #expect(end.acks == [.init(peer: peer, source: "s", sequence: 5)], "nothing past the ledger is acknowledged")
+        #expect(intake.counters.ledgerBehind == 2)
+        // Later resends: refused again, to the sender, without a new first report.
+        #expect(intake.receive(source: "s", sequence: 11, topic: "step/x", peer: peer) == .ledgerBehind)
+        end = intake.endBatch(now: start, checkEvery: .seconds(1))
+        #expect(end.ledgerBehind.count == 1 && end.ledgerBehind.first?.isFirstReport == false)
+        // A sender that does hold 6 gets it applied: nothing was lost after all.
+        #expect(intake.receive(source: "s", sequence: 6, topic: "step/x", peer: peer) == .fresh)
+        #expect(intake.receive(source: "s", sequence: 8, topic: "step/x", peer: peer) == .outOfOrder(expected: 7))
+    }
+
+    @Test("accepting the loss, the sender's sequence is adopted once it goes back, and the sequences lost are counted")
+    func journalBehindIsAdoptedWhenAccepted() throws {
+        var intake = journaled(["s": 5, "t": 3], acceptsLoss: true)
+        let peer = Array("p".utf8)
+        #expect(intake.receive(source: "s", sequence: 11, topic: "step/x", peer: peer) == .outOfOrder(expected: 6))
+        _ = intake.endBatch(now: start, checkEvery: .seconds(1))
+        #expect(intake.receive(source: "s", sequence: 11, topic: "step/x", peer: peer) == .fresh)
+        #expect(intake.receive(source: "s", sequence: 12, topic: "step/x", peer: peer) == .fresh)
+        let end = intake.endBatch(now: start, checkEvery: .seconds(1))
+        let report = try #require(end.ledgerBehind.first)
+        #expect(report.adopted && report.lost == 5 && report.isFirstReport)
+        #expect(report.refusal.details["adopted"] == true)
+        #expect(end.acks == [.init(peer: peer, source: "s", sequence: 12)])
+        #expect(end.dealtWith == ["s": 12], "the journal records the adopted sequence")
+        // A source that was never ahead is judged as always: a gap filled in order is no loss.
+        #expect(intake.receive(source: "t", sequence: 5, topic: "step/x", peer: peer) == .outOfOrder(expected: 4))
+        #expect(intake.receive(source: "t", sequence: 4, topic: "step/x", peer: peer) == .fresh)
+        #expect(intake.counters.adoptedSources == 1 && intake.counters.lostSequences == 5)
+    }
+
+    @Test("a source the ledger lost entirely is behind with journal_last 0; a new source starting at 1 never is")
+    func sourceLostEntirely() throws {
+        var intake = journaled([:])
+        let peer = Array("p".utf8)
+        #expect(intake.receive(source: "gone", sequence: 4, topic: "step/x", peer: peer) == .outOfOrder(expected: 1))
+        _ = intake.endBatch(now: start, checkEvery: .seconds(1))
+        #expect(intake.receive(source: "gone", sequence: 4, topic: "step/x", peer: peer) == .ledgerBehind)
+        let report = try #require(intake.endBatch(now: start, checkEvery: .seconds(1)).ledgerBehind.first)
+        #expect(report.ledgerLast == 0 && report.lost == 3)
+        #expect(intake.receive(source: "new", sequence: 1, topic: "step/x", peer: peer) == .fresh)
+        #expect(intake.receive(source: "new", sequence: 3, topic: "step/x", peer: peer) == .outOfOrder(expected: 2))
+        #expect(intake.receive(source: "new", sequence: 3, topic: "step/x", peer: peer) == .outOfOrder(expected: 2),
+            "a source confirmed in step with the ledger has a gap, not a loss")
+    }
+
+    @Test("messages in flight after a refusal, later than any sent before, are out of order, not behind")
+    func inFlightIsNotBehind() {
+        var intake = journaled(["s": 5])
+        let peer = Array("p".utf8)
+        #expect(intake.receive(source: "s", sequence: 11, topic: "step/x", peer: peer) == .outOfOrder(expected: 6))
+        _ = intake.endBatch(now: start, checkEvery: .seconds(1))
+        #expect(intake.receive(source: "s", sequence: 12, topic: "step/x", peer: peer) == .outOfOrder(expected: 6))
+        #expect(intake.receive(source: "s", sequence: 6, topic: "step/x", peer: peer) == .fresh, "the resend from expected")
+    }
+
     @Test("when many peers die at one check, three are reported one by one and the rest together")
     func deadPeersAreAggregated() {
         var intake = intake()

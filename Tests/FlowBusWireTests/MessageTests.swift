@@ -30,6 +30,8 @@ func everyMessage() -> [WireMessage] {
             .navigation(NavigationEventMessage(phase: .did, envelope: envelope(.didNavigate, contentType), flow: "movies", stepName: "settings")),
             .diagnostic(DiagnosticMessage(envelope: envelope(.diagnostic, contentType), reason: .unboundStepper, message: "stepper x is not bound", details: ["stepper": "x", "sequence": 4])),
             .statusReply(StatusReply(envelope: envelope(.statusReply, .json), status: ["flows": ["movies"], "uptime": 1.5])),
+            .statusRequest(StatusRequest(
+                envelope: envelope(.statusRequest, contentType), params: ["sections": ["peers"], "peers": ["offset": 100, "limit": 50]])),
         ]
     }
     messages += [
@@ -196,7 +198,10 @@ func everyMessage() -> [WireMessage] {
     func roundTrip(_ message: WireMessage) throws {
         var buffer = FrameBuffer()
         try message.encode(into: &buffer)
-        #expect(buffer.count == message.kind.frameCount)
+        var frameCount = message.kind.frameCount
+        // A status request with params has its optional params frame.
+        if case .statusRequest(let request) = message, !request.params.isEmpty { frameCount += 1 }
+        #expect(buffer.count == frameCount)
         #expect(buffer.withFrame(0) { String(decoding: $0, as: UTF8.self) } == message.topic)
         let decoded = try WireMessage.decode(from: buffer)
         #expect(decoded == message)

@@ -16,13 +16,14 @@ private func ack(_ sequence: UInt64, from daemon: String = "flowd#1", for source
 }
 
 private func refusal(
-    _ reason: DiagnosticReason, sequence: UInt64?, expected: UInt64? = nil, source: String = sender
+    _ reason: DiagnosticReason, sequence: UInt64?, expected: UInt64? = nil, source: String = sender,
+    from daemon: String = "flowd#1"
 ) -> DiagnosticMessage {
     var details: WireParams = ["source": .string(source)]
     if let sequence { details["sequence"] = .int(Int64(sequence)) }
     if let expected { details["expected"] = .int(Int64(expected)) }
     return DiagnosticMessage(
-        envelope: Envelope(kind: .diagnostic, contentType: .fbv, sequence: 1, source: "flowd#1"), reason: reason,
+        envelope: Envelope(kind: .diagnostic, contentType: .fbv, sequence: 1, source: daemon), reason: reason,
         message: "refused", details: details)
 }
 
@@ -208,6 +209,24 @@ struct ReliableOutboxTests {
             "after progress a refusal is news again; messages the daemon has are not resent")
         #expect(outbox.received(refusal: refusal(.outOfOrder, sequence: 6, expected: 5, source: "other#2")) == .none)
         #expect(outbox.refusal(for: 6) == nil, "out-of-order is not recorded: the message goes again")
+    }
+
+    @Test("An out-of-order asking for acknowledged messages resends what is held at once, once per daemon and gap; journal-behind is a refusal")
+    func daemonLedgerBehind() {
+        var outbox = connectedOutbox()
+        for _ in 1...12 { _ = outbox.add() }
+        _ = outbox.received(ack: ack(10))
+        // A resend since the last progress covers 11...12: refusals of them would not be news...
+        #expect(sent(outbox.received(refusal: refusal(.outOfOrder, sequence: 12, expected: 11))).sequences == [11, 12])
+        // ...but a daemon whose ledger lost 6...10 asks for what this sender no longer holds.
+        let behind = outbox.received(refusal: refusal(.outOfOrder, sequence: 11, expected: 6, from: "flowd#2"))
+        #expect(sent(behind) == ([11, 12], .outOfOrder), "going back to the oldest held tells the daemon nothing older comes")
+        #expect(outbox.received(refusal: refusal(.outOfOrder, sequence: 12, expected: 6, from: "flowd#2")) == .none,
+            "once per daemon instance and gap")
+        #expect(sent(outbox.received(refusal: refusal(.outOfOrder, sequence: 11, expected: 6, from: "flowd#3"))).sequences == [11, 12])
+        let refused = refusal(.journalBehind, sequence: 11, from: "flowd#3")
+        #expect(outbox.received(refusal: refused) == .none)
+        #expect(outbox.refusal(for: 11)?.reason == .journalBehind, "journal-behind is recorded against the message")
     }
 
     @Test("An out-of-order refusal without `expected` resends everything unacknowledged")

@@ -129,20 +129,30 @@ extension BusSubscriber: Sendable {}
 /// Asks `flowd` for its status on the control endpoint.
 public enum StatusClient {
     /// The status map flowd returns: flows with their live trees, bindings, counters.
-    public static func fetch(endpoint: String, curve: CurveKeys = CurveKeys(), timeout: Duration = .seconds(3)) throws -> WireParams {
+    /// - Parameter params: which sections and pages to return (PROTOCOL.md §4.3, STATUS-REQUEST);
+    ///   none: the default reply.
+    public static func fetch(
+        endpoint: String, curve: CurveKeys = CurveKeys(), timeout: Duration = .seconds(3), params: WireParams = [:]
+    ) throws -> WireParams {
         let context = try Context(defaultLinger: 0)
         let socket = try context.socket(.dealer)
         try curve.secureClient(socket, endpoint: endpoint)
         try socket.connect(endpoint)
-        let request = StatusRequest(envelope: Envelope(kind: .statusRequest, sequence: 1, source: "flowctl#\(ProcessInfo.processInfo.processIdentifier)"))
+        let request = StatusRequest(
+            envelope: Envelope(kind: .statusRequest, sequence: 1, source: "flowctl#\(ProcessInfo.processInfo.processIdentifier)"),
+            params: params)
         try socket.send(message: try request.encoded())
         var buffer = FrameBuffer()
         guard try socket.receive(into: &buffer, mode: .within(timeout)) else {
             throw ClientError("flowd did not answer on \(endpoint) within \(timeout): is it running? Start it with `flowd --config FILE`")
         }
-        guard case .statusReply(let reply) = try WireMessage.decode(from: buffer) else {
+        switch try WireMessage.decode(from: buffer) {
+        case .statusReply(let reply):
+            return reply.status
+        case .diagnostic(let refusal):
+            throw ClientError("flowd refused the status request: \(refusal.reason): \(refusal.message)")
+        default:
             throw ClientError("\(endpoint) answered with something other than a status reply: is it flowd's control endpoint?")
         }
-        return reply.status
     }
 }

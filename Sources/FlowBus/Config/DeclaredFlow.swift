@@ -7,8 +7,8 @@ public final class DeclaredFlow: CheckpointableFlow {
     public nonisolated let flowName: String
     let spec: DeclaredFlowSpec
     let rootNode: NavigationNode
-    /// The id templates with `{param}` placeholders, per step name that has any.
-    private let templatesByStep: [String: [String]]
+    /// The id templates with `{param}` placeholders, with where each is written, per step name that has any.
+    private let templatesByStep: [String: [(path: String, template: String)]]
     /// Builds a child flow by name; child flows come from the same config.
     let makeFlow: @FlowActor (String) -> DeclaredFlow?
 
@@ -21,10 +21,14 @@ public final class DeclaredFlow: CheckpointableFlow {
         self.flowName = name
         self.spec = spec
         self.makeFlow = makeFlow
-        templatesByStep = spec.steps.compactMapValues { rules in
-            let templates = rules.flatMap(\.templates).filter { $0.contains("{") }
-            return templates.isEmpty ? nil : templates
+        var templatesByStep: [String: [(path: String, template: String)]] = [:]
+        for (step, rules) in spec.steps {
+            let templates = rules.enumerated().flatMap { index, rule in
+                rule.templatePaths.filter { $0.template.contains("{") }.map { ("flows.\(name).steps.\(step)[\(index)].\($0.path)", $0.template) }
+            }
+            if !templates.isEmpty { templatesByStep[step] = templates }
         }
+        self.templatesByStep = templatesByStep
         let rootID = spec.id ?? name.lowercased()
         switch spec.root {
         case .stack: rootNode = NavigationStack(id: rootID)
@@ -44,12 +48,19 @@ public final class DeclaredFlow: CheckpointableFlow {
         return DeclaredFlow(name: name, spec: spec, makeFlow: build)
     }
 
-    /// Accepts a step only if the table has it and the step carries every `{param}` its ids use.
+    /// Accepts a step only if the table has it (else nil: `unknown-step`) and it carries every
+    /// `{param}` its ids use (else refused as `bad-params`, naming the missing key and the rule).
     public func step(from canonical: CanonicalStep) -> (any Step)? {
         guard spec.steps[canonical.name] != nil else { return nil }
         if !templatesByStep.isEmpty, let templates = templatesByStep[canonical.name] {
-            for template in templates where !Template.missingParameters(template, in: canonical.params).isEmpty {
-                return nil
+            for (path, template) in templates {
+                let missing = Template.missingParameters(template, in: canonical.params)
+                guard let key = missing.first else { continue }
+                let has = canonical.params.keys.sorted().map { "'\($0)'" }.joined(separator: ", ")
+                return RefusedStep(
+                    reason: .badParams,
+                    message: "step \(canonical.name) lacks param '\(key)', which \(path) '\(template)' uses "
+                        + "(it has \(has.isEmpty ? "no params" : has)): send it with \(missing.map { "'\($0)'" }.joined(separator: ", "))")
             }
         }
         return canonical
@@ -140,15 +151,34 @@ public final class DeclaredFlow: CheckpointableFlow {
 }
 
 extension NavigationRule {
-    /// The id templates this rule expands.
-    var templates: [String] {
+    /// The id templates this rule expands, each with its key path within the rule (`push.screen`).
+    var templatePaths: [(path: String, template: String)] {
         switch self {
         case .push(let spec), .setRoot(let spec), .present(.screen(let spec)):
-            [spec.screen] + (spec.stepper.map { [$0] } ?? [])
+            let key = if case .push = self { "push" } else if case .setRoot = self { "setRoot" } else { "present" }
+            return [("\(key).screen", spec.screen)] + (spec.stepper.map { [("\(key).stepper", $0)] } ?? [])
         case .tabs(let tabs):
-            [tabs.id] + (tabs.stepper.map { [$0] } ?? [])
+            return [("tabs.id", tabs.id)] + (tabs.stepper.map { [("tabs.stepper", $0)] } ?? [])
         default:
-            []
+            return []
+        }
+    }
+
+    /// The steps this rule passes the step's params on to: a child flow's first step, or a step
+    /// forwarded to this flow or to its parent.
+    enum Handoff {
+        case child(flow: String, step: String)
+        case current(step: String)
+        case parent(step: String)
+    }
+
+    var handoffs: [Handoff] {
+        switch self {
+        case .present(.flow(let child)): [.child(flow: child.flow, step: child.step)]
+        case .tabs(let tabs): tabs.flows.map { .child(flow: $0.flow, step: $0.step) }
+        case .forwardToCurrent(let step): [.current(step: step)]
+        case .forwardToParent(let step), .end(let step): [.parent(step: step)]
+        default: []
         }
     }
 }
@@ -169,13 +199,17 @@ enum Template {
     }
 
     static func missingParameters(_ template: String, in params: WireParams) -> [String] {
-        var missing: [String] = []
+        placeholders(template).filter { params[$0] == nil }
+    }
+
+    /// The `{name}`s of a template, in order.
+    static func placeholders(_ template: String) -> [String] {
+        var names: [String] = []
         var rest = Substring(template)
         while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
-            let name = String(rest[rest.index(after: open)..<close])
-            if params[name] == nil { missing.append(name) }
+            names.append(String(rest[rest.index(after: open)..<close]))
             rest = rest[rest.index(after: close)...]
         }
-        return missing
+        return names
     }
 }

@@ -137,15 +137,22 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         public var maxSources: Int
         /// Seconds of silence after which a source is forgotten.
         public var sourceIdleSeconds: Int
+        /// Control requests (status) per second one peer may send, sustained; beyond it and its
+        /// burst, requests are refused as `rate-limited` or dropped.
+        public var controlRate: Double
+        /// Control requests one peer may send at once.
+        public var controlBurst: Int
 
         public init(
             maxMessageBytes: Int = 1 << 20, highWaterMark: Int = 100_000, maxSources: Int = 100_000,
-            sourceIdleSeconds: Int = 3600
+            sourceIdleSeconds: Int = 3600, controlRate: Double = 100, controlBurst: Int = 200
         ) {
             self.maxMessageBytes = maxMessageBytes
             self.highWaterMark = highWaterMark
             self.maxSources = maxSources
             self.sourceIdleSeconds = sourceIdleSeconds
+            self.controlRate = controlRate
+            self.controlBurst = controlBurst
         }
 
         public init(from decoder: any Decoder) throws {
@@ -155,6 +162,8 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
             highWaterMark = try container.decodeIfPresent(Int.self, forKey: .highWaterMark) ?? defaults.highWaterMark
             maxSources = try container.decodeIfPresent(Int.self, forKey: .maxSources) ?? defaults.maxSources
             sourceIdleSeconds = try container.decodeIfPresent(Int.self, forKey: .sourceIdleSeconds) ?? defaults.sourceIdleSeconds
+            controlRate = try container.decodeIfPresent(Double.self, forKey: .controlRate) ?? defaults.controlRate
+            controlBurst = try container.decodeIfPresent(Int.self, forKey: .controlBurst) ?? defaults.controlBurst
         }
     }
 
@@ -286,6 +295,10 @@ extension FlowBusConfig {
         guard limits.maxSources >= 1, limits.sourceIdleSeconds >= 1 else {
             throw ConfigError("\(source): limits.maxSources and limits.sourceIdleSeconds must be at least 1")
         }
+        guard limits.controlRate > 0, limits.controlBurst >= 1 else {
+            throw ConfigError(
+                "\(source): limits.controlRate is \(limits.controlRate) and limits.controlBurst \(limits.controlBurst): the rate must be above 0 and the burst at least 1 (defaults: 100 and 200)")
+        }
         guard heartbeatMilliseconds >= 10 else {
             throw ConfigError("\(source): heartbeatMilliseconds is \(heartbeatMilliseconds), at least 10 expected")
         }
@@ -297,6 +310,53 @@ extension FlowBusConfig {
         for (name, flow) in flows {
             for child in flow.childFlowNames where flows[child] == nil {
                 throw ConfigError("\(source): flow '\(name)' starts flow '\(child)', which is not declared under flows")
+            }
+        }
+        try checkPlaceholders(source: source)
+    }
+
+    /// Steps whose params are known at start-up — the coordinator's first step carries none, and
+    /// rules pass a step's params on unchanged (a child flow's first step, a forward, an end) —
+    /// must not use a `{param}` they lack: such a rule would be refused every time it runs.
+    func checkPlaceholders(source: String) throws(ConfigError) {
+        guard let start = coordinator else { return }
+        var parents: [String: [String]] = [:]
+        for (name, flow) in flows.sorted(by: { $0.key < $1.key }) {
+            for child in flow.childFlowNames { parents[child, default: []].append(name) }
+        }
+        struct Visit: Hashable {
+            var flow: String
+            var step: String
+        }
+        var seen: Set<Visit> = []
+        // Each visit: a (flow, step), how it is reached, and the param keys it certainly has.
+        var pending: [(Visit, String, Set<String>)] = [
+            (Visit(flow: start.flow, step: start.step), "as coordinator.step, which carries no params", [])
+        ]
+        while let (visit, how, keys) = pending.popLast() {
+            guard seen.insert(visit).inserted, let rules = flows[visit.flow]?.steps[visit.step] else { continue }
+            for (index, rule) in rules.enumerated() {
+                let path = "flows.\(visit.flow).steps.\(visit.step)[\(index)]"
+                for (key, template) in rule.templatePaths {
+                    guard let missing = Template.placeholders(template).first(where: { !keys.contains($0) }) else { continue }
+                    throw ConfigError(
+                        "\(source): \(path).\(key) '\(template)' uses {\(missing)}, but step '\(visit.step)' of \(visit.flow) is reached "
+                            + "\(how): it would be refused as bad-params every time. Write the id without {\(missing)}, "
+                            + "or reach this step from a stepper's step that carries '\(missing)'")
+                }
+                for handoff in rule.handoffs {
+                    let passed = "with the params of \(path) (reached \(how))"
+                    switch handoff {
+                    case .child(let flow, let step):
+                        pending.append((Visit(flow: flow, step: step), "as the first step of \(flow) " + passed, keys))
+                    case .current(let step):
+                        pending.append((Visit(flow: visit.flow, step: step), "forwarded " + passed, keys))
+                    case .parent(let step):
+                        for parent in parents[visit.flow] ?? [] {
+                            pending.append((Visit(flow: parent, step: step), "forwarded to the parent " + passed, keys))
+                        }
+                    }
+                }
             }
         }
     }

@@ -39,6 +39,11 @@ final class CoordinatorMetrics {
     private let ingressMessages = Counter(label: "flowbus_ingress_messages_total")
     private let ingressDuplicates = Counter(label: "flowbus_ingress_duplicates_total")
     private let ingressOutOfOrder = Counter(label: "flowbus_ingress_out_of_order_total")
+    private let journalLost = Counter(label: "flowbus_journal_lost_sequences_total")
+    private let controlRequests = Counter(label: "flowbus_control_requests_total")
+    private let controlRefused = Counter(label: "flowbus_control_rate_limited_total", dimensions: [("outcome", "refused")])
+    private let controlDropped = Counter(label: "flowbus_control_rate_limited_total", dimensions: [("outcome", "dropped")])
+    private let controlPeerGone = Counter(label: "flowbus_control_peer_gone_total")
     private var ingressRefused: [DiagnosticReason: Counter] = [:]
     private let stepsReceived = Counter(label: "flowbus_steps_received_total")
     private let stepsRouted = Counter(label: "flowbus_steps_routed_total")
@@ -157,6 +162,11 @@ final class CoordinatorMetrics {
         increment(ingressMessages, by: ingress.received - lastIngress.received)
         increment(ingressDuplicates, by: ingress.duplicates - lastIngress.duplicates)
         increment(ingressOutOfOrder, by: ingress.outOfOrder - lastIngress.outOfOrder)
+        increment(journalLost, by: Int(clamping: ingress.journalLost - lastIngress.journalLost))
+        increment(controlRequests, by: ingress.controlRequests - lastIngress.controlRequests)
+        increment(controlRefused, by: ingress.controlRateRefused - lastIngress.controlRateRefused)
+        increment(controlDropped, by: ingress.controlRateDropped - lastIngress.controlRateDropped)
+        increment(controlPeerGone, by: ingress.controlPeerGone - lastIngress.controlPeerGone)
         if ingress.refused != lastIngress.refused {
             for (reason, count) in ingress.refused where count > lastIngress.refused[reason, default: 0] {
                 counter(&ingressRefused, "flowbus_ingress_refused_total", [("reason", reason.rawValue)], key: reason)

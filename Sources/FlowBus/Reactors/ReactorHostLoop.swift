@@ -337,6 +337,7 @@ private final class ReactorHostIO {
     private func endBatch() {
         let end = intake.endBatch(now: .now, checkEvery: settings.heartbeat)
         for (peer, refusal) in end.refusals { refuse(refusal, to: peer) }
+        for behind in end.ledgerBehind { refuseBehind(behind) }
         for peer in end.heartbeatAnswers {
             actionsSequence += 1
             reply(Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: actionsSequence, messageID: .none, source: settings.sourceID)), to: peer)
@@ -394,7 +395,8 @@ private final class ReactorHostIO {
             // Reported once per source with the batch's end (``endBatch()``).
             outlet.count { $0.outOfOrder += 1 }
             return
-        case .ledgerUnavailable:
+        case .ledgerUnavailable, .ledgerBehind:
+            // A sender ahead of the state database is refused with the batch's end.
             return
         case .unnumbered:
             refuse(.malformed, "\(header.kind) with sequence 0: only a heartbeat may be unnumbered", routingID: routingID, header: header)
@@ -583,6 +585,22 @@ private final class ReactorHostIO {
         reply(refusal.diagnostic(Envelope(
             kind: .diagnostic, contentType: settings.contentType, sequence: actionsSequence, messageID: .none,
             source: settings.sourceID)), to: peer)
+    }
+
+    /// A view ahead of the state database: told each time, logged and published once per source.
+    private func refuseBehind(_ behind: Intake.LedgerBehind) {
+        var refusal = behind.refusal
+        refusal.extra["host"] = .string(settings.hostName)
+        if behind.isFirstReport {
+            logger.error("\(refusal.reason): \(refusal.detail)", metadata: ["source": "\(behind.source)"])
+            publish(refusal.diagnostic(states.envelope(.diagnostic)))
+        }
+        guard !behind.adopted else { return }
+        outlet.count { $0.refused[refusal.reason, default: 0] += refusal.extra["count"]?.intValue.map(Int.init) ?? 1 }
+        actionsSequence += 1
+        reply(refusal.diagnostic(Envelope(
+            kind: .diagnostic, contentType: settings.contentType, sequence: actionsSequence, messageID: .none,
+            source: settings.sourceID)), to: behind.peer)
     }
 
     private func publishDiagnostic(_ reason: DiagnosticReason, _ detail: String, details: WireParams) {

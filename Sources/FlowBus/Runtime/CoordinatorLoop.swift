@@ -83,6 +83,15 @@ final class CoordinatorLoop: FlowLoopDriver {
         /// Messages dropped because an earlier sequence of their source is missing (resent later).
         var outOfOrder = 0
         var refused: [DiagnosticReason: Int] = [:]
+        /// Sources adopted past the journal (`--accept-journal-loss`), and the sequences lost so.
+        var journalAdopted = 0
+        var journalLost: UInt64 = 0
+        /// Control requests read, refused or dropped over their peer's rate, and not answered
+        /// because their peer was gone.
+        var controlRequests = 0
+        var controlRateRefused = 0
+        var controlRateDropped = 0
+        var controlPeerGone = 0
     }
 
     /// What the loop counts itself; duplicates and gaps are the intake's.
@@ -94,6 +103,17 @@ final class CoordinatorLoop: FlowLoopDriver {
     static let maxBatchSize = 512
     /// Control requests answered per turn: the control plane never starves steps.
     static let maxControlPerTurn = 16
+    /// Control requests read per turn, answered or not: refused and dropped ones cost little, so a
+    /// flood drains fast without taking the turn from steps.
+    static let maxControlReadPerTurn = 256
+
+    /// What the control endpoint counted.
+    struct ControlCounters: Sendable {
+        var requests = 0
+        var answered = 0
+        /// Requests whose peer was gone (or not reading) when the reply was due: no reply built.
+        var peerGone = 0
+    }
     /// How long acks and replies still queued at shutdown may take to leave, in milliseconds.
     static let shutdownLinger: Int32 = 1000
 
@@ -120,11 +140,17 @@ final class CoordinatorLoop: FlowLoopDriver {
     private let poller = Poller()
     private var wakeIndex = 0
     private var intake: Intake
+    private var controlLimiter: RateLimiter
+    private var controlCounts = ControlCounters()
+    private var nextControlReport = ContinuousClock.now
     private let router: StepRouter
     var counters: Counters {
         Counters(
             received: receivedCount, accepted: acceptedCount, duplicates: intake.counters.duplicates,
-            outOfOrder: intake.counters.outOfOrder, refused: refusedCounts)
+            outOfOrder: intake.counters.outOfOrder, refused: refusedCounts, journalAdopted: intake.counters.adoptedSources,
+            journalLost: intake.counters.lostSequences, controlRequests: controlCounts.requests,
+            controlRateRefused: controlLimiter.counters.refused, controlRateDropped: controlLimiter.counters.dropped,
+            controlPeerGone: controlCounts.peerGone)
     }
     private var received = RoutedFrames()
     private var heartbeatFrames = FrameBuffer()
@@ -141,10 +167,12 @@ final class CoordinatorLoop: FlowLoopDriver {
     private var nextSourceCheck = ContinuousClock.now
     private(set) var failure: (any Error)?
 
-    /// Creates the sockets and binds them; throws if an endpoint cannot be bound.
+    /// Creates the sockets and binds them; throws if an endpoint cannot be bound. With
+    /// `acceptJournalLoss`, a stepper found ahead of the journal has its sequence adopted
+    /// (PROTOCOL.md §4.4, `journal-behind`) instead of being refused.
     init(
         context: Context, config: FlowBusConfig, sourceID: String, router: StepRouter, inbox: LoopInbox, logger: Logger,
-        journal: StepJournal?
+        journal: StepJournal?, acceptJournalLoss: Bool = false
     ) throws {
         self.inbox = inbox
         self.config = config
@@ -172,7 +200,8 @@ final class CoordinatorLoop: FlowLoopDriver {
                 remembersSources: journal != nil,
                 deadAfter: .milliseconds(config.heartbeatMilliseconds * max(1, config.heartbeatLiveness)),
                 idleTimeout: .seconds(config.limits.sourceIdleSeconds), maxSources: config.limits.maxSources,
-                lookUp: lookUp),
+                lookUp: lookUp, acceptsLedgerLoss: acceptJournalLoss,
+                ledgerLossRemedy: "restart flowd with --accept-journal-loss (see docs/DEPLOYMENT.md, \"A journal behind its steppers\")"),
             defaultRole: "stepper")
         let limits = config.limits
         let endpoints = config.endpoints
@@ -187,8 +216,11 @@ final class CoordinatorLoop: FlowLoopDriver {
         try prepareToBind(endpoints.ingress, what: "endpoints.ingress")
         try ingress.bind(endpoints.ingress)
         restrictPermissions(ofIPCEndpoint: endpoints.ingress)
+        controlLimiter = RateLimiter(rate: limits.controlRate, burst: Double(limits.controlBurst))
         control = try context.socket(.router)
-        try control.setOptions([.maxMessageSize(Self.hardCeiling(limits)), .linger(0)])
+        // A reply to a peer that went away fails (EHOSTUNREACH) instead of vanishing: its request
+        // is dropped before any reply is built.
+        try control.setOptions([.maxMessageSize(Self.hardCeiling(limits)), .linger(0), .routerMandatory(true)])
         try config.curve.secureServer(control, endpoint: endpoints.control)
         try prepareToBind(endpoints.control, what: "endpoints.control")
         try control.bind(endpoints.control)
@@ -269,6 +301,7 @@ final class CoordinatorLoop: FlowLoopDriver {
             }
         }
         if !isPaused { endBatch() }
+        reportRateLimited(now: .now)
         if ContinuousClock.now >= nextHeartbeat {
             router.heartbeat(ingress: counters)
             nextHeartbeat = .now + heartbeatInterval
@@ -321,16 +354,42 @@ final class CoordinatorLoop: FlowLoopDriver {
     }
 
     /// Status requests first, a bounded number: under a flood of steps they still get answered,
-    /// and a flood of requests cannot starve steps.
+    /// and a flood of requests cannot starve steps. Each peer is held to its rate (``RateLimiter``):
+    /// past it a request is refused as `rate-limited` or dropped, before anything is built for it.
     private func readControl() throws(ZMQError) {
-        var count = 0
-        while count < Self.maxControlPerTurn, try control.receive(into: &received, mode: .nonBlocking) {
-            count += 1
+        var answered = 0
+        var read = 0
+        let now = ContinuousClock.now
+        while answered < Self.maxControlPerTurn, read < Self.maxControlReadPerTurn,
+            try control.receive(into: &received, mode: .nonBlocking)
+        {
+            read += 1
+            controlCounts.requests += 1
             let header: RoutedHeader
             do {
                 header = try RoutedHeader.decode(from: received.frames, limits: wireLimits)
             } catch {
-                refuse(Refusal(reason: error.reason, detail: error.detail, endpoint: "control"), toControlPeer: received.routingID)
+                if controlLimiter.admit(received.routingID, now: now) == .allow {
+                    refuse(Refusal(reason: error.reason, detail: error.detail, endpoint: "control"), toControlPeer: received.routingID)
+                }
+                continue
+            }
+            switch controlLimiter.admit(received.routingID, now: now) {
+            case .allow:
+                break
+            case .refuse(let retryAfter):
+                // To the requester only: the interval's report stands for all of them on `events`.
+                let milliseconds = max(1, Int64(retryAfter.wholeMilliseconds))
+                let refusal = Refusal(
+                    .rateLimited,
+                    "more than \(Int(controlLimiter.burst)) control requests at once or \(controlLimiter.rate) per second: "
+                        + "not answered; retry after \(milliseconds) ms (limits.controlRate, limits.controlBurst)",
+                    endpoint: "control", header: header, extra: ["retry_after_ms": .int(milliseconds)])
+                controlSequence += 1
+                let envelope = Envelope(kind: .diagnostic, contentType: config.wire.publish, sequence: controlSequence, source: sourceID)
+                send(refusal.diagnostic(envelope), to: received.routingID, on: control)
+                continue
+            case .drop:
                 continue
             }
             guard header.kind == .statusRequest else {
@@ -339,8 +398,45 @@ final class CoordinatorLoop: FlowLoopDriver {
                     endpoint: "control", header: header), toControlPeer: received.routingID)
                 continue
             }
-            answerStatus(to: received.routingID)
+            let query: StepRouter.StatusQuery
+            do {
+                guard case .statusRequest(let request) = try WireMessage.decode(from: received.frames, header: header) else { continue }
+                query = try StepRouter.StatusQuery(request.params)
+            } catch {
+                refuse(Refusal(error.reason, error.detail, endpoint: "control", header: header), toControlPeer: received.routingID)
+                continue
+            }
+            answered += 1
+            answerStatus(to: received.routingID, query: query)
         }
+    }
+
+    /// Once per heartbeat interval: one log line and one `rate-limited` diagnostic for all the
+    /// control requests refused or dropped meanwhile, never one per request.
+    private func reportRateLimited(now: ContinuousClock.Instant) {
+        guard now >= nextControlReport else { return }
+        nextControlReport = now + max(heartbeatInterval, .seconds(1))
+        guard let report = controlLimiter.takeReport() else { return }
+        let busiest = report.busiest.peer.map { String($0, radix: 16, uppercase: false) }.joined()
+        let message = "\(report.refused + report.dropped) control request(s) from \(report.peers) peer(s) over limits.controlRate "
+            + "\(controlLimiter.rate)/s (burst \(Int(controlLimiter.burst))): \(report.refused) refused, "
+            + "\(report.dropped) dropped unanswered; most from peer \(busiest) (\(report.busiest.count))"
+        logger.warning("rate-limited: \(message)")
+        router.publishDiagnostic(.rateLimited, message, details: [
+            "endpoint": "control", "refused": .int(Int64(report.refused)), "dropped": .int(Int64(report.dropped)),
+            "peers": .int(Int64(report.peers)), "retry_after_ms": .int(Int64((1000 / controlLimiter.rate).rounded(.up))),
+        ])
+    }
+
+    /// The control plane's counts, for the status reply.
+    private var controlStatus: WireValue {
+        let limited = controlLimiter.counters
+        return .map([
+            "requests": .int(Int64(controlCounts.requests)), "answered": .int(Int64(controlCounts.answered)),
+            "rate_limited": .map(["refused": .int(Int64(limited.refused)), "dropped": .int(Int64(limited.dropped))]),
+            "peer_gone": .int(Int64(controlCounts.peerGone)), "peers_tracked": .int(Int64(controlLimiter.peerCount)),
+            "rate": .double(controlLimiter.rate), "burst": .int(Int64(controlLimiter.burst)),
+        ])
     }
 
     private func readIngress() throws(ZMQError) {
@@ -373,9 +469,10 @@ final class CoordinatorLoop: FlowLoopDriver {
             return
         }
         switch intake.receive(source: envelope.source, sequence: envelope.sequence, topic: header.topic, peer: received.routingID) {
-        case .duplicate, .outOfOrder, .ledgerUnavailable:
-            // A resend of something dealt with is acknowledged again; a gap is reported with the
-            // batch's end (PROTOCOL.md §4.4); an unreadable journal makes the sender resend.
+        case .duplicate, .outOfOrder, .ledgerUnavailable, .ledgerBehind:
+            // A resend of something dealt with is acknowledged again; a gap or a stepper ahead of
+            // the journal is reported with the batch's end (PROTOCOL.md §4.4); an unreadable
+            // journal makes the sender resend.
             return
         case .unnumbered:
             refuse(Refusal(
@@ -430,6 +527,7 @@ final class CoordinatorLoop: FlowLoopDriver {
     private func endBatch() {
         let end = intake.endBatch(now: .now, checkEvery: heartbeatInterval)
         for (peer, refusal) in end.refusals { refuse(refusal, to: peer) }
+        for behind in end.ledgerBehind { reportBehind(behind) }
         for peer in end.heartbeatAnswers {
             ingressSequence += 1
             send(Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: ingressSequence, source: sourceID)), to: peer, on: ingress)
@@ -474,6 +572,27 @@ final class CoordinatorLoop: FlowLoopDriver {
         intake.forgetSources(now: now)
     }
 
+    /// A stepper ahead of the journal: refused to it every time, logged and published once per
+    /// source; adopted ones are logged with the sequences lost and the total so far.
+    private func reportBehind(_ behind: Intake.LedgerBehind) {
+        if behind.isFirstReport {
+            router.publishRefusal(behind.refusal, logged: false)
+            if behind.adopted {
+                let counts = intake.counters
+                logger.warning(
+                    "journal-behind: adopted sequence \(behind.received) of \(behind.source) (the journal had \(behind.ledgerLast)): \(behind.lost) sequence(s) lost; \(counts.lostSequences) lost over \(counts.adoptedSources) source(s) since start",
+                    metadata: ["source": "\(behind.source)"])
+            } else {
+                logger.error("\(behind.refusal.reason): \(behind.refusal.detail)", metadata: ["source": "\(behind.source)"])
+            }
+        }
+        guard !behind.adopted else { return }
+        refusedCounts[.journalBehind, default: 0] += behind.refusal.extra["count"]?.intValue.map(Int.init) ?? 1
+        ingressSequence += 1
+        let envelope = Envelope(kind: .diagnostic, contentType: config.wire.publish, sequence: ingressSequence, source: sourceID)
+        send(behind.refusal.diagnostic(envelope), to: behind.peer, on: ingress)
+    }
+
     /// Counts, logs and publishes a refusal of a control request, and tells the requester.
     private func refuse(_ refusal: Refusal, toControlPeer peer: [UInt8]) {
         refusedCounts[refusal.reason, default: 0] += 1
@@ -493,12 +612,38 @@ final class CoordinatorLoop: FlowLoopDriver {
         send(refusal.diagnostic(envelope), to: peer, on: ingress)
     }
 
-    private func answerStatus(to peer: [UInt8]) {
+    /// The routing id goes first: if the peer is gone or not reading its replies, that fails
+    /// and no reply is built; otherwise the reply completes the message.
+    private func answerStatus(to peer: [UInt8], query: StepRouter.StatusQuery) {
+        do {
+            guard try control.send(peer, more: true, mode: .nonBlocking) else {
+                controlCounts.peerGone += 1
+                return
+            }
+        } catch {
+            if !error.isHostUnreachable { logger.debug("status reply not sent: \(error)") }
+            controlCounts.peerGone += 1
+            return
+        }
+        controlCounts.answered += 1
         controlSequence += 1
         let reply = StatusReply(
             envelope: Envelope(kind: .statusReply, contentType: .json, sequence: controlSequence, source: sourceID),
-            status: router.status(ingress: counters, peers: intake.peers))
-        send(reply, to: peer, on: control)
+            status: router.status(ingress: counters, peers: intake.peers, control: controlStatus, query: query))
+        do {
+            try reply.encode(into: &replyBuffer)
+        } catch {
+            // The routing id is sent: something must follow it.
+            let refusal = Refusal(reason: error.reason, detail: "status reply not encoded: \(error.detail)", endpoint: "control")
+            let envelope = Envelope(kind: .diagnostic, contentType: .json, sequence: controlSequence, source: sourceID)
+            try? refusal.diagnostic(envelope).encode(into: &replyBuffer)
+        }
+        do {
+            // Only the first frame of a message can meet the high-water mark: the rest follow it.
+            try control.send(message: replyBuffer, mode: .nonBlocking)
+        } catch {
+            logger.debug("status reply not sent: \(error)")
+        }
     }
 
     private func send(_ message: some WireMessageEncodable, to peer: [UInt8], on socket: Socket) {

@@ -32,6 +32,7 @@ public final class CoordinatorService: Service {
     private let root: RootFactory
     private let makeFlow: FlowFactory?
     private let metrics: MetricsExposition?
+    private let acceptJournalLoss: Bool
     private let readiness = ReadinessSignal()
 
     /// A coordinator running the Swift flow `root` builds.
@@ -41,20 +42,31 @@ public final class CoordinatorService: Service {
     /// swift-metrics either way (see `docs/METRICS.md`). With `makeFlow`, which builds each of
     /// the flows by name (all of them ``CheckpointableFlow``s), the journal's checkpoints are
     /// restored; without it the journal is replayed from its first entry and never compacted.
+    ///
+    /// `acceptJournalLoss` (flowd's `--accept-journal-loss`): a stepper found ahead of the journal
+    /// (its newest entries were lost) has its sequence adopted, the sequences lost reported,
+    /// instead of being refused as `journal-behind` (PROTOCOL.md §4.4).
     public init(
         config: FlowBusConfig, logger: Logger, metrics: MetricsExposition? = nil, makeFlow: FlowFactory? = nil,
+        acceptJournalLoss: Bool = false,
         root: @escaping RootFactory
     ) {
         self.config = config
         self.logger = logger
         self.metrics = metrics
         self.makeFlow = makeFlow
+        self.acceptJournalLoss = acceptJournalLoss
         self.root = root
     }
 
     /// A coordinator running the flows declared in `config`, starting at `config.coordinator`.
-    public static func declared(config: FlowBusConfig, logger: Logger, metrics: MetricsExposition? = nil) -> CoordinatorService {
-        CoordinatorService(config: config, logger: logger, metrics: metrics, makeFlow: { DeclaredFlow.make(named: $0, in: config) }) {
+    public static func declared(
+        config: FlowBusConfig, logger: Logger, metrics: MetricsExposition? = nil, acceptJournalLoss: Bool = false
+    ) -> CoordinatorService {
+        CoordinatorService(
+            config: config, logger: logger, metrics: metrics, makeFlow: { DeclaredFlow.make(named: $0, in: config) },
+            acceptJournalLoss: acceptJournalLoss
+        ) {
             guard let start = config.coordinator, let flow = DeclaredFlow.make(named: start.flow, in: config) else { return nil }
             return (flow, OneStepper(withSingleStep: CanonicalStep(start.step)))
         }
@@ -82,7 +94,7 @@ public final class CoordinatorService: Service {
         do {
             loop = try await CoordinatorLoop(
                 context: context, config: config, sourceID: sourceID, router: router, inbox: inbox, logger: logger,
-                journal: journal)
+                journal: journal, acceptJournalLoss: acceptJournalLoss)
         } catch {
             await router.close()
             throw error

@@ -319,10 +319,17 @@ final class StepRouter {
         applying = nil
     }
 
-    /// Logs and publishes a refused message.
-    func publishRefusal(_ refusal: Refusal) {
-        logger.warning("refused message: \(refusal.reason): \(refusal.detail)", metadata: ["source": "\(refusal.source ?? "?")"])
+    /// Logs (unless the caller did) and publishes a refused message.
+    func publishRefusal(_ refusal: Refusal, logged: Bool = true) {
+        if logged {
+            logger.warning("refused message: \(refusal.reason): \(refusal.detail)", metadata: ["source": "\(refusal.source ?? "?")"])
+        }
         publisher.publish(refusal.diagnostic(publisher.envelope(.diagnostic)))
+    }
+
+    /// Publishes a diagnostic of flowd's own (not about one message).
+    func publishDiagnostic(_ reason: DiagnosticReason, _ message: String, details: WireParams) {
+        publisher.publish(DiagnosticMessage(envelope: publisher.envelope(.diagnostic), reason: reason, message: message, details: details))
     }
 
     /// Publishes that many peers went silent at one liveness check, in one diagnostic: churn
@@ -383,7 +390,7 @@ final class StepRouter {
     }
 
     /// Flows, bindings, stepper ids, children of a node and peers listed in a status reply at most.
-    static let statusListLimit = 1000
+    static let statusListLimit = StatusQuery.maxPageLimit
 
     /// The message being applied, while the engine handles it: diagnostics name it, and a step
     /// the flow passes through is published with the params frame it arrived with.
@@ -494,8 +501,77 @@ final class StepRouter {
         return .map(map)
     }
 
+    /// What a status request asks for (PROTOCOL.md §4.3): the summary always; of the lists, the
+    /// `sections` named (all by default), and one page of `steppers` and of `peers` (sorted by
+    /// id; `peers` filtered by id `prefix` and `alive`).
+    struct StatusQuery: Equatable {
+        static let sectionNames: Set<String> = ["flows", "bindings", "steppers", "peers"]
+        /// Entries of a paged list returned when the request does not say, and at most.
+        static let defaultPageLimit = 100
+        static let maxPageLimit = 1000
+
+        struct Page: Equatable {
+            var offset = 0
+            var limit = StatusQuery.defaultPageLimit
+            var prefix: String?
+            var alive: Bool?
+        }
+
+        var sections = StatusQuery.sectionNames
+        var steppers = Page()
+        var peers = Page()
+
+        init() {}
+
+        /// Reads a request's params; unknown keys are ignored, a wrong value is `bad-params`.
+        init(_ params: WireParams) throws(WireError) {
+            if let value = params["sections"] {
+                guard case .list(let names) = value, names.allSatisfy({ $0.stringValue != nil }) else {
+                    throw WireError(.badParams, "status param 'sections' is a list of section names: \(Self.sectionNames.sorted())")
+                }
+                let wanted = Set(names.compactMap(\.stringValue))
+                if let unknown = wanted.subtracting(Self.sectionNames).sorted().first {
+                    throw WireError(.badParams, "status has no section '\(unknown)': \(Self.sectionNames.sorted().joined(separator: ", "))")
+                }
+                sections = wanted
+            }
+            steppers = try Self.page(params, "steppers")
+            peers = try Self.page(params, "peers")
+        }
+
+        private static func page(_ params: WireParams, _ key: String) throws(WireError) -> Page {
+            var page = Page()
+            guard let value = params[key] else { return page }
+            guard case .map(let map) = value else {
+                throw WireError(.badParams, "status param '\(key)' is a map: {offset, limit, prefix, alive}")
+            }
+            if let offset = map["offset"] {
+                guard let number = offset.intValue, number >= 0 else { throw WireError(.badParams, "\(key).offset is an int ≥ 0") }
+                page.offset = Int(clamping: number)
+            }
+            if let limit = map["limit"] {
+                guard let number = limit.intValue, number >= 0, number <= Int64(maxPageLimit) else {
+                    throw WireError(.badParams, "\(key).limit is an int from 0 to \(maxPageLimit)")
+                }
+                page.limit = Int(number)
+            }
+            if let prefix = map["prefix"] {
+                guard let text = prefix.stringValue else { throw WireError(.badParams, "\(key).prefix is a string") }
+                page.prefix = text
+            }
+            if let alive = map["alive"] {
+                guard case .bool(let flag) = alive else { throw WireError(.badParams, "\(key).alive is a bool") }
+                page.alive = flag
+            }
+            return page
+        }
+    }
+
     /// The live tree, bindings and counters, as the status query returns them.
-    func status(ingress counters: CoordinatorLoop.Counters, peers: [String: Intake.Liveness]) -> WireParams {
+    func status(
+        ingress counters: CoordinatorLoop.Counters, peers: [String: Intake.Liveness], control: WireValue = .null,
+        query: StatusQuery = StatusQuery()
+    ) -> WireParams {
         syncMetrics(ingress: counters)
         // Bounded: a status flood or a huge topology must not stall the loop (the counts stay complete).
         let snapshot = coordinator.snapshot(limit: Self.statusListLimit)
@@ -516,51 +592,83 @@ final class StepRouter {
                 "dropped": .map(Dictionary(uniqueKeysWithValues: counters.dropped.map { ($0.key.rawValue, WireValue.int(Int64($0.value))) })),
             ])
         }
-        return [
+        var status: WireParams = [
             "uptime_s": .double(Date().timeIntervalSince(started)),
-            "flows": .list(snapshot.flows.map { flow in
+            "flows_total": .int(Int64(snapshot.flowCount)),
+            "bindings_total": .int(Int64(snapshot.bindingCount)),
+            "steppers_total": .int(Int64(snapshot.stepperCount)),
+            "totals": counts(snapshot.totals),
+            "ingress": .map([
+                "received": .int(Int64(counters.received)), "accepted": .int(Int64(counters.accepted)),
+                "duplicates": .int(Int64(counters.duplicates)), "out_of_order": .int(Int64(counters.outOfOrder)),
+                "journal_adopted": .int(Int64(counters.journalAdopted)),
+                "journal_lost": .int(Int64(clamping: counters.journalLost)),
+                "refused": .map(Dictionary(uniqueKeysWithValues: counters.refused.map { ($0.key.rawValue, WireValue.int(Int64($0.value))) })),
+            ]),
+            "peers_total": .int(Int64(peers.count)),
+            "events": .map([
+                "published": .int(Int64(publisher.counters.published)), "dropped_hwm": .int(Int64(publisher.counters.dropped)),
+                "unsubscribed": .int(Int64(publisher.counters.unwanted)),
+            ]),
+            "control": control,
+            "metrics": metrics.status(endpoint: metricsAddress, exposition: exposition),
+            "journal": journalStatus(),
+        ]
+        var pages: WireParams = [:]
+        func page(_ name: String, _ page: StatusQuery.Page, matching: Int, listed: Int) {
+            let next = page.offset + listed
+            pages[name] = .map([
+                "offset": .int(Int64(page.offset)), "limit": .int(Int64(page.limit)), "matching": .int(Int64(matching)),
+                "next": next < matching ? .int(Int64(next)) : .null,
+            ])
+        }
+        if query.sections.contains("flows") {
+            status["flows"] = .list(snapshot.flows.map { flow in
                 .map([
                     "id": .string(flow.id.description), "name": .string(flow.id.name),
                     "parent": flow.parent.map { .string($0.description) } ?? .null,
                     "ready": .bool(flow.isReady), "root": tree(flow.root),
                 ])
-            }),
-            "bindings": .list(snapshot.bindings.map { binding in
+            })
+        }
+        if query.sections.contains("bindings") {
+            status["bindings"] = .list(snapshot.bindings.map { binding in
                 .map([
                     "stepper": .string(binding.stepperID), "flow": .string(binding.flow.description),
                     "presentable": .string(binding.presentableID), "remote": .bool(binding.isRemote),
                     "allowStepWhenNotPresented": .bool(binding.allowStepWhenNotPresented),
                     "allowStepWhenDismissed": .bool(binding.allowStepWhenDismissed),
                 ])
-            }),
-            "flows_total": .int(Int64(snapshot.flowCount)),
-            "bindings_total": .int(Int64(snapshot.bindingCount)),
-            "steppers_total": .int(Int64(snapshot.stepperCount)),
-            "steppers": .map(snapshot.steppers.mapValues(counts)),
-            "totals": counts(snapshot.totals),
-            "ingress": .map([
-                "received": .int(Int64(counters.received)), "accepted": .int(Int64(counters.accepted)),
-                "duplicates": .int(Int64(counters.duplicates)), "out_of_order": .int(Int64(counters.outOfOrder)),
-                "refused": .map(Dictionary(uniqueKeysWithValues: counters.refused.map { ($0.key.rawValue, WireValue.int(Int64($0.value))) })),
-            ]),
-            // The most recently heard first, at most `statusListLimit`: the reply stays bounded
-            // however many sources flowd holds (`peers_total` counts them all).
-            "peers_total": .int(Int64(peers.count)),
-            "peers": .map(Dictionary(uniqueKeysWithValues: peers.sorted { $0.value.lastHeard > $1.value.lastHeard }
-                .prefix(Self.statusListLimit).map { source, peer in
-                let silent = ContinuousClock.now - peer.lastHeard
+            })
+        }
+        if query.sections.contains("steppers") {
+            let wanted = query.steppers
+            let ids = snapshot.steppers.keys.filter { wanted.prefix.map($0.hasPrefix) ?? true }.sorted()
+            let listed = ids.dropFirst(wanted.offset).prefix(wanted.limit)
+            status["steppers"] = .map(Dictionary(uniqueKeysWithValues: listed.map { ($0, counts(snapshot.steppers[$0]!)) }))
+            page("steppers", wanted, matching: ids.count, listed: listed.count)
+        }
+        if query.sections.contains("peers") {
+            // One page, by source id: the reply stays bounded however many sources flowd holds.
+            let wanted = query.peers
+            let now = ContinuousClock.now
+            let ids = peers.compactMap { source, peer -> String? in
+                if let prefix = wanted.prefix, !source.hasPrefix(prefix) { return nil }
+                if let alive = wanted.alive, alive == peer.isDead { return nil }
+                return source
+            }.sorted()
+            let listed = ids.dropFirst(wanted.offset).prefix(wanted.limit)
+            status["peers"] = .map(Dictionary(uniqueKeysWithValues: listed.map { source in
+                let peer = peers[source]!
                 return (source, WireValue.map([
                     "alive": .bool(!peer.isDead), "heartbeats": .bool(peer.sendsHeartbeats),
-                    "silent_ms": .int(Int64(silent.wholeMilliseconds)), "role": .string(peer.role),
+                    "silent_ms": .int(Int64((now - peer.lastHeard).wholeMilliseconds)), "role": .string(peer.role),
                 ]))
-            })),
-            "events": .map([
-                "published": .int(Int64(publisher.counters.published)), "dropped_hwm": .int(Int64(publisher.counters.dropped)),
-                "unsubscribed": .int(Int64(publisher.counters.unwanted)),
-            ]),
-            "metrics": metrics.status(endpoint: metricsAddress, exposition: exposition),
-            "journal": journalStatus(),
-        ]
+            }))
+            page("peers", wanted, matching: ids.count, listed: listed.count)
+        }
+        status["pages"] = .map(pages)
+        return status
     }
 }
 

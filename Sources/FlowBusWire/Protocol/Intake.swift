@@ -18,6 +18,13 @@
 /// it ever dealt with (``Policy/remembersSources``: flowd with a journal); otherwise its first
 /// sequence is adopted, since the receiver cannot tell a new source from one it forgot.
 ///
+/// The durable ledger can be behind a sender (a journal that lost its newest entries): the sender
+/// had sequences acknowledged that the ledger no longer has, released them, and cannot resend
+/// them. A source whose last sequence came from the durable ledger and whose sender, refused as
+/// out of order, goes back to a sequence it sent before (it holds nothing older) is
+/// ``Verdict/ledgerBehind``: refused as `journal-behind` until the receiver is started accepting
+/// the loss (``Policy/acceptsLedgerLoss``), which then adopts the sender's sequence.
+///
 /// Memory stays bounded: sources silent for ``Policy/idleTimeout`` are forgotten, and beyond
 /// ``Policy/maxSources`` the least recently heard are, at the liveness checks.
 public struct Intake: Sendable {
@@ -38,17 +45,25 @@ public struct Intake: Sendable {
         /// The last sequence the durable ledger holds of a source (nil: none; throws when it cannot
         /// be read); nil when the receiver keeps none. Called once per source the intake does not hold.
         public var lookUp: (@Sendable (String) throws -> UInt64?)?
+        /// Whether a sender found ahead of the durable ledger has its sequence adopted (the lost
+        /// sequences are reported) rather than refused as `journal-behind`.
+        public var acceptsLedgerLoss: Bool
+        /// What an operator does to get past a `journal-behind` refusal, for its message.
+        public var ledgerLossRemedy: String
 
         /// A policy.
         public init(
             remembersSources: Bool, deadAfter: Duration, idleTimeout: Duration = .seconds(3600), maxSources: Int = 100_000,
-            lookUp: (@Sendable (String) throws -> UInt64?)? = nil
+            lookUp: (@Sendable (String) throws -> UInt64?)? = nil, acceptsLedgerLoss: Bool = false,
+            ledgerLossRemedy: String = "start the receiver accepting the loss"
         ) {
             self.remembersSources = remembersSources
             self.deadAfter = deadAfter
             self.idleTimeout = idleTimeout
             self.maxSources = max(1, maxSources)
             self.lookUp = lookUp
+            self.acceptsLedgerLoss = acceptsLedgerLoss
+            self.ledgerLossRemedy = ledgerLossRemedy
         }
     }
 
@@ -65,6 +80,27 @@ public struct Intake: Sendable {
         /// The durable ledger could not be read for this source: not applied, not acknowledged
         /// (the sender resends later); nothing is assumed about the source.
         case ledgerUnavailable
+        /// The sender is ahead of the durable ledger and holds nothing older: not applied, not
+        /// acknowledged; refused as `journal-behind` at the batch's end.
+        case ledgerBehind
+    }
+
+    /// A source found ahead of the durable ledger: refused (`journal-behind`), or adopted.
+    public struct LedgerBehind: Sendable {
+        public var peer: Peer
+        /// The refusal to send to the peer (when not adopted) and to publish.
+        public var refusal: Refusal
+        public var source: String
+        /// The last sequence the durable ledger had of the source.
+        public var ledgerLast: UInt64
+        /// The sequence the sender went back to: the oldest it holds.
+        public var received: UInt64
+        /// Whether the sender's sequence was adopted (``Policy/acceptsLedgerLoss``).
+        public var adopted: Bool
+        /// Whether this is the first report about the source: log and publish it once.
+        public var isFirstReport: Bool
+        /// The sequences lost: those between the ledger's last and the one received.
+        public var lost: UInt64 { received - ledgerLast - 1 }
     }
 
     /// A cumulative ack to send: `sequence` and everything before it of `source`, to `peer`.
@@ -97,6 +133,10 @@ public struct Intake: Sendable {
         /// More peers judged dead at the same check: reported together, in one diagnostic, so
         /// that churn cannot flood the logs and the bus.
         public var moreDeadPeers: [DeadPeer] = []
+        /// Sources found ahead of the durable ledger in this batch, one entry per source: each
+        /// refusal goes to its peer before the acks unless adopted; log and publish the first
+        /// report about a source only.
+        public var ledgerBehind: [LedgerBehind] = []
     }
 
     /// Dead peers reported one by one per liveness check; the rest go into one report.
@@ -125,6 +165,11 @@ public struct Intake: Sendable {
         public var lookedUp = 0
         /// Look-ups that failed (the message waited for a resend).
         public var lookUpFailures = 0
+        /// Messages refused because their sender is ahead of the durable ledger.
+        public var ledgerBehind = 0
+        /// Sources whose sequence was adopted past the durable ledger, and the sequences lost so.
+        public var adoptedSources = 0
+        public var lostSequences: UInt64 = 0
     }
 
     private struct Skip {
@@ -150,6 +195,14 @@ public struct Intake: Sendable {
     private var lastSequence: [String: UInt64]
     /// Sources looked up and found nowhere by a receiver that adopts their first sequence.
     private var adopting: Set<String> = []
+    /// Sources whose last sequence came from the durable ledger and no message of theirs matched
+    /// it since: the highest sequence received of each meanwhile (0: none).
+    private var unconfirmed: [String: UInt64] = [:]
+    /// Sources judged ahead of the durable ledger, and those already reported.
+    private var behind: Set<String> = []
+    private var reportedBehind: Set<String> = []
+    private var behindInBatch: [String: LedgerBehind] = [:]
+    private var behindOrder: [String] = []
     private var pendingAcks: [String: PendingAck] = [:]
     private var skips: [String: Skip] = [:]
     private var skipOrder: [String] = []
@@ -167,6 +220,7 @@ public struct Intake: Sendable {
         self.policy = policy
         self.defaultRole = defaultRole
         lastSequence = lastSequences
+        for source in lastSequences.keys { unconfirmed[source] = 0 }
     }
 
     /// The last sequence dealt with of `source`, if it is held.
@@ -195,22 +249,35 @@ public struct Intake: Sendable {
             if let found {
                 last = found
                 lastSequence[source] = found
+                unconfirmed[source] = 0
             } else if policy.remembersSources {
                 last = 0
                 lastSequence[source] = 0
+                unconfirmed[source] = 0
             } else {
                 adopting.insert(source)
             }
         }
         if let last, sequence <= last {
             counters.duplicates += 1
+            confirm(source)
             // Acknowledging the last one dealt with tells the sender everything up to it arrived.
             recordAck(source: source, sequence: last, peer: peer)
             return .duplicate
         }
         let expected = last.map { $0 + 1 } ?? (policy.remembersSources ? 1 : sequence)
-        guard sequence == expected else {
+        if sequence != expected, let last, isAheadOfLedger(source, sequence: sequence) {
+            noteBehind(source, last: last, sequence: sequence, topic: topic, peer: peer)
+            if !policy.acceptsLedgerLoss {
+                counters.ledgerBehind += 1
+                if last > 0 { recordAck(source: source, sequence: last, peer: peer) }
+                return .ledgerBehind
+            }
+            counters.adoptedSources += 1
+            counters.lostSequences += sequence - last - 1
+        } else if sequence != expected {
             counters.outOfOrder += 1
+            if let highest = unconfirmed[source] { unconfirmed[source] = max(highest, sequence) }
             if let last, last > 0 { recordAck(source: source, sequence: last, peer: peer) }
             if skips[source] == nil {
                 skipOrder.append(source)
@@ -219,6 +286,7 @@ public struct Intake: Sendable {
             skips[source]?.count += 1
             return .outOfOrder(expected: expected)
         }
+        confirm(source)
         counters.fresh += 1
         lastSequence[source] = sequence
         if last == nil { adopting.remove(source) }
@@ -242,7 +310,7 @@ public struct Intake: Sendable {
             sequence: readable.sequence)
         switch receive(source: readable.source, sequence: readable.sequence, topic: readable.topic ?? "", peer: peer) {
         case .fresh: return refusal
-        case .duplicate, .outOfOrder, .unnumbered, .ledgerUnavailable: return nil
+        case .duplicate, .outOfOrder, .unnumbered, .ledgerUnavailable, .ledgerBehind: return nil
         }
     }
 
@@ -278,6 +346,9 @@ public struct Intake: Sendable {
         }
         skips.removeAll(keepingCapacity: true)
         skipOrder.removeAll(keepingCapacity: true)
+        end.ledgerBehind = behindOrder.compactMap { behindInBatch[$0] }
+        behindInBatch.removeAll(keepingCapacity: true)
+        behindOrder.removeAll(keepingCapacity: true)
         end.acks = pendingAcks.map { Ack(peer: $0.value.peer, source: $0.key, sequence: $0.value.sequence) }
         pendingAcks.removeAll(keepingCapacity: true)
         end.heartbeatAnswers = heartbeatAnswers
@@ -293,6 +364,55 @@ public struct Intake: Sendable {
             end.moreDeadPeers = Array(dead.dropFirst(Self.maxDeadPeersListed))
         }
         return end
+    }
+
+    /// Whether `source`, refused as out of order, is ahead of the durable ledger: judged so
+    /// before, or its sender went back to `sequence` after sending it or a later one — a sender
+    /// resends from its oldest unacknowledged message, so it holds nothing older (PROTOCOL.md §4.4).
+    private func isAheadOfLedger(_ source: String, sequence: UInt64) -> Bool {
+        if behind.contains(source) { return true }
+        guard let highest = unconfirmed[source] else { return false }
+        return highest > 0 && sequence <= highest
+    }
+
+    /// The ledger matched the sender: nothing lost.
+    private mutating func confirm(_ source: String) {
+        if unconfirmed.isEmpty && behind.isEmpty { return }
+        unconfirmed.removeValue(forKey: source)
+        behind.remove(source)
+    }
+
+    private mutating func noteBehind(_ source: String, last: UInt64, sequence: UInt64, topic: String, peer: Peer) {
+        if var noted = behindInBatch[source] {
+            noted.refusal.extra["count"] = .int((noted.refusal.extra["count"]?.intValue ?? 0) + 1)
+            behindInBatch[source] = noted
+            return
+        }
+        let lost = sequence - last - 1
+        let adopted = policy.acceptsLedgerLoss
+        let detail = adopted
+            ? "\(source) is ahead of the durable ledger, whose last sequence of it is \(last): sequence \(sequence) adopted, "
+                + "\(lost) sequence(s) lost (\(last + 1)...\(sequence - 1))"
+            : "\(source) is ahead of the durable ledger, whose last sequence of it is \(last), and holds nothing older than "
+                + "\(sequence): \(lost) acknowledged sequence(s) were lost with the ledger's newest entries; not applied. "
+                + "To adopt the sender's sequence and accept the loss, \(policy.ledgerLossRemedy)"
+        let refusal = Refusal(
+            reason: .journalBehind, detail: detail, endpoint: endpoint, source: source, topic: topic, sequence: sequence,
+            extra: [
+                "journal_last": .int(Int64(clamping: last)), "received": .int(Int64(clamping: sequence)),
+                "lost": .int(Int64(clamping: lost)), "adopted": .bool(adopted), "count": 1,
+            ])
+        let first = reportedBehind.insert(source).inserted
+        behindOrder.append(source)
+        behindInBatch[source] = LedgerBehind(
+            peer: peer, refusal: refusal, source: source, ledgerLast: last, received: sequence, adopted: adopted,
+            isFirstReport: first)
+        if adopted {
+            unconfirmed.removeValue(forKey: source)
+            behind.remove(source)
+        } else {
+            behind.insert(source)
+        }
     }
 
     private mutating func recordAck(source: String, sequence: UInt64, peer: Peer) {
@@ -353,6 +473,9 @@ public struct Intake: Sendable {
         peers.removeValue(forKey: source)
         lastSequence.removeValue(forKey: source)
         adopting.remove(source)
+        unconfirmed.removeValue(forKey: source)
+        behind.remove(source)
+        reportedBehind.remove(source)
     }
 }
 

@@ -121,6 +121,8 @@ public struct ReliableOutbox: Sendable {
     private var backoff: Duration
     /// The last resend since ack progress: refusals of messages it covers are not news.
     private var resendSinceProgress: (from: UInt64, through: UInt64)?
+    /// The daemon instance and gap of the last `out-of-order` that asked for acknowledged messages.
+    private var lastBehindResend: (daemon: String, expected: UInt64)?
     private var lastResendReason: ResendReason?
     /// Messages sent again so far.
     public private(set) var resentCount = 0
@@ -265,7 +267,10 @@ public struct ReliableOutbox: Sendable {
     /// A diagnostic from the daemon. One naming this source and a sequence is recorded against that
     /// message, except `duplicate` (dealt with before) and `out-of-order`, which resends from the
     /// sequence the daemon expects (its details' `expected`, else everything unacknowledged) unless
-    /// a resend since the last ack progress already covered the refused message.
+    /// a resend since the last ack progress already covered the refused message. An `out-of-order`
+    /// expecting a sequence already acknowledged (the daemon's ledger lost it) resends what is held
+    /// at once, once per daemon instance and gap: going back to the oldest message held is how the
+    /// daemon learns that nothing older can come (`journal-behind`, PROTOCOL.md §4.4).
     public mutating func received(refusal diagnostic: DiagnosticMessage) -> Action {
         guard diagnostic.details["source"]?.stringValue == sourceID else { return .none }
         let named = diagnostic.details["sequence"]?.intValue.map { UInt64(clamping: $0) }
@@ -275,6 +280,12 @@ public struct ReliableOutbox: Sendable {
         case .outOfOrder:
             let expected = diagnostic.details["expected"]?.intValue.map { UInt64(clamping: $0) }
             let from = max(expected ?? 0, lastAcknowledged + 1)
+            if let expected, expected <= lastAcknowledged {
+                let daemon = diagnostic.envelope.source
+                if let last = lastBehindResend, last.daemon == daemon, last.expected == expected { return .none }
+                lastBehindResend = (daemon, expected)
+                return transmit(from: from, reason: .outOfOrder)
+            }
             // Refusals of messages sent before that resend arrive after it went: not news.
             if let covered = resendSinceProgress, covered.from <= from, (named ?? from) <= covered.through {
                 return .none

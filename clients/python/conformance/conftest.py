@@ -156,8 +156,9 @@ class Topology:
             if process.poll() is not None:
                 raise RuntimeError(f"{name} exited with {process.returncode}:\n{self.logs()}")
 
-    def start_flowd(self):
-        self._start("flowd")
+    def start_flowd(self, *args):
+        """flowd with this topology; `args` are the reference flowd's options (e.g. --accept-journal-loss)."""
+        self._start("flowd", *args)
         probe = w.Peer(self.ctx, self.control)
         try:
             deadline = time.monotonic() + 10

@@ -191,6 +191,72 @@ def test_status_reply(topo):
     assert entry["alive"] is True, entry
 
 
+def status_with(topo, params, content_type=w.JSON):
+    """A status request with a params frame (§4.3: 2 or 3 frames); the reply or diagnostic it got."""
+    peer = topo.peer(topo.control)
+    source = w.new_source("status")
+    peer.send([b"status", w.envelope(w.STATUS_REQUEST, 1, source, content_type), w.encode_value(content_type, params)])
+    reply = peer.until(lambda m: m.kind in (w.STATUS_REPLY, w.DIAGNOSTIC), T, "status reply or refusal")[-1]
+    assert not shape_errors(reply), shape_errors(reply)
+    return reply
+
+
+@pytest.mark.parametrize("content_type", [w.JSON, w.FBV], ids=["json", "fbv"])
+def test_status_request_params_sections_and_pages(flowd_only, content_type):
+    """§4.3 STATUS-REQUEST: an optional params frame; `sections` chooses the lists, `[]` the summary alone;
+    `peers: {offset, limit, prefix}` one page by source id, with `pages.peers` `{offset, limit, matching, next}`."""
+    topo = flowd_only
+    peer = topo.peer(topo.ingress)
+    sources = [f"pages-{index:02d}#{w.new_source('x')[-4:]}" for index in range(12)]
+    for source in sources:
+        peer.send(w.heartbeat(source))
+    peer.until(lambda m: m.kind == w.HEARTBEAT, T, "heartbeat answer")
+    settle(Side("ingress", topo), peer)
+    summary = status_with(topo, {"sections": []}, content_type)
+    assert summary.kind == w.STATUS_REPLY, summary
+    body = summary.value(2)
+    assert "peers" not in body and "flows" not in body, f"§4.3: `sections: []` is the summary alone: {sorted(body)}"
+    assert body.get("peers_total", 0) >= 12 and "ingress" in body, sorted(body)
+    reply = status_with(topo, {"sections": ["peers"], "peers": {"prefix": "pages-", "offset": 5, "limit": 4}}, content_type)
+    body = reply.value(2)
+    assert sorted(body["peers"]) == sorted(sources)[5:9], body["peers"]
+    assert "flows" not in body and "bindings" not in body, sorted(body)
+    assert body["pages"]["peers"] == {"offset": 5, "limit": 4, "matching": 12, "next": 9}, body["pages"]
+    last = status_with(topo, {"sections": ["peers"], "peers": {"prefix": "pages-", "offset": 9}}, content_type).value(2)
+    assert len(last["peers"]) == 3 and last["pages"]["peers"]["next"] is None, last["pages"]
+
+
+def test_status_request_bad_params_refused(flowd_only):
+    """§4.3 STATUS-REQUEST: "refuse a known key with a wrong value as `bad-params`"; unknown keys are ignored."""
+    refused = status_with(flowd_only, {"sections": ["nope"]})
+    assert refused.is_diag("bad-params"), refused
+    assert status_with(flowd_only, {"colour": "blue"}).kind == w.STATUS_REPLY
+
+
+def test_status_flood_is_rate_limited(flowd_only):
+    """§4.3 STATUS: past `burst` requests at once a peer is refused with `rate-limited` (`retry_after_ms`) or
+    dropped unanswered; a step sent meanwhile is still acknowledged."""
+    topo = flowd_only
+    control = topo.peer(topo.control)
+    source = w.new_source("flood")
+    for sequence in range(1, 1001):
+        control.send(w.status_request(source, sequence))
+    stepper = topo.peer(topo.ingress)
+    stepped = w.new_source("stepper")
+    stepper.send(w.step("apikey", "apiKey", 1, stepped))
+    wait_ack(stepper, stepped, 1)
+    replies = control.until(lambda m: m.is_diag("rate-limited"), T, "rate-limited refusal")
+    refusal = replies[-1]
+    assert isinstance(refusal.details.get("retry_after_ms"), int) and refusal.details["retry_after_ms"] > 0, refusal.details
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        message = control.recv(0.2)
+        if message is not None:
+            replies.append(message)
+    answered = [m for m in replies if m.kind == w.STATUS_REPLY]
+    assert len(answered) < 1000, "§4.3: not every request of the flood is answered"
+
+
 def test_reactor_host_judged_by_its_heartbeats(topo):
     """§4.3 HEARTBEAT: flowd subscribes to `hb/` on each configured host's `states` and lists it under `peers`
     with role `reactor-host <name>`."""

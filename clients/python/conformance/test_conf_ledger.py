@@ -130,6 +130,76 @@ def test_first_contact_with_memory_requires_1(persistent, side_name):
     assert applied(pub, source, 7) == [1, 2, 3, 4, 5, 6, 7]
 
 
+def test_sender_ahead_of_a_ledger_that_lost_it_is_refused_journal_behind(persistent):
+    """§4.4 a ledger on disk behind its sender: a source the ledger on disk does not know (L = 0), whose
+    sender goes back to the sequence it sent after the `out-of-order` refusal (it holds nothing older), is
+    behind: "The receiver MUST NOT apply S and what follows, nor acknowledge past L" and refuses them with
+    `journal-behind` (`journal_last`, `received`, `lost`, `adopted` false)."""
+    side, source, peer, pub = setup(persistent, "ingress")
+    peer.send(side.message(7, source))
+    peer.until(lambda m: m.is_diag("out-of-order"), T, "out-of-order diagnostic")
+    peer.send(side.message(7, source))  # the oldest it holds: 1...6 were acknowledged by a ledger that lost them
+    peer.send(side.message(8, source))
+    replies = peer.until(lambda m: m.is_diag("journal-behind"), T, "journal-behind diagnostic")
+    replies += settle(side, peer)
+    diag = [m for m in replies if m.is_diag("journal-behind")][0]
+    assert details_name(diag, source, 7), diag.details
+    assert (diag.details.get("journal_last"), diag.details.get("received"), diag.details.get("lost")) == (0, 7, 6), \
+        diag.details
+    assert diag.details.get("adopted") is False, diag.details
+    assert all(a == 0 for a in acks_of(replies, source)), f"§4.4: not acknowledged past L = 0: {replies}"
+    sentinel = w.new_source("sentinel")
+    peer.send(side.message(1, sentinel))
+    wait_ack(peer, sentinel, 1)
+    assert applied(pub, sentinel, 1) and not [m for m in pub.seen if m.source == source], "§4.4: not applied"
+    # "A message at L + 1 ends the state (the sender did hold it)."
+    for seq in range(1, 9):
+        peer.send(side.message(seq, source))
+    wait_ack(peer, source, 8)
+    assert applied(pub, source, 8) == list(range(1, 9))
+
+
+def test_journal_behind_after_a_restart_and_the_loss_accepted(persistent):
+    """§4.4 a ledger on disk behind its sender, across a restart with a journal that lost its last entries;
+    then the reference flowd started with `--accept-journal-loss` adopts: S fresh, `adopted` true."""
+    side, source, peer, pub = setup(persistent, "ingress")
+    for seq in (1, 2, 3):
+        peer.send(side.message(seq, source))
+    wait_ack(peer, source, 3)
+    journal = persistent.dir / "journal.sqlite"
+    persistent.stop("flowd")  # a clean stop folds the write-ahead log into the file
+    copy = journal.read_bytes()
+    persistent.start_flowd()
+    for seq in (4, 5):
+        peer.send(side.message(seq, source))
+    wait_ack(peer, source, 5)
+    persistent.stop("flowd")
+    journal.write_bytes(copy)  # the journal lost 4 and 5, acknowledged
+    for suffix in ("-wal", "-shm"):
+        (persistent.dir / f"journal.sqlite{suffix}").unlink(missing_ok=True)
+    persistent.start_flowd()
+    peer.send(side.message(6, source))
+    diag = peer.until(lambda m: m.is_diag("out-of-order"), T, "out-of-order diagnostic")[-1]
+    assert diag.details.get("expected") == 4, diag.details
+    peer.send(side.message(6, source))  # the sender holds nothing older than 6
+    replies = peer.until(lambda m: m.is_diag("journal-behind"), T, "journal-behind diagnostic")
+    diag = replies[-1]
+    assert (diag.details.get("journal_last"), diag.details.get("lost")) == (3, 2), diag.details
+    replies += settle(side, peer)
+    assert set(acks_of(replies, source)) <= {3}, f"§4.4: not acknowledged past L = 3: {replies}"
+
+    persistent.stop("flowd")
+    persistent.start_flowd("--accept-journal-loss")
+    events = persistent.sub(side.publisher, [side.applied_prefix, "diag/journal-behind"])
+    peer.send(side.message(6, source))
+    peer.until(lambda m: m.is_diag("out-of-order"), T, "out-of-order diagnostic")
+    peer.send(side.message(6, source))
+    wait_ack(peer, source, 6)
+    assert applied(events, source, 6) == [6]
+    adopted = events.seen_or_wait(lambda m: m.is_diag("journal-behind"), T, "journal-behind published")
+    assert adopted.details.get("adopted") is True and adopted.details.get("lost") == 2, adopted.details
+
+
 def test_first_contact_with_a_retention_ledger_adopts(persistent):
     """§4.4 first contact: a reactor host, "whose state database keeps sources for a retention period only",
     adopts the first sequence it sees of a source found nowhere."""

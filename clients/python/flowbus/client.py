@@ -499,8 +499,11 @@ class ReactorView(_Owned):
 # MARK: status
 
 
-def status(control_endpoint, *, timeout=5.0, source=None, context=None, rep_delimiter=False):
+def status(control_endpoint, *, timeout=5.0, source=None, context=None, rep_delimiter=False, params=None):
     """Sends a statusRequest to flowd's `control` and returns the reply's JSON map.
+
+    `params` choose sections and pages (4.3), e.g. `{"sections": ["peers"], "peers": {"offset": 100}}`;
+    none: the default reply (the summary, every section, the first page of `steppers` and `peers`).
 
     Uses a DEALER; flowd's control socket is a ROUTER, so no delimiter is added. For a control
     endpoint served by a REP socket pass rep_delimiter=True (3.2). Raises TimeoutError if no
@@ -510,7 +513,7 @@ def status(control_endpoint, *, timeout=5.0, source=None, context=None, rep_deli
     source = source or new_source("py-status")
     try:
         dealer = owned._open(zmq.DEALER, control_endpoint)
-        frames = status_request_frames(source=source, sequence=1)
+        frames = status_request_frames(params, source=source, sequence=1)
         dealer.send_multipart(([b""] if rep_delimiter else []) + frames)
         deadline = time.monotonic() + timeout
         while dealer.poll(_remaining(deadline)):

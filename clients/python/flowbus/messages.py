@@ -154,7 +154,7 @@ class Heartbeat(Message):
 
 @dataclass
 class StatusRequest(Message):
-    pass
+    params: dict = field(default_factory=dict)  # sections and pages asked for (4.3); empty: the default reply
 
 
 @dataclass
@@ -269,8 +269,13 @@ def heartbeat_frames(*, source, sequence, timestamp_us=None, message_id=None):
     return [topic("hb/", source), _env(wire.HEARTBEAT, source, sequence, CONTENT_NONE, timestamp_us, message_id)]
 
 
-def status_request_frames(*, source, sequence, timestamp_us=None, message_id=None):
-    return [b"status", _env(wire.STATUS_REQUEST, source, sequence, CONTENT_NONE, timestamp_us, message_id)]
+def status_request_frames(params=None, *, source, sequence, content_type=CONTENT_JSON, timestamp_us=None,
+                          message_id=None):
+    """A statusRequest; `params` (e.g. {"sections": ["peers"], "peers": {"offset": 0, "limit": 100}}) add frame 2."""
+    if not params:
+        return [b"status", _env(wire.STATUS_REQUEST, source, sequence, CONTENT_NONE, timestamp_us, message_id)]
+    return [b"status", _env(wire.STATUS_REQUEST, source, sequence, content_type, timestamp_us, message_id),
+            encode_value(params, content_type)]
 
 
 def status_reply_frames(status, *, source, sequence, timestamp_us=None, message_id=None):
@@ -312,7 +317,7 @@ def decode(frames):
             raise WireError("malformed", f"topic {topic_text[:64]!r} does not match kind {env.kind_name}")
     elif not topic_text.startswith(prefix) or len(topic_text) == len(prefix):
         raise WireError("malformed", f"topic {topic_text[:64]!r} does not match kind {env.kind_name}")
-    if len(frames) != count:
+    if len(frames) != count and not (env.kind == wire.STATUS_REQUEST and len(frames) == count + 1):
         raise WireError("malformed", f"{env.kind_name} message has {len(frames)} frames, {count} expected")
     topic_id = topic_text[len(prefix):] if prefix != "status" else ""
     body = frames[2:]
@@ -362,7 +367,7 @@ def decode(frames):
             raise WireError("malformed", f"heartbeat topic id {topic_id[:64]!r} differs from the source {env.source[:64]!r}")
         return Heartbeat(**base)
     if kind == wire.STATUS_REQUEST:
-        return StatusRequest(**base)
+        return StatusRequest(**base, params=_decode_params(body[0], env.content_type) if body else {})
     if kind == wire.STATUS_REPLY:
         if env.content_type != CONTENT_JSON:
             raise WireError("malformed", "a status reply must be JSON")
@@ -433,7 +438,7 @@ def encode(message, content_type=None):
     if k == wire.HEARTBEAT:
         return heartbeat_frames(**kw)
     if k == wire.STATUS_REQUEST:
-        return status_request_frames(**kw)
+        return status_request_frames(message.params, content_type=vct, **kw)
     if k == wire.STATUS_REPLY:
         return status_reply_frames(message.status, **kw)
     return presentable_report_frames(message.presentable_id, message.event, **kw)

@@ -105,3 +105,10 @@ def test_view_of_unknown_reactor_is_refused(bus):
 def test_status(bus):
     reply = flowbus.status(bus.control, timeout=T)
     assert isinstance(reply, dict) and "flows" in reply
+
+
+def test_status_sections_and_pages(bus):
+    summary = flowbus.status(bus.control, timeout=T, params={"sections": []})
+    assert "flows" not in summary and "peers_total" in summary and "control" in summary
+    page = flowbus.status(bus.control, timeout=T, params={"sections": ["peers"], "peers": {"limit": 1}})
+    assert len(page["peers"]) <= 1 and page["pages"]["peers"]["limit"] == 1
