@@ -193,6 +193,18 @@ struct DurabilityTests {
         #expect(committedEntries(topology) == copied, "flowd restores what was salvaged")
     }
 
+    @Test("A journal that cannot be opened stops flowd with the file, the cause in words and the fix")
+    func unopenableJournal() throws {
+        let topology = try TestTopology(configYAML: durableFlowYAML)
+        let journal = topology.directory.appendingPathComponent("journal.sqlite").path
+        try FileManager.default.createDirectory(atPath: journal, withIntermediateDirectories: true)
+        let refused = try topology.run("flowd", ["--config", topology.configPath])
+        #expect(refused.status == 1)
+        #expect(refused.output.contains("cannot open the journal \(journal): it is a directory"), "\(refused.output)")
+        #expect(refused.output.contains("Set persistence.journal to a file in a directory"), "\(refused.output)")
+        #expect(!refused.output.contains("flowd listening"), "it never served")
+    }
+
     @Test("A stepper that starts before flowd loses nothing: its steps queue until flowd is there")
     func stepperBeforeFlowd() throws {
         let count = 2000

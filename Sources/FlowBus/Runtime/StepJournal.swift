@@ -80,7 +80,11 @@ public final class StepJournal: Sendable {
     public static func open(path: String, synchronous: Synchronous = .full) throws -> StepJournal {
         let directory = (path as NSString).deletingLastPathComponent
         if !directory.isEmpty {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            do {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            } catch {
+                throw JournalError.unopenable(path: path, cause: "its directory \(directory) cannot be created (\(error.localizedDescription))")
+            }
         }
         var configuration = Configuration()
         configuration.journalMode = .wal
@@ -105,7 +109,28 @@ public final class StepJournal: Sendable {
             return StepJournal(path: path, database: database)
         } catch let error as DatabaseError where [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) {
             throw JournalError.damaged(path: path, cause: "SQLite: \(error.message ?? "\(error.resultCode)")")
+        } catch let error as DatabaseError where [.SQLITE_CANTOPEN, .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_IOERR, .SQLITE_FULL]
+            .contains(error.resultCode)
+        {
+            throw JournalError.unopenable(path: path, cause: openFailure(path, error))
         }
+    }
+
+    /// Why a journal could not be opened, in words.
+    private static func openFailure(_ path: String, _ error: DatabaseError) -> String {
+        var isDirectory: ObjCBool = false
+        let directory = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            return "it is a directory"
+        }
+        if access(directory, W_OK) != 0 {
+            return "its directory \(directory) is not writable by this user (uid \(getuid())): \(String(cString: strerror(errno)))"
+        }
+        if FileManager.default.fileExists(atPath: path), access(path, R_OK | W_OK) != 0 {
+            return "the file is not readable and writable by this user (uid \(getuid()))"
+        }
+        if error.resultCode == .SQLITE_FULL { return "the disk is full" }
+        return "SQLite: \(error.message ?? "\(error.resultCode)")"
     }
 
     /// Opens an existing journal read-only (e.g. to inspect it while flowd is down).

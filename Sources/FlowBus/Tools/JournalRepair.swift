@@ -144,6 +144,7 @@ public enum JournalError: Error, CustomStringConvertible, Sendable {
     case exists(String)
     case damaged(path: String, cause: String)
     case unrestorable(path: String, cause: String)
+    case unopenable(path: String, cause: String)
 
     public var description: String {
         switch self {
@@ -157,6 +158,11 @@ public enum JournalError: Error, CustomStringConvertible, Sendable {
             See what can be read with `flowctl journal check \(path)`; copy every readable entry to a new \
             journal with `flowctl journal salvage \(path) --to NEW`, then point persistence.journal at NEW \
             (or move the damaged file aside to start empty: what it holds is then lost)
+            """
+        case .unopenable(let path, let cause):
+            """
+            cannot open the journal \(path): \(cause). Set persistence.journal to a file in a directory this \
+            user can write (e.g. /var/lib/flowbus/flowd-journal.sqlite), or fix the permissions
             """
         case .unrestorable(let path, let cause):
             """
