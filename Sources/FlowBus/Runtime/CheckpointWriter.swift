@@ -20,7 +20,7 @@ final class CheckpointWriter: Sendable {
 
     /// Starts writing `checkpoint`, taken once the entries up to `entry` were applied; false
     /// when the previous one is still being written.
-    func write(_ checkpoint: CoordinatorCheckpoint, entry: Int64, to journal: StepJournal) -> Bool {
+    func write(_ checkpoint: CoordinatorCheckpoint, entry: Int64, to journal: any Journal) -> Bool {
         let started = state.withLock { state in
             if state.busy { return false }
             state.busy = true

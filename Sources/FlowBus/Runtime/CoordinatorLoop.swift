@@ -172,7 +172,7 @@ final class CoordinatorLoop: FlowLoopDriver {
     /// (PROTOCOL.md §4.4, `journal-behind`) instead of being refused.
     init(
         context: Context, config: FlowBusConfig, sourceID: String, router: StepRouter, inbox: LoopInbox, logger: Logger,
-        journal: StepJournal?, acceptJournalLoss: Bool = false
+        journal: (any Journal)?, acceptJournalLoss: Bool = false
     ) throws {
         self.inbox = inbox
         self.config = config
@@ -189,7 +189,7 @@ final class CoordinatorLoop: FlowLoopDriver {
                 do {
                     return try journal.lastSequence(of: source)
                 } catch {
-                    logger.error("cannot read source \(source) from the journal \(journal.path): \(error); its message waits for a resend")
+                    logger.error("cannot read source \(source) from the journal \(journal.location): \(error); its message waits for a resend")
                     throw error
                 }
             }

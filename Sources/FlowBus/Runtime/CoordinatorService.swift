@@ -82,7 +82,7 @@ public final class CoordinatorService: Service {
         let sourceID = "flowd#\(UUID().uuidString.prefix(8).lowercased())"
         let journal = try config.persistence.map { try StepJournal.open(path: $0.journal, synchronous: $0.synchronous) }
         defer {
-            journal?.checkpoint()
+            journal?.flush()
             journal?.close()
         }
         // The ZAP handler must exist before any CURVE socket binds: without it CURVE admits everyone.

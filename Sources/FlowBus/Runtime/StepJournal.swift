@@ -15,7 +15,7 @@ import GRDB
 /// start from an empty tree.
 ///
 /// Tools may open a journal read-only to inspect it (``open(readingAt:)``, ``entries(after:limit:)``).
-public final class StepJournal: Sendable {
+public final class StepJournal: Journal {
     /// What kind of input an entry is.
     public enum Kind: Int, Sendable, Hashable {
         /// A step from a stepper: `target` is the stepper id.
@@ -50,13 +50,22 @@ public final class StepJournal: Sendable {
     }
 
     /// An entry to append (no id yet).
-    struct Record: Sendable {
-        var kind: Kind
-        var target: String
-        var name: String
-        var params: Data
-        var source: String
-        var sequence: UInt64
+    public struct Record: Sendable {
+        public var kind: Kind
+        public var target: String
+        public var name: String
+        public var params: Data
+        public var source: String
+        public var sequence: UInt64
+
+        public init(kind: Kind, target: String, name: String, params: Data, source: String, sequence: UInt64) {
+            self.kind = kind
+            self.target = target
+            self.name = name
+            self.params = params
+            self.source = source
+            self.sequence = sequence
+        }
     }
 
     /// How hard a commit holds on to the disk.
@@ -69,6 +78,7 @@ public final class StepJournal: Sendable {
 
     /// The file's path.
     public let path: String
+    public var location: String { path }
     private let database: DatabaseQueue
 
     private init(path: String, database: DatabaseQueue) {
@@ -173,6 +183,11 @@ public final class StepJournal: Sendable {
         return migrator
     }
 
+    /// All entries, in order (a small journal's, in tests and tools).
+    public func entries() throws -> [Entry] {
+        try entries(after: 0, limit: .max)
+    }
+
     /// The number of entries.
     public func count() throws -> Int {
         try database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM entry") ?? 0 }
@@ -214,7 +229,7 @@ public final class StepJournal: Sendable {
 
     /// Stores `checkpoint` and removes older ones. The entries it covers go later, a bounded
     /// number per commit (``Compaction``): deleting millions of rows at once would stall flowd.
-    func store(_ checkpoint: Checkpoint) throws {
+    public func store(_ checkpoint: Checkpoint) throws {
         try database.write { db in
             try db.execute(
                 sql: "INSERT INTO checkpoint (entry, created, state) VALUES (?, ?, ?)",
@@ -226,17 +241,17 @@ public final class StepJournal: Sendable {
     /// Entries a checkpoint covers, to delete: those with an id below `below`, at most `limit`
     /// in one commit. `below` never passes the checkpoint's own entry, which stays: SQLite
     /// numbers a new row after the largest id left, and the ids must keep growing.
-    struct Compaction {
-        var below: Int64
-        var limit: Int
+    public struct Compaction: Sendable {
+        public var below: Int64
+        public var limit: Int
 
-        init(below: Int64, limit: Int) {
+        public init(below: Int64, limit: Int) {
             self.below = below
             self.limit = limit
         }
 
         /// What a checkpoint of entry `entry` lets go, keeping the `keepEntries` before it.
-        init(checkpointOf entry: Int64, keepEntries: Int, limit: Int) {
+        public init(checkpointOf entry: Int64, keepEntries: Int, limit: Int) {
             below = max(0, entry - Int64(clamping: max(0, keepEntries)))
             self.limit = limit
         }
@@ -244,7 +259,7 @@ public final class StepJournal: Sendable {
 
     /// Deletes entries as `compaction` says, in a commit of its own.
     /// - Returns: how many were deleted (fewer than the limit: it is done).
-    func compact(_ compaction: Compaction) throws -> Int {
+    public func compact(_ compaction: Compaction) throws -> Int {
         try database.write { db in try Self.compact(compaction, in: db) }
     }
 
@@ -264,7 +279,7 @@ public final class StepJournal: Sendable {
     }
 
     /// Up to `limit` entries after the one with id `after`, in order.
-    public func entries(after: Int64 = 0, limit: Int = 4096) throws -> [Entry] {
+    public func entries(after: Int64, limit: Int) throws -> [Entry] {
         try database.read { db in
             var entries: [Entry] = []
             entries.reserveCapacity(limit)
@@ -286,6 +301,14 @@ public final class StepJournal: Sendable {
     /// says, in one transaction.
     /// - Parameter ids: the entries' ids (when copying a journal); numbered after the last by default.
     /// - Returns: the id of the last entry (0 if there is none) and how many entries were compacted.
+    @discardableResult
+    public func append(
+        _ records: [Record], lastSequences: [String: UInt64], compaction: Compaction?
+    ) throws -> (last: Int64, compacted: Int) {
+        try append(records, ids: nil, lastSequences: lastSequences, compaction: compaction)
+    }
+
+    /// ``append(_:lastSequences:compaction:)``, with the entries' ids given (when copying a journal).
     @discardableResult
     func append(
         _ records: [Record], ids: [Int64]? = nil, lastSequences: [String: UInt64], compaction: Compaction? = nil
@@ -316,7 +339,7 @@ public final class StepJournal: Sendable {
 
     /// Gives the pages compaction freed back to the file system and folds the write-ahead log
     /// into the main file (at a clean shutdown).
-    func checkpoint() {
+    public func flush() {
         _ = try? database.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA incremental_vacuum") }
         _ = try? database.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
     }

@@ -17,7 +17,7 @@ final class StepRouter {
     private let publisher: BusPublisher
     private let logger: Logger
     private let started = Date()
-    private let journal: StepJournal?
+    private let journal: (any Journal)?
     /// False while the journal is replayed: the engine rebuilds its state silently.
     private var isPublishing = true
     private var records: [StepJournal.Record] = []
@@ -32,7 +32,7 @@ final class StepRouter {
     private var exposition: MetricsExposition?
     private var metricsAddress: String?
 
-    init(context: Context, config: FlowBusConfig, sourceID: String, journal: StepJournal?, logger: Logger) throws {
+    init(context: Context, config: FlowBusConfig, sourceID: String, journal: (any Journal)?, logger: Logger) throws {
         self.journal = journal
         publisher = try BusPublisher(
             context: context, name: "events", endpoint: config.endpoints.events, limits: config.limits, curve: config.curve,
@@ -86,14 +86,14 @@ final class StepRouter {
             } catch {
                 // Nothing is lost while the journal still has every entry: replay them all.
                 guard try journal.entryRange()?.lowerBound == 1 else {
-                    throw JournalError.unrestorable(path: journal.path, cause: "\(error)")
+                    throw JournalError.unrestorable(path: journal.location, cause: "\(error)")
                 }
                 logger.warning("the journal's checkpoint cannot be restored (\(error)); replaying every entry instead")
             }
         }
         if let journal, !restored, let first = try journal.entryRange()?.lowerBound, first > 1 {
             throw JournalError.unrestorable(
-                path: journal.path, cause: "it has no checkpoint, and its entries before \(first) were compacted away")
+                path: journal.location, cause: "it has no checkpoint, and its entries before \(first) were compacted away")
         }
         let pending = try journal?.count(after: after) ?? 0
         checkpoints.lastEntry = try journal?.entryRange()?.upperBound ?? 0
@@ -116,7 +116,7 @@ final class StepRouter {
             after = last.id
         }
         let from = restored ? "its checkpoint of entry \(checkpoints.entry) and \(restoredEntries) entries after it" : "\(restoredEntries) entries"
-        logger.info("restored the journal \(journal.path) from \(from) in \(began.duration(to: clock.now))")
+        logger.info("restored the journal \(journal.location) from \(from) in \(began.duration(to: clock.now))")
     }
 
     /// Rebuilds the engine from a stored checkpoint, into a new coordinator that replaces the
@@ -485,7 +485,7 @@ final class StepRouter {
     private func journalStatus() -> WireValue {
         guard let journal else { return .null }
         var map: WireParams = [
-            "path": .string(journal.path), "restored": .int(Int64(restoredEntries)),
+            "path": .string(journal.location), "restored": .int(Int64(restoredEntries)),
             "appended": .int(Int64(journaledEntries)), "since_checkpoint": .int(Int64(checkpoints.sinceLast)),
         ]
         if let created = checkpoints.created {

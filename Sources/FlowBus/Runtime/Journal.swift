@@ -1,0 +1,38 @@
+import Foundation
+
+/// Where flowd keeps what it applied, so that a restarted (or another) flowd goes on from there:
+/// the SQLite ``StepJournal`` on the machine's disk (the default) or the ``PostgresJournal``
+/// that several flowd instances share. Both keep the same tables and obey the same rules:
+/// one transaction per batch, the sources' last sequences in the same transaction, checkpoints
+/// and compaction (see ``StepJournal``).
+///
+/// Calls block the calling thread until the store answered: flowd makes them on its loop's own
+/// thread or the checkpoint writer's, never on the cooperative pool.
+public protocol Journal: AnyObject, Sendable {
+    /// Where it is, for messages: a file path or a PostgreSQL address without its password.
+    var location: String { get }
+    /// The number of entries after the one with id `after`.
+    func count(after: Int64) throws -> Int
+    /// The ids of the first and the last entry, nil when there is none.
+    func entryRange() throws -> ClosedRange<Int64>?
+    /// Up to `limit` entries after the one with id `after`, in order.
+    func entries(after: Int64, limit: Int) throws -> [StepJournal.Entry]
+    /// The newest checkpoint, nil if none was written.
+    func latestCheckpoint() throws -> StepJournal.Checkpoint?
+    /// Stores a checkpoint and removes older ones.
+    func store(_ checkpoint: StepJournal.Checkpoint) throws
+    /// Appends `records`, raises the sources' last sequences and deletes entries as `compaction`
+    /// says, in one transaction; returns the id of the last entry (0 if none) and how many were
+    /// compacted.
+    func append(
+        _ records: [StepJournal.Record], lastSequences: [String: UInt64], compaction: StepJournal.Compaction?
+    ) throws -> (last: Int64, compacted: Int)
+    /// Deletes entries as `compaction` says, in a transaction of its own.
+    func compact(_ compaction: StepJournal.Compaction) throws -> Int
+    /// The last sequence dealt with of one source, nil if the journal has none.
+    func lastSequence(of source: String) throws -> UInt64?
+    /// Tidies up at a clean shutdown (SQLite folds its write-ahead log into the file).
+    func flush()
+    /// Closes it.
+    func close()
+}
