@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "FlowBus", targets: ["FlowBus"]),
         .library(name: "FlowBusTesting", targets: ["FlowBusTesting"]),
         .library(name: "FlowBusPrometheus", targets: ["FlowBusPrometheus"]),
+        .library(name: "FlowBusPostgres", targets: ["FlowBusPostgres"]),
         .executable(name: "flowd", targets: ["flowd"]),
         .executable(name: "flowctl", targets: ["flowctl"]),
         .executable(name: "flowbench", targets: ["flowbench"]),
@@ -28,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.21.0"),
     ],
     targets: [
         .systemLibrary(
@@ -59,10 +61,18 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
+        .target(
+            name: "FlowBusPostgres",
+            dependencies: [
+                "FlowBus",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "flowd",
             dependencies: [
-                "FlowBus", "FlowBusPrometheus",
+                "FlowBus", "FlowBusPrometheus", "FlowBusPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -128,6 +138,10 @@ let package = Package(
         .testTarget(
             name: "FlowBusTests",
             dependencies: ["FlowBus", "FlowBusWire", "Flows", "Reactors", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
+        ),
+        .testTarget(
+            name: "FlowBusPostgresTests",
+            dependencies: ["FlowBus", "FlowBusPostgres", "FlowBusTesting", "FlowBusWire", "ZeroMQ"]
         ),
         .testTarget(
             name: "IntegrationTests",

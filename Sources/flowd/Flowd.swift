@@ -1,5 +1,6 @@
 import ArgumentParser
 import FlowBus
+import FlowBusPostgres
 import FlowBusPrometheus
 import Logging
 import ServiceLifecycle
@@ -42,7 +43,9 @@ struct Flowd: AsyncParsableCommand {
         if acceptJournalLoss {
             logger.warning("--accept-journal-loss: steppers found ahead of the journal have their sequences adopted; what the journal lost is reported, not recovered")
         }
-        let service = CoordinatorService.declared(config: topology, logger: logger, metrics: metrics, acceptJournalLoss: acceptJournalLoss)
+        let service = CoordinatorService.declared(
+            config: topology, logger: logger, metrics: metrics, acceptJournalLoss: acceptJournalLoss,
+            openJournal: PostgresJournal.opener)
         let group = ServiceGroup(
             configuration: .init(services: [.init(service: service)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()

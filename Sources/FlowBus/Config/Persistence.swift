@@ -9,35 +9,53 @@ extension FlowBusConfig {
     /// from its newest checkpoint and the entries after it.
     public struct Persistence: Codable, Sendable, Hashable {
         /// The journal's SQLite file: absolute, or relative to the config file's directory.
-        public var journal: String
+        /// Exactly one of `journal` and `postgres` is set.
+        public var journal: String?
+        /// A PostgreSQL journal several flowd instances share, one active at a time
+        /// (`postgres://user:password@host:port/database`; docs/DEPLOYMENT.md).
+        public var postgres: String?
         /// `full` (default): each commit is flushed to the disk, so an acknowledged step also
         /// survives a power loss; `normal`: it survives a crash of flowd, not of the machine.
+        /// (SQLite only; PostgreSQL follows its own `synchronous_commit`.)
         public var synchronous: StepJournal.Synchronous
         /// When checkpoints are written and how much history they leave.
         public var checkpoint: CheckpointPolicy
 
-        public init(journal: String, synchronous: StepJournal.Synchronous = .full, checkpoint: CheckpointPolicy = .init()) {
+        public init(
+            journal: String? = nil, postgres: String? = nil, synchronous: StepJournal.Synchronous = .full,
+            checkpoint: CheckpointPolicy = .init()
+        ) {
             self.journal = journal
+            self.postgres = postgres
             self.synchronous = synchronous
             self.checkpoint = checkpoint
         }
 
         enum CodingKeys: String, CodingKey {
-            case journal, synchronous, checkpoint
+            case journal, postgres, synchronous, checkpoint
         }
 
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
-            journal = try container.decode(String.self, forKey: .journal)
+            journal = try container.decodeIfPresent(String.self, forKey: .journal)
+            postgres = try container.decodeIfPresent(String.self, forKey: .postgres)
             synchronous = try container.decodeIfPresent(StepJournal.Synchronous.self, forKey: .synchronous) ?? .full
             checkpoint = try container.decodeIfPresent(CheckpointPolicy.self, forKey: .checkpoint) ?? .init()
+            guard (journal == nil) != (postgres == nil) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription:
+                    "persistence takes one of 'journal: FILE' (SQLite, on this machine) and 'postgres: URL' (shared by several flowd)"))
+            }
+            if let postgres, !(postgres.hasPrefix("postgres://") || postgres.hasPrefix("postgresql://")) {
+                throw DecodingError.dataCorruptedError(forKey: .postgres, in: container, debugDescription:
+                    "persistence.postgres is a URL: postgres://user:password@host:5432/database")
+            }
         }
 
         /// Makes a relative journal path relative to the directory of the config file at `source`.
         mutating func resolveJournal(relativeToConfigAt source: String) {
-            guard !journal.hasPrefix("/") else { return }
+            guard let journal, !journal.hasPrefix("/") else { return }
             let directory = source.contains("/") ? (source as NSString).deletingLastPathComponent : FileManager.default.currentDirectoryPath
-            journal = (directory as NSString).appendingPathComponent(journal)
+            self.journal = (directory as NSString).appendingPathComponent(journal)
         }
     }
 

@@ -48,7 +48,7 @@ enum UnknownKeys {
         "heartbeatMilliseconds", "heartbeatLiveness", "reactors", "actions", "states", "serves", "persistence",
         "database", "synchronous", "journal", "security", "serverKey", "serverPublicKey", "clientKey", "allowedClients",
         "launch", "name", "command", "ready", "restart", "after", "oneShot", "env", "optional", "heartbeat", "logLine",
-        "delayMs", "timeoutMs", "maxRetries", "backoffMs", "maxBackoffMs", "resetAfterMs", "wire", "publish", "checkpoint", "everyEntries", "everySeconds", "keepEntries",
+        "delayMs", "timeoutMs", "maxRetries", "backoffMs", "maxBackoffMs", "resetAfterMs", "wire", "publish", "checkpoint", "postgres", "everyEntries", "everySeconds", "keepEntries",
     ]
 
     /// The closest known key, when it is close enough to be a misspelling.

@@ -303,7 +303,13 @@ final class CoordinatorLoop: FlowLoopDriver {
         if !isPaused { endBatch() }
         reportRateLimited(now: .now)
         if ContinuousClock.now >= nextHeartbeat {
-            router.heartbeat(ingress: counters)
+            do {
+                try router.heartbeat(ingress: counters)
+            } catch {
+                logger.critical("lost the journal's lease: \(error); stopping so that the standby takes over")
+                stop(failure: error)
+                return
+            }
             nextHeartbeat = .now + heartbeatInterval
         }
         if !isAccepting && !isPaused && batchSize == 0 { stop(failure: nil) }

@@ -26,6 +26,8 @@ public final class CoordinatorService: Service {
     public typealias RootFactory = @FlowActor @Sendable () -> (flow: any Flow, stepper: any Stepper)?
     /// Builds a flow by name: what restoring a checkpoint of the journal needs.
     public typealias FlowFactory = @FlowActor @Sendable (String) -> (any Flow)?
+    /// Opens the journal `persistence.postgres` names (FlowBusPostgres provides one).
+    public typealias JournalOpener = @Sendable (FlowBusConfig.Persistence, Logger) async throws -> any Journal
 
     private let config: FlowBusConfig
     private let logger: Logger
@@ -33,6 +35,7 @@ public final class CoordinatorService: Service {
     private let makeFlow: FlowFactory?
     private let metrics: MetricsExposition?
     private let acceptJournalLoss: Bool
+    private let openJournal: JournalOpener?
     private let readiness = ReadinessSignal()
 
     /// A coordinator running the Swift flow `root` builds.
@@ -48,9 +51,10 @@ public final class CoordinatorService: Service {
     /// instead of being refused as `journal-behind` (PROTOCOL.md §4.4).
     public init(
         config: FlowBusConfig, logger: Logger, metrics: MetricsExposition? = nil, makeFlow: FlowFactory? = nil,
-        acceptJournalLoss: Bool = false,
+        acceptJournalLoss: Bool = false, openJournal: JournalOpener? = nil,
         root: @escaping RootFactory
     ) {
+        self.openJournal = openJournal
         self.config = config
         self.logger = logger
         self.metrics = metrics
@@ -61,11 +65,12 @@ public final class CoordinatorService: Service {
 
     /// A coordinator running the flows declared in `config`, starting at `config.coordinator`.
     public static func declared(
-        config: FlowBusConfig, logger: Logger, metrics: MetricsExposition? = nil, acceptJournalLoss: Bool = false
+        config: FlowBusConfig, logger: Logger, metrics: MetricsExposition? = nil, acceptJournalLoss: Bool = false,
+        openJournal: JournalOpener? = nil
     ) -> CoordinatorService {
         CoordinatorService(
             config: config, logger: logger, metrics: metrics, makeFlow: { DeclaredFlow.make(named: $0, in: config) },
-            acceptJournalLoss: acceptJournalLoss
+            acceptJournalLoss: acceptJournalLoss, openJournal: openJournal
         ) {
             guard let start = config.coordinator, let flow = DeclaredFlow.make(named: start.flow, in: config) else { return nil }
             return (flow, OneStepper(withSingleStep: CanonicalStep(start.step)))
@@ -80,7 +85,7 @@ public final class CoordinatorService: Service {
     public func run() async throws {
         let context = try Context(defaultLinger: 200)
         let sourceID = "flowd#\(UUID().uuidString.prefix(8).lowercased())"
-        let journal = try config.persistence.map { try StepJournal.open(path: $0.journal, synchronous: $0.synchronous) }
+        let journal = try await open(config.persistence, sourceID: sourceID)
         defer {
             journal?.flush()
             journal?.close()
@@ -152,6 +157,31 @@ public final class CoordinatorService: Service {
 }
 
 extension CoordinatorService {
+    /// Opens the journal the config names; with a shared one, waits until this instance holds
+    /// its lease (a standby waits here, serving nothing, until the active instance is gone).
+    func open(_ persistence: FlowBusConfig.Persistence?, sourceID: String) async throws -> (any Journal)? {
+        guard let persistence else { return nil }
+        if let path = persistence.journal { return try StepJournal.open(path: path, synchronous: persistence.synchronous) }
+        guard let openJournal else {
+            throw ClientError("persistence.postgres needs a coordinator built with FlowBusPostgres (flowd is): pass its opener as openJournal")
+        }
+        let journal = try await openJournal(persistence, logger)
+        guard let shared = journal as? any SharedJournal else { return journal }
+        let logger = self.logger
+        do {
+            try await cancelWhenGracefulShutdown {
+                try await shared.acquireLease(instance: sourceID) { holder in
+                    logger.notice("standby: \(holder) holds the lease of \(shared.location); taking over when it is free")
+                }
+            }
+        } catch {
+            shared.close()
+            throw error
+        }
+        logger.notice("holding the lease of \(shared.location): active as \(sourceID)")
+        return shared
+    }
+
     /// Starts a ZAP handler admitting only `security.allowedClients`, when the config has a server key.
     func startAuthenticator(context: Context, inbox: LoopInbox) throws -> ZAPHandler? {
         let curve = config.curve

@@ -36,3 +36,32 @@ public protocol Journal: AnyObject, Sendable {
     /// Closes it.
     func close()
 }
+
+/// A journal several flowd instances share, one of them active: only the instance holding the
+/// journal's lease writes to it or serves. The lease is held by the connection itself, so an
+/// instance that loses its connection loses the lease and can no longer commit, hence no longer
+/// acknowledge, before another instance can take the lease over.
+public protocol SharedJournal: Journal {
+    /// Returns once this instance holds the lease, recording it in the lease history. While
+    /// another instance holds it, `waiting` is called once with what is known of the holder.
+    func acquireLease(instance: String, waiting: @escaping @Sendable (String) -> Void) async throws
+    /// Throws if the lease can no longer be relied on (the connection is gone).
+    func verifyLease() throws
+    /// Who took the lease, newest first.
+    func leaseHistory(limit: Int) throws -> [LeaseRecord]
+}
+
+/// One taking of a shared journal's lease.
+public struct LeaseRecord: Sendable, Hashable {
+    public var instance: String
+    public var host: String
+    public var pid: Int
+    public var acquired: Date
+
+    public init(instance: String, host: String, pid: Int, acquired: Date) {
+        self.instance = instance
+        self.host = host
+        self.pid = pid
+        self.acquired = acquired
+    }
+}

@@ -41,6 +41,16 @@ public final class StepJournal: Journal {
         public var source: String
         public var sequence: UInt64
 
+        public init(id: Int64, kind: Kind, target: String, name: String, params: [UInt8], source: String, sequence: UInt64) {
+            self.id = id
+            self.kind = kind
+            self.target = target
+            self.name = name
+            self.params = params
+            self.source = source
+            self.sequence = sequence
+        }
+
         /// The params decoded.
         public func decodeParams() throws -> WireParams {
             if params.isEmpty { return [:] }
@@ -216,6 +226,12 @@ public final class StepJournal: Journal {
         public var created: Date
         /// The ``CoordinatorCheckpoint``, as JSON.
         public var state: Data
+
+        public init(entry: Int64, created: Date, state: Data) {
+            self.entry = entry
+            self.created = created
+            self.state = state
+        }
     }
 
     /// The newest checkpoint, nil if none was written.

@@ -377,7 +377,9 @@ final class StepRouter {
     }
 
     /// Subscriptions, drop reports, a heartbeat and the metrics, once per heartbeat interval.
-    func heartbeat(ingress: CoordinatorLoop.Counters) {
+    /// Throws when a shared journal's lease is lost: this instance must stop.
+    func heartbeat(ingress: CoordinatorLoop.Counters) throws {
+        try (journal as? any SharedJournal)?.verifyLease()
         // Subscriptions first: a subscriber that sees this heartbeat is known from now on.
         publisher.drainSubscriptions()
         publisher.reportDrops(why: "a subscriber is too slow")
@@ -498,6 +500,18 @@ final class StepRouter {
         }
         if let obstacle = checkpoints.obstacle { map["checkpoint_obstacle"] = .string(obstacle) }
         map["compacting"] = .bool(checkpoints.compactBelow != nil)
+        if let shared = journal as? any SharedJournal, let history = try? shared.leaseHistory(limit: 10) {
+            // The first is this instance: it serves only while it holds the lease.
+            map["lease"] = .map([
+                "holder": history.first.map { .string($0.instance) } ?? .null,
+                "history": .list(history.map { record in
+                    .map([
+                        "instance": .string(record.instance), "host": .string(record.host), "pid": .int(Int64(record.pid)),
+                        "acquired": .double(record.acquired.timeIntervalSince1970),
+                    ])
+                }),
+            ])
+        }
         return .map(map)
     }
 

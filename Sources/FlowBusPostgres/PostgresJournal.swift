@@ -1,0 +1,313 @@
+import Dispatch
+import FlowBus
+import Foundation
+import Logging
+import PostgresNIO
+import Synchronization
+
+/// flowd's journal in a PostgreSQL database that several flowd instances share, one of them
+/// active: `persistence: { postgres: "postgres://user:password@host:5432/database" }`.
+///
+/// It keeps the tables the SQLite ``StepJournal`` keeps (`flowbus_entry`, `flowbus_source`,
+/// `flowbus_checkpoint`) with the same rules: one transaction per batch, the sources' last
+/// sequences in it, checkpoints and bounded compaction. The lease is a PostgreSQL advisory lock
+/// held by this journal's connection (session): a standby waits for it in
+/// ``acquireLease(instance:waiting:)``; when the active instance dies or is cut off, PostgreSQL
+/// ends its session and so frees the lock, and that instance can commit nothing more — hence
+/// acknowledge nothing more — before the next one takes the lease. Each taking is recorded in
+/// `flowbus_lease`.
+///
+/// Calls other than ``connect(url:logger:)`` and ``acquireLease(instance:waiting:)`` block the
+/// calling thread (flowd's loop thread or its checkpoint writer), at most ``callTimeout`` each.
+public final class PostgresJournal: SharedJournal {
+    public let location: String
+    private let connection: PostgresConnection
+    private let logger: Logger
+    /// Set once a call timed out or the connection failed: the lease can no longer be trusted.
+    private let broken = Mutex<String?>(nil)
+
+    /// The advisory lock key of the lease ("FlowBus1").
+    static let leaseKey: Int64 = 0x466C_6F77_4275_7331
+    /// Longest wait for an answer before the connection is given up (and flowd stops).
+    public static let callTimeout: Duration = .seconds(5)
+
+    private init(location: String, connection: PostgresConnection, logger: Logger) {
+        self.location = location
+        self.connection = connection
+        self.logger = logger
+    }
+
+    /// What ``CoordinatorService`` calls to open `persistence.postgres`.
+    public static let opener: CoordinatorService.JournalOpener = { persistence, logger in
+        guard let url = persistence.postgres else { throw PostgresJournalError("persistence.postgres is not set") }
+        return try await connect(url: url, logger: logger)
+    }
+
+    /// Connects to the database `url` names. The tables are created once the lease is held.
+    public static func connect(url: String, logger: Logger) async throws -> PostgresJournal {
+        guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty,
+            let user = components.user, !user.isEmpty
+        else {
+            throw PostgresJournalError("persistence.postgres '\(redacted(url))' is not postgres://user:password@host:port/database")
+        }
+        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        let configuration = PostgresConnection.Configuration(
+            host: host, port: components.port ?? 5432, username: user, password: components.password,
+            database: database.isEmpty ? nil : database, tls: .disable)
+        let location = redacted(url)
+        let connection: PostgresConnection
+        do {
+            connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+        } catch {
+            throw PostgresJournalError("cannot connect to \(location): \(String(reflecting: error))")
+        }
+        // The server notices a vanished flowd within seconds, not hours, and frees its lease.
+        for setting in ["tcp_keepalives_idle = 1", "tcp_keepalives_interval = 1", "tcp_keepalives_count = 2", "tcp_user_timeout = 2000"] {
+            try await connection.query(PostgresQuery(unsafeSQL: "SET \(setting)"), logger: logger)
+        }
+        return PostgresJournal(location: location, connection: connection, logger: logger)
+    }
+
+    /// `url` without its password.
+    static func redacted(_ url: String) -> String {
+        guard var components = URLComponents(string: url), components.password != nil else { return url }
+        components.password = "…"
+        return components.string ?? url
+    }
+
+    // MARK: Lease
+
+    public func acquireLease(instance: String, waiting: @escaping @Sendable (String) -> Void) async throws {
+        var told = false
+        while true {
+            let rows = try await connection.query("SELECT pg_try_advisory_lock(\(Self.leaseKey))", logger: logger)
+            var held = false
+            for try await granted in rows.decode(Bool.self) { held = granted }
+            if held { break }
+            if !told {
+                told = true
+                waiting(await holder())
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        try await createTables()
+        let host = ProcessInfo.processInfo.hostName
+        let pid = Int64(ProcessInfo.processInfo.processIdentifier)
+        try await connection.query(
+            "INSERT INTO flowbus_lease (instance, host, pid, acquired) VALUES (\(instance), \(host), \(pid), \(Date().timeIntervalSince1970))",
+            logger: logger)
+    }
+
+    /// The newest lease holder on record, in words.
+    private func holder() async -> String {
+        guard let rows = try? await connection.query(
+            "SELECT instance, host, pid FROM flowbus_lease ORDER BY id DESC LIMIT 1", logger: logger)
+        else { return "another flowd" }
+        do {
+            for try await (instance, host, pid) in rows.decode((String, String, Int64).self) {
+                return "\(instance) (pid \(pid) on \(host))"
+            }
+        } catch {}
+        return "another flowd"
+    }
+
+    private func createTables() async throws {
+        for statement in [
+            """
+            CREATE TABLE IF NOT EXISTS flowbus_entry (
+                id BIGSERIAL PRIMARY KEY, kind INTEGER NOT NULL, target TEXT NOT NULL, name TEXT NOT NULL,
+                params BYTEA NOT NULL, source TEXT NOT NULL, sequence BIGINT NOT NULL)
+            """,
+            "CREATE TABLE IF NOT EXISTS flowbus_source (id TEXT PRIMARY KEY, last_sequence BIGINT NOT NULL)",
+            """
+            CREATE TABLE IF NOT EXISTS flowbus_checkpoint (
+                id BIGSERIAL PRIMARY KEY, entry BIGINT NOT NULL, created DOUBLE PRECISION NOT NULL, state BYTEA NOT NULL)
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS flowbus_lease (
+                id BIGSERIAL PRIMARY KEY, instance TEXT NOT NULL, host TEXT NOT NULL, pid BIGINT NOT NULL,
+                acquired DOUBLE PRECISION NOT NULL)
+            """,
+        ] {
+            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+        }
+    }
+
+    public func verifyLease() throws {
+        // An answer on this session means the session, and so the lock, is still there.
+        _ = try run("SELECT 1", timeout: .seconds(2))
+    }
+
+    public func leaseHistory(limit: Int) throws -> [LeaseRecord] {
+        try run("SELECT instance, host, pid, acquired FROM flowbus_lease ORDER BY id DESC LIMIT \(Int64(limit))").rows.map { row in
+            let (instance, host, pid, acquired) = try row.decode((String, String, Int64, Double).self)
+            return LeaseRecord(instance: instance, host: host, pid: Int(pid), acquired: Date(timeIntervalSince1970: acquired))
+        }
+    }
+
+    // MARK: Journal
+
+    public func count(after: Int64) throws -> Int {
+        let rows = try run("SELECT count(*) FROM flowbus_entry WHERE id > \(after)").rows
+        return Int(try rows.first?.decode(Int64.self) ?? 0)
+    }
+
+    public func entryRange() throws -> ClosedRange<Int64>? {
+        guard let row = try run("SELECT min(id), max(id) FROM flowbus_entry").rows.first else { return nil }
+        let (first, last) = try row.decode((Int64?, Int64?).self)
+        guard let first, let last else { return nil }
+        return first...last
+    }
+
+    public func entries(after: Int64, limit: Int) throws -> [StepJournal.Entry] {
+        let rows = try run("""
+            SELECT id, kind, target, name, params, source, sequence FROM flowbus_entry
+            WHERE id > \(after) ORDER BY id LIMIT \(Int64(limit))
+            """).rows
+        return try rows.compactMap { row in
+            let (id, kind, target, name, params, source, sequence) = try row.decode(
+                (Int64, Int32, String, String, ByteBuffer, String, Int64).self)
+            guard let kind = StepJournal.Kind(rawValue: Int(kind)) else { return nil }
+            return StepJournal.Entry(
+                id: id, kind: kind, target: target, name: name, params: Array(buffer: params), source: source,
+                sequence: UInt64(bitPattern: sequence))
+        }
+    }
+
+    public func latestCheckpoint() throws -> StepJournal.Checkpoint? {
+        guard let row = try run("SELECT entry, created, state FROM flowbus_checkpoint ORDER BY id DESC LIMIT 1").rows.first else {
+            return nil
+        }
+        let (entry, created, state) = try row.decode((Int64, Double, ByteBuffer).self)
+        return StepJournal.Checkpoint(entry: entry, created: Date(timeIntervalSince1970: created), state: Data(Array(buffer: state)))
+    }
+
+    public func store(_ checkpoint: StepJournal.Checkpoint) throws {
+        let state = ByteBuffer(bytes: checkpoint.state)
+        _ = try run("""
+            WITH stored AS (
+                INSERT INTO flowbus_checkpoint (entry, created, state)
+                VALUES (\(checkpoint.entry), \(checkpoint.created.timeIntervalSince1970), \(state)) RETURNING id)
+            DELETE FROM flowbus_checkpoint WHERE id < (SELECT id FROM stored)
+            """)
+    }
+
+    public func append(
+        _ records: [StepJournal.Record], lastSequences: [String: UInt64], compaction: StepJournal.Compaction?
+    ) throws -> (last: Int64, compacted: Int) {
+        guard !records.isEmpty || !lastSequences.isEmpty || compaction != nil else { return (0, 0) }
+        return try transaction {
+            var last: Int64 = 0
+            if !records.isEmpty {
+                // One statement for the batch: arrays in, rows numbered in their order.
+                let kinds = records.map { Int32($0.kind.rawValue) }
+                let targets = records.map(\.target)
+                let names = records.map(\.name)
+                let params = records.map { ByteBuffer(bytes: $0.params) }
+                let sources = records.map(\.source)
+                let sequences = records.map { Int64(bitPattern: $0.sequence) }
+                let rows = try run("""
+                    WITH added AS (
+                        INSERT INTO flowbus_entry (kind, target, name, params, source, sequence)
+                        SELECT k, t, n, p, s, q FROM unnest(\(kinds)::int4[], \(targets)::text[], \(names)::text[],
+                            \(params)::bytea[], \(sources)::text[], \(sequences)::int8[]) WITH ORDINALITY AS u(k, t, n, p, s, q, o)
+                        ORDER BY o RETURNING id)
+                    SELECT max(id) FROM added
+                    """).rows
+                last = try rows.first?.decode(Int64?.self) ?? 0
+            }
+            if !lastSequences.isEmpty {
+                let ids = Array(lastSequences.keys)
+                let sequences = ids.map { Int64(bitPattern: lastSequences[$0] ?? 0) }
+                _ = try run("""
+                    INSERT INTO flowbus_source (id, last_sequence) SELECT * FROM unnest(\(ids)::text[], \(sequences)::int8[])
+                    ON CONFLICT (id) DO UPDATE SET last_sequence = GREATEST(flowbus_source.last_sequence, excluded.last_sequence)
+                    """)
+            }
+            let compacted = try compaction.map(deleteCovered) ?? 0
+            return (last, compacted)
+        }
+    }
+
+    public func compact(_ compaction: StepJournal.Compaction) throws -> Int {
+        try deleteCovered(compaction)
+    }
+
+    private func deleteCovered(_ compaction: StepJournal.Compaction) throws -> Int {
+        let rows = try run("""
+            WITH deleted AS (
+                DELETE FROM flowbus_entry WHERE id IN (
+                    SELECT id FROM flowbus_entry WHERE id < \(compaction.below) ORDER BY id LIMIT \(Int64(compaction.limit)))
+                RETURNING 1)
+            SELECT count(*) FROM deleted
+            """).rows
+        return Int(try rows.first?.decode(Int64.self) ?? 0)
+    }
+
+    public func lastSequence(of source: String) throws -> UInt64? {
+        try run("SELECT last_sequence FROM flowbus_source WHERE id = \(source)").rows.first
+            .map { UInt64(bitPattern: try $0.decode(Int64.self)) }
+    }
+
+    public func flush() {}
+
+    /// Closes the connection (ending the session frees the lease), waiting at most 2 s.
+    public func close() {
+        let closing: EventLoopFuture<Void> = connection.close()
+        let closed = DispatchSemaphore(value: 0)
+        closing.whenComplete { _ in closed.signal() }
+        _ = closed.wait(timeout: .now() + .seconds(2))
+    }
+
+    // MARK: Calls
+
+    private func transaction<T>(_ body: () throws -> T) throws -> T {
+        _ = try run("BEGIN")
+        do {
+            let result = try body()
+            _ = try run("COMMIT")
+            return result
+        } catch {
+            _ = try? run("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Runs `query` and waits for its rows, at most `timeout`; after a timeout or a lost
+    /// connection every later call fails at once.
+    private func run(_ query: PostgresQuery, timeout: Duration = PostgresJournal.callTimeout) throws -> PostgresQueryResult {
+        if let reason = broken.withLock({ $0 }) { throw PostgresJournalError("the connection to \(location) is gone: \(reason)") }
+        let future: EventLoopFuture<PostgresQueryResult> = connection.query(query, logger: logger)
+        let outcome = Mutex<Result<PostgresQueryResult, any Error>?>(nil)
+        let answered = DispatchSemaphore(value: 0)
+        future.whenComplete { result in
+            outcome.withLock { $0 = result }
+            answered.signal()
+        }
+        let milliseconds = Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        guard answered.wait(timeout: .now() + .milliseconds(milliseconds)) == .success else {
+            let reason = "no answer within \(timeout)"
+            broken.withLock { $0 = reason }
+            let closing: EventLoopFuture<Void> = connection.close()
+            _ = closing
+            throw PostgresJournalError("\(location): \(reason)")
+        }
+        do {
+            return try outcome.withLock { $0! }.get()
+        } catch let error as PSQLError where error.code == .serverClosedConnection || error.code == .connectionError {
+            broken.withLock { $0 = "\(error.code)" }
+            throw PostgresJournalError("the connection to \(location) is gone: \(String(reflecting: error))")
+        } catch let error as PSQLError {
+            throw PostgresJournalError("\(location): \(error.serverInfo?[.message] ?? String(reflecting: error))")
+        }
+    }
+}
+
+/// Why the PostgreSQL journal failed, in words.
+public struct PostgresJournalError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}
