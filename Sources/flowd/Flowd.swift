@@ -1,6 +1,7 @@
 import ArgumentParser
 import FlowBus
 import FlowBusPrometheus
+import Foundation
 import Logging
 import ServiceLifecycle
 import UnixSignals
@@ -37,7 +38,9 @@ struct Flowd: AsyncParsableCommand {
         do {
             topology = try FlowBusConfig.load(path: path)
         } catch {
-            throw ValidationError(error.description)
+            // Exit 64 as for a bad argument, without the usage text: the file is what is wrong.
+            FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
+            throw ExitCode(64)
         }
         if acceptJournalLoss {
             logger.warning("--accept-journal-loss: steppers found ahead of the journal have their sequences adopted; what the journal lost is reported, not recovered")

@@ -21,9 +21,10 @@ enum AppStep: Step, Codable, Equatable {
 protocol AppFlow: Flow {}
 
 extension AppFlow {
-    /// Incoming canonical steps become AppSteps; anything else is refused as unknown-step.
+    /// Incoming canonical steps become AppSteps; anything else is refused as unknown-step, with
+    /// the decoding error when the case exists but its params do not fit.
     func step(from canonical: CanonicalStep) -> (any Step)? {
-        try? decodeCanonical(AppStep.self, name: canonical.name, params: canonical.params)
+        canonical.decoded(as: AppStep.self)
     }
 }
 
@@ -106,7 +107,7 @@ struct MovieApp: AsyncParsableCommand {
         do {
             topology = try FlowBusConfig.load(path: FlowBusConfig.resolvePath(config))
         } catch {
-            throw ValidationError(error.description)
+            throw ClientError(error.description)
         }
         let service = CoordinatorService(config: topology, logger: logger) {
             (flow: MainFlow(), stepper: OneStepper(withSingleStep: AppStep.apiKey))

@@ -48,7 +48,7 @@ struct ReactorHostCommand: AsyncParsableCommand {
         do {
             topology = try FlowBusConfig.load(path: FlowBusConfig.resolvePath(config))
         } catch {
-            throw ValidationError(error.description)
+            throw ClientError(error.description)
         }
 
         let counterDelay = Duration.milliseconds(counterDelayMs)
@@ -76,7 +76,7 @@ struct ReactorHostCommand: AsyncParsableCommand {
                 hostName: host, config: topology, reactors: reactors, drain: .milliseconds(max(0, drainMs)), metrics: metrics,
                 logger: logger)
         } catch {
-            throw ValidationError(error.description)
+            throw ClientError(error.description)
         }
         let group = ServiceGroup(
             configuration: .init(services: [.init(service: service)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
