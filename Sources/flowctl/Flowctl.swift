@@ -467,9 +467,20 @@ struct GraphCommand: ParsableCommand {
     }
 }
 
+extension DoctorCommand {
+    /// The `launch:` entries as `flowctl launch` would run them (${FLOWBUS_CONFIG} is the file),
+    /// so that a fix names the command this topology really uses (a user's own host, say).
+    func launchCommands(path: String) -> [LaunchSpec] {
+        var environment = ProcessInfo.processInfo.environment
+        environment[FlowBusConfig.pathVariable] = path
+        return (try? FlowBusConfig.load(path: path, environment: environment, expandingLaunch: true).launch) ?? []
+    }
+}
+
 struct DoctorCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "doctor", abstract: "Check libzmq, the config, endpoints, permissions, keys and the daemons, and say what to fix.")
+        commandName: "doctor", abstract: "Check libzmq, the config, endpoints, permissions, keys and the daemons, and say what to fix.",
+        discussion: "The config is loaded as every daemon loads it (unknown keys, missing flows and steps, {param} placeholders); each ipc endpoint's run directory must exist and be served by one process at most; a daemon that does not answer is named with the command the config's launch: section starts it with.")
 
     @OptionGroup var options: ConfigOptions
 
@@ -494,11 +505,27 @@ struct DoctorCommand: ParsableCommand {
         }
         let endpoints = [("ingress", config.endpoints.ingress), ("events", config.endpoints.events), ("control", config.endpoints.control)]
             + config.reactors.sorted { $0.key < $1.key }.flatMap { [("\($0.key) actions", $0.value.actions), ("\($0.key) states", $0.value.states)] }
+        let launch = launchCommands(path: path)
+        var missing: Set<String> = []
         for (name, endpoint) in endpoints where endpoint.hasPrefix("ipc://") {
             let file = String(endpoint.dropFirst("ipc://".count))
             let directory = (file as NSString).deletingLastPathComponent
+            guard FileManager.default.fileExists(atPath: directory) else {
+                guard missing.insert(directory).inserted else { continue }
+                check(false, "\(name): run directory \(directory) exists",
+                      fix: "nothing runs there yet: a daemon creates it (mode 0700) when it starts; if yours run, they use another FLOWBUS_RUN_DIR (export the same one here)")
+                continue
+            }
             check(FileManager.default.isWritableFile(atPath: directory), "\(name): directory \(directory) is writable",
-                  fix: "create it (mkdir -p \(directory)) or point FLOWBUS_RUN_DIR elsewhere")
+                  fix: "make it yours (chown/chmod 700 \(directory)) or point FLOWBUS_RUN_DIR elsewhere")
+            let listeners = unixSocketListeners(boundTo: file)
+            let pids = Set(listeners.flatMap(\.pids)).sorted().map(String.init).joined(separator: ", ")
+            check(listeners.count <= 1, "\(name): one process serves \(file)",
+                  fix: "\(listeners.count) sockets are bound to it (pids \(pids.isEmpty ? "not readable" : pids)): a second daemon on the same endpoints; stop all but one")
+            if !listeners.isEmpty, !FileManager.default.fileExists(atPath: file) {
+                check(false, "\(name): \(file) exists while pid \(pids) serves it",
+                      fix: "the socket file was removed (by another daemon stopping?): nothing can connect; restart pid \(pids)")
+            }
             check(file.utf8.count < 108, "\(name): ipc path fits a unix socket (\(file.utf8.count) < 108 bytes)", fix: "use a shorter directory")
             if let mode = (try? FileManager.default.attributesOfItem(atPath: file))?[.posixPermissions] as? NSNumber {
                 check(mode.intValue & 0o077 == 0, "\(name): \(file) is private (mode \(String(mode.intValue, radix: 8)))",
@@ -524,12 +551,15 @@ struct DoctorCommand: ParsableCommand {
             let flows = status["flows_total"]?.intValue.map(Int.init) ?? status["flows"]?.listValue?.count ?? 0
             check(true, "flowd answers on \(config.endpoints.control) (\(flows) flow(s), protocol v\(Envelope.currentVersion))", fix: "")
         } catch {
-            check(false, "flowd answers on \(config.endpoints.control)", fix: "start it: flowd --config \(path)")
+            let command = launch.first { $0.ready?.control == true }.map { $0.command.joined(separator: " ") } ?? "flowd --config \(path)"
+            check(false, "flowd answers on \(config.endpoints.control)", fix: "start it: \(command) (or flowctl launch \(path))")
         }
         for (name, host) in config.reactors.sorted(by: { $0.key < $1.key }) {
             let subscriber = try BusSubscriber(endpoint: host.states, topics: ["hb/"], curve: config.curve)
+            let command = launch.first { $0.ready?.heartbeat == name }.map { $0.command.joined(separator: " ") }
+                ?? "reactor-host --config \(path) --host \(name)"
             check(try subscriber.waitUntilConnected(timeout: .seconds(2)), "reactor host \(name) sends heartbeats on \(host.states)",
-                  fix: "start it: reactor-host --config \(path) --host \(name)")
+                  fix: "start it: \(command)")
         }
         emit(problems == 0 ? "all checks passed" : "\(problems) problem(s) found")
         if problems > 0 { throw ExitCode(1) }
