@@ -295,6 +295,13 @@ struct FlowdTests {
         let badParam = try topology.run("flowctl", ["step", "moviePicked", "withMovieId", "--as", "x", "--config", topology.configPath])
         #expect(badParam.status != 0)
         #expect(badParam.output.contains("is not key=value"))
+        #expect(badParam.output.contains("Usage:"), "a usage error shows the usage")
+        #expect(!missing.output.contains("Usage:"), "a config error is not a usage error: \(missing.output)")
+        #expect(noDaemon.status == 2, "no answer: \(noDaemon.output)")
+        // --config before the subcommand applies to it.
+        let before = try topology.run("flowctl", ["--config", "/nonexistent.yaml", "action", "counter", "increase"])
+        #expect(before.status != 0 && before.output.contains("/nonexistent.yaml does not exist"), "\(before.output)")
+        #expect(!before.output.contains("Unknown option"), "\(before.output)")
     }
 }
 
