@@ -348,8 +348,14 @@ struct SwiftFlowsTests {
                 "WishlistFlow.moviePicked(withMovieId: 23452) @ wishlist/movies",
                 "WishlistFlow.movieList @ wishlist/movie/23452",
             ])
-            // A step AppStep cannot decode is refused.
+            // A step AppStep cannot decode is refused, with the decoding error.
             try topology.step("moviePicked", ["withMovieId": "not a number"], as: "dashboard")
+            let refusal = try trace.expectDiagnostic(.unknownStep)
+            #expect(refusal.message.contains("expected Int for withMovieId, got string \"not a number\""), "\(refusal.message)")
+            // flowctl says so, with the class's exit status.
+            let cli = try topology.run("flowctl", ["step", "moviePicked", "withMovieId=abc", "--as", "dashboard", "--config", topology.configPath])
+            #expect(cli.status == 7, "\(cli.output)")
+            #expect(cli.output.contains("refused: unknown-step"), "\(cli.output)")
             try trace.expectDiagnostic(.unknownStep)
             try trace.expectNothingMore()
             #expect(app.terminate() == 0)
