@@ -252,7 +252,9 @@ public enum BuiltProducts {
             return URL(fileURLWithPath: explicit)
         }
         var url = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        // swift test runs `<build dir>/<Package>PackageTests.xctest`, beside the products.
+        // swift test runs `<build dir>/<Package>PackageTests.xctest`, beside the products (of a
+        // user's package too, which may have no flowd).
+        if url.pathExtension == "xctest" { return url.deletingLastPathComponent() }
         while url.path != "/" {
             url.deleteLastPathComponent()
             if FileManager.default.isExecutableFile(atPath: url.appendingPathComponent("flowd").path) { return url }
@@ -264,7 +266,7 @@ public enum BuiltProducts {
     public static func executable(_ name: String) throws -> URL {
         let url = directory.appendingPathComponent(name)
         guard FileManager.default.isExecutableFile(atPath: url.path) else {
-            throw HarnessError("\(name) is not built in \(directory.path): run `swift build` (or set FLOWBUS_BIN_DIR)")
+            throw HarnessError("\(name) is not built in \(directory.path): run `swift build --product \(name)` (a dependency's executable is built only when named), or set FLOWBUS_BIN_DIR")
         }
         return url
     }

@@ -145,9 +145,16 @@ public final class NavigationTrace {
         let exhaustive = (exhaustivity ?? self.exhaustivity) == .on
         let skip = { (event: Navigation) in ignoring.contains { $0.matches(event) } }
         let outcome = { match(expected, in: self.pendingNavigations, exhaustive: exhaustive, skip: skip) { $0.matches($1) } }
+        let firstDiagnostic = diagnostics.count
         let deadline = ContinuousClock.now + timeout
         var result = outcome()
+        var explanation: DiagnosticMessage?
         while result == .incomplete, ContinuousClock.now < deadline {
+            // Exhaustive: a refusal of a step still awaited explains the miss; waiting on is pointless.
+            if exhaustive, let refusal = refusal(ofAwaited: expected, skip: skip, since: firstDiagnostic) {
+                explanation = refusal
+                break
+            }
             if let received = try feed.next(timeout: ContinuousClock.now.duration(to: deadline), "while waiting for \(expected.count) navigation(s)") {
                 take(received)
                 result = outcome()
@@ -162,8 +169,33 @@ public final class NavigationTrace {
         let diff = renderDiff(
             expected: expected, actual: pendingNavigations, exhaustive: exhaustive, skip: skip, matches: { $0.matches($1) },
             describeExpected: \.description, describeActual: \.description)
-        let why = result == .mismatch ? "the navigation trace differs" : "expected navigations did not all arrive within \(readable(timeout))"
-        throw ExpectationFailure("\(why) (\(exhaustive ? "exhaustive" : "in order, others skipped")):\n\(diff)", sourceLocation: sourceLocation)
+        let why = if let explanation {
+            "flowd refused a step the trace awaits (\(explanation.reason.rawValue))"
+        } else if result == .mismatch {
+            "the navigation trace differs"
+        } else {
+            "expected navigations did not all arrive within \(readable(timeout))"
+        }
+        let meanwhile = diagnostics.dropFirst(firstDiagnostic).map { "  ! \(MessageFormatter.line(.diagnostic($0)))" }
+        let received = meanwhile.isEmpty ? "\ndiagnostics received meanwhile: none" : "\ndiagnostics received meanwhile:\n" + meanwhile.joined(separator: "\n")
+        throw ExpectationFailure(
+            "\(why) (\(exhaustive ? "exhaustive" : "in order, others skipped")):\n\(diff)\(received)", sourceLocation: sourceLocation)
+    }
+
+    /// A diagnostic received since `index` that refuses the step of the first expected
+    /// navigation not received yet (same step, and same flow when it names one).
+    private func refusal(ofAwaited expected: [Navigation], skip: (Navigation) -> Bool, since index: Int) -> DiagnosticMessage? {
+        let received = pendingNavigations.filter { !skip($0) }
+        var position = 0
+        for navigation in received where position < expected.count && expected[position].matches(navigation) { position += 1 }
+        guard position < expected.count else { return nil }
+        let awaited = expected[position]
+        return diagnostics.dropFirst(index).first { diagnostic in
+            guard let step = diagnostic.details["step"]?.stringValue,
+                Navigation.normalized(step) == Navigation.normalized(awaited.step)
+            else { return false }
+            return diagnostic.details["flow"]?.stringValue.map { $0 == awaited.flow } ?? true
+        }
     }
 
     /// Asserts that the next diagnostic (exhaustive), or the next one with this reason (relaxed:

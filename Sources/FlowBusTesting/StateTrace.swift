@@ -30,6 +30,8 @@ public final class StateTrace<State: Decodable & Equatable> {
     public private(set) var states: [State] = []
     private var pending: [State] = []
     private var problems: [String] = []
+    /// The host's diagnostics about this reactor's actions, shown in a failure's diff.
+    private var refusals: [DiagnosticMessage] = []
     private var last: (source: String, sequence: UInt64)
     private let feed: BusFeed
 
@@ -40,7 +42,7 @@ public final class StateTrace<State: Decodable & Equatable> {
         self.reactorID = reactorID
         self.exhaustivity = exhaustivity
         feed = try BusFeed(
-            endpoint: host.spec.states, topics: [Topic.state(reactorID)], config: topology.config, publisher: "reactor host \(host.name)",
+            endpoint: host.spec.states, topics: [Topic.state(reactorID), "diag/"], config: topology.config, publisher: "reactor host \(host.name)",
             watch: topology.watch, timeout: timeout)
         // The subscription is active: live states from here on arrive on `feed`. The snapshot
         // says where they start (the Clone pattern).
@@ -77,9 +79,11 @@ public final class StateTrace<State: Decodable & Equatable> {
     ) throws {
         let exhaustive = (exhaustivity ?? self.exhaustivity) == .on
         let outcome = { match(expected, in: self.pending, exhaustive: exhaustive, skip: { _ in false }, matches: ==) }
+        let firstRefusal = refusals.count
         let deadline = ContinuousClock.now + timeout
         var result = outcome()
-        while result == .incomplete, problems.isEmpty, ContinuousClock.now < deadline {
+        // Exhaustive: a refused action of this reactor explains the miss; waiting on is pointless.
+        while result == .incomplete, problems.isEmpty, !(exhaustive && refusals.count > firstRefusal), ContinuousClock.now < deadline {
             if let received = try feed.next(timeout: ContinuousClock.now.duration(to: deadline), "while waiting for \(expected.count) state(s) of \(reactorID)") {
                 take(received)
                 result = outcome()
@@ -93,9 +97,14 @@ public final class StateTrace<State: Decodable & Equatable> {
         let diff = renderDiff(
             expected: expected, actual: pending, exhaustive: exhaustive, skip: { _ in false }, matches: ==,
             describeExpected: { String(describing: $0) }, describeActual: { String(describing: $0) })
+        let meanwhile = refusals.dropFirst(firstRefusal).map { "  ! \(MessageFormatter.line(.diagnostic($0)))" }
         let why = !problems.isEmpty ? problems.joined(separator: "\n")
-            : result == .mismatch ? "the states of \(reactorID) differ" : "expected states of \(reactorID) did not all arrive within \(readable(timeout))"
-        throw ExpectationFailure("\(why) (\(exhaustive ? "exhaustive" : "in order, others skipped")):\n\(diff)", sourceLocation: sourceLocation)
+            : result == .mismatch ? "the states of \(reactorID) differ"
+            : !meanwhile.isEmpty && exhaustive ? "the reactor host refused an action of \(reactorID)"
+            : "expected states of \(reactorID) did not all arrive within \(readable(timeout))"
+        let received = "\ndiagnostics received meanwhile:" + (meanwhile.isEmpty ? " none" : "\n" + meanwhile.joined(separator: "\n"))
+        throw ExpectationFailure(
+            "\(why) (\(exhaustive ? "exhaustive" : "in order, others skipped")):\n\(diff)\(received)", sourceLocation: sourceLocation)
     }
 
     /// Waits until everything the host published so far has arrived (a heartbeat sent after
@@ -122,6 +131,10 @@ public final class StateTrace<State: Decodable & Equatable> {
     }
 
     private func take(_ received: BusSubscriber.Received) {
+        if case .message(.diagnostic(let diagnostic)) = received {
+            if diagnostic.details["topic"]?.stringValue == Topic.action(reactorID) { refusals.append(diagnostic) }
+            return
+        }
         guard case .message(.state(let message)) = received, message.reactorID == reactorID else {
             if case .malformed(let error) = received { problems.append("a malformed message arrived on the states endpoint: \(error)") }
             return

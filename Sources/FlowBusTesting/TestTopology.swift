@@ -154,8 +154,13 @@ public final class TestTopology: @unchecked Sendable {
     public func launch(only names: [String]? = nil) throws -> [ManagedProcess] {
         let ordered: [LaunchSpec]
         do {
+            // As `flowctl launch` reads it: ${…} in launch: expanded, FLOWBUS_CONFIG naming this file.
+            let launchEnvironment = ProcessInfo.processInfo.environment
+                .merging(["FLOWBUS_RUN_DIR": directory.path, FlowBusConfig.pathVariable: configPath]) { _, new in new }
+                .merging(environment) { _, new in new }
+            let launchConfig = try FlowBusConfig.load(path: configPath, environment: launchEnvironment, expandingLaunch: true)
             ordered = try Launcher(
-                config: config, options: LaunchOptions(searchDirectories: [BuiltProducts.directory], environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new }),
+                config: launchConfig, options: LaunchOptions(searchDirectories: [BuiltProducts.directory], environment: launchEnvironment),
                 source: configPath
             ).specs
         } catch {

@@ -53,6 +53,19 @@ extension WireValue {
         return nil
     }
 
+    /// The value's type as params declare it: `null`, `bool`, `int`, `double`, `string`, `list`, `map`.
+    public var typeName: String {
+        switch self {
+        case .null: "null"
+        case .bool: "bool"
+        case .int: "int"
+        case .double: "double"
+        case .string: "string"
+        case .list: "list"
+        case .map: "map"
+        }
+    }
+
     /// The value as a person would write it in a log line or on a command line:
     /// strings bare, numbers and flags as literals, lists and maps in brackets.
     public var displayText: String {

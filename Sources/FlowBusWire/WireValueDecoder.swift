@@ -60,7 +60,39 @@ func kindName(_ value: WireValue) -> String {
 }
 
 func mismatch(_ type: Any.Type, _ value: WireValue, _ path: [any CodingKey]) -> DecodingError {
-    .typeMismatch(type, .init(codingPath: path, debugDescription: "expected \(type), found \(kindName(value))"))
+    // Names the key and the value sent: `expected String for zip, got int 75001`.
+    let key = path.last.map { $0.intValue.map { " for [\($0)]" } ?? " for \($0.stringValue)" } ?? ""
+    return .typeMismatch(type, .init(codingPath: path, debugDescription: "expected \(type)\(key), got \(sentValue(value))"))
+}
+
+/// A value as a mismatch names it: its kind, then the value when short.
+func sentValue(_ value: WireValue) -> String {
+    switch value {
+    case .null: return "null"
+    case .bool(let flag): return "bool \(flag)"
+    case .int(let number): return "int \(number)"
+    case .double(let number): return "double \(number)"
+    case .string(let text): return text.count <= 40 ? "string \"\(text)\"" : "a string of \(text.count) characters"
+    case .list(let values): return "a list of \(values.count)"
+    case .map(let entries): return "a map of \(entries.count) key(s)"
+    }
+}
+
+/// Why a canonical step or action did not decode, for a diagnostic: `nil` when the enum has no
+/// case by that name (the error is at the top level), else what is wrong with the params, e.g.
+/// `expected String for zip, got int 75001` or `missing param 'zip'`.
+public func canonicalDecodingFailure(_ error: any Error, name: String) -> String? {
+    guard let decoding = error as? DecodingError else { return "\(error)" }
+    switch decoding {
+    case .keyNotFound(let key, let context):
+        if context.codingPath.isEmpty { return nil }
+        return "missing param '\(key.stringValue)'"
+    case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+        if context.codingPath.isEmpty { return nil }
+        return context.debugDescription
+    @unknown default:
+        return "\(error)"
+    }
 }
 
 func unboxBool(_ value: WireValue, _ path: [any CodingKey]) throws -> Bool {

@@ -341,7 +341,7 @@ extension FlowCoordinator {
             entry.counters = counters.counters
             stats[stepperID] = entry
         }
-        // One silent stand-in per in-process stepper id: a fresh object, hence a fresh id.
+        // One silent stand-in per in-process stepper id, bound under the id it had.
         var inProcess: [String: any Stepper] = [:]
         var bindings: [StepperBinding] = []
         for saved in checkpoint.bindings {
@@ -365,7 +365,7 @@ extension FlowCoordinator {
             }
             let record = records[saved.flow]
             let info = BindingInfo(
-                stepperID: stepper.stepperID, flow: record.id, presentableID: nodes[saved.node].presentableID, role: role,
+                stepperID: saved.stepper, flow: record.id, presentableID: nodes[saved.node].presentableID, role: role,
                 allowStepWhenNotPresented: saved.allowStepWhenNotPresented,
                 allowStepWhenDismissed: saved.allowStepWhenDismissed, isRemote: saved.remote)
             let entry = stats[saved.stepper] ?? StepperStats()
@@ -381,11 +381,10 @@ extension FlowCoordinator {
             record.bindings = saved.bindings.filter { $0 < bindings.count }.map { bindings[$0] }
         }
         for (stepperID, indices) in checkpoint.bindingsByStepper {
-            let restoredID = inProcess[stepperID]?.stepperID ?? stepperID
-            bindingsByStepper[restoredID] = indices.filter { $0 < bindings.count }.map { bindings[$0] }
+            bindingsByStepper[stepperID] = indices.filter { $0 < bindings.count }.map { bindings[$0] }
         }
         for (stepperID, entry) in stats {
-            statsByStepper[inProcess[stepperID]?.stepperID ?? stepperID] = entry
+            statsByStepper[stepperID] = entry
         }
         totals = checkpoint.totals.counters
         instanceCounters = checkpoint.instanceCounters

@@ -776,12 +776,28 @@ public final class FlowCoordinator {
             allowStepWhenDismissed: allowStepWhenDismissed)
     }
 
+    /// The id a binding is known by in status, counters and diagnostics. An in-process stepper
+    /// keeping the default `Type@0x…` id gets one a person can read: `flow:<FlowID>` for a flow's
+    /// own stepper, `<Type>:<presentable id>` for a screen's (`#2`, … while another holds it).
+    private func bindingID(of stepper: any Stepper, role: BindingRole, record: FlowRecord, node: NavigationNode) -> String {
+        let id = stepper.stepperID
+        guard !(stepper is any RemoteSteppable), id.hasPrefix("\(type(of: stepper))@0x") else { return id }
+        let base = role == .flowStepper ? "flow:\(record.id)" : "\(type(of: stepper)):\(node.presentableID)"
+        var candidate = base
+        var suffix = 2
+        while bindingsByStepper[candidate]?.contains(where: { $0.stepper !== stepper }) == true {
+            candidate = "\(base)#\(suffix)"
+            suffix += 1
+        }
+        return candidate
+    }
+
     /// RXFLOW.md rules 2 and 3: initial step, then subscribe, then readyToEmitSteps.
     private func bind(
         _ stepper: any Stepper, to record: FlowRecord, node: NavigationNode, role: BindingRole,
         allowStepWhenNotPresented: Bool, allowStepWhenDismissed: Bool
     ) {
-        let stepperID = stepper.stepperID
+        let stepperID = bindingID(of: stepper, role: role, record: record, node: node)
         let info = BindingInfo(stepperID: stepperID, flow: record.id, presentableID: node.presentableID, role: role,
             allowStepWhenNotPresented: allowStepWhenNotPresented, allowStepWhenDismissed: allowStepWhenDismissed,
             isRemote: stepper is any RemoteSteppable)

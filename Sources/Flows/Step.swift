@@ -85,3 +85,18 @@ public typealias StepDecoder = @Sendable (CanonicalStep) -> (any Step)?
 public func describeStep(_ step: any Step) -> String {
     String(describing: step)
 }
+
+extension CanonicalStep {
+    /// This step as the typed step `S` (through Codable), for ``Flow/step(from:)``: `nil` when
+    /// `S` has no case by this name (reported as `unknown-step`), a ``RefusedStep`` saying what
+    /// is wrong when the case exists but the params do not fit it (the `unknown-step`
+    /// diagnostic then reads e.g. `expected String for zip, got int 75001`).
+    public func decoded<S: Step & Decodable>(as type: S.Type) -> (any Step)? {
+        do {
+            return try decodeCanonical(S.self, name: name, params: params)
+        } catch {
+            guard let why = canonicalDecodingFailure(error, name: name) else { return nil }
+            return RefusedStep(reason: .unknownStep, message: "its params do not fit \(S.self).\(name): \(why)")
+        }
+    }
+}

@@ -55,6 +55,13 @@ public protocol Reactor: Sendable {
     /// Default: ``Mutations/none``, or `.just(action)` when `Action == Mutation`.
     func mutate(action: Action) -> Mutations<Mutation>
 
+    /// ``mutate(action:)`` with ReactorKit's `currentState`: the state after every mutation
+    /// reduced so far (transformed, as ``ReactorStore/currentState``), read in the serial
+    /// context, so no other action's mutation lands between the read and this call. Implement
+    /// this one instead of ``mutate(action:)`` to decide from the state (`guard
+    /// !currentState.isLoading else { return .none }`). Default: ``mutate(action:)``.
+    func mutate(action: Action, currentState: State) -> Mutations<Mutation>
+
     /// Computes the next state. Pure and synchronous.
     ///
     /// Default: the state unchanged.
@@ -94,6 +101,8 @@ public protocol Reactor: Sendable {
 
 extension Reactor {
     public func mutate(action: Action) -> Mutations<Mutation> { .none }
+
+    public func mutate(action: Action, currentState: State) -> Mutations<Mutation> { mutate(action: action) }
 
     public func reduce(state: State, mutation: Mutation) -> State { state }
 

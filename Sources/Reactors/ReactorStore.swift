@@ -359,7 +359,8 @@ extension ReactorStore {
             return
         }
         guard mutateIsConnected, let action = reactor.transform(action: action) else { return }
-        interpret(reactor.mutate(action: action).node, ids: [], fromMutate: true)
+        let current = core.withLock { $0.current.state }
+        interpret(reactor.mutate(action: action, currentState: current).node, ids: [], fromMutate: true)
     }
 
     private func apply(_ mutation: R.Mutation, fromMutate: Bool) {

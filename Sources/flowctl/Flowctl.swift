@@ -17,18 +17,43 @@ struct Flowctl: ParsableCommand {
             JournalCommand.self,
         ]
     )
+
+    /// `--config FILE` (or `-c FILE`, `--config=FILE`) before the subcommand applies to it, as
+    /// if given after it: it becomes `$FLOWBUS_CONFIG` for this run.
+    static func main() {
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        var index = 0
+        while index < arguments.count, arguments[index].hasPrefix("-") {
+            let argument = arguments[index]
+            if argument == "--config" || argument == "-c", index + 1 < arguments.count {
+                setenv(FlowBusConfig.pathVariable, arguments[index + 1], 1)
+                arguments.removeSubrange(index...(index + 1))
+            } else if argument.hasPrefix("--config=") {
+                setenv(FlowBusConfig.pathVariable, String(argument.dropFirst("--config=".count)), 1)
+                arguments.remove(at: index)
+            } else {
+                index += 1
+            }
+        }
+        do {
+            var command = try parseAsRoot(arguments)
+            try command.run()
+        } catch {
+            exit(withError: error)
+        }
+    }
 }
 
 /// Where to find the topology: every command takes it.
 struct ConfigOptions: ParsableArguments {
-    @Option(name: .shortAndLong, help: "The topology file (default: $\(FlowBusConfig.pathVariable), else \(FlowBusConfig.defaultPath)).")
+    @Option(name: .shortAndLong, help: "The topology file (default: $\(FlowBusConfig.pathVariable), else \(FlowBusConfig.defaultPath)); also accepted before the subcommand.")
     var config: String?
 
     func load() throws -> FlowBusConfig {
         do {
             return try FlowBusConfig.load(path: FlowBusConfig.resolvePath(config))
         } catch {
-            throw ValidationError(error.description)
+            throw ClientError(error.description)
         }
     }
 }
@@ -55,46 +80,115 @@ func note(_ line: String) {
 /// Waits for flowd's acknowledgement or says what to check.
 func requireAcknowledgement(_ publisher: StepPublisher, endpoint: String, timeout: Double) throws {
     guard try publisher.waitForAcknowledgement(timeout: .milliseconds(Int(timeout * 1000))) else {
-        throw ClientError("flowd did not acknowledge within \(timeout) s on \(endpoint): is it running? Start it with `flowd --config FILE`")
+        throw noAnswer(endpoint: endpoint, timeout: timeout)
     }
     if let refusal = publisher.refusals.first {
-        throw ClientError("flowd refused it: \(refusal.reason.rawValue): \(refusal.details["message"]?.stringValue ?? "")")
+        note("refused: \(refusal.reason.rawValue): \(refusal.details["message"]?.stringValue ?? "")")
+        throw ExitCode(OutcomeExit(refusal: refusal.reason).rawValue)
     }
 }
 
+private func noAnswer(endpoint: String, timeout: Double) -> ExitCode {
+    note("flowd did not acknowledge within \(timeout) s on \(endpoint): is it running? Start it with `flowd --config FILE`")
+    return ExitCode(OutcomeExit.noAnswer.rawValue)
+}
+
+/// How `step` and `deeplink` wait: for the outcome (default), the ack only, or the navigation too.
+struct OutcomeOptions: ParsableArguments {
+    @Flag(help: "Return once flowd acknowledged the message, without waiting to see whether the flows applied it (exit 0 even if they drop it).")
+    var noWait = false
+    @Flag(help: "Also wait for the didNavigate events the message causes and print them (exit 9 if none comes in time).")
+    var waitNav = false
+    @Option(help: "Seconds to wait for flowd's acknowledgement and the outcome.") var timeout: Double = 5
+
+    func validate() throws {
+        if noWait && waitNav { throw ValidationError("--no-wait and --wait-nav exclude each other") }
+    }
+
+    /// Publishes through `send` and reports what became of it: prints `what` and `applied`, or
+    /// says `refused: REASON: …` on standard error and exits with the class's status.
+    func publish(as stepperID: String, config: FlowBusConfig, what: String, _ send: (StepPublisher) throws -> UInt64) throws {
+        let publisher = try StepPublisher(stepperID: stepperID, config: config)
+        let wait = Duration.milliseconds(Int(timeout * 1000))
+        if noWait {
+            _ = try send(publisher)
+            try requireAcknowledgement(publisher, endpoint: config.endpoints.ingress, timeout: timeout)
+            print("\(what), acknowledged")
+            return
+        }
+        // Subscribed before sending: what flowd does with the message cannot be missed.
+        let watcher: OutcomeWatcher
+        do {
+            watcher = try OutcomeWatcher(stepperID: stepperID, config: config, timeout: wait)
+        } catch let error as ClientError {
+            note(error.description)
+            throw ExitCode(OutcomeExit.noAnswer.rawValue)
+        }
+        let sequence = try send(publisher)
+        guard let outcome = try watcher.outcome(of: sequence, from: publisher, navigation: waitNav, timeout: wait) else {
+            throw noAnswer(endpoint: config.endpoints.ingress, timeout: timeout)
+        }
+        switch outcome {
+        case .applied(let navigations):
+            print("\(what), applied")
+            for event in navigations { print(MessageFormatter.line(.navigation(event))) }
+        case .refused(let diagnostic):
+            note("\(what), refused: \(diagnostic.reason.rawValue): \(diagnostic.details["message"]?.stringValue ?? "")")
+            throw ExitCode(OutcomeExit(refusal: diagnostic.reason).rawValue)
+        case .noNavigation:
+            note("\(what), applied, but no didNavigate followed within \(timeout) s")
+            throw ExitCode(OutcomeExit.noNavigation.rawValue)
+        }
+    }
+}
+
+/// The typing rules of `key=value` parameters, for every command that takes them.
+let paramsHelp = """
+    Parameters: key=value guesses the type: true or false is a bool, an integer (23452) an int, \
+    a number with a fraction or exponent (1.5) a double, anything else a string (key=hello). \
+    key:=JSON gives the type exactly: zip:='"75001"' is the string "75001" (zip=75001 would be \
+    an int), ids:='[1,2]' a list, filter:='{"new":true}' a map, note:=null a null.
+    """
+
 struct StepCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "step", abstract: "Publish a step as a stepper.")
+    static let configuration = CommandConfiguration(
+        commandName: "step", abstract: "Publish a step as a stepper and say what flowd did with it.",
+        discussion: paramsHelp + "\n\n" + OutcomeExit.table)
 
     @OptionGroup var options: ConfigOptions
     @Argument(help: "The step's name, e.g. moviePicked.") var name: String
-    @Argument(help: "The step's parameters as key=value, e.g. withMovieId=23452.") var params: [String] = []
+    @Argument(help: "The step's parameters as key=value or key:=JSON, e.g. withMovieId=23452 zip:='\"75001\"'.") var params: [String] = []
     @Option(name: .customLong("as"), help: "The stepper id to publish as (bound by a flow, e.g. wishlist/movies).") var stepperID: String
     @Flag(help: "Encode params as JSON instead of the binary form.") var json = false
-    @Option(help: "Seconds to wait for flowd's acknowledgement.") var timeout: Double = 5
+    @OptionGroup var outcome: OutcomeOptions
 
     func run() throws {
+        let parsed = try parseParams(params)
         let config = try options.load()
-        let publisher = try StepPublisher(stepperID: stepperID, config: config, contentType: json ? .json : .fbv)
-        try publisher.publish(name, try parseParams(params))
-        try requireAcknowledgement(publisher, endpoint: config.endpoints.ingress, timeout: timeout)
-        print("step \(name) published as \(stepperID), acknowledged")
+        let what = "step \(MessageFormatter.step(name, parsed)) as \(stepperID)"
+        try outcome.publish(as: stepperID, config: config, what: what) { publisher in
+            publisher.contentType = json ? .json : .fbv
+            return try publisher.publish(name, parsed)
+        }
     }
 }
 
 struct DeepLinkCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "deeplink", abstract: "Send a step to every active flow.")
+    static let configuration = CommandConfiguration(
+        commandName: "deeplink", abstract: "Send a step to every active flow and say what flowd did with it.",
+        discussion: paramsHelp + "\n\n" + OutcomeExit.table)
 
     @OptionGroup var options: ConfigOptions
     @Argument(help: "The step's name.") var name: String
-    @Argument(help: "The step's parameters as key=value.") var params: [String] = []
-    @Option(help: "Seconds to wait for flowd's acknowledgement.") var timeout: Double = 5
+    @Argument(help: "The step's parameters as key=value or key:=JSON.") var params: [String] = []
+    @OptionGroup var outcome: OutcomeOptions
 
     func run() throws {
+        let parsed = try parseParams(params)
         let config = try options.load()
-        let publisher = try StepPublisher(stepperID: "flowctl", config: config)
-        try publisher.publishDeepLink(name, try parseParams(params))
-        try requireAcknowledgement(publisher, endpoint: config.endpoints.ingress, timeout: timeout)
-        print("deep link \(name) published, acknowledged")
+        try outcome.publish(as: "flowctl", config: config, what: "deep link \(MessageFormatter.step(name, parsed))") { publisher in
+            try publisher.publishDeepLink(name, parsed)
+        }
     }
 }
 
@@ -138,7 +232,7 @@ struct EchoCommand: ParsableCommand {
     }
 
     @OptionGroup var options: ConfigOptions
-    @Argument(help: "What to watch: \(Stream.allCases.map(\.rawValue).joined(separator: ", ")) (state takes a reactor id).") var stream: Stream
+    @Argument(help: "What to watch: \(Stream.allCases.map(\.rawValue).joined(separator: ", ")) (state takes a reactor id and prints its snapshot, then each state as it changes).") var stream: Stream
     @Argument(help: "For state: the reactor id, e.g. counter.") var reactorID: String?
     @Option(help: "Stop after this many messages (with --stats: this many one-second reports).") var count: Int?
     @Option(help: "Stop after this many seconds without a message.") var idleTimeout: Double?
@@ -316,11 +410,11 @@ struct KeygenCommand: ParsableCommand {
         let secretPath = directory.appendingPathComponent("\(name).key").path
         let publicPath = directory.appendingPathComponent("\(name).pub").path
         for path in [secretPath, publicPath] where FileManager.default.fileExists(atPath: path) && !force {
-            throw ValidationError("\(path) exists: pass --force to replace it")
+            throw ClientError("\(path) exists: pass --force to replace it")
         }
         // Created private before the secret is written into it.
         guard FileManager.default.createFile(atPath: secretPath, contents: nil, attributes: [.posixPermissions: 0o600]) else {
-            throw ValidationError("cannot create \(secretPath)")
+            throw ClientError("cannot create \(secretPath)")
         }
         try "# FlowBus CURVE secret key of \(name): keep it private\n\(pair.secretKey)\n".write(toFile: secretPath, atomically: false, encoding: .utf8)
         try "# FlowBus CURVE public key of \(name)\n\(pair.publicKey)\n".write(toFile: publicPath, atomically: true, encoding: .utf8)
@@ -344,6 +438,11 @@ struct GraphCommand: ParsableCommand {
 
     func run() throws {
         let config = try options.load()
+        if !live && config.flows.isEmpty {
+            throw ClientError(
+                "\(FlowBusConfig.resolvePath(options.config)) declares no flows: they are Swift code in your coordinator, so there is no table to draw. "
+                    + "Draw the live navigation tree with `flowctl graph --live` while it runs")
+        }
         let graph = live
             ? FlowGraph.live(try StatusClient.fetch(endpoint: config.endpoints.control, curve: config.curve))
             : FlowGraph.declared(config)
@@ -368,9 +467,20 @@ struct GraphCommand: ParsableCommand {
     }
 }
 
+extension DoctorCommand {
+    /// The `launch:` entries as `flowctl launch` would run them (${FLOWBUS_CONFIG} is the file),
+    /// so that a fix names the command this topology really uses (a user's own host, say).
+    func launchCommands(path: String) -> [LaunchSpec] {
+        var environment = ProcessInfo.processInfo.environment
+        environment[FlowBusConfig.pathVariable] = path
+        return (try? FlowBusConfig.load(path: path, environment: environment, expandingLaunch: true).launch) ?? []
+    }
+}
+
 struct DoctorCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "doctor", abstract: "Check libzmq, the config, endpoints, permissions, keys and the daemons, and say what to fix.")
+        commandName: "doctor", abstract: "Check libzmq, the config, endpoints, permissions, keys and the daemons, and say what to fix.",
+        discussion: "The config is loaded as every daemon loads it (unknown keys, missing flows and steps, {param} placeholders); each ipc endpoint's run directory must exist and be served by one process at most; a daemon that does not answer is named with the command the config's launch: section starts it with.")
 
     @OptionGroup var options: ConfigOptions
 
@@ -395,11 +505,27 @@ struct DoctorCommand: ParsableCommand {
         }
         let endpoints = [("ingress", config.endpoints.ingress), ("events", config.endpoints.events), ("control", config.endpoints.control)]
             + config.reactors.sorted { $0.key < $1.key }.flatMap { [("\($0.key) actions", $0.value.actions), ("\($0.key) states", $0.value.states)] }
+        let launch = launchCommands(path: path)
+        var missing: Set<String> = []
         for (name, endpoint) in endpoints where endpoint.hasPrefix("ipc://") {
             let file = String(endpoint.dropFirst("ipc://".count))
             let directory = (file as NSString).deletingLastPathComponent
+            guard FileManager.default.fileExists(atPath: directory) else {
+                guard missing.insert(directory).inserted else { continue }
+                check(false, "\(name): run directory \(directory) exists",
+                      fix: "nothing runs there yet: a daemon creates it (mode 0700) when it starts; if yours run, they use another FLOWBUS_RUN_DIR (export the same one here)")
+                continue
+            }
             check(FileManager.default.isWritableFile(atPath: directory), "\(name): directory \(directory) is writable",
-                  fix: "create it (mkdir -p \(directory)) or point FLOWBUS_RUN_DIR elsewhere")
+                  fix: "make it yours (chown/chmod 700 \(directory)) or point FLOWBUS_RUN_DIR elsewhere")
+            let listeners = unixSocketListeners(boundTo: file)
+            let pids = Set(listeners.flatMap(\.pids)).sorted().map(String.init).joined(separator: ", ")
+            check(listeners.count <= 1, "\(name): one process serves \(file)",
+                  fix: "\(listeners.count) sockets are bound to it (pids \(pids.isEmpty ? "not readable" : pids)): a second daemon on the same endpoints; stop all but one")
+            if !listeners.isEmpty, !FileManager.default.fileExists(atPath: file) {
+                check(false, "\(name): \(file) exists while pid \(pids) serves it",
+                      fix: "the socket file was removed (by another daemon stopping?): nothing can connect; restart pid \(pids)")
+            }
             check(file.utf8.count < 108, "\(name): ipc path fits a unix socket (\(file.utf8.count) < 108 bytes)", fix: "use a shorter directory")
             if let mode = (try? FileManager.default.attributesOfItem(atPath: file))?[.posixPermissions] as? NSNumber {
                 check(mode.intValue & 0o077 == 0, "\(name): \(file) is private (mode \(String(mode.intValue, radix: 8)))",
@@ -425,12 +551,15 @@ struct DoctorCommand: ParsableCommand {
             let flows = status["flows_total"]?.intValue.map(Int.init) ?? status["flows"]?.listValue?.count ?? 0
             check(true, "flowd answers on \(config.endpoints.control) (\(flows) flow(s), protocol v\(Envelope.currentVersion))", fix: "")
         } catch {
-            check(false, "flowd answers on \(config.endpoints.control)", fix: "start it: flowd --config \(path)")
+            let command = launch.first { $0.ready?.control == true }.map { $0.command.joined(separator: " ") } ?? "flowd --config \(path)"
+            check(false, "flowd answers on \(config.endpoints.control)", fix: "start it: \(command) (or flowctl launch \(path))")
         }
         for (name, host) in config.reactors.sorted(by: { $0.key < $1.key }) {
             let subscriber = try BusSubscriber(endpoint: host.states, topics: ["hb/"], curve: config.curve)
+            let command = launch.first { $0.ready?.heartbeat == name }.map { $0.command.joined(separator: " ") }
+                ?? "reactor-host --config \(path) --host \(name)"
             check(try subscriber.waitUntilConnected(timeout: .seconds(2)), "reactor host \(name) sends heartbeats on \(host.states)",
-                  fix: "start it: reactor-host --config \(path) --host \(name)")
+                  fix: "start it: \(command)")
         }
         emit(problems == 0 ? "all checks passed" : "\(problems) problem(s) found")
         if problems > 0 { throw ExitCode(1) }

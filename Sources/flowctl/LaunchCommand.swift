@@ -14,7 +14,10 @@ struct LaunchCommand: ParsableCommand {
             request; heartbeat: HOST: the reactor host sends a heartbeat; logLine: REGEX; delayMs: N). \
             A crashed process is restarted with exponential back-off up to restart.maxRetries; beyond \
             that, everything is stopped and flowctl exits 1. Output lines are prefixed with the \
-            process's name. ${FLOWBUS_CONFIG} in FILE names FILE itself, and the processes get it.
+            process's name. ${FLOWBUS_CONFIG} in FILE names FILE itself, and the processes get it; \
+            ${…} in the launch: section is expanded by launch only, so other commands read the same \
+            file without those variables. A command is looked up in --bin-dir, then beside this \
+            flowctl, then on PATH.
             """
     )
 
@@ -23,6 +26,7 @@ struct LaunchCommand: ParsableCommand {
     @Option(help: "Stop everything when this one-shot process exits, and exit with its status.") var untilExit: String?
     @Option(name: .customLong("with"), help: "Also start this optional: true entry (repeatable), e.g. --with journey.") var including: [String] = []
     @Option(help: "Seconds a process gets to stop after SIGTERM before SIGKILL.") var stopTimeout: Double = 5
+    @Option(help: "Look commands up in this directory first, e.g. your package's `swift build --show-bin-path`.") var binDir: String?
     @Flag(help: "Do not colour the prefixes (also when NO_COLOR is set or the output is not a terminal).") var noColor = false
 
     func validate() throws {
@@ -35,20 +39,27 @@ struct LaunchCommand: ParsableCommand {
         environment[FlowBusConfig.pathVariable] = file
         let beside = (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])).resolvingSymlinksInPath().deletingLastPathComponent()
         // Launched scripts find flowctl and the daemons beside this flowctl first.
-        environment["PATH"] = ([beside.path] + (environment["PATH"].map { [$0] } ?? [])).joined(separator: ":")
+        let binDirectory = binDir.map { URL(fileURLWithPath: $0).standardizedFileURL }
+        let search = (binDirectory.map { [$0] } ?? []) + [beside]
+        environment["PATH"] = (search.map(\.path) + (environment["PATH"].map { [$0] } ?? [])).joined(separator: ":")
         let launcher: Launcher
         do {
-            let config = try FlowBusConfig.load(path: file, environment: environment)
+            if let binDirectory, !FileManager.default.fileExists(atPath: binDirectory.path) {
+                throw ClientError("--bin-dir \(binDirectory.path) does not exist: build first (swift build --product NAME), or pass `swift build --show-bin-path`")
+            }
+            let config = try FlowBusConfig.load(path: file, environment: environment, expandingLaunch: true)
             let colour = !noColor && isatty(STDOUT_FILENO) != 0 && (environment["NO_COLOR"] ?? "").isEmpty
             launcher = try Launcher(
                 config: config,
                 options: LaunchOptions(
                     duration: seconds.map { .milliseconds(Int($0 * 1000)) }, untilExit: untilExit,
-                    stopTimeout: .milliseconds(Int(stopTimeout * 1000)), colour: colour, searchDirectories: [beside],
+                    stopTimeout: .milliseconds(Int(stopTimeout * 1000)), colour: colour, searchDirectories: search,
                     environment: environment, including: Set(including), output: emit),
                 source: file)
+        } catch let error as ClientError {
+            throw error
         } catch {
-            throw ValidationError(error.description)
+            throw ClientError("\(error)")
         }
         onStopSignal { number in launcher.requestStop(reason: number == SIGINT ? "SIGINT" : "SIGTERM") }
         let status = launcher.run()

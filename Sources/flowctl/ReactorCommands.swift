@@ -11,7 +11,7 @@ private func view(of reactorID: String, options: ConfigOptions, json: Bool = fal
     let config = try options.load()
     guard config.reactorHost(for: reactorID) != nil else {
         let hosts = config.reactors.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value.serves.joined(separator: ", "))" }
-        throw ValidationError(
+        throw ClientError(
             "no reactor host of the config serves \(reactorID) (\(hosts.isEmpty ? "the config has no reactors: section" : hosts.joined(separator: "; "))): list it, or its family such as movie/, under reactors.<host>.serves")
     }
     return try ReactorView(reactorID: reactorID, config: config, contentType: json ? .json : .fbv)
@@ -22,12 +22,18 @@ private func seconds(_ value: Double) -> Duration { .milliseconds(Int(value * 10
 /// `flowctl action REACTOR_ID NAME [key=value ...]`: sends an action and waits for the ack.
 struct ReactorActionCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "action", abstract: "Send an action to a reactor and wait for the host's acknowledgement.")
+        commandName: "action", abstract: "Send an action to a reactor and say whether its host applied or refused it.",
+        discussion: """
+            A reactor host refuses an action it cannot map (bad-action: no such action, or a \
+            parameter of the wrong type) or a reactor it does not serve (unknown-reactor) before \
+            acknowledging it, so the acknowledgement is the outcome.
+
+            """ + paramsHelp + "\n\n" + OutcomeExit.table)
 
     @OptionGroup var options: ConfigOptions
     @Argument(help: "The reactor id, e.g. counter or movie/42.") var reactorID: String
     @Argument(help: "The action's name, e.g. increase.") var name: String
-    @Argument(help: "The action's parameters as key=value, e.g. apiKey=secret.") var params: [String] = []
+    @Argument(help: "The action's parameters as key=value or key:=JSON, e.g. apiKey=secret.") var params: [String] = []
     @Flag(help: "Encode params as JSON instead of the binary form.") var json = false
     @Option(help: "Seconds to wait for the reactor host's acknowledgement.") var timeout: Double = 5
 
@@ -36,11 +42,12 @@ struct ReactorActionCommand: ParsableCommand {
         let view = try view(of: reactorID, options: options, json: json)
         let sequence = try view.send(name, parsed)
         guard try view.waitForAcknowledgement(timeout: seconds(timeout)) else {
-            throw ClientError(
-                "the reactor host did not acknowledge within \(timeout) s on \(view.actionsEndpoint): is it running? Start it with `reactor-host --config FILE --host NAME`")
+            note("the reactor host did not acknowledge within \(timeout) s on \(view.actionsEndpoint): is it running? Start it with `reactor-host --config FILE --host NAME`")
+            throw ExitCode(OutcomeExit.noAnswer.rawValue)
         }
         if let refusal = view.refusal(for: sequence) {
-            throw ClientError("action \(MessageFormatter.step(name, parsed)) refused by \(reactorID)'s host: \(refusal.reason): \(refusal.message)")
+            note("action \(MessageFormatter.step(name, parsed)) refused by \(reactorID)'s host: \(refusal.reason): \(refusal.message)")
+            throw ExitCode(OutcomeExit(refusal: refusal.reason).rawValue)
         }
         print("action \(MessageFormatter.step(name, parsed)) sent to \(reactorID), acknowledged")
     }
@@ -65,10 +72,11 @@ struct ReactorStateCommand: ParsableCommand {
     }
 }
 
-/// `flowctl echo-state REACTOR_ID [--count N] [--json]`: the snapshot, then every live state.
+/// `flowctl echo state REACTOR_ID [--count N] [--json]` (also spelt `echo-state`): the snapshot,
+/// then every live state.
 struct ReactorEchoStateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "echo-state", abstract: "Print a reactor's snapshot, then each of its states as it changes (no gap, no duplicate).")
+        commandName: "echo-state", abstract: "Another spelling of `flowctl echo state REACTOR_ID`.", shouldDisplay: false)
 
     @OptionGroup var options: ConfigOptions
     @Argument(help: "The reactor id, e.g. counter or movie/42.") var reactorID: String

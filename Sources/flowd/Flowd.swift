@@ -2,9 +2,8 @@ import ArgumentParser
 import FlowBus
 import FlowBusPostgres
 import FlowBusPrometheus
+import Foundation
 import Logging
-import ServiceLifecycle
-import UnixSignals
 
 /// The coordinator daemon: routes steps from stepper processes to the flows of a config file.
 @main
@@ -25,30 +24,27 @@ struct Flowd: AsyncParsableCommand {
     var acceptJournalLoss = false
 
     func run() async throws {
-        let level = logLevel
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        // The same bootstrap as a user's own coordinator (FlowBusHost), plus flowd's metrics.
+        FlowBusHost.bootstrapLogging(level: logLevel)
         let metrics = MetricsExposition.bootstrapPrometheus()
         let logger = Logger(label: "flowd")
-        let path = FlowBusConfig.resolvePath(config)
-        let topology: FlowBusConfig
-        do {
-            topology = try FlowBusConfig.load(path: path)
-        } catch {
-            throw ValidationError(error.description)
-        }
         if acceptJournalLoss {
             logger.warning("--accept-journal-loss: steppers found ahead of the journal have their sequences adopted; what the journal lost is reported, not recovered")
         }
-        let service = CoordinatorService.declared(
-            config: topology, logger: logger, metrics: metrics, acceptJournalLoss: acceptJournalLoss,
-            openJournal: PostgresJournal.opener)
-        let group = ServiceGroup(
-            configuration: .init(services: [.init(service: service)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
+        let options = HostOptions(config: config, logLevel: logLevel)
+        let topology: FlowBusConfig
+        do {
+            topology = try FlowBusConfig.load(path: options.configPath)
+        } catch {
+            // Exit 64 as for a bad argument, without the usage text: the file is what is wrong.
+            FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
+            throw ExitCode(64)
+        }
+        try await FlowBusHost.run(config: topology, options: options, logger: logger) { topology, _, logger in
+            [CoordinatorService.declared(
+                config: topology, logger: logger, metrics: metrics, acceptJournalLoss: acceptJournalLoss,
+                openJournal: PostgresJournal.opener)]
+        }
     }
 }
 

@@ -170,6 +170,59 @@ struct ConfigTests {
         } throws: { "\($0)".contains("starts flow 'Ghost'") }
     }
 
+    @Test("coordinator.step and a child flow's first step must be in their flow's table, named with the fix")
+    func missingSteps() {
+        let rootless = minimal + """
+
+            coordinator: { flow: Main, step: strt }
+            flows: { Main: { steps: { start: [] } } }
+            """
+        #expect {
+            try FlowBusConfig.parse(yaml: rootless, environment: [:])
+        } throws: {
+            "\($0)".contains("coordinator.step 'strt' is not a step of flows.Main.steps (start): add it there, or name one of those (did you mean 'start'?)")
+        }
+        let childless = minimal + """
+
+            flows:
+              Main: { steps: { go: [{ present: { flow: Child, step: begin } }] } }
+              Child: { steps: { start: [] } }
+            """
+        #expect {
+            try FlowBusConfig.parse(yaml: childless, environment: [:])
+        } throws: { "\($0)".contains("flows.Main.steps.go[0] starts Child with step 'begin', which flows.Child.steps lacks (start)") }
+        let typo = minimal + """
+
+            flows: { Main: { steps: { go: [] }, params: { og: { id: int } } } }
+            """
+        #expect {
+            try FlowBusConfig.parse(yaml: typo, environment: [:])
+        } throws: { "\($0)".contains("flows.Main.params.og declares params of a step flows.Main.steps lacks (go)") }
+        let badType = minimal + """
+
+            flows: { Main: { steps: { go: [] }, params: { go: { id: integer } } } }
+            """
+        #expect {
+            try FlowBusConfig.parse(yaml: badType, environment: [:])
+        } throws: { "\($0)".contains("'integer' is not a param type") }
+    }
+
+    @Test("${…} in launch: is left for `flowctl launch`; every other reader loads the file without those variables")
+    func launchVariables() throws {
+        let yaml = minimal + """
+
+            launch:
+              - { name: flowd, command: ["${MY_BIN}/flowd", "--config", "${FLOWBUS_CONFIG}"] }
+            heartbeatMilliseconds: ${BEAT:-250}
+            """
+        let plain = try FlowBusConfig.parse(yaml: yaml, environment: [:])
+        #expect(plain.heartbeatMilliseconds == 250, "sections after launch: are still expanded")
+        #expect(plain.launch?.first?.command.first == "${MY_BIN}/flowd")
+        #expect(throws: ConfigError.self) { try FlowBusConfig.parse(yaml: yaml, environment: [:], expandingLaunch: true) }
+        let launched = try FlowBusConfig.parse(yaml: yaml, environment: ["MY_BIN": "/opt/bin", "FLOWBUS_CONFIG": "app.yaml"], expandingLaunch: true)
+        #expect(launched.launch?.first?.command == ["/opt/bin/flowd", "--config", "app.yaml"])
+    }
+
     @Test("Every navigation rule form parses")
     func ruleForms() throws {
         let yaml = minimal + """
@@ -193,7 +246,7 @@ struct ConfigTests {
                     - end: done
                     - none
               Child:
-                steps: {}
+                steps: { start: [] }
             """
         let config = try FlowBusConfig.parse(yaml: yaml, environment: [:])
         let rules = try #require(config.flows["Main"]?.steps["a"])

@@ -98,4 +98,33 @@ struct DeclaredFlowTests {
         #expect(coordinator.activeFlows.map(\.name) == ["Main"])
         #expect(!coordinator.snapshot().bindings.map(\.stepperID).contains("settings/main"))
     }
+
+    @Test("Declared param types: a step lacking a required param or sending another type is bad-params, naming the key, the rule and the fix")
+    func declaredParamTypes() async throws {
+        let typed = yaml.replacingOccurrences(
+            of: "\n  Settings:\n", with: "\n    params:\n      picked: { id: int, note: string? }\n  Settings:\n")
+        let config = try FlowBusConfig.parse(yaml: typed, environment: [:])
+        let log = EventLog()
+        let coordinator = FlowCoordinator { log.record($0) }
+        let main = try #require(DeclaredFlow.make(named: "Main", in: config))
+        await coordinator.coordinate(flow: main, with: OneStepper(withSingleStep: CanonicalStep("start")))
+        await coordinator.receive(CanonicalStep("picked", ["id": "42"]), from: "list")
+        await coordinator.receive(CanonicalStep("picked", ["note": "x"]), from: "list")
+        await coordinator.receive(CanonicalStep("picked", ["id": 42, "note": 3]), from: "list")
+        #expect(log.diagnostics == [.badParams, .badParams, .badParams])
+        #expect(log.messages[0].contains("step picked param 'id' is string 42, but flows.Main.params.picked.id declares int"), "\(log.messages[0])")
+        #expect(log.messages[1].contains("step picked lacks param 'id', which flows.Main.params.picked.id requires (int)"), "\(log.messages[1])")
+        #expect(log.messages[2].contains("param 'note' is int 3, but flows.Main.params.picked.note declares string?: send it as a string, e.g. note:='\"3\"'"), "\(log.messages[2])")
+        await coordinator.receive(CanonicalStep("picked", ["id": 42]), from: "list")
+        #expect(log.didNavigate == ["Main start", "Main picked(id: 42)"], "an optional param may be left out")
+    }
+
+    @Test("The in-process stepper of a flow is named flow:<FlowID> in bindings, not TypeName@0x…")
+    func readableStepperIDs() async throws {
+        let (coordinator, _) = try await start()
+        await coordinator.receive(CanonicalStep("settings"), from: "list")
+        let ids = coordinator.snapshot().bindings.map(\.stepperID)
+        #expect(ids.contains("flow:Main#1") && ids.contains("flow:Settings#1"), "\(ids)")
+        #expect(!ids.contains { $0.contains("@0x") }, "\(ids)")
+    }
 }

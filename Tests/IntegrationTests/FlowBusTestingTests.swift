@@ -141,8 +141,32 @@ struct FlowBusTestingTests {
                 "(- expected but not received, + received but not expected)",
                 "    Main.open(id: 1) @ home",
                 "  - Main.open(id: 2)",
+                "diagnostics received meanwhile: none",
             ])
             try trace.expect(["Main.open(id: 1)"])
+        }
+    }
+
+    @Test("An exhaustive trace fails as soon as flowd refuses the awaited step, the refusal in its diff")
+    func refusalFailsAtOnce() throws {
+        try withTopology(itemsTopology()) { topology in
+            try topology.startFlowd()
+            let trace = try topology.navigationTrace()
+            try topology.step("open", ["id": 1], as: "home")
+            try trace.expect(["Main.open(id: 1)"])
+            // home is covered by item/1: its step is dropped, which explains the miss at once.
+            try topology.step("open", ["id": 2], as: "home")
+            let started = ContinuousClock.now
+            let refused = #expect(throws: ExpectationFailure.self) {
+                try trace.expect(["Main.open(id: 2)"], timeout: .seconds(300))
+            }
+            #expect(ContinuousClock.now - started < .seconds(150), "not the whole timeout")
+            let text = lines(of: refused)
+            #expect(text.first == "flowd refused a step the trace awaits (not-visible) (exhaustive):", "\(text)")
+            #expect(text.contains("  - Main.open(id: 2)"), "\(text)")
+            #expect(text.contains("diagnostics received meanwhile:"), "\(text)")
+            #expect(text.contains { $0.hasPrefix("  ! diagnostic not-visible") && $0.contains("home") }, "\(text)")
+            try trace.expectDiagnostic(.notVisible, stepper: "home")
         }
     }
 

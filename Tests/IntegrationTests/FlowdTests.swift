@@ -295,6 +295,13 @@ struct FlowdTests {
         let badParam = try topology.run("flowctl", ["step", "moviePicked", "withMovieId", "--as", "x", "--config", topology.configPath])
         #expect(badParam.status != 0)
         #expect(badParam.output.contains("is not key=value"))
+        #expect(badParam.output.contains("Usage:"), "a usage error shows the usage")
+        #expect(!missing.output.contains("Usage:"), "a config error is not a usage error: \(missing.output)")
+        #expect(noDaemon.status == 2, "no answer: \(noDaemon.output)")
+        // --config before the subcommand applies to it.
+        let before = try topology.run("flowctl", ["--config", "/nonexistent.yaml", "action", "counter", "increase"])
+        #expect(before.status != 0 && before.output.contains("/nonexistent.yaml does not exist"), "\(before.output)")
+        #expect(!before.output.contains("Unknown option"), "\(before.output)")
     }
 }
 
@@ -341,8 +348,14 @@ struct SwiftFlowsTests {
                 "WishlistFlow.moviePicked(withMovieId: 23452) @ wishlist/movies",
                 "WishlistFlow.movieList @ wishlist/movie/23452",
             ])
-            // A step AppStep cannot decode is refused.
+            // A step AppStep cannot decode is refused, with the decoding error.
             try topology.step("moviePicked", ["withMovieId": "not a number"], as: "dashboard")
+            let refusal = try trace.expectDiagnostic(.unknownStep)
+            #expect(refusal.message.contains("expected Int for withMovieId, got string \"not a number\""), "\(refusal.message)")
+            // flowctl says so, with the class's exit status.
+            let cli = try topology.run("flowctl", ["step", "moviePicked", "withMovieId=abc", "--as", "dashboard", "--config", topology.configPath])
+            #expect(cli.status == 7, "\(cli.output)")
+            #expect(cli.output.contains("refused: unknown-step"), "\(cli.output)")
             try trace.expectDiagnostic(.unknownStep)
             try trace.expectNothingMore()
             #expect(app.terminate() == 0)

@@ -112,24 +112,24 @@ struct RecordPlayTests {
         // The login reactor publishes apiKeyIsComplete as stepper apikey: wait for what it does.
         let onboarding = try seen.collect(3, timeout: .seconds(30), where: isDidNavigate)
         try #require(onboarding.count == 3, "the login reactor's step navigated: \(lines(onboarding))")
-        let taps: [(String, [String])] = [
-            ("wishlist/movies", ["moviePicked", "withMovieId=23452"]),
+        let taps: [(String, [String], OutcomeExit)] = [
+            ("wishlist/movies", ["moviePicked", "withMovieId=23452"], .applied),
             // JSON params, as scripts/demo's Python client sends: replayed in the same encoding.
-            ("wishlist/movie/23452", ["castPicked", "withCastId=2", "--json"]),
-            // The Watched tab is not selected yet: dropped and reported.
-            ("watched/movies", ["moviePicked", "withMovieId=1"]),
-            ("dashboard", ["watchedTab"]),
-            ("watched/movies", ["moviePicked", "withMovieId=1"]),
-            ("dashboard", ["settings"]),
-            ("settings/list", ["apiKey"]),
-            ("settings/list", ["about"]),
-            ("settings/list", ["settingsDone"]),
+            ("wishlist/movie/23452", ["castPicked", "withCastId=2", "--json"], .applied),
+            // The Watched tab is not selected yet: dropped, reported, and flowctl says so.
+            ("watched/movies", ["moviePicked", "withMovieId=1"], .notVisible),
+            ("dashboard", ["watchedTab"], .applied),
+            ("watched/movies", ["moviePicked", "withMovieId=1"], .applied),
+            ("dashboard", ["settings"], .applied),
+            ("settings/list", ["apiKey"], .applied),
+            ("settings/list", ["about"], .applied),
+            ("settings/list", ["settingsDone"], .applied),
         ]
-        for (stepper, step) in taps {
-            try run(original, ["step"] + step + ["--as", stepper] + config)
+        for (stepper, step, outcome) in taps {
+            try run(original, ["step"] + step + ["--as", stepper] + config, expect: outcome.rawValue)
         }
         try run(original, ["deeplink", "moviePicked", "withMovieId=42"] + config)
-        try run(original, ["step", "moviePicked", "withMovieId=3", "--as", "nobody"] + config)
+        try run(original, ["step", "moviePicked", "withMovieId=3", "--as", "nobody"] + config, expect: OutcomeExit.unboundStepper.rawValue)
         let trace = (onboarding + (try seen.collect(15, timeout: .seconds(30), where: isTrace))).map(traceLine)
         #expect(trace.map { $0.replacingOccurrences(of: #" presentable=\S+"#, with: "", options: .regularExpression) } == [
             "did navigate flow=MainFlow step=apiKeyIsComplete",

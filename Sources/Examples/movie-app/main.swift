@@ -2,12 +2,8 @@
 //
 // It runs the same CoordinatorService as flowd, on the endpoints of a topology file, with typed
 // steps (a Codable enum) and flows that may adapt steps and run side effects.
-import ArgumentParser
 import FlowBus
 import Flows
-import Logging
-import ServiceLifecycle
-import UnixSignals
 
 /// The app's steps; Codable gives their wire form (`moviePicked(withMovieId:)` → `moviePicked`
 /// with params `withMovieId`).
@@ -21,9 +17,10 @@ enum AppStep: Step, Codable, Equatable {
 protocol AppFlow: Flow {}
 
 extension AppFlow {
-    /// Incoming canonical steps become AppSteps; anything else is refused as unknown-step.
+    /// Incoming canonical steps become AppSteps; anything else is refused as unknown-step, with
+    /// the decoding error when the case exists but its params do not fit.
     func step(from canonical: CanonicalStep) -> (any Step)? {
-        try? decodeCanonical(AppStep.self, name: canonical.name, params: canonical.params)
+        canonical.decoded(as: AppStep.self)
     }
 }
 
@@ -90,27 +87,13 @@ final class MovieListFlow: AppFlow {
     }
 }
 
+/// A coordinator of one's own: `FlowBusHost` reads `--config` (else `$FLOWBUS_CONFIG`) and
+/// `--log-level`, logs to standard error, and stops the service on SIGTERM or SIGINT.
 @main
-struct MovieApp: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "movie-app",
-        abstract: "The movie demo's coordinator with flows written in Swift (endpoints from the topology file).")
-
-    @Option(name: .shortAndLong, help: "The topology file whose endpoints to use.")
-    var config: String?
-
-    func run() async throws {
-        LoggingSystem.bootstrap(StreamLogHandler.standardError)
-        let logger = Logger(label: "movie-app")
-        let topology: FlowBusConfig
-        do {
-            topology = try FlowBusConfig.load(path: FlowBusConfig.resolvePath(config))
-        } catch {
-            throw ValidationError(error.description)
+struct MovieApp {
+    static func main() async {
+        await FlowBusHost.main(label: "movie-app") { config, _, logger in
+            [CoordinatorService(config: config, logger: logger) { (flow: MainFlow(), stepper: OneStepper(withSingleStep: AppStep.apiKey)) }]
         }
-        let service = CoordinatorService(config: topology, logger: logger) {
-            (flow: MainFlow(), stepper: OneStepper(withSingleStep: AppStep.apiKey))
-        }
-        try await ServiceGroup(services: [service], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger).run()
     }
 }

@@ -2,8 +2,7 @@ import ArgumentParser
 import FlowBus
 import FlowBusPrometheus
 import Logging
-import ServiceLifecycle
-import UnixSignals
+import Foundation
 
 /// The demo's reactor host: the Counter of seed 001, the api key `login` reactor (a stepper too)
 /// and the `movie/<id>` family, served on the endpoints of one `reactors:` entry of the config;
@@ -37,50 +36,40 @@ struct ReactorHostCommand: AsyncParsableCommand {
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("'\(logLevel)' is not a log level: use trace, debug, info, notice, warning, error or critical")
         }
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        // The same bootstrap as a user's own reactor host (FlowBusHost), plus the host's metrics.
+        FlowBusHost.bootstrapLogging(level: level)
         let metrics = MetricsExposition.bootstrapPrometheus()
-        let logger = Logger(label: "reactor-host")
-        let topology: FlowBusConfig
-        do {
-            topology = try FlowBusConfig.load(path: FlowBusConfig.resolvePath(config))
-        } catch {
-            throw ValidationError(error.description)
-        }
-
         let counterDelay = Duration.milliseconds(counterDelayMs)
         let movieDelay = Duration.milliseconds(movieDelayMs)
-        var reactors = ReactorRegistry()
-        reactors.register("counter") { _ in CounterReactor(delay: counterDelay) }
-        reactors.register("login") { context in LoginReactor(steps: context.stepper("apikey")) }
-        reactors.register(family: "movie/") { context in
-            Int(context.memberID).map { MovieDetailReactor(id: $0, loadTime: movieDelay) }
-        }
-        // flowbench's reactor, only for a host that serves it (the demo's does not).
-        if topology.reactors[host]?.serves(BenchReactor.reactorID) == true {
-            reactors.register(BenchReactor.reactorID) { _ in BenchReactor() }
-        }
-        // The numbered stepper of the tests, only for a host that serves it.
-        if topology.reactors[host]?.serves(TickerReactor.reactorID) == true {
-            reactors.register(TickerReactor.reactorID) { context in
-                TickerReactor(steps: context.stepper(TickerReactor.reactorID))
-            }
-        }
-
-        let service: ReactorHostService
+        let (host, drain) = (self.host, Duration.milliseconds(max(0, drainMs)))
+        let options = HostOptions(config: config, logLevel: level, host: host)
+        let topology: FlowBusConfig
         do {
-            service = try ReactorHostService(
-                hostName: host, config: topology, reactors: reactors, drain: .milliseconds(max(0, drainMs)), metrics: metrics,
-                logger: logger)
+            topology = try FlowBusConfig.load(path: options.configPath)
         } catch {
-            throw ValidationError(error.description)
+            // Exit 64 as for a bad argument, without the usage text: the file is what is wrong.
+            FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
+            throw ExitCode(64)
         }
-        let group = ServiceGroup(
-            configuration: .init(services: [.init(service: service)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
+        try await FlowBusHost.run(config: topology, options: options, logger: Logger(label: "reactor-host")) { topology, _, logger in
+            var reactors = ReactorRegistry()
+            reactors.register("counter") { _ in CounterReactor(delay: counterDelay) }
+            reactors.register("login") { context in LoginReactor(steps: context.stepper("apikey")) }
+            reactors.register(family: "movie/") { context in
+                Int(context.memberID).map { MovieDetailReactor(id: $0, loadTime: movieDelay) }
+            }
+            // flowbench's reactor, only for a host that serves it (the demo's does not).
+            if topology.reactors[host]?.serves(BenchReactor.reactorID) == true {
+                reactors.register(BenchReactor.reactorID) { _ in BenchReactor() }
+            }
+            // The numbered stepper of the tests, only for a host that serves it.
+            if topology.reactors[host]?.serves(TickerReactor.reactorID) == true {
+                reactors.register(TickerReactor.reactorID) { context in
+                    TickerReactor(steps: context.stepper(TickerReactor.reactorID))
+                }
+            }
+            return [try ReactorHostService(hostName: host, config: topology, reactors: reactors, drain: drain, metrics: metrics, logger: logger)]
+        }
     }
 }
 

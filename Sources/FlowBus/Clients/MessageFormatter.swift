@@ -127,7 +127,13 @@ public enum MessageFormatter {
         }
         more("steppers", listed: status["steppers"]?.mapValue?.count ?? 0)
         if let ingress = status["ingress"] { lines.append("ingress: \(ingress.displayText)") }
-        if let events = status["events"] { lines.append("events: \(events.displayText)") }
+        if let events = status["events"]?.mapValue {
+            // `unsubscribed` alone reads as an error: it is what no subscriber wanted, so not encoded.
+            let published = events["published"]?.displayText ?? "0"
+            let hwm = events["dropped_hwm"]?.displayText ?? "0"
+            let unwanted = events["unsubscribed"]?.displayText ?? "0"
+            lines.append("events: published \(published), dropped at the high-water mark \(hwm), not sent (no subscriber wanted the topic) \(unwanted)")
+        }
         return lines.joined(separator: "\n")
     }
 }

@@ -48,10 +48,28 @@ public final class DeclaredFlow: CheckpointableFlow {
         return DeclaredFlow(name: name, spec: spec, makeFlow: build)
     }
 
-    /// Accepts a step only if the table has it (else nil: `unknown-step`) and it carries every
-    /// `{param}` its ids use (else refused as `bad-params`, naming the missing key and the rule).
+    /// Accepts a step only if the table has it (else nil: `unknown-step`), it carries the params
+    /// `params:` declares for it, of their types, and every `{param}` its ids use (else refused as
+    /// `bad-params`, naming the key and the rule).
     public func step(from canonical: CanonicalStep) -> (any Step)? {
         guard spec.steps[canonical.name] != nil else { return nil }
+        if let declared = spec.params?[canonical.name] {
+            for (key, type) in declared.sorted(by: { $0.key < $1.key }) {
+                let path = "flows.\(flowName).params.\(canonical.name).\(key)"
+                guard let value = canonical.params[key] else {
+                    if type.optional { continue }
+                    return RefusedStep(
+                        reason: .badParams,
+                        message: "step \(canonical.name) lacks param '\(key)', which \(path) requires (\(type)): send it, e.g. \(key)=…")
+                }
+                guard type.admits(value) else {
+                    return RefusedStep(
+                        reason: .badParams,
+                        message: "step \(canonical.name) param '\(key)' is \(value.typeName) \(value.displayText), but \(path) declares \(type)"
+                            + (type.kind == .string ? ": send it as a string, e.g. \(key):='\"\(value.displayText)\"'" : ""))
+                }
+            }
+        }
         if !templatesByStep.isEmpty, let templates = templatesByStep[canonical.name] {
             for (path, template) in templates {
                 let missing = Template.missingParameters(template, in: canonical.params)

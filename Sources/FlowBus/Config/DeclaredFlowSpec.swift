@@ -14,7 +14,9 @@ import FlowBusWire
 ///     castPicked:
 ///       - push: { screen: "wishlist/cast/{withCastId}" }
 /// ```
-/// `{param}` in an id is replaced by that parameter of the step.
+/// `{param}` in an id is replaced by that parameter of the step. `params:` may declare, per step,
+/// the params it needs and their types (`params: { moviePicked: { withMovieId: int } }`); a step
+/// lacking one or sending another type is refused as `bad-params`.
 public struct DeclaredFlowSpec: Codable, Sendable, Hashable {
     /// The kind of the flow's root presentable.
     public enum RootKind: String, Codable, Sendable, Hashable {
@@ -27,11 +29,14 @@ public struct DeclaredFlowSpec: Codable, Sendable, Hashable {
     public var id: String?
     /// What each step does, in order. A step absent here is refused as `unknown-step`.
     public var steps: [String: [NavigationRule]]
+    /// Per step name, the params it must carry and their types.
+    public var params: [String: [String: ParamType]]?
 
-    public init(root: RootKind = .stack, id: String? = nil, steps: [String: [NavigationRule]]) {
+    public init(root: RootKind = .stack, id: String? = nil, steps: [String: [NavigationRule]], params: [String: [String: ParamType]]? = nil) {
         self.root = root
         self.id = id
         self.steps = steps
+        self.params = params
     }
 
     public init(from decoder: any Decoder) throws {
@@ -39,6 +44,7 @@ public struct DeclaredFlowSpec: Codable, Sendable, Hashable {
         root = try container.decodeIfPresent(RootKind.self, forKey: .root) ?? .stack
         id = try container.decodeIfPresent(String.self, forKey: .id)
         steps = try container.decodeIfPresent([String: [NavigationRule]].self, forKey: .steps) ?? [:]
+        params = try container.decodeIfPresent([String: [String: ParamType]].self, forKey: .params)
     }
 
     /// Names of the flows this flow can start.
@@ -51,6 +57,49 @@ public struct DeclaredFlowSpec: Codable, Sendable, Hashable {
                 default: []
                 }
             }
+        }
+    }
+}
+
+/// The type a declared step's param must have: `int`, `double` (an int is accepted), `string`,
+/// `bool`, `list`, `map` or `any`; a trailing `?` makes it optional (`note: string?`).
+public struct ParamType: Codable, Sendable, Hashable, CustomStringConvertible {
+    public enum Kind: String, Sendable, Hashable, CaseIterable {
+        case int, double, string, bool, list, map, any
+    }
+
+    public var kind: Kind
+    public var optional: Bool
+
+    public init(_ kind: Kind, optional: Bool = false) {
+        self.kind = kind
+        self.optional = optional
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        let optional = text.hasSuffix("?")
+        guard let kind = Kind(rawValue: String(optional ? text.dropLast() : Substring(text))) else {
+            throw DecodingError.dataCorrupted(.init(
+                codingPath: decoder.codingPath,
+                debugDescription: "'\(text)' is not a param type: use \(Kind.allCases.map(\.rawValue).joined(separator: ", ")), with ? for an optional one"))
+        }
+        self.init(kind, optional: optional)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+
+    public var description: String { kind.rawValue + (optional ? "?" : "") }
+
+    /// Whether `value` has this type (null only for an optional param).
+    public func admits(_ value: WireValue) -> Bool {
+        switch (kind, value) {
+        case (_, .null): optional
+        case (.any, _), (.int, .int), (.double, .double), (.double, .int), (.string, .string), (.bool, .bool), (.list, .list), (.map, .map): true
+        default: false
         }
     }
 }

@@ -227,8 +227,12 @@ extension FlowBusConfig {
         explicit ?? environment[pathVariable] ?? defaultPath
     }
 
-    /// Reads, expands and validates the config at `path`.
-    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> FlowBusConfig {
+    /// Reads, expands and validates the config at `path`. `${…}` in the `launch:` section is
+    /// expanded only with `expandingLaunch` (by `flowctl launch`, which sets what it names), so
+    /// every other tool reads the same file without those variables.
+    public static func load(
+        path: String, environment: [String: String] = ProcessInfo.processInfo.environment, expandingLaunch: Bool = false
+    ) throws(ConfigError) -> FlowBusConfig {
         guard FileManager.default.fileExists(atPath: path) else {
             throw ConfigError("config file \(path) does not exist: pass --config FILE or set \(pathVariable) (the demo's is config/demo.yaml)")
         }
@@ -238,12 +242,18 @@ extension FlowBusConfig {
         } catch {
             throw ConfigError("cannot read config file \(path): \(error.localizedDescription)")
         }
-        return try parse(yaml: text, source: path, environment: environment)
+        return try parse(yaml: text, source: path, environment: environment, expandingLaunch: expandingLaunch)
     }
 
-    /// Parses YAML text (after `${VAR}` expansion) and validates it.
-    public static func parse(yaml: String, source: String = "config", environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigError) -> FlowBusConfig {
-        let expanded = try expandVariables(yaml, environment: environment, source: source)
+    /// Parses YAML text (after `${VAR}` expansion; in `launch:` only with `expandingLaunch`) and validates it.
+    public static func parse(
+        yaml: String, source: String = "config", environment: [String: String] = ProcessInfo.processInfo.environment,
+        expandingLaunch: Bool = false
+    ) throws(ConfigError) -> FlowBusConfig {
+        var expanded = ""
+        for (text, isLaunch) in topLevelSections(yaml, named: "launch") {
+            expanded += isLaunch && !expandingLaunch ? text : try expandVariables(text, environment: environment, source: source)
+        }
         var config: FlowBusConfig
         do {
             config = try YAMLDecoder().decode(FlowBusConfig.self, from: expanded)
@@ -303,16 +313,46 @@ extension FlowBusConfig {
             throw ConfigError("\(source): heartbeatMilliseconds is \(heartbeatMilliseconds), at least 10 expected")
         }
         if let coordinator {
-            guard flows[coordinator.flow] != nil else {
+            guard let root = flows[coordinator.flow] else {
                 throw ConfigError("\(source): coordinator.flow '\(coordinator.flow)' is not declared under flows (declared: \(flows.keys.sorted().joined(separator: ", ")))")
             }
+            guard root.steps[coordinator.step] != nil else {
+                throw ConfigError(
+                    "\(source): coordinator.step '\(coordinator.step)' is not a step of flows.\(coordinator.flow).steps (\(Self.list(root.steps.keys))): "
+                        + "add it there, or name one of those\(Self.suggestion(coordinator.step, among: root.steps.keys))")
+            }
         }
-        for (name, flow) in flows {
+        for (name, flow) in flows.sorted(by: { $0.key < $1.key }) {
             for child in flow.childFlowNames where flows[child] == nil {
-                throw ConfigError("\(source): flow '\(name)' starts flow '\(child)', which is not declared under flows")
+                throw ConfigError(
+                    "\(source): flow '\(name)' starts flow '\(child)', which is not declared under flows (\(Self.list(flows.keys))): "
+                        + "declare it under flows.\(child), or correct the name\(Self.suggestion(child, among: flows.keys))")
+            }
+            for (step, rules) in flow.steps.sorted(by: { $0.key < $1.key }) {
+                for (index, rule) in rules.enumerated() {
+                    for case .child(let child, let first) in rule.handoffs {
+                        guard let steps = flows[child]?.steps, steps[first] == nil else { continue }
+                        throw ConfigError(
+                            "\(source): flows.\(name).steps.\(step)[\(index)] starts \(child) with step '\(first)', which flows.\(child).steps lacks "
+                                + "(\(Self.list(steps.keys))): add it there, or name one of those\(Self.suggestion(first, among: steps.keys))")
+                    }
+                }
+            }
+            for step in (flow.params ?? [:]).keys.sorted() where flow.steps[step] == nil {
+                throw ConfigError(
+                    "\(source): flows.\(name).params.\(step) declares params of a step flows.\(name).steps lacks (\(Self.list(flow.steps.keys))): "
+                        + "add the step, or correct the name\(Self.suggestion(step, among: flow.steps.keys))")
             }
         }
         try checkPlaceholders(source: source)
+    }
+
+    private static func list(_ names: some Collection<String>) -> String {
+        names.isEmpty ? "none declared" : names.sorted().joined(separator: ", ")
+    }
+
+    private static func suggestion(_ name: String, among names: some Collection<String>) -> String {
+        UnknownKeys.suggestion(for: name, among: Array(names)).map { " (did you mean '\($0)'?)" } ?? ""
     }
 
     /// Steps whose params are known at start-up — the coordinator's first step carries none, and
@@ -359,6 +399,28 @@ extension FlowBusConfig {
                 }
             }
         }
+    }
+
+    /// `text` cut at its top-level keys, each piece marked whether it is the section `name`
+    /// (its key line and the indented lines, comments and blank lines under it).
+    static func topLevelSections(_ text: String, named name: String) -> [(String, Bool)] {
+        var pieces: [(String, Bool)] = []
+        var current = ""
+        var inside = false
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        for (index, line) in lines.enumerated() {
+            if let first = line.first, !first.isWhitespace, first != "#" {
+                let starts = line.hasPrefix(name) && line.dropFirst(name.count).drop(while: { $0 == " " }).first == ":"
+                if starts != inside {
+                    pieces.append((current, inside))
+                    current = ""
+                    inside = starts
+                }
+            }
+            current += line + (index < lines.count - 1 ? "\n" : "")
+        }
+        pieces.append((current, inside))
+        return pieces
     }
 
     static func expandVariables(_ text: String, environment: [String: String], source: String) throws(ConfigError) -> String {

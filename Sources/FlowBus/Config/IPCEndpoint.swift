@@ -57,3 +57,33 @@ func restrictPermissions(ofIPCEndpoint endpoint: String) {
     let path = String(endpoint.dropFirst("ipc://".count))
     _ = try? FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
 }
+
+/// The listening Unix sockets bound to `path`, each with the pids holding it, as /proc tells
+/// them (`/proc/net/unix`, then each readable process's open files). More than one means a
+/// second daemon bound the same endpoint; one whose file is gone serves nobody new.
+public func unixSocketListeners(boundTo path: String) -> [(inode: String, pids: [Int32])] {
+    guard let table = try? String(contentsOfFile: "/proc/net/unix", encoding: .utf8) else { return [] }
+    var inodes: [String] = []
+    for line in table.split(separator: "\n").dropFirst() {
+        let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+        // Num RefCount Protocol Flags Type St Inode Path; flag 0x10000 marks a listening socket.
+        guard fields.count >= 8, String(fields[7...].joined(separator: " ")) == path,
+            let flags = UInt32(fields[3], radix: 16), flags & 0x10000 != 0
+        else { continue }
+        inodes.append(String(fields[6]))
+    }
+    guard !inodes.isEmpty else { return [] }
+    var holders: [String: [Int32]] = [:]
+    let wanted = Set(inodes.map { "socket:[\($0)]" })
+    for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+        guard let pid = Int32(entry), let fds = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(entry)/fd") else { continue }
+        for fd in fds {
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(entry)/fd/\(fd)"), wanted.contains(target) else {
+                continue
+            }
+            let inode = String(target.dropFirst("socket:[".count).dropLast())
+            if holders[inode]?.contains(pid) != true { holders[inode, default: []].append(pid) }
+        }
+    }
+    return inodes.map { ($0, holders[$0] ?? []) }
+}

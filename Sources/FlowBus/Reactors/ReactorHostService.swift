@@ -141,7 +141,7 @@ public final class ReactorHostService: Service {
         logger.info("reactor host \(hostName) stopped", metadata: [
             "received": "\(counters.received)", "actions": "\(counters.actionsApplied)", "snapshots": "\(counters.snapshotsAnswered)",
             "states": "\(counters.statesPublished)", "steps": "\(counters.stepsSent)",
-            "refused": "\(counters.refused.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: ","))",
+            "refused": "\(counters.refused.isEmpty ? "none" : counters.refused.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: ","))",
             "saves": "\(counters.saves)", "saveFailures": "\(counters.saveFailures)",
         ])
     }

@@ -20,12 +20,13 @@ from .wire import (CONTENT_FBV, CONTENT_JSON, CONTENT_NONE, PROTOCOL_VERSION, En
 __version__ = "0.1.0"
 
 try:
-    from .client import Events, FlowBusError, NoAck, NotConnected, ReactorView, Receipt, Refused, Stepper, status
+    from .client import (Dropped, Events, FlowBusError, NoAck, NoOutcome, NotConnected, ReactorView, Receipt, Refused,
+                         Stepper, status)
 except ImportError as _error:  # pyzmq missing: codecs still work
     _missing = _error
 
     def __getattr__(name):
-        if name in ("Events", "FlowBusError", "NoAck", "NotConnected", "ReactorView", "Receipt", "Refused",
-                    "Stepper", "status"):
+        if name in ("Dropped", "Events", "FlowBusError", "NoAck", "NoOutcome", "NotConnected", "ReactorView",
+                    "Receipt", "Refused", "Stepper", "status"):
             raise ImportError(f"flowbus.{name} needs pyzmq (pip install pyzmq): {_missing}")
         raise AttributeError(name)

@@ -17,8 +17,8 @@ from .messages import (Ack, Diagnostic, Heartbeat, Snapshot, State, Step, Status
                        snapshot_request_frames, status_request_frames, step_frames)
 from .wire import CONTENT_JSON, MAX_FRAME_BYTES, WireError, new_source, topic
 
-__all__ = ["FlowBusError", "Refused", "NoAck", "NotConnected", "Receipt", "Stepper", "Events",
-           "ReactorView", "status"]
+__all__ = ["FlowBusError", "Refused", "Dropped", "NoAck", "NoOutcome", "NotConnected", "Receipt", "Stepper",
+           "Events", "ReactorView", "status"]
 
 
 class FlowBusError(Exception):
@@ -34,6 +34,16 @@ class Refused(FlowBusError):
         self.reason = diagnostic.reason
         self.details = diagnostic.details
         self.sequence = sequence
+
+
+class Dropped(Refused):
+    """flowd acknowledged the step, then its flows dropped it (`not-visible`, `dismissed`,
+    `unbound-stepper`, `unknown-step`, ...): `reason` says which, `diagnostic` is the DIAGNOSTIC
+    published on `events` naming the step's source and sequence (PROTOCOL.md 3.3)."""
+
+
+class NoOutcome(FlowBusError, TimeoutError):
+    """The step was acknowledged, but flowd's `events` did not show what became of it in time."""
 
 
 class NoAck(FlowBusError, TimeoutError):
@@ -260,10 +270,14 @@ class Stepper(_Owned):
     e.g. `bad-params`, to the sender before the ack) and NoAck when no ack came in `timeout`.
 
     flowd refuses routing problems (`unbound-stepper`, `unknown-step`, `not-visible`,
-    `dismissed`) only on `events`; pass `events_endpoint` to also watch for them: after the ack
-    `publish` waits for flowd to re-publish the step on `events` and for the next heartbeat
-    (at most `timeout`), and raises Refused for a diagnostic about this stepper and step name
-    in between.
+    `dismissed`) only on `events`; pass `events_endpoint` to also watch for them (subscribed,
+    and flowd's first heartbeat awaited, before anything is sent): after the ack `publish` waits
+    for flowd to re-publish the step on `events` and for the next heartbeat (at most
+    `timeout`), and raises Dropped (a Refused) for a diagnostic naming the step's source and
+    sequence in between. `publish(name, wait=True, **params)` insists on that outcome: it needs
+    `events_endpoint` and raises NoOutcome when the re-publication or the heartbeat after it
+    does not come in time; `wait=False` sends and returns the sequence. (A step param named
+    `wait` goes through `publish_params`.)
     """
 
     def __init__(self, endpoint, stepper_id, *, source=None, timeout=5.0, content_type=CONTENT_JSON,
@@ -291,23 +305,26 @@ class Stepper(_Owned):
     def sequence(self):
         return self._acks.sequence
 
-    def publish(self, name, /, **params):
-        """Sends step `name` with `params` and waits for its ack; returns a Receipt."""
-        return self.publish_params(name, params)
+    def publish(self, name, /, *, wait=None, **params):
+        """Sends step `name` with `params` and waits for its ack (and, with `events_endpoint`, its
+        outcome); returns a Receipt. See the class for `wait`."""
+        return self.publish_params(name, params, wait=wait)
 
-    def publish_params(self, name, params=None, *, wait=True, timeout=None):
+    def publish_params(self, name, params=None, *, wait=None, timeout=None):
         """As publish(), params as a dict; wait=False returns the sequence without waiting."""
+        if wait and self._events is None:
+            raise ValueError("wait=True needs the Stepper's events_endpoint (flowd's events), where the outcome is published")
         sequence = self._acks.sequence + 1
         frames = step_frames(self.stepper_id, name, params, source=self.source, sequence=sequence,
                              content_type=self.content_type)
         self._dealer.send_multipart(frames)  # a DEALER queues until connected
         self._acks.next_sequence()
         self._acks.unacked[sequence] = frames
-        if not wait:
+        if wait is False:
             return sequence
         receipt = self.wait_ack(sequence, timeout)
         if self._events is not None:
-            self._check_routing(sequence, name, timeout)
+            self._check_routing(sequence, name, timeout, strict=bool(wait))
         return receipt
 
     def wait_ack(self, sequence, timeout=None):
@@ -326,12 +343,17 @@ class Stepper(_Owned):
                     self._dealer.send_multipart(self._acks.unacked[resent])
         return self._acks.outcome(sequence)
 
-    def _check_routing(self, sequence, name, timeout):
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+    def _check_routing(self, sequence, name, timeout, strict=False):
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
         republished = False
         while True:
             message = self._events._recv(deadline)
             if message is None:
+                if strict:
+                    seen = "no heartbeat followed its re-publication" if republished else "it was not re-published"
+                    raise NoOutcome(f"step {name} ({self.source} sequence {sequence}) was acknowledged, but {seen} "
+                                    f"on {self._events.endpoint} within {limit:g} s")
                 return
             if isinstance(message, Step):
                 if message.topic_id == self.stepper_id and message.source == self.source and message.sequence == sequence:
@@ -343,9 +365,9 @@ class Stepper(_Owned):
                 d = message.details
                 if "source" in d or "sequence" in d:
                     if message.names(self.source, sequence):
-                        raise Refused(message, sequence)
+                        raise Dropped(message, sequence)
                 elif d.get("stepper") == self.stepper_id and d.get("step", name) == name:
-                    raise Refused(message, sequence)
+                    raise Dropped(message, sequence)
 
 
 # MARK: ReactorView

@@ -34,6 +34,25 @@ def test_stepper_reports_refusals(bus):
         assert refused.value.reason == "unbound-stepper"
 
 
+def test_stepper_wait_tells_applied_from_dropped(bus):
+    """wait=True: the outcome of the step itself, matched by source and sequence (PROTOCOL.md 3.3)."""
+    with Stepper(bus.ingress, "apikey", timeout=T) as stepper:
+        with pytest.raises(ValueError):  # the outcome is on events: wait=True needs it
+            stepper.publish("apiKeyIsComplete", wait=True)
+        assert stepper.sequence == 0, "nothing was sent"
+    with Stepper(bus.ingress, "apikey", timeout=T, events_endpoint=bus.events) as stepper:
+        receipt = stepper.publish("apiKeyIsComplete", wait=True)
+        assert receipt.sequence == 1
+    # The Watched tab is not selected: its list's step is dropped, and publish says so.
+    with Stepper(bus.ingress, "watched/movies", timeout=T, events_endpoint=bus.events) as stepper:
+        with pytest.raises(flowbus.Dropped) as dropped:
+            stepper.publish("moviePicked", wait=True, withMovieId=1)
+        assert dropped.value.reason == "not-visible"
+        assert dropped.value.details["source"] == stepper.source and dropped.value.details["sequence"] == 1
+        assert isinstance(dropped.value, Refused), "a Dropped is a Refused: older callers still catch it"
+        assert stepper.publish("moviePicked", wait=False, withMovieId=2) == 2
+
+
 def test_stepper_resends_from_expected_after_a_lost_step(bus):
     """4.4: a gap is refused `out-of-order` with `expected`; the stepper resends from there."""
     with Events(bus.events, ["step/apikey"], timeout=T) as events, Stepper(bus.ingress, "apikey", timeout=T) as stepper:
