@@ -20,6 +20,7 @@ let package = Package(
         .executable(name: "reactor-host", targets: ["reactor-host"]),
         .executable(name: "movie-app", targets: ["movie-app"]),
         .executable(name: "stepper-load", targets: ["stepper-load"]),
+        .executable(name: "flowbus-studio", targets: ["flowbus-studio"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -30,6 +31,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.21.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.20.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.6.0"),
     ],
     targets: [
         .systemLibrary(
@@ -131,6 +134,24 @@ let package = Package(
             ],
             path: "Sources/Examples/stepper-load"
         ),
+        .target(
+            name: "FlowBusStudio",
+            dependencies: [
+                "FlowBus", "FlowBusWire", "Flows",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+            ],
+            resources: [.copy("Page")]
+        ),
+        .executableTarget(
+            name: "flowbus-studio",
+            dependencies: [
+                "FlowBus", "FlowBusStudio",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "FlowBusWireTests", dependencies: ["FlowBusWire"], exclude: ["Fixtures"]),
         .testTarget(name: "FlowsTests", dependencies: ["Flows"]),
@@ -139,6 +160,7 @@ let package = Package(
             name: "FlowBusTests",
             dependencies: ["FlowBus", "FlowBusWire", "Flows", "Reactors", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
         ),
+        .testTarget(name: "FlowBusStudioTests", dependencies: ["FlowBusStudio", "FlowBus", "FlowBusWire"]),
         .testTarget(
             name: "FlowBusPostgresTests",
             dependencies: ["FlowBus", "FlowBusPostgres", "FlowBusTesting", "FlowBusWire", "ZeroMQ"]

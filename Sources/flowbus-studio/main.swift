@@ -1,0 +1,51 @@
+import ArgumentParser
+import FlowBus
+import FlowBusStudio
+import Foundation
+import Logging
+
+/// FlowBus Studio: the live topology in a browser (docs/STUDIO.md).
+@main
+struct FlowBusStudioCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "flowbus-studio",
+        abstract: "See and drive a live FlowBus topology in a browser.")
+
+    @Option(name: .shortAndLong, help: "The topology file (default: $\(FlowBusConfig.pathVariable), else \(FlowBusConfig.defaultPath)).")
+    var config: String?
+    @Option(help: "The port to serve on (0: any free port).") var port = 8089
+    @Option(help: "The address to bind; anything but loopback needs --token.") var bind = "127.0.0.1"
+    @Option(help: "A secret every page and WebSocket must give as ?token=.") var token: String?
+    @Flag(help: "Let pages and Foxglove clients publish steps, deep links and actions.") var allowPublish = false
+
+    func run() async throws {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = ProcessInfo.processInfo.environment["FLOWBUS_LOG"].flatMap { Logger.Level(rawValue: $0) } ?? .info
+            return handler
+        }
+        let path = FlowBusConfig.resolvePath(config)
+        let topology: FlowBusConfig
+        do {
+            topology = try FlowBusConfig.load(path: path)
+        } catch {
+            throw ValidationError(error.description)
+        }
+        var options = StudioServer.Options()
+        options.host = bind
+        options.port = port
+        options.token = token
+        options.allowPublish = allowPublish
+        let server: StudioServer
+        do {
+            server = try StudioServer(config: topology, configPath: path, options: options, logger: Logger(label: "flowbus-studio"))
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        let host = bind.contains(":") ? "[\(bind)]" : bind
+        try await server.run { port in
+            let query = token.map { "?token=\($0)" } ?? ""
+            FileHandle.standardOutput.write(Data("studio: http://\(host):\(port)/\(query)\n".utf8))
+        }
+    }
+}
