@@ -298,7 +298,7 @@ public final class StepJournal: Journal {
     public func entries(after: Int64, limit: Int) throws -> [Entry] {
         try database.read { db in
             var entries: [Entry] = []
-            entries.reserveCapacity(limit)
+            entries.reserveCapacity(min(limit, 4096))
             let rows = try Row.fetchCursor(
                 db, sql: "SELECT id, kind, target, name, params, source, sequence FROM entry WHERE id > ? ORDER BY id LIMIT ?",
                 arguments: [after, limit])

@@ -1,0 +1,111 @@
+import FlowBus
+import FlowBusPostgres
+import FlowBusTesting
+import FlowBusWire
+import Foundation
+import Logging
+import Testing
+
+/// flowd instances sharing one PostgreSQL journal: one active, the others standing by.
+@Suite("flowd failover on a shared PostgreSQL journal", .serialized)
+struct FailoverTests {
+    static func yaml(postgres url: String) -> String {
+        """
+        endpoints:
+          ingress: ipc://${FLOWBUS_RUN_DIR}/ingress.sock
+          events: ipc://${FLOWBUS_RUN_DIR}/events.sock
+          control: ipc://${FLOWBUS_RUN_DIR}/control.sock
+        persistence:
+          postgres: "\(url)"
+          checkpoint: { everyEntries: 5000, keepEntries: 100000000 }
+        coordinator: { flow: LoadFlow, step: start }
+        flows:
+          LoadFlow:
+            root: stack
+            id: load
+            steps:
+              start:
+                - setRoot: { screen: home, stepper: load, allowStepWhenNotPresented: true }
+              open:
+                - push: { screen: "detail/{id}", stepper: "detail/{id}" }
+              tick: [none]
+        """
+    }
+
+    /// Starts a flowd that waits for the lease: it serves nothing until it holds it.
+    static func standby(_ topology: TestTopology) throws -> ManagedProcess {
+        let process = try topology.start("flowd", arguments: ["--config", topology.configPath, "--log-level", "info"])
+        #expect(try process.waitForOutput(matching: "standby: .* holds the lease", timeout: .seconds(30)), "\(process.output)")
+        return process
+    }
+
+    /// The `n` of every `tick` in the journal, in journal order.
+    static func journaledTicks(_ url: String) async throws -> [Int64] {
+        let journal = try await PostgresJournal.connect(url: url, logger: Logger(label: "reader"))
+        defer { journal.close() }
+        var ticks: [Int64] = []
+        var after: Int64 = 0
+        while true {
+            let page = try journal.entries(after: after, limit: 10_000)
+            guard let last = page.last else { break }
+            for entry in page where entry.kind == .step && entry.target == "load" && entry.name == "tick" {
+                ticks.append(try entry.decodeParams()["n"]?.intValue ?? -1)
+            }
+            after = last.id
+        }
+        return ticks
+    }
+
+    @Test("Three SIGKILLs of the active flowd while a stepper streams: the standby takes over, every step applied once, in order")
+    func killTheActiveThreeTimes() async throws {
+        if let reason = PostgresServer.unavailableReason {
+            Issue.record("PostgreSQL is needed: \(reason)")
+            return
+        }
+        let count = ProcessInfo.processInfo.environment["FLOWBUS_FAILOVER_STEPS"].flatMap(Int.init) ?? 30_000
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let topology = try TestTopology(configYAML: Self.yaml(postgres: server.url))
+        var active = try topology.startFlowd(arguments: ["--log-level", "info"])
+        var standby = try Self.standby(topology)
+        let opener = try topology.stepper("load")
+        try opener.publish("open", ["id": 7])
+        #expect(try opener.waitForAcknowledgement(timeout: .seconds(10)))
+
+        let stepper = try topology.start("stepper-load", arguments: [
+            "--config", topology.configPath, "--as", "load", "--count", "\(count)", "--progress", "0", "--timeout", "300",
+        ])
+        var failovers: [Duration] = []
+        for round in 1...3 {
+            // Kill at a different point each time: once a quarter, a half, three quarters are committed.
+            let target = Int64(count * round / 4)
+            var appended: Int64 = 0
+            let deadline = ContinuousClock.now + .seconds(300)
+            while appended < target, stepper.isRunning, ContinuousClock.now < deadline {
+                appended = (try? topology.status()["totals"]?.mapValue?["accepted"]?.intValue) ?? appended
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let killed = ContinuousClock.now
+            active.kill()
+            // The standby holds the lease once the dead session is gone, then restores and binds.
+            var answered = false
+            while !answered, ContinuousClock.now < killed + .seconds(60) {
+                answered = (try? topology.status(timeout: .milliseconds(200))) != nil
+            }
+            #expect(answered, "the standby took over:\n\(standby.output)")
+            failovers.append(killed.duration(to: .now))
+            active = standby
+            standby = try Self.standby(topology)
+        }
+        #expect(stepper.waitForExit(timeout: .seconds(600)) == 0, "every step acknowledged:\n\(stepper.output)")
+        let ticks = try await Self.journaledTicks(server.url)
+        #expect(ticks.count == count, "every step journaled once")
+        #expect(ticks == (1...Int64(count)).map { $0 }, "every n from 1 to \(count) applied exactly once, in order")
+        let lease = try topology.status()["journal"]?.mapValue?["lease"]?.mapValue
+        #expect(lease?["history"]?.listValue?.count == 4, "four takings of the lease: \(String(describing: lease))")
+        let sorted = failovers.sorted()
+        print("failover: \(count) steps, 3 SIGKILLs of the active flowd; kill → the new active answers: \(failovers), max \(sorted.last ?? .zero)")
+        _ = active.terminate()
+        _ = standby.terminate()
+    }
+}
