@@ -16,6 +16,9 @@ public final class StudioFeed: Sendable {
     public static let statusMinimumInterval: Duration = .milliseconds(100)
     /// Status is refreshed this often when nothing happens (peers, counters).
     public static let statusInterval: Duration = .seconds(1)
+    /// Messages waiting in the studio's sockets at most: under a flood the daemons drop for the
+    /// studio (and count it) rather than the studio's memory growing.
+    static let receiveHighWaterMark: Int32 = 20_000
 
     private let config: FlowBusConfig
     private let hub: StudioHub
@@ -52,7 +55,8 @@ public final class StudioFeed: Sendable {
         var lastStatus = ContinuousClock.now - Self.statusInterval
         var treeChanged = true
         do {
-            let subscriber = try BusSubscriber(endpoint: endpoint, topics: [], curve: config.curve)
+            let subscriber = try BusSubscriber(
+                endpoint: endpoint, topics: [], curve: config.curve, receiveHighWaterMark: Self.receiveHighWaterMark)
             while !isStopped {
                 // Read what is there, then ask for status once for the whole batch.
                 var received = try subscriber.next(timeout: .milliseconds(100))
@@ -93,7 +97,9 @@ public final class StudioFeed: Sendable {
         let subscriber: BusSubscriber
         do {
             // Subscribed before the snapshots are taken, so no state between the two is missed.
-            subscriber = try BusSubscriber(endpoint: spec.states, topics: ["state/", "action/", "diag/"], curve: config.curve)
+            subscriber = try BusSubscriber(
+                endpoint: spec.states, topics: ["state/", "action/", "diag/"], curve: config.curve,
+                receiveHighWaterMark: Self.receiveHighWaterMark)
             while !isStopped, try !subscriber.waitUntilConnected(timeout: .milliseconds(500)) {}
         } catch {
             logger.error("studio: cannot read a reactor host's states", metadata: ["host": "\(host)", "error": "\(error)"])

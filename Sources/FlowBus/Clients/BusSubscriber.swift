@@ -41,12 +41,16 @@ public final class BusSubscriber {
 
     /// Connects to `endpoint` and subscribes to each topic prefix (all topics when empty).
     /// Heartbeats (`hb/`) are always subscribed, to know the publisher is there, and returned
-    /// only when `includeHeartbeats` is set or asked for in `topics`.
-    public init(endpoint: String, topics: [String], includeHeartbeats: Bool = false, curve: CurveKeys = CurveKeys(), context: Context? = nil) throws {
+    /// only when `includeHeartbeats` is set or asked for in `topics`. `receiveHighWaterMark`
+    /// bounds what waits to be read: beyond it the publisher drops (and reports `dropped-hwm`).
+    public init(
+        endpoint: String, topics: [String], includeHeartbeats: Bool = false, curve: CurveKeys = CurveKeys(),
+        context: Context? = nil, receiveHighWaterMark: Int32 = 1_000_000
+    ) throws {
         self.context = try context ?? Context(defaultLinger: 0)
         self.includeHeartbeats = includeHeartbeats || topics.isEmpty || topics.contains { "hb/".hasPrefix($0) }
         socket = try self.context.socket(.sub)
-        try socket.setOptions([.receiveHighWaterMark(1_000_000), .reconnectInterval(100), .reconnectIntervalMax(2000)])
+        try socket.setOptions([.receiveHighWaterMark(receiveHighWaterMark), .reconnectInterval(100), .reconnectIntervalMax(2000)])
         for topic in Set(topics.isEmpty ? [""] : topics + ["hb/"]) {
             try socket.setOption(.subscribe(topic))
         }
