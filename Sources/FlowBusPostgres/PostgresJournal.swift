@@ -25,6 +25,9 @@ public final class PostgresJournal: SharedJournal {
     private let logger: Logger
     /// Set once a call timed out or the connection failed: the lease can no longer be trusted.
     private let broken = Mutex<String?>(nil)
+    /// One call (a whole transaction) at a time on the session: the loop's batches and the
+    /// checkpoint writer's stores must not interleave inside one transaction.
+    private let session = NSLock()
 
     /// The advisory lock key of the lease ("FlowBus1").
     static let leaseKey: Int64 = 0x466C_6F77_4275_7331
@@ -115,10 +118,11 @@ public final class PostgresJournal: SharedJournal {
         for statement in [
             """
             CREATE TABLE IF NOT EXISTS flowbus_entry (
-                id BIGSERIAL PRIMARY KEY, kind INTEGER NOT NULL, target TEXT NOT NULL, name TEXT NOT NULL,
-                params BYTEA NOT NULL, source TEXT NOT NULL, sequence BIGINT NOT NULL)
+                id BIGSERIAL PRIMARY KEY, kind INTEGER NOT NULL, target BYTEA NOT NULL, name BYTEA NOT NULL,
+                params BYTEA NOT NULL, source BYTEA NOT NULL, sequence BIGINT NOT NULL)
             """,
-            "CREATE TABLE IF NOT EXISTS flowbus_source (id TEXT PRIMARY KEY, last_sequence BIGINT NOT NULL)",
+            // Ids as bytes: they may hold any UTF-8, NUL included, which TEXT refuses.
+            "CREATE TABLE IF NOT EXISTS flowbus_source (id BYTEA PRIMARY KEY, last_sequence BIGINT NOT NULL)",
             """
             CREATE TABLE IF NOT EXISTS flowbus_checkpoint (
                 id BIGSERIAL PRIMARY KEY, entry BIGINT NOT NULL, created DOUBLE PRECISION NOT NULL, state BYTEA NOT NULL)
@@ -135,47 +139,56 @@ public final class PostgresJournal: SharedJournal {
 
     public func verifyLease() throws {
         // An answer on this session means the session, and so the lock, is still there.
-        _ = try run("SELECT 1", timeout: .seconds(2))
+        _ = try exclusive { try run("SELECT 1", timeout: .seconds(2)) }
     }
 
     public func leaseHistory(limit: Int) throws -> [LeaseRecord] {
-        try run("SELECT instance, host, pid, acquired FROM flowbus_lease ORDER BY id DESC LIMIT \(Int64(limit))").rows.map { row in
+        try exclusive { try run("SELECT instance, host, pid, acquired FROM flowbus_lease ORDER BY id DESC LIMIT \(Int64(limit))").rows.map { row in
             let (instance, host, pid, acquired) = try row.decode((String, String, Int64, Double).self)
             return LeaseRecord(instance: instance, host: host, pid: Int(pid), acquired: Date(timeIntervalSince1970: acquired))
-        }
+        } }
     }
 
     // MARK: Journal
 
     public func count(after: Int64) throws -> Int {
-        let rows = try run("SELECT count(*) FROM flowbus_entry WHERE id > \(after)").rows
+        let rows = try exclusive { try run("SELECT count(*) FROM flowbus_entry WHERE id > \(after)").rows }
         return Int(try rows.first?.decode(Int64.self) ?? 0)
     }
 
     public func entryRange() throws -> ClosedRange<Int64>? {
-        guard let row = try run("SELECT min(id), max(id) FROM flowbus_entry").rows.first else { return nil }
+        guard let row = try exclusive({ try run("SELECT min(id), max(id) FROM flowbus_entry").rows.first }) else { return nil }
         let (first, last) = try row.decode((Int64?, Int64?).self)
         guard let first, let last else { return nil }
         return first...last
     }
 
+    /// A sequence may skip ids (a batch rolled back), so the first id tells nothing: compaction
+    /// only ever follows a stored checkpoint, and checkpoints are only ever replaced.
+    public func mayHaveCompacted() throws -> Bool {
+        try exclusive { try run("SELECT EXISTS (SELECT 1 FROM flowbus_checkpoint)").rows.first?.decode(Bool.self) ?? false }
+    }
+
     public func entries(after: Int64, limit: Int) throws -> [StepJournal.Entry] {
-        let rows = try run("""
+        let rows = try exclusive { try run("""
             SELECT id, kind, target, name, params, source, sequence FROM flowbus_entry
             WHERE id > \(after) ORDER BY id LIMIT \(Int64(limit))
-            """).rows
+            """).rows }
         return try rows.compactMap { row in
             let (id, kind, target, name, params, source, sequence) = try row.decode(
-                (Int64, Int32, String, String, ByteBuffer, String, Int64).self)
+                (Int64, Int32, ByteBuffer, ByteBuffer, ByteBuffer, ByteBuffer, Int64).self)
             guard let kind = StepJournal.Kind(rawValue: Int(kind)) else { return nil }
             return StepJournal.Entry(
-                id: id, kind: kind, target: target, name: name, params: Array(buffer: params), source: source,
-                sequence: UInt64(bitPattern: sequence))
+                id: id, kind: kind, target: String(buffer: target), name: String(buffer: name), params: Array(buffer: params),
+                source: String(buffer: source), sequence: UInt64(bitPattern: sequence))
         }
     }
 
     public func latestCheckpoint() throws -> StepJournal.Checkpoint? {
-        guard let row = try run("SELECT entry, created, state FROM flowbus_checkpoint ORDER BY id DESC LIMIT 1").rows.first else {
+        // A large tree's checkpoint takes a while to arrive.
+        guard let row = try exclusive({
+            try run("SELECT entry, created, state FROM flowbus_checkpoint ORDER BY id DESC LIMIT 1", timeout: .seconds(120)).rows.first
+        }) else {
             return nil
         }
         let (entry, created, state) = try row.decode((Int64, Double, ByteBuffer).self)
@@ -184,33 +197,35 @@ public final class PostgresJournal: SharedJournal {
 
     public func store(_ checkpoint: StepJournal.Checkpoint) throws {
         let state = ByteBuffer(bytes: checkpoint.state)
-        _ = try run("""
+        // Five seconds, and one more per 5 MB: a large tree's checkpoint must not look like a lost server.
+        let timeout = PostgresJournal.callTimeout + .seconds(checkpoint.state.count / 5_000_000)
+        _ = try exclusive { try run("""
             WITH stored AS (
                 INSERT INTO flowbus_checkpoint (entry, created, state)
                 VALUES (\(checkpoint.entry), \(checkpoint.created.timeIntervalSince1970), \(state)) RETURNING id)
             DELETE FROM flowbus_checkpoint WHERE id < (SELECT id FROM stored)
-            """)
+            """, timeout: timeout) }
     }
 
     public func append(
         _ records: [StepJournal.Record], lastSequences: [String: UInt64], compaction: StepJournal.Compaction?
     ) throws -> (last: Int64, compacted: Int) {
         guard !records.isEmpty || !lastSequences.isEmpty || compaction != nil else { return (0, 0) }
-        return try transaction {
+        return try exclusive { try transaction {
             var last: Int64 = 0
             if !records.isEmpty {
                 // One statement for the batch: arrays in, rows numbered in their order.
                 let kinds = records.map { Int32($0.kind.rawValue) }
-                let targets = records.map(\.target)
-                let names = records.map(\.name)
+                let targets = records.map { ByteBuffer(string: $0.target) }
+                let names = records.map { ByteBuffer(string: $0.name) }
                 let params = records.map { ByteBuffer(bytes: $0.params) }
-                let sources = records.map(\.source)
+                let sources = records.map { ByteBuffer(string: $0.source) }
                 let sequences = records.map { Int64(bitPattern: $0.sequence) }
                 let rows = try run("""
                     WITH added AS (
                         INSERT INTO flowbus_entry (kind, target, name, params, source, sequence)
-                        SELECT k, t, n, p, s, q FROM unnest(\(kinds)::int4[], \(targets)::text[], \(names)::text[],
-                            \(params)::bytea[], \(sources)::text[], \(sequences)::int8[]) WITH ORDINALITY AS u(k, t, n, p, s, q, o)
+                        SELECT k, t, n, p, s, q FROM unnest(\(kinds)::int4[], \(targets)::bytea[], \(names)::bytea[],
+                            \(params)::bytea[], \(sources)::bytea[], \(sequences)::int8[]) WITH ORDINALITY AS u(k, t, n, p, s, q, o)
                         ORDER BY o RETURNING id)
                     SELECT max(id) FROM added
                     """).rows
@@ -219,18 +234,19 @@ public final class PostgresJournal: SharedJournal {
             if !lastSequences.isEmpty {
                 let ids = Array(lastSequences.keys)
                 let sequences = ids.map { Int64(bitPattern: lastSequences[$0] ?? 0) }
+                let keys = ids.map { ByteBuffer(string: $0) }
                 _ = try run("""
-                    INSERT INTO flowbus_source (id, last_sequence) SELECT * FROM unnest(\(ids)::text[], \(sequences)::int8[])
+                    INSERT INTO flowbus_source (id, last_sequence) SELECT * FROM unnest(\(keys)::bytea[], \(sequences)::int8[])
                     ON CONFLICT (id) DO UPDATE SET last_sequence = GREATEST(flowbus_source.last_sequence, excluded.last_sequence)
                     """)
             }
             let compacted = try compaction.map(deleteCovered) ?? 0
             return (last, compacted)
-        }
+        } }
     }
 
     public func compact(_ compaction: StepJournal.Compaction) throws -> Int {
-        try deleteCovered(compaction)
+        try exclusive { try deleteCovered(compaction) }
     }
 
     private func deleteCovered(_ compaction: StepJournal.Compaction) throws -> Int {
@@ -245,7 +261,7 @@ public final class PostgresJournal: SharedJournal {
     }
 
     public func lastSequence(of source: String) throws -> UInt64? {
-        try run("SELECT last_sequence FROM flowbus_source WHERE id = \(source)").rows.first
+        try exclusive { try run("SELECT last_sequence FROM flowbus_source WHERE id = \(ByteBuffer(string: source))").rows.first }
             .map { UInt64(bitPattern: try $0.decode(Int64.self)) }
     }
 
@@ -260,6 +276,12 @@ public final class PostgresJournal: SharedJournal {
     }
 
     // MARK: Calls
+
+    private func exclusive<T>(_ body: () throws -> T) rethrows -> T {
+        session.lock()
+        defer { session.unlock() }
+        return try body()
+    }
 
     private func transaction<T>(_ body: () throws -> T) throws -> T {
         _ = try run("BEGIN")

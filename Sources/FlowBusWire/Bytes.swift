@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 // Internal byte-level helpers shared by the codecs: a bounds-checked big-endian reader over raw
 // bytes, big-endian writers on [UInt8], UTF-8 and name validation.
 
@@ -116,7 +119,15 @@ func decodeText(
     guard let text = validUTF8(bytes) else {
         throw .malformed("\(field()) is not valid UTF-8")
     }
+    if containsNUL(bytes) { throw .malformed("\(field()) contains a NUL byte (U+0000)") }
     return text
+}
+
+/// Whether `bytes` hold a 0 byte: ids and sources are stored as text, which ends at NUL.
+@inline(__always)
+func containsNUL(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    guard let base = bytes.baseAddress, bytes.count > 0 else { return false }
+    return memchr(base, 0, bytes.count) != nil
 }
 
 /// Whether `byte` may appear in a step, action or deep link name: `[A-Za-z0-9_.:-]`.

@@ -150,6 +150,7 @@ public struct Envelope: Sendable, Hashable {
         guard let source = validUTF8(sourceBytes) else {
             throw .malformed("envelope source is not valid UTF-8")
         }
+        if containsNUL(sourceBytes) { throw .malformed("envelope source contains a NUL byte (U+0000)") }
         var envelope = Envelope(
             kind: kind, contentType: contentType, sequence: sequence, timestamp: timestamp,
             messageID: MessageID(high: high, low: low), source: source)

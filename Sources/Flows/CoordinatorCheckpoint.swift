@@ -26,7 +26,8 @@ public struct CoordinatorCheckpoint: Codable, Sendable, Hashable {
         var children: [Int]
         var allowStepWhenDismissed: Bool
         var isReady: Bool
-        /// Groups of child flows (indices into `flows`) whose readiness makes this one ready.
+        /// Groups of child flows (indices into `flows`) whose readiness makes this one ready; -1
+        /// for a member no longer coordinated, which keeps its group from ever being complete.
         var readinessGroups: [[Int]]
         var bindings: [Int]
         var root: Int
@@ -49,10 +50,12 @@ public struct CoordinatorCheckpoint: Codable, Sendable, Hashable {
         var presented: Int?
         /// The flow (index into `flows`) this node is the root of.
         var rootOf: Int?
+        /// Whether the node was ever attached to the coordinator (a node bound but never shown was not).
+        var hosted: Bool
 
         enum CodingKeys: String, CodingKey {
             case id = "i", kind = "k", placement = "p", isDismissed = "d", reportedVisibility = "v", selected = "s"
-            case children = "c", presented = "m", rootOf = "r"
+            case children = "c", presented = "m", rootOf = "r", hosted = "h"
         }
     }
 
@@ -154,7 +157,7 @@ extension FlowCoordinator {
             checkpoint.nodes.append(CoordinatorCheckpoint.Node(
                 id: node.presentableID, kind: node.kind.rawValue, placement: node.placement.rawValue,
                 isDismissed: node.isDismissed, reportedVisibility: node.reportedVisibility, selected: node.selected,
-                children: [], presented: nil, rootOf: nil))
+                children: [], presented: nil, rootOf: nil, hosted: node.host != nil))
             pendingNodes.append(node)
             return index
         }
@@ -189,7 +192,7 @@ extension FlowCoordinator {
             checkpoint.flows[index].root = root
             checkpoint.nodes[root].rootOf = index
             checkpoint.flows[index].readinessGroups = record.readinessGroups.map { group in
-                group.compactMap { recordsByObject[$0].flatMap { flowIndex[ObjectIdentifier($0)] } }
+                group.map { recordsByObject[$0].flatMap { flowIndex[ObjectIdentifier($0)] } ?? -1 }
             }
         }
 
@@ -306,7 +309,7 @@ extension FlowCoordinator {
             for child in node.children { child.container = node }
             node.presented = saved.presented.map { nodes[$0] }
             node.presented?.container = node
-            node.host = self
+            if saved.hosted { node.host = self }
         }
 
         var records: [FlowRecord] = []
@@ -325,7 +328,7 @@ extension FlowCoordinator {
             try check(saved.children.allSatisfy { $0 < flowCount }, "flow \(saved.name) has unknown children")
             record.children = saved.children.map { records[$0] }
             record.readinessGroups = saved.readinessGroups.map { group in
-                group.filter { $0 < flowCount }.map { ObjectIdentifier(records[$0].flow) }
+                group.map { $0 >= 0 && $0 < flowCount ? ObjectIdentifier(records[$0].flow) : ObjectIdentifier(Gone.member) }
             }
         }
         try check(checkpoint.roots.allSatisfy { $0 < flowCount }, "unknown root flows")
@@ -397,6 +400,11 @@ extension FlowCoordinator {
             tombstoneOrder.append(saved.stepper)
         }
     }
+}
+
+/// Stands for a readiness-group member that is no longer coordinated: never in `recordsByObject`.
+private final class Gone: Sendable {
+    static let member = Gone()
 }
 
 extension CoordinatorCheckpoint.Counters {

@@ -59,6 +59,14 @@ struct JournalBackendTests {
         #expect(try journal.lastSequence(of: "nobody") == nil)
         #expect(try journal.count(after: 0) == 3)
         #expect(try journal.entryRange() == entries[0].id...last)
+
+        // Ids are any UTF-8 the wire accepts (not NUL: PROTOCOL.md §3.4).
+        let odd = "odd id/é/🚀"
+        _ = try journal.append(
+            [.init(kind: .step, target: odd, name: "tick", params: Data(), source: odd, sequence: 1)],
+            lastSequences: [odd: 1], compaction: nil)
+        #expect(try journal.entries(after: last, limit: 10).map(\.target) == [odd])
+        #expect(try journal.lastSequence(of: odd) == 1)
     }
 
     @Test("Checkpoints: only the newest is kept; compaction is bounded per call and keeps ids growing", arguments: Backend.allCases)

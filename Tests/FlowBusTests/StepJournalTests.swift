@@ -106,4 +106,24 @@ struct JournalCompactionTests {
             #expect(try JournalRepair.check(path: copy).checkpointEntry == 400)
         }
     }
+
+    @Test("Salvage numbers new entries after the checkpoint even when the entries it covers were all lost")
+    func salvageReservesIDs() throws {
+        try Self.withJournal { path, journal in
+            try journal.append(try (1...500).map(Self.tick), lastSequences: ["s#1": 500])
+            // A checkpoint beyond every readable entry (those after 500 unreadable, say).
+            try journal.store(.init(entry: 700, created: Date(), state: Data("{}".utf8)))
+            journal.close()
+            let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
+            defer {
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
+            }
+            _ = try JournalRepair.salvage(path: path, to: copy)
+            let salvaged = try StepJournal.open(path: copy, synchronous: .normal)
+            defer { salvaged.close() }
+            let (next, _) = try salvaged.append([try Self.tick(501)], lastSequences: [:], compaction: nil)
+            #expect(next == 701, "numbered after the checkpoint's entry, so a restart replays it")
+            #expect(try salvaged.entries(after: 0, limit: 1000).count == 501, "the placeholder is not an entry")
+        }
+    }
 }

@@ -301,6 +301,8 @@ final class CoordinatorLoop: FlowLoopDriver {
             }
         }
         if !isPaused { endBatch() }
+        // A failed commit stopped the loop: nothing more may be published, checkpointed or compacted.
+        if isFinished { return }
         reportRateLimited(now: .now)
         if ContinuousClock.now >= nextHeartbeat {
             do {

@@ -15,6 +15,9 @@ public protocol Journal: AnyObject, Sendable {
     func count(after: Int64) throws -> Int
     /// The ids of the first and the last entry, nil when there is none.
     func entryRange() throws -> ClosedRange<Int64>?
+    /// Whether entries may have been deleted by compaction, so that the journal can no longer be
+    /// replayed from its beginning without its checkpoint.
+    func mayHaveCompacted() throws -> Bool
     /// Up to `limit` entries after the one with id `after`, in order.
     func entries(after: Int64, limit: Int) throws -> [StepJournal.Entry]
     /// The newest checkpoint, nil if none was written.

@@ -218,6 +218,12 @@ public final class StepJournal: Journal {
         }
     }
 
+    /// SQLite numbers an entry after the largest id present, from 1, and never skips one: a first
+    /// id above 1 means entries before it were deleted.
+    public func mayHaveCompacted() throws -> Bool {
+        (try entryRange()?.lowerBound ?? 1) > 1
+    }
+
     /// A stored checkpoint: the engine's state once the entries up to `entry` were applied.
     public struct Checkpoint: Sendable {
         /// The id of the last entry it covers.
@@ -270,6 +276,18 @@ public final class StepJournal: Journal {
         public init(checkpointOf entry: Int64, keepEntries: Int, limit: Int) {
             below = max(0, entry - Int64(clamping: max(0, keepEntries)))
             self.limit = limit
+        }
+    }
+
+    /// Makes sure later entries are numbered after `id`: adds an entry of no kind (skipped when
+    /// read) with that id if no entry has it or a larger one.
+    func reserveIDs(through id: Int64) throws {
+        try database.write { db in
+            let last = try Int64.fetchOne(db, sql: "SELECT max(id) FROM entry") ?? 0
+            guard last < id else { return }
+            try db.execute(
+                sql: "INSERT INTO entry (id, kind, target, name, params, source, sequence) VALUES (?, 0, '', '', x'', '', 0)",
+                arguments: [id])
         }
     }
 

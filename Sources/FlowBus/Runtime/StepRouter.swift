@@ -25,6 +25,8 @@ final class StepRouter {
     private var journaledEntries = 0
     private let checkpointPolicy: FlowBusConfig.CheckpointPolicy
     private var checkpoints = CheckpointState()
+    /// Set once a commit failed: flowd is stopping, and its engine is ahead of its journal.
+    private var journalFailed = false
     private let checkpointWriter = CheckpointWriter()
     /// flowd's swift-metrics, fed once per batch (see ``CoordinatorMetrics``).
     private let metrics = CoordinatorMetrics()
@@ -85,13 +87,14 @@ final class StepRouter {
                 checkpoints.compactBelow = StepJournal.Compaction(checkpointOf: stored.entry, keepEntries: checkpointPolicy.keepEntries, limit: 0).below
             } catch {
                 // Nothing is lost while the journal still has every entry: replay them all.
-                guard try journal.entryRange()?.lowerBound == 1 else {
+                guard try !journal.mayHaveCompacted() else {
                     throw JournalError.unrestorable(path: journal.location, cause: "\(error)")
                 }
                 logger.warning("the journal's checkpoint cannot be restored (\(error)); replaying every entry instead")
             }
         }
-        if let journal, !restored, let first = try journal.entryRange()?.lowerBound, first > 1 {
+        if let journal, !restored, try journal.latestCheckpoint() == nil, try journal.mayHaveCompacted() {
+            let first = try journal.entryRange()?.lowerBound ?? 0
             throw JournalError.unrestorable(
                 path: journal.location, cause: "it has no checkpoint, and its entries before \(first) were compacted away")
         }
@@ -135,7 +138,7 @@ final class StepRouter {
 
     /// Deletes covered entries while no batch comes to carry the deletion, for about 10 ms.
     private func compactWhileIdle() {
-        guard let journal else { return }
+        guard let journal, !journalFailed else { return }
         let deadline = ContinuousClock.now + .milliseconds(10)
         while let compaction = checkpoints.compaction(alongside: 0), ContinuousClock.now < deadline {
             do {
@@ -149,7 +152,7 @@ final class StepRouter {
 
     /// Writes a checkpoint when the policy says one is due and the engine allows one.
     private func checkpointIfDue() {
-        guard let journal, checkpointPolicy.everyEntries > 0, checkpoints.sinceLast > 0 else { return }
+        guard let journal, !journalFailed, checkpointPolicy.everyEntries > 0, checkpoints.sinceLast > 0 else { return }
         let now = ContinuousClock.now
         guard now >= checkpoints.notBefore else { return }
         guard checkpoints.sinceLast >= checkpointPolicy.everyEntries
@@ -245,6 +248,9 @@ final class StepRouter {
                 if !records.isEmpty { checkpoints.lastEntry = last }
                 if let compaction { checkpoints.compacted(compacted, of: compaction) }
             } catch {
+                // The engine holds what was not written: no checkpoint may be taken of it.
+                journalFailed = true
+                records.removeAll()
                 publisher.discardHeld()
                 throw error
             }

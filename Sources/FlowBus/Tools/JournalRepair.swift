@@ -64,8 +64,15 @@ public enum JournalRepair {
         defer { try? damaged.close() }
         let target = try StepJournal.open(path: newPath, synchronous: .normal)
         defer { target.close() }
-        let maxID = (try? damaged.read { db in try Int64.fetchOne(db, sql: "SELECT max(id) FROM entry") }) ?? nil
-        let minID = (try? damaged.read { db in try Int64.fetchOne(db, sql: "SELECT min(id) FROM entry") }) ?? nil
+        let maxID: Int64?
+        let minID: Int64?
+        do {
+            (minID, maxID) = try damaged.read { db in
+                (try Int64.fetchOne(db, sql: "SELECT min(id) FROM entry"), try Int64.fetchOne(db, sql: "SELECT max(id) FROM entry"))
+            }
+        } catch {
+            throw JournalError.damaged(path: path, cause: "its entries cannot even be counted (\(error)); nothing can be salvaged")
+        }
         var result = Salvage(entries: 0, sources: 0, checkpoint: nil, unreadable: [])
         // Ranges still to read, narrowed where a read fails, down to single ids.
         var pending: [ClosedRange<Int64>] = []
@@ -115,7 +122,11 @@ public enum JournalRepair {
                         StepJournal.Checkpoint(entry: row[0], created: Date(timeIntervalSince1970: row[1]), state: row[2])
                     }
                 }
-                if let checkpoint { try target.store(checkpoint) }
+                if let checkpoint {
+                    try target.store(checkpoint)
+                    // New entries must be numbered after the checkpoint's, even if its own entry was lost.
+                    try target.reserveIDs(through: checkpoint.entry)
+                }
                 result.checkpoint = checkpoint != nil
             } catch {
                 result.checkpoint = false

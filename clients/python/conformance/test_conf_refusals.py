@@ -93,6 +93,8 @@ CASES = [
          {"malformed"}, False, {"topic"}),
     Case("s4.2-source-not-utf8", lambda s, src: with_frame(msg(s, src), 1, bad_env(s, b"\xff\xfe" + src.encode())),
          {"malformed"}, False, {"topic"}),
+    Case("s4.2-source-with-nul", lambda s, src: with_frame(msg(s, src), 1, bad_env(s, src.encode() + b"\x00x")),
+         {"malformed"}, False, {"topic"}),
     # §4.2 "The topic prefix MUST match the kind; a mismatch is malformed"
     Case("s4.2-topic-prefix-of-other-kind",
          lambda s, src: with_frame(msg(s, src), 0, b"action/counter" if s.name == "ingress" else b"step/x"),
@@ -117,6 +119,9 @@ CASES = [
     Case("s4.1-topic-not-utf8", lambda s, src: with_frame(msg(s, src), 0, s.topic().encode() + b"\xff"),
          {"malformed"}, True, {"source", "sequence"}),
     Case("s4.1-topic-empty-frame", lambda s, src: with_frame(msg(s, src), 0, b""),
+         {"malformed"}, True, {"source", "sequence"}),
+    # §3.4 "Ids MUST NOT contain U+0000"
+    Case("s3.4-id-with-nul", lambda s, src: with_frame(msg(s, src), 0, s.topic().encode() + b"\x00x"),
          {"malformed"}, True, {"source", "sequence"}),
     # §4.2 Names: 1 to 255 bytes of [A-Za-z0-9_.:-]
     Case("s4.2-name-bad-chars", lambda s, src: with_frame(msg(s, src), 2, b"bad name!"), {"malformed"}, True, NAMED),
