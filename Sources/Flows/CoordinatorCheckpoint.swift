@@ -330,6 +330,7 @@ extension FlowCoordinator {
             record.readinessGroups = saved.readinessGroups.map { group in
                 group.map { $0 >= 0 && $0 < flowCount ? ObjectIdentifier(records[$0].flow) : ObjectIdentifier(Gone.member) }
             }
+            record.readinessMembers = saved.readinessGroups.joined().filter { $0 >= 0 && $0 < flowCount }.map { records[$0].flow }
         }
         try check(checkpoint.roots.allSatisfy { $0 < flowCount }, "unknown root flows")
         roots = checkpoint.roots.map { records[$0] }

@@ -16,6 +16,8 @@ final class FlowRecord {
     var isReady = false
     /// Sets of child flows (by object identity) whose readiness makes this flow ready.
     var readinessGroups: [[ObjectIdentifier]] = []
+    /// The flows those groups name, kept alive so that no other flow can take their identifiers.
+    var readinessMembers: [any Flow] = []
 
     init(id: FlowID, flow: any Flow, parent: FlowRecord?, allowStepWhenDismissed: Bool) {
         self.id = id

@@ -304,6 +304,7 @@ public final class FlowCoordinator {
         guard !record.isReady, record.isActive else { return }
         record.isReady = true
         record.readinessGroups.removeAll()
+        record.readinessMembers.removeAll()
         emit(.flowReady(record.id))
         let callbacks = readyCallbacks.removeValue(forKey: ObjectIdentifier(record.flow)) ?? []
         for callback in callbacks { callback() }
@@ -705,6 +706,7 @@ public final class FlowCoordinator {
                     markReady(record)
                 } else {
                     record.readinessGroups.append(childFlows.map { ObjectIdentifier($0) })
+                    record.readinessMembers += childFlows
                 }
             }
             for contributor in contributors.contributors {
@@ -856,6 +858,7 @@ public final class FlowCoordinator {
         for binding in record.bindings { unbind(binding, reason: .flowEnded) }
         record.bindings.removeAll()
         record.readinessGroups.removeAll()
+        record.readinessMembers.removeAll()
         if let parent = record.parent {
             parent.children.removeAll { $0 === record }
         } else {

@@ -77,14 +77,16 @@ final class StepRouter {
         let began = clock.now
         var after: Int64 = 0
         var restored = false
-        if let journal, let stored = try journal.latestCheckpoint() {
+        let stored = try journal?.latestCheckpoint()
+        if let journal, let stored {
             do {
                 try restore(stored, makeFlow: makeFlow)
                 after = stored.entry
                 restored = true
                 checkpoints.stored(stored, bytes: stored.state.count)
                 // Entries a crash left uncompacted go now.
-                checkpoints.compactBelow = StepJournal.Compaction(checkpointOf: stored.entry, keepEntries: checkpointPolicy.keepEntries, limit: 0).below
+                checkpoints.compactBelow = StepJournal.Compaction(
+                    checkpointOf: stored.entry, keepEntries: checkpointPolicy.keepEntries, limit: 0).below
             } catch {
                 // Nothing is lost while the journal still has every entry: replay them all.
                 guard try !journal.mayHaveCompacted() else {
@@ -93,7 +95,7 @@ final class StepRouter {
                 logger.warning("the journal's checkpoint cannot be restored (\(error)); replaying every entry instead")
             }
         }
-        if let journal, !restored, try journal.latestCheckpoint() == nil, try journal.mayHaveCompacted() {
+        if let journal, stored == nil, try journal.mayHaveCompacted() {
             let first = try journal.entryRange()?.lowerBound ?? 0
             throw JournalError.unrestorable(
                 path: journal.location, cause: "it has no checkpoint, and its entries before \(first) were compacted away")
