@@ -5,8 +5,8 @@ import Logging
 import Synchronization
 
 /// Publishes what a page (or a Foxglove client) asks for — a step as a stepper, a deep link, an
-/// action — on a thread of its own that owns the publishing sockets, and answers once flowd or
-/// the reactor host acknowledged it or refused it.
+/// action — on a thread of its own that owns the publishing sockets, and answers with what became
+/// of it: a step or deep link applied or refused by flowd, an action acknowledged or refused.
 ///
 /// Only built when the studio was started with publishing allowed.
 public final class StudioDriver: Sendable {
@@ -17,7 +17,7 @@ public final class StudioDriver: Sendable {
         case action(reactor: String, name: String, params: WireParams)
     }
 
-    /// How it went: `ok` when acknowledged and not refused on arrival; `text` says it in words.
+    /// How it went: `ok` when applied (an action: acknowledged and not refused); `text` says it in words.
     public struct Outcome: Sendable, Hashable {
         public var ok: Bool
         public var text: String
@@ -82,13 +82,16 @@ public final class StudioDriver: Sendable {
             case .step(let stepper, let name, let params):
                 let publisher = try steppers[stepper] ?? StepPublisher(stepperID: stepper, config: config, contentType: .json)
                 steppers[stepper] = publisher
+                // Subscribed before publishing, so that a refusal while routing is not missed.
+                let watcher = try OutcomeWatcher(stepperID: stepper, config: config, timeout: Self.outcomeTimeout)
                 let sequence = try publisher.publish(name, params)
-                return try acknowledged(by: publisher, sequence: sequence, what: "step \(name) as \(stepper)")
+                return try outcome(of: sequence, from: publisher, watcher: watcher, what: "step \(name) as \(stepper)")
             case .deepLink(let name, let params):
                 let publisher = try steppers["studio"] ?? StepPublisher(stepperID: "studio", config: config, contentType: .json)
                 steppers["studio"] = publisher
+                let watcher = try OutcomeWatcher(stepperID: "studio", config: config, timeout: Self.outcomeTimeout)
                 let sequence = try publisher.publishDeepLink(name, params)
-                return try acknowledged(by: publisher, sequence: sequence, what: "deep link \(name)")
+                return try outcome(of: sequence, from: publisher, watcher: watcher, what: "deep link \(name)")
             case .action(let reactor, let name, let params):
                 let view = try views[reactor] ?? ReactorView(reactorID: reactor, config: config, contentType: .json)
                 views[reactor] = view
@@ -107,14 +110,18 @@ public final class StudioDriver: Sendable {
         }
     }
 
-    private func acknowledged(by publisher: StepPublisher, sequence: UInt64, what: String) throws -> Outcome {
-        guard try publisher.waitForAcknowledgement(timeout: .seconds(3)) else {
+    /// How long the page waits for what became of its step or deep link.
+    static let outcomeTimeout: Duration = .seconds(3)
+
+    /// What flowd did with the message: applied, or refused (on arrival or while routing it).
+    private func outcome(of sequence: UInt64, from publisher: StepPublisher, watcher: OutcomeWatcher, what: String) throws -> Outcome {
+        switch try watcher.outcome(of: sequence, from: publisher, timeout: Self.outcomeTimeout) {
+        case nil:
             return Outcome(ok: false, text: "flowd did not acknowledge \(what) within 3 s: is it running?")
+        case .refused(let diagnostic):
+            return Outcome(ok: false, text: "\(what) refused: \(diagnostic.reason.rawValue): \(diagnostic.message)")
+        case .applied, .noNavigation:
+            return Outcome(ok: true, text: "\(what) applied")
         }
-        if let refusal = publisher.refusal(for: sequence) {
-            return Outcome(ok: false, text: "refused: \(refusal.reason.rawValue): \(refusal.message)")
-        }
-        // Routing refusals (not-visible, unbound-stepper) come as diagnostics on events: the timeline shows them.
-        return Outcome(ok: true, text: "\(what) acknowledged")
     }
 }

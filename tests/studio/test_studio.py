@@ -88,6 +88,8 @@ def test_refused_step_shows_its_reason(topology, browser):
     refusal = wait_until(lambda: [li for li in browser.find_elements("css selector", "#timeline li.refusal") if "not-visible" in li.text],
                          "the not-visible refusal in the timeline")[0]
     assert "watched/movies" in refusal.text and "moviePicked" in refusal.text, refusal.text
+    # The page says what became of its own step, as flowctl does.
+    wait_until(lambda: "refused: not-visible" in browser.find_element("id", "publish-result").text, "the step's outcome")
     browser.find_element("id", "filter-reason").send_keys("not-visible")
     wait_until(lambda: all("not-visible" in li.text for li in browser.find_elements("css selector", "#timeline li")), "the reason filter")
     shot(browser, "4-refusal")
