@@ -36,6 +36,14 @@ def node(browser, presentable):
     return browser.find_element("css selector", f'#tree .node[data-id="{presentable}"]')
 
 
+def click_step(browser, presentable, step):
+    """Clicks a declared step's button, again if the page re-rendered the tree under the click."""
+    def attempt():
+        node(browser, presentable).find_element("css selector", f'button[data-step="{step}"]').click()
+        return True
+    wait_until(attempt, f"a click on {step} of {presentable}")
+
+
 def timeline_text(browser):
     return browser.find_element("id", "timeline").text
 
@@ -50,7 +58,7 @@ def open_page(browser, topology, fresh=True):
 def test_step_from_the_page_changes_tree_and_timeline(topology, browser):
     open_page(browser, topology)
     shot(browser, "1-start")
-    node(browser, "apikey").find_element("css selector", 'button[data-step="apiKeyIsComplete"]').click()
+    click_step(browser, "apikey", "apiKeyIsComplete")
     wait_until(lambda: node(browser, "dashboard"), "the dashboard tabs in the tree")
     wait_until(lambda: "apiKeyIsComplete" in timeline_text(browser) and "didNavigate" in timeline_text(browser), "didNavigate in the timeline")
     tabs = node(browser, "dashboard")
@@ -80,11 +88,11 @@ def test_action_shows_state_and_diff(topology, browser):
 
 def test_refused_step_shows_its_reason(topology, browser):
     open_page(browser, topology)
-    node(browser, "apikey").find_element("css selector", 'button[data-step="apiKeyIsComplete"]').click()
+    click_step(browser, "apikey", "apiKeyIsComplete")
     wait_until(lambda: node(browser, "watched/movies"), "the watched tab's list")
     # The watched tab is not selected: its list is not visible, so flowd drops the step (not-visible).
     browser.find_element("id", "step-params").send_keys("withMovieId=7")
-    node(browser, "watched/movies").find_element("css selector", 'button[data-step="moviePicked"]').click()
+    click_step(browser, "watched/movies", "moviePicked")
     refusal = wait_until(lambda: [li for li in browser.find_elements("css selector", "#timeline li.refusal") if "not-visible" in li.text],
                          "the not-visible refusal in the timeline")[0]
     assert "watched/movies" in refusal.text and "moviePicked" in refusal.text, refusal.text
@@ -97,12 +105,18 @@ def test_refused_step_shows_its_reason(topology, browser):
 
 def test_clicking_an_event_shows_the_tree_after_it(topology, browser):
     open_page(browser, topology)
-    node(browser, "apikey").find_element("css selector", 'button[data-step="apiKeyIsComplete"]').click()
+    click_step(browser, "apikey", "apiKeyIsComplete")
     wait_until(lambda: node(browser, "dashboard"), "the dashboard")
-    node(browser, "dashboard").find_element("css selector", 'button[data-step="settings"]').click()
+    # The tree after an event is the first status the studio reads after it (docs/STUDIO.md): let
+    # that read happen before the next step, as a person clicking would.
+    wait_until(lambda: "applied" in browser.find_element("id", "publish-result").text, "the first step applied")
+    time.sleep(0.5)
+    click_step(browser, "dashboard", "settings")
     wait_until(lambda: node(browser, "settings/list").get_attribute("data-visible") == "true", "settings presented")
-    first = [li for li in browser.find_elements("css selector", '#timeline li[data-kind="didNavigate"]') if "apiKeyIsComplete" in li.text][-1]
-    first.click()
+    def click_first():
+        [li for li in browser.find_elements("css selector", '#timeline li[data-kind="didNavigate"]') if "apiKeyIsComplete" in li.text][-1].click()
+        return True
+    wait_until(click_first, "a click on the didNavigate of apiKeyIsComplete")
     wait_until(lambda: not browser.find_elements("css selector", '#tree .node[data-id="settings/list"]'), "the tree before settings")
     assert "right after event" in browser.find_element("id", "tree-note").text
     shot(browser, "5-tree-after-event")
@@ -116,6 +130,8 @@ def test_recording_scrubs(topology, browser, tmp_path):
     topology.flowctl("step", "apiKeyIsComplete", "--as", "apikey")
     topology.flowctl("step", "settings", "--as", "dashboard")
     topology.flowctl("action", "counter", "increase")
+    # The counter answers after a delay: record until its new state is out.
+    wait_until(lambda: "value: 1" in topology.flowctl("state", "counter"), "the counter's new state")
     time.sleep(0.5)
     recorder.send_signal(signal.SIGINT)
     recorder.wait(timeout=10)
