@@ -3,8 +3,13 @@
 Every wait is bounded: each call takes a timeout (default: the client's `timeout`, 5 s) and
 raises a TimeoutError subclass or returns None, as documented per call. Clients are used from
 one thread each (ZeroMQ sockets are not thread-safe).
+
+flowd's endpoints may be given as one string or as a list of them, one per flowd instance sharing a
+journal (DEPLOYMENT.md, active and standby): only the active instance binds its endpoints, so the
+clients connect to all of them and follow whichever answers (the ZeroMQ Guide's Binary Star client).
 """
 
+import math
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -67,6 +72,33 @@ def _remaining(deadline):
     return max(0, int((deadline - time.monotonic()) * 1000))
 
 
+def _endpoint_list(endpoint):
+    """`endpoint` as a list: one string, or a non-empty list (or tuple) of strings."""
+    if isinstance(endpoint, str):
+        return [endpoint]
+    endpoints = list(endpoint) if isinstance(endpoint, (list, tuple)) else None
+    if not endpoints or not all(isinstance(e, str) for e in endpoints):
+        raise ValueError(f"an endpoint is a string, or a non-empty list of strings (one per flowd instance), "
+                         f"not {endpoint!r}")
+    return endpoints
+
+
+def _describe(endpoint):
+    """An endpoint, or every one of a list, for messages."""
+    return endpoint if isinstance(endpoint, str) else ", ".join(endpoint)
+
+
+# Sockets to a list of flowd instances, of which the active one is bound and the others are not:
+# reconnect soon to the one that becomes active, and let ZMTP heartbeats drop a connection whose
+# peer vanished without closing it (its machine or link went away), so that it is tried again.
+_FAILOVER_OPTIONS = (
+    (zmq.RECONNECT_IVL, 100),
+    (zmq.RECONNECT_IVL_MAX, 250),
+    (zmq.HEARTBEAT_IVL, 1000),
+    (zmq.HEARTBEAT_TIMEOUT, 3000),
+)
+
+
 def _socket(context, kind, endpoint):
     sock = context.socket(kind)
     sock.setsockopt(zmq.LINGER, 0)
@@ -92,6 +124,18 @@ class _Owned:
     def _open(self, kind, endpoint):
         sock = _socket(self._context, kind, endpoint)
         self._sockets.append(sock)
+        return sock
+
+    def _open_all(self, kind, endpoints, options):
+        """One socket of `kind` with `options`, connected to every endpoint of the list."""
+        sock = self._context.socket(kind)
+        self._sockets.append(sock)  # closed by close() whatever happens next
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_FRAME_BYTES)
+        for option, value in options:
+            sock.setsockopt(option, value)
+        for endpoint in endpoints:
+            sock.connect(endpoint)
         return sock
 
     def _decode(self, frames):
@@ -129,6 +173,7 @@ class _AckTracker:
         self.refusals = {}  # sequence -> Diagnostic
         self.unacked = {}  # sequence -> frames, kept until an ack covers them (4.4)
         self.resend_from = None  # set by an out-of-order refusal: its `expected`
+        self.out_of_order = None  # that refusal (the Diagnostic)
 
     def next_sequence(self):
         self.sequence += 1
@@ -150,6 +195,7 @@ class _AckTracker:
                 # Not a refusal of the message: the receiver missed an earlier one (4.4).
                 expected = details.get("expected")
                 self.resend_from = expected if isinstance(expected, int) and not isinstance(expected, bool) else self.acked + 1
+                self.out_of_order = message
                 return True
             sequence = details.get("sequence")
             if not isinstance(sequence, int) or isinstance(sequence, bool):
@@ -174,9 +220,19 @@ class Events(_Owned):
     waits up to `timeout` for a heartbeat: ZeroMQ applies subscriptions in order, so once a
     heartbeat arrives every message published afterwards on `topics` is received. Raises
     NotConnected if none comes. Heartbeats are only returned if `topics` match them.
+
+    `endpoint` may be a list, one per flowd instance: the SUB connects to all of them, since only
+    the active instance binds and publishes, and takes the first heartbeat of any. After a
+    failover the new active's messages arrive once the SUB has connected to it (within 250 ms of
+    its binding): what it published before, and what the old one had not sent when it died, is
+    missed, as after any restart (a gap in the envelope sequence, a new source). The SUB
+    fair-queues between its connections, so the old instance's last messages, still queued in
+    it, may be read among the new one's first: each instance's messages are in order, not the
+    two together.
     """
 
     def __init__(self, endpoint, topics, *, timeout=5.0, context=None):
+        endpoints = _endpoint_list(endpoint)
         super().__init__(context)
         self.endpoint = endpoint
         self.timeout = timeout
@@ -190,12 +246,18 @@ class Events(_Owned):
             for prefix in self.topics:
                 self._sub.setsockopt(zmq.SUBSCRIBE, prefix)
             self._sub.setsockopt(zmq.SUBSCRIBE, b"hb/")
-            self._sub.connect(endpoint)
+            if isinstance(endpoint, str):
+                self._sub.connect(endpoint)
+            else:
+                for option, value in _FAILOVER_OPTIONS:
+                    self._sub.setsockopt(option, value)
+                for one in endpoints:
+                    self._sub.connect(one)
             deadline = time.monotonic() + timeout
             while True:
                 message = self._recv(deadline)
                 if message is None:
-                    raise NotConnected(f"no heartbeat from {endpoint} within {timeout:g} s")
+                    raise NotConnected(f"no heartbeat from {_describe(endpoint)} within {timeout:g} s")
                 if isinstance(message, Heartbeat):
                     break
                 if self._wanted(message):
@@ -244,7 +306,7 @@ class Events(_Owned):
         while True:
             message = self.next(max(0.0, deadline - time.monotonic()))
             if message is None:
-                raise TimeoutError(f"no matching message from {self.endpoint} within {limit:g} s")
+                raise TimeoutError(f"no matching message from {_describe(self.endpoint)} within {limit:g} s")
             if predicate(message):
                 return message
 
@@ -278,10 +340,29 @@ class Stepper(_Owned):
     `events_endpoint` and raises NoOutcome when the re-publication or the heartbeat after it
     does not come in time; `wait=False` sends and returns the sequence. (A step param named
     `wait` goes through `publish_params`.)
+
+    `endpoint` (and `events_endpoint`) may be a list: the ingress of each flowd instance sharing
+    one journal, of which only the active one is bound. The DEALER then connects to all of them
+    with ZMQ_IMMEDIATE, so that a step is handed only to an instance that is there (never queued
+    toward one that is not, where it would wait unseen), reconnects every 100 to 250 ms, and
+    drops by ZMTP heartbeats a connection whose peer vanished. What an instance that died had
+    not committed is lost with it, unacknowledged, so the kept steps go out again, in order, with
+    their sequences: when acks start coming from another instance (the ack envelope's source),
+    when no ack progress came for `retransmit_interval` s while waiting (doubling up to
+    `max_retransmit_interval`), and from `expected` on `out-of-order`. The journal
+    de-duplicates, so each step is applied once, in order. With no instance connected a step is
+    kept, not refused: it goes out as soon as one is (the wait for its ack retries every few
+    ms). `resent` counts steps sent again, `instance` names the instance that acknowledged last.
+    Give `timeout` room for a failover (the standby's taking over plus a retransmit interval). A
+    step whose re-publication on `events` went with the instance that died, or came before the
+    SUB reached the new one, is not seen there: `publish` then waits out its `timeout`
+    (`wait=True`: NoOutcome). With one endpoint string none of this applies: the DEALER queues
+    steps until flowd is there, as ZeroMQ does.
     """
 
     def __init__(self, endpoint, stepper_id, *, source=None, timeout=5.0, content_type=CONTENT_JSON,
-                 events_endpoint=None, context=None):
+                 events_endpoint=None, context=None, retransmit_interval=0.5, max_retransmit_interval=2.0):
+        endpoints = _endpoint_list(endpoint)
         super().__init__(context)
         topic("step/", stepper_id)
         self.endpoint = endpoint
@@ -291,8 +372,23 @@ class Stepper(_Owned):
         self.source = source or new_source(stepper_id)
         self._acks = _AckTracker(self.source)
         self._events = None
+        # Following several instances (a list of endpoints): see the class.
+        self._failover = not isinstance(endpoint, str)
+        self._retransmit_interval = retransmit_interval
+        self._max_retransmit_interval = max(retransmit_interval, max_retransmit_interval)
+        self._backoff = retransmit_interval
+        self._silence_since = None  # when the wait for ack progress began; None: not timing
+        self._next_send = 1  # the first kept step not handed to the socket yet
+        self._instance = None  # the source of the flowd instance whose ack came last
+        self._covered = None  # (from, through) sent again since the last ack progress
+        self._behind = None  # (instance, expected) of the last out-of-order below what was acked
+        self._resent_for = None  # the instance whose out-of-order made a resend since the last ack progress
+        self.resent = 0
         try:
-            self._dealer = self._open(zmq.DEALER, endpoint)
+            if self._failover:
+                self._dealer = self._open_all(zmq.DEALER, endpoints, _FAILOVER_OPTIONS + ((zmq.IMMEDIATE, 1),))
+            else:
+                self._dealer = self._open(zmq.DEALER, endpoint)
             if events_endpoint:
                 self._events = Events(events_endpoint, [f"step/{stepper_id}", "diag/"], timeout=timeout,
                                       context=self._context)
@@ -304,6 +400,11 @@ class Stepper(_Owned):
     @property
     def sequence(self):
         return self._acks.sequence
+
+    @property
+    def instance(self):
+        """The source id of the flowd instance that acknowledged last (None before the first ack)."""
+        return self._instance or (self._acks.last_ack.source if self._acks.last_ack is not None else None)
 
     def publish(self, name, /, *, wait=None, **params):
         """Sends step `name` with `params` and waits for its ack (and, with `events_endpoint`, its
@@ -317,9 +418,14 @@ class Stepper(_Owned):
         sequence = self._acks.sequence + 1
         frames = step_frames(self.stepper_id, name, params, source=self.source, sequence=sequence,
                              content_type=self.content_type)
-        self._dealer.send_multipart(frames)  # a DEALER queues until connected
-        self._acks.next_sequence()
-        self._acks.unacked[sequence] = frames
+        if self._failover:
+            self._acks.next_sequence()
+            self._acks.unacked[sequence] = frames
+            self._flush()  # what the socket does not take now goes out from wait_ack
+        else:
+            self._dealer.send_multipart(frames)  # a DEALER queues until connected
+            self._acks.next_sequence()
+            self._acks.unacked[sequence] = frames
         if wait is False:
             return sequence
         receipt = self.wait_ack(sequence, timeout)
@@ -331,6 +437,8 @@ class Stepper(_Owned):
         """Waits until an ack covers `sequence`; Receipt, or Refused / NoAck."""
         limit = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
+        if self._failover:
+            return self._wait_ack_following(sequence, limit, deadline)
         while self._acks.acked < sequence:
             if not self._dealer.poll(_remaining(deadline)):
                 raise NoAck(f"no ack for {self.source} sequence {sequence} from {self.endpoint} within {limit:g} s")
@@ -343,6 +451,95 @@ class Stepper(_Owned):
                     self._dealer.send_multipart(self._acks.unacked[resent])
         return self._acks.outcome(sequence)
 
+    # Following several flowd instances (a list of endpoints)
+
+    _SEND_RETRY_S = 0.02  # how soon a step the socket did not take is offered again
+
+    def _flush(self):
+        """Hands the kept steps from `_next_send` on to the socket, in order, without blocking.
+        With ZMQ_IMMEDIATE and no instance connected the socket takes nothing (zmq.Again): the
+        step and those after it stay kept, to be offered again. True if all went."""
+        last = self._acks.sequence
+        for sequence in range(max(self._next_send, self._acks.acked + 1), last + 1):
+            try:
+                self._dealer.send_multipart(self._acks.unacked[sequence], zmq.NOBLOCK)
+            except zmq.Again:  # a multipart message is taken whole or not at all
+                self._next_send = sequence
+                return False
+        self._next_send = last + 1
+        return True
+
+    def _resend(self, first):
+        """Sends the kept steps again from `first` (at the earliest the oldest unacknowledged)."""
+        first = max(first, self._acks.acked + 1)
+        if first > self._acks.sequence:
+            return
+        self.resent += max(0, self._next_send - first)
+        self._next_send = min(self._next_send, first)
+        covered_from = first if self._covered is None else min(self._covered[0], first)
+        self._covered = (covered_from, self._acks.sequence)
+        self._silence_since = None
+        self._flush()
+
+    def _on_reply(self, message):
+        """An ack or diagnostic from whichever instance: progress, a new instance, a gap."""
+        acked = self._acks.acked
+        self._acks.handle(message)  # other replies are skipped (3.2)
+        if isinstance(message, Ack) and message.acked_source == self.source:
+            # Another instance acknowledges (only the one holding the lease commits, hence acks):
+            # the one before may have died with steps it had not committed (in its socket, or
+            # never received), unless this one's out-of-order already had them sent again.
+            previous, self._instance = self._instance, message.source
+            changed = previous is not None and previous != message.source and self._resent_for != message.source
+            if self._acks.acked > acked:  # progress: the back-off starts again
+                self._silence_since, self._backoff = None, self._retransmit_interval
+                self._covered = self._resent_for = None
+            if changed:
+                self._resend(self._acks.acked + 1)
+        if self._acks.resend_from is not None:
+            expected, diagnostic = self._acks.resend_from, self._acks.out_of_order
+            self._acks.resend_from = self._acks.out_of_order = None
+            named = diagnostic.details.get("sequence") if diagnostic is not None else None
+            named = named if isinstance(named, int) and not isinstance(named, bool) else expected
+            if expected <= self._acks.acked:
+                # The instance's journal is behind what was acknowledged: going back to the oldest
+                # step kept tells it nothing older will come (4.4), once per instance and gap.
+                behind = (diagnostic.source if diagnostic is not None else None, expected)
+                if behind == self._behind:
+                    return
+                self._behind = behind
+            elif self._covered is not None and self._covered[0] <= expected and named <= self._covered[1]:
+                return  # refusals of steps sent before a resend that already went: not news
+            self._resent_for = diagnostic.source if diagnostic is not None else None
+            self._resend(expected)
+
+    def _wait_ack_following(self, sequence, limit, deadline):
+        while self._acks.acked < sequence:
+            now = time.monotonic()
+            if self._next_send <= self._acks.sequence:
+                self._flush()
+            wake = deadline
+            if self._next_send <= self._acks.sequence:
+                wake = min(wake, now + self._SEND_RETRY_S)  # no instance took it yet: offer it again
+            elif self._acks.unacked:
+                # All handed over and some unacknowledged: resend after a silence (doubling).
+                if self._silence_since is None:
+                    self._silence_since = now
+                due = self._silence_since + self._backoff
+                if now >= due:
+                    self._resend(self._acks.acked + 1)
+                    self._backoff = min(self._backoff * 2, self._max_retransmit_interval)
+                    continue
+                wake = min(wake, due)
+            if now >= deadline:
+                raise NoAck(f"no ack for {self.source} sequence {sequence} from any of {_describe(self.endpoint)} "
+                            f"within {limit:g} s")
+            if self._dealer.poll(max(1, math.ceil((wake - now) * 1000))):
+                message = self._decode(self._dealer.recv_multipart())
+                if message is not None:
+                    self._on_reply(message)
+        return self._acks.outcome(sequence)
+
     def _check_routing(self, sequence, name, timeout, strict=False):
         limit = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
@@ -353,7 +550,7 @@ class Stepper(_Owned):
                 if strict:
                     seen = "no heartbeat followed its re-publication" if republished else "it was not re-published"
                     raise NoOutcome(f"step {name} ({self.source} sequence {sequence}) was acknowledged, but {seen} "
-                                    f"on {self._events.endpoint} within {limit:g} s")
+                                    f"on {_describe(self._events.endpoint)} within {limit:g} s")
                 return
             if isinstance(message, Step):
                 if message.topic_id == self.stepper_id and message.source == self.source and message.sequence == sequence:
@@ -530,23 +727,34 @@ def status(control_endpoint, *, timeout=5.0, source=None, context=None, rep_deli
     Uses a DEALER; flowd's control socket is a ROUTER, so no delimiter is added. For a control
     endpoint served by a REP socket pass rep_delimiter=True (3.2). Raises TimeoutError if no
     reply within `timeout` s, Refused if a diagnostic comes back instead.
+
+    `control_endpoint` may be a list, one per flowd instance: the request goes to each on a DEALER
+    of its own (one that is not bound yet gets it when it binds, within `timeout`; a standby never
+    answers) and the first reply is returned; TimeoutError only when none answered in `timeout`.
     """
+    endpoints = _endpoint_list(control_endpoint)
     owned = _Owned(context)
     source = source or new_source("py-status")
     try:
-        dealer = owned._open(zmq.DEALER, control_endpoint)
-        frames = status_request_frames(params, source=source, sequence=1)
-        dealer.send_multipart(([b""] if rep_delimiter else []) + frames)
+        frames = ([b""] if rep_delimiter else []) + status_request_frames(params, source=source, sequence=1)
+        poller = zmq.Poller()
+        for endpoint in endpoints:
+            dealer = owned._open(zmq.DEALER, endpoint)
+            dealer.send_multipart(frames)
+            poller.register(dealer, zmq.POLLIN)
         deadline = time.monotonic() + timeout
-        while dealer.poll(_remaining(deadline)):
-            reply = dealer.recv_multipart()
-            if reply and reply[0] == b"":
-                reply = reply[1:]
-            message = owned._decode(reply)
-            if isinstance(message, StatusReply):
-                return message.status
-            if isinstance(message, Diagnostic):
-                raise Refused(message, 1)
-        raise TimeoutError(f"no status reply from {control_endpoint} within {timeout:g} s")
+        while ready := poller.poll(_remaining(deadline)):
+            for dealer, _ in ready:
+                reply = dealer.recv_multipart()
+                if reply and reply[0] == b"":
+                    reply = reply[1:]
+                message = owned._decode(reply)
+                if isinstance(message, StatusReply):
+                    return message.status
+                if isinstance(message, Diagnostic):
+                    raise Refused(message, 1)
+        if isinstance(control_endpoint, str):
+            raise TimeoutError(f"no status reply from {control_endpoint} within {timeout:g} s")
+        raise TimeoutError(f"no status reply from any of {_describe(control_endpoint)} within {timeout:g} s")
     finally:
         owned.close()

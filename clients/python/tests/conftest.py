@@ -28,13 +28,22 @@ def load_vector(name):
 TEST_LIMIT_S = 60
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "time_limit(seconds): the watchdog's limit for this test, instead of "
+                                       f"{TEST_LIMIT_S} s (a test that starts servers of its own)")
+
+
 @pytest.fixture(autouse=True)
-def _watchdog():
-    """No test may hang: SIGALRM interrupts any blocking call after TEST_LIMIT_S seconds."""
+def _watchdog(request):
+    """No test may hang: SIGALRM interrupts any blocking call after TEST_LIMIT_S seconds (or the
+    test's `time_limit` marker), fixtures' set-up and tear-down included."""
+    marker = request.node.get_closest_marker("time_limit")
+    limit = int(marker.args[0]) if marker else TEST_LIMIT_S
+
     def expired(signum, frame):
-        raise TimeoutError(f"test took more than {TEST_LIMIT_S} s")
+        raise TimeoutError(f"test took more than {limit} s")
     previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(TEST_LIMIT_S)
+    signal.alarm(limit)
     try:
         yield
     finally:
