@@ -85,7 +85,7 @@ let package = Package(
         .executableTarget(
             name: "flowctl",
             dependencies: [
-                "FlowBus", "FlowBusWire", "ZeroMQ",
+                "FlowBus", "FlowBusPostgres", "FlowBusWire", "ZeroMQ",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

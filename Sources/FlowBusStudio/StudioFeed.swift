@@ -51,12 +51,12 @@ public final class StudioFeed: Sendable {
     private var isStopped: Bool { stopped.load(ordering: .relaxed) }
 
     private func readEvents() {
-        let endpoint = config.endpoints.events
+        let endpoint = FlowBusConfig.either(config.eventsEndpoints)
         var lastStatus = ContinuousClock.now - Self.statusInterval
         var treeChanged = true
         do {
             let subscriber = try BusSubscriber(
-                endpoint: endpoint, topics: [], curve: config.curve, receiveHighWaterMark: Self.receiveHighWaterMark)
+                endpoints: config.eventsEndpoints, topics: [], curve: config.curve, receiveHighWaterMark: Self.receiveHighWaterMark)
             while !isStopped {
                 // Read what is there, then ask for status once for the whole batch.
                 var received = try subscriber.next(timeout: .milliseconds(100))
@@ -83,7 +83,7 @@ public final class StudioFeed: Sendable {
     private func fetchStatus() {
         do {
             let status = try StatusClient.fetch(
-                endpoint: config.endpoints.control, curve: config.curve, timeout: .seconds(1),
+                endpoints: config.controlEndpoints, curve: config.curve, timeout: .seconds(1),
                 params: ["sections": ["flows", "bindings"]])
             let slim: WireParams = ["flows": status["flows"] ?? .list([]), "bindings": status["bindings"] ?? .list([])]
             if let json = try? WireJSON.string(.map(slim), maxDepth: 128) { hub.recordStatus(json) }

@@ -9,6 +9,7 @@ public final class PostgresServer: @unchecked Sendable {
     public let url: String
     public let port: Int
     public let directory: URL
+    private let host: String
     private let binaries: URL
     private let runAs: String?
 
@@ -29,10 +30,17 @@ public final class PostgresServer: @unchecked Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         self.directory = directory
         self.port = port ?? Self.freePort()
+        self.host = host
         url = "postgres://postgres@\(host):\(self.port)/postgres"
         if let runAs { try Self.run(["/bin/chown", "-R", runAs, directory.path]) }
         let data = directory.appendingPathComponent("data").path
         try runBinary(["initdb", "-D", data, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8"])
+        if !["127.0.0.1", "localhost", "::1"].contains(host) {
+            // Clients on the other hosts of the test network: initdb admits only local ones.
+            let hba = URL(fileURLWithPath: data).appendingPathComponent("pg_hba.conf")
+            let rules = try String(contentsOf: hba, encoding: .utf8) + "host all all samenet trust\n"
+            try rules.write(to: hba, atomically: false, encoding: .utf8)
+        }
         try runBinary(wrap, ["pg_ctl", "-D", data, "-l", directory.appendingPathComponent("server.log").path, "-w", "-t", "30",
             "-o", "-c listen_addresses=\(host) -p \(self.port) -k \(directory.path) -c fsync=off -c max_connections=50",
             "start"])
@@ -41,7 +49,7 @@ public final class PostgresServer: @unchecked Sendable {
     /// Creates a database; returns its URL.
     public func createDatabase(_ name: String) throws -> String {
         try runBinary(["createdb", "-h", directory.path, "-p", "\(port)", "-U", "postgres", name])
-        return url.replacingOccurrences(of: "/postgres", with: "/\(name)", options: .backwards)
+        return "postgres://postgres@\(host):\(port)/\(name)"
     }
 
     /// Stops the server at once and removes its files.

@@ -305,7 +305,7 @@ public final class TestTopology: @unchecked Sendable {
     /// flowd's status.
     public func status(timeout: Duration = .seconds(3)) throws -> WireParams {
         do {
-            return try StatusClient.fetch(endpoint: config.endpoints.control, curve: config.curve, timeout: timeout)
+            return try StatusClient.fetch(endpoints: config.controlEndpoints, curve: config.curve, timeout: timeout)
         } catch {
             try checkProcesses()
             throw error

@@ -112,7 +112,7 @@ struct OutcomeOptions: ParsableArguments {
         let wait = Duration.milliseconds(Int(timeout * 1000))
         if noWait {
             _ = try send(publisher)
-            try requireAcknowledgement(publisher, endpoint: config.endpoints.ingress, timeout: timeout)
+            try requireAcknowledgement(publisher, endpoint: FlowBusConfig.either(config.ingressEndpoints), timeout: timeout)
             print("\(what), acknowledged")
             return
         }
@@ -126,7 +126,7 @@ struct OutcomeOptions: ParsableArguments {
         }
         let sequence = try send(publisher)
         guard let outcome = try watcher.outcome(of: sequence, from: publisher, navigation: waitNav, timeout: wait) else {
-            throw noAnswer(endpoint: config.endpoints.ingress, timeout: timeout)
+            throw noAnswer(endpoint: FlowBusConfig.either(config.ingressEndpoints), timeout: timeout)
         }
         switch outcome {
         case .applied(let navigations):
@@ -207,7 +207,7 @@ struct ReportCommand: ParsableCommand {
         let config = try options.load()
         let publisher = try StepPublisher(stepperID: "renderer", config: config)
         try publisher.report(kind, for: presentableID)
-        try requireAcknowledgement(publisher, endpoint: config.endpoints.ingress, timeout: timeout)
+        try requireAcknowledgement(publisher, endpoint: FlowBusConfig.either(config.ingressEndpoints), timeout: timeout)
         print("\(presentableID) \(event), acknowledged")
     }
 }
@@ -256,12 +256,12 @@ struct EchoCommand: ParsableCommand {
             return
         }
         let config = try options.load()
-        let subscriber = try BusSubscriber(endpoint: config.endpoints.events, topics: stream.topics, curve: config.curve)
+        let subscriber = try BusSubscriber(endpoints: config.eventsEndpoints, topics: stream.topics, curve: config.curve)
         // Messages from the first heartbeat on are all received: say so, for scripts to wait on.
         if try subscriber.waitUntilConnected(timeout: .seconds(10)) {
-            note("listening on \(config.endpoints.events) (\(stream.rawValue))")
+            note("listening on \(FlowBusConfig.either(config.eventsEndpoints)) (\(stream.rawValue))")
         } else {
-            note("no heartbeat from flowd on \(config.endpoints.events) yet: is it running? (start it with `flowd --config FILE`); still listening")
+            note("no heartbeat from flowd on \(FlowBusConfig.either(config.eventsEndpoints)) yet: is it running? (start it with `flowd --config FILE`); still listening")
         }
         reportOutages(of: subscriber, config: config)
         if stats {
@@ -271,7 +271,7 @@ struct EchoCommand: ParsableCommand {
         var printed = 0
         while count.map({ printed < $0 }) ?? true {
             guard let received = try subscriber.next(timeout: idleTimeout.map { .milliseconds(Int($0 * 1000)) }) else {
-                throw ClientError("no message within \(idleTimeout ?? 0) s on \(config.endpoints.events): is flowd running?")
+                throw ClientError("no message within \(idleTimeout ?? 0) s on \(FlowBusConfig.either(config.eventsEndpoints)): is flowd running?")
             }
             switch received {
             case .message(let message):
@@ -289,7 +289,7 @@ extension EchoCommand {
     /// Says on standard error when flowd's heartbeats stop and when it is back, while still
     /// listening: a dead daemon and a quiet one look different.
     func reportOutages(of subscriber: BusSubscriber, config: FlowBusConfig) {
-        let endpoint = config.endpoints.events
+        let endpoint = FlowBusConfig.either(config.eventsEndpoints)
         subscriber.silenceLimit = .milliseconds(config.heartbeatMilliseconds * max(1, config.heartbeatLiveness))
         subscriber.onLiveness = { change in
             switch change {
@@ -351,15 +351,43 @@ struct StatusCommand: ParsableCommand {
             try listPeers(config)
             return
         }
-        let status = try StatusClient.fetch(endpoint: config.endpoints.control, curve: config.curve, timeout: .milliseconds(Int(timeout * 1000)))
+        // Every instance is asked: the active one answers, a standby binds nothing.
+        let answers = try StatusClient.survey(
+            endpoints: config.controlEndpoints, curve: config.curve, timeout: .milliseconds(Int(timeout * 1000)))
+        guard let active = answers.firstIndex(where: { $0.outcome != nil }), let outcome = answers[active].outcome else {
+            throw ClientError(
+                "flowd did not answer on \(FlowBusConfig.either(config.controlEndpoints)) within \(timeout) s: is it running? Start it with `flowd --config FILE`")
+        }
+        var status = try outcome.get()
         if metrics {
             guard let text = status["metrics"]?.mapValue?["prometheus"]?.stringValue else {
-                throw ClientError("flowd on \(config.endpoints.control) returned no Prometheus text (it was started without a metrics registry)")
+                throw ClientError("flowd on \(answers[active].endpoint) returned no Prometheus text (it was started without a metrics registry)")
             }
             print(text, terminator: "")
             return
         }
-        print(json ? try WireJSON.string(.map(status)) : ([MessageFormatter.status(status)] + MessageFormatter.metricsSummary(status)).joined(separator: "\n"))
+        let several = answers.count > 1
+        if several {
+            // Which configured instance answered: flowd itself knows only its own endpoints.
+            status["instances"] = .list(answers.enumerated().map { index, answer in
+                .map([
+                    "instance": .int(Int64(index + 1)), "control": .string(answer.endpoint),
+                    "state": .string(answer.outcome == nil ? "silent" : index == active ? "active" : "answered"),
+                ])
+            })
+        }
+        guard !json else {
+            print(try WireJSON.string(.map(status)))
+            return
+        }
+        var lines: [String] = []
+        if several {
+            for (index, answer) in answers.enumerated() {
+                let state = answer.outcome == nil ? "no answer (standing by, or down)" : index == active ? "active" : "answered too (two active instances: check their journals)"
+                lines.append("flowd instance \(index + 1) of \(answers.count) (\(answer.endpoint)): \(state)")
+            }
+        }
+        print((lines + [MessageFormatter.status(status)] + MessageFormatter.metricsSummary(status)).joined(separator: "\n"))
     }
 }
 
@@ -371,7 +399,7 @@ extension StatusCommand {
         if let prefix { page["prefix"] = .string(prefix) }
         while true {
             let status = try StatusClient.fetch(
-                endpoint: config.endpoints.control, curve: config.curve, timeout: .milliseconds(Int(timeout * 1000)),
+                endpoints: config.controlEndpoints, curve: config.curve, timeout: .milliseconds(Int(timeout * 1000)),
                 params: ["sections": ["peers"], "peers": .map(page)])
             let listed = status["peers"]?.mapValue ?? [:]
             let info = status["pages"]?.mapValue?["peers"]?.mapValue ?? [:]
@@ -444,7 +472,7 @@ struct GraphCommand: ParsableCommand {
                     + "Draw the live navigation tree with `flowctl graph --live` while it runs")
         }
         let graph = live
-            ? FlowGraph.live(try StatusClient.fetch(endpoint: config.endpoints.control, curve: config.curve))
+            ? FlowGraph.live(try StatusClient.fetch(endpoints: config.controlEndpoints, curve: config.curve))
             : FlowGraph.declared(config)
         guard let svg else {
             print(format == .dot ? graph.dot : graph.mermaid)
@@ -503,7 +531,11 @@ struct DoctorCommand: ParsableCommand {
             check(false, "config \(path) loads", fix: error.description)
             throw ExitCode(1)
         }
-        let endpoints = [("ingress", config.endpoints.ingress), ("events", config.endpoints.events), ("control", config.endpoints.control)]
+        let several = config.flowdInstances.count > 1
+        let endpoints = config.flowdInstances.enumerated().flatMap { index, instance in
+            let prefix = several ? "flowd \(index + 1) " : ""
+            return [("\(prefix)ingress", instance.ingress), ("\(prefix)events", instance.events), ("\(prefix)control", instance.control)]
+        }
             + config.reactors.sorted { $0.key < $1.key }.flatMap { [("\($0.key) actions", $0.value.actions), ("\($0.key) states", $0.value.states)] }
         let launch = launchCommands(path: path)
         var missing: Set<String> = []
@@ -547,12 +579,12 @@ struct DoctorCommand: ParsableCommand {
             check(tcp, "security applies to tcp endpoints", fix: "CURVE protects tcp:// only; ipc:// relies on file permissions")
         }
         do {
-            let status = try StatusClient.fetch(endpoint: config.endpoints.control, curve: config.curve, timeout: .seconds(2))
+            let status = try StatusClient.fetch(endpoints: config.controlEndpoints, curve: config.curve, timeout: .seconds(2))
             let flows = status["flows_total"]?.intValue.map(Int.init) ?? status["flows"]?.listValue?.count ?? 0
-            check(true, "flowd answers on \(config.endpoints.control) (\(flows) flow(s), protocol v\(Envelope.currentVersion))", fix: "")
+            check(true, "flowd answers on \(FlowBusConfig.either(config.controlEndpoints)) (\(flows) flow(s), protocol v\(Envelope.currentVersion))", fix: "")
         } catch {
             let command = launch.first { $0.ready?.control == true }.map { $0.command.joined(separator: " ") } ?? "flowd --config \(path)"
-            check(false, "flowd answers on \(config.endpoints.control)", fix: "start it: \(command) (or flowctl launch \(path))")
+            check(false, "flowd answers on \(FlowBusConfig.either(config.controlEndpoints))", fix: "start it: \(command) (or flowctl launch \(path))")
         }
         for (name, host) in config.reactors.sorted(by: { $0.key < $1.key }) {
             let subscriber = try BusSubscriber(endpoint: host.states, topics: ["hb/"], curve: config.curve)

@@ -1,13 +1,94 @@
 import ArgumentParser
+import Dispatch
 import FlowBus
+import FlowBusPostgres
+import FlowBusWire
 import Foundation
+import Logging
+import Synchronization
 
-/// `flowctl journal check|salvage`: look into flowd's journal, and rescue a damaged one.
+/// `flowctl journal check|salvage|entries`: look into flowd's journal, and rescue a damaged one.
 struct JournalCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "journal",
-        abstract: "Check flowd's journal, or copy what can be read of a damaged one to a new file.",
-        subcommands: [JournalCheckCommand.self, JournalSalvageCommand.self])
+        abstract: "Check flowd's journal, list what it holds, or copy what can be read of a damaged one to a new file.",
+        subcommands: [JournalCheckCommand.self, JournalSalvageCommand.self, JournalEntriesCommand.self])
+}
+
+struct JournalEntriesCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "entries",
+        abstract: "Print the journal's entries, oldest first, one JSON object per line: what flowd applied, in order.",
+        discussion: """
+            Reads FILE (a SQLite journal), or else the journal the config's persistence names (its SQLite file or             its PostgreSQL database, which it reads without taking the lease). Entries a checkpoint covered may             have been compacted away: the first id printed says where the journal starts.
+            """)
+
+    @OptionGroup var options: ConfigOptions
+    @Argument(help: "A SQLite journal; without it, the config's persistence.") var file: String?
+    @Option(help: "Only the entries after this id.") var after: Int64 = 0
+    @Option(help: "Only steps of this stepper id (or reports of this presentable id).") var target: String?
+
+    func run() throws {
+        if let file {
+            try print(try StepJournal.open(readingAt: file))
+            return
+        }
+        let config = try options.load()
+        guard let persistence = config.persistence else {
+            throw ClientError("\(FlowBusConfig.resolvePath(options.config)) has no persistence section: flowd journals nothing")
+        }
+        if let path = persistence.journal {
+            try print(try StepJournal.open(readingAt: path))
+        } else if let url = persistence.postgres {
+            let journal = try Self.connect(url)
+            defer { journal.close() }
+            try print(journal)
+        }
+    }
+
+    private func print(_ journal: some Journal) throws {
+        var after = self.after
+        while true {
+            let page = try journal.entries(after: after, limit: 10_000)
+            guard let last = page.last else { return }
+            var lines = ""
+            for entry in page where target.map({ $0 == entry.target }) ?? true {
+                let params: WireValue = (try? entry.decodeParams()).map { .map($0) } ?? .string("unreadable")
+                let kind = switch entry.kind {
+                case .step: "step"
+                case .deepLink: "deeplink"
+                case .report: "report"
+                }
+                let object: WireParams = [
+                    "id": .int(entry.id), "kind": .string(kind), "target": .string(entry.target), "name": .string(entry.name),
+                    "params": params, "source": .string(entry.source), "sequence": .int(Int64(clamping: entry.sequence)),
+                ]
+                lines += try WireJSON.string(.map(object)) + "\n"
+            }
+            FileHandle.standardOutput.write(Data(lines.utf8))
+            after = last.id
+        }
+    }
+
+    /// Connects from this synchronous command: the connection is made on another thread.
+    private static func connect(_ url: String) throws -> PostgresJournal {
+        let outcome = Mutex<Result<PostgresJournal, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task.detached {
+            let result: Result<PostgresJournal, any Error>
+            do {
+                result = .success(try await PostgresJournal.connect(url: url, logger: Logger(label: "flowctl")))
+            } catch {
+                result = .failure(error)
+            }
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + .seconds(10)) == .success else {
+            throw ClientError("no answer from the PostgreSQL server of persistence.postgres within 10 s")
+        }
+        return try outcome.withLock { $0! }.get()
+    }
 }
 
 struct JournalCheckCommand: ParsableCommand {

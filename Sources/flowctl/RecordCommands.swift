@@ -125,11 +125,11 @@ struct RecordCommand: ParsableCommand {
         let configPath = FlowBusConfig.resolvePath(options.config)
         let absoluteConfigPath = URL(fileURLWithPath: configPath).standardizedFileURL.path
         var sources = [
-            Recorder.Source(name: "events", address: config.endpoints.events, owner: "flowd", start: "flowd --config \(configPath)"),
+            Recorder.Source(name: "events", addresses: config.eventsEndpoints, owner: "flowd", start: "flowd --config \(configPath)"),
         ]
         for (name, host) in config.reactors.sorted(by: { $0.key < $1.key }) {
             sources.append(Recorder.Source(
-                name: "reactors.\(name).states", address: host.states, owner: "reactor host \(name)",
+                name: "reactors.\(name).states", addresses: [host.states], owner: "reactor host \(name)",
                 start: "reactor-host --config \(configPath) --host \(name)", isReactorHost: true))
         }
         let metadata = BusRecording.Metadata(
@@ -187,7 +187,9 @@ struct RecordCommand: ParsableCommand {
 private final class Recorder {
     struct Source {
         var name: String
-        var address: String
+        /// Where it publishes: one endpoint, or flowd's events on each of its instances.
+        var addresses: [String]
+        var address: String { FlowBusConfig.either(addresses) }
         /// Who publishes there, e.g. `flowd`, `reactor host demo`.
         var owner: String
         /// The command that starts it.
@@ -235,8 +237,10 @@ private final class Recorder {
             for topic in Set(topics.isEmpty ? [""] : topics + ["hb/"]) {
                 try socket.setOption(.subscribe(topic))
             }
-            try curve.secureClient(socket, endpoint: source.address)
-            try socket.connect(source.address)
+            for address in source.addresses {
+                try curve.secureClient(socket, endpoint: address)
+                try socket.connect(address)
+            }
             try poller.add(socket)
             sockets.append(socket)
         }
@@ -387,10 +391,10 @@ struct PlayCommand: ParsableCommand {
             return true
         }) {
             do {
-                _ = try StatusClient.fetch(endpoint: config.endpoints.control, curve: config.curve, timeout: seconds(min(timeout, 3)))
+                _ = try StatusClient.fetch(endpoints: config.controlEndpoints, curve: config.curve, timeout: seconds(min(timeout, 3)))
             } catch {
                 throw ClientError(
-                    "flowd does not answer on \(config.endpoints.control): start it with `flowd --config \(configPath)`, then play again (play sends to \(config.endpoints.ingress))")
+                    "flowd does not answer on \(FlowBusConfig.either(config.controlEndpoints)): start it with `flowd --config \(configPath)`, then play again (play sends to \(FlowBusConfig.either(config.ingressEndpoints)))")
             }
         }
         let signals = try StopSignals()
@@ -476,11 +480,11 @@ private final class Player {
         self.signals = signals
         viewContext = try Context(defaultLinger: 0)
         if watchReactorSteps {
-            let events = try BusSubscriber(endpoint: config.endpoints.events, topics: [Topic.Prefix.step.subscription], curve: config.curve)
+            let events = try BusSubscriber(endpoints: config.eventsEndpoints, topics: [Topic.Prefix.step.subscription], curve: config.curve)
             // Subscribed before anything is sent, so no step a reactor publishes is missed.
             guard try events.waitUntilConnected(timeout: timeout) else {
                 throw ClientError(
-                    "no heartbeat from flowd's events endpoint \(config.endpoints.events) within \(timeout): play watches it for the steps the reactors publish; start flowd with `flowd --config \(configPath)`")
+                    "no heartbeat from flowd's events endpoint \(FlowBusConfig.either(config.eventsEndpoints)) within \(timeout): play watches it for the steps the reactors publish; start flowd with `flowd --config \(configPath)`")
             }
             self.events = events
         } else {
@@ -617,7 +621,7 @@ private final class Player {
                 if signals.check() != nil { return false }
                 guard ContinuousClock.now < deadline else {
                     throw ClientError(
-                        "flowd did not acknowledge within \(timeout) on \(config.endpoints.ingress): is it still running? Start it with `flowd --config \(configPath)` and play again")
+                        "flowd did not acknowledge within \(timeout) on \(FlowBusConfig.either(config.ingressEndpoints)): is it still running? Start it with `flowd --config \(configPath)` and play again")
                 }
                 _ = try publisher.waitForAcknowledgement(timeout: .milliseconds(100))
             }

@@ -20,6 +20,9 @@ struct Flowd: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
 
+    @Option(help: "Which of the instances listed under the config's endpoints this flowd is, from 1 (needed when it lists several; see docs/DEPLOYMENT.md).")
+    var instance: Int?
+
     @Flag(help: "Adopt the sequence of a stepper found ahead of the journal (its newest entries were lost), reporting how many were lost, instead of refusing its steps as journal-behind. See docs/DEPLOYMENT.md.")
     var acceptJournalLoss = false
 
@@ -32,9 +35,15 @@ struct Flowd: AsyncParsableCommand {
             logger.warning("--accept-journal-loss: steppers found ahead of the journal have their sequences adopted; what the journal lost is reported, not recovered")
         }
         let options = HostOptions(config: config, logLevel: logLevel)
-        let topology: FlowBusConfig
-        do {
+        var topology: FlowBusConfig
+        do throws(ConfigError) {
             topology = try FlowBusConfig.load(path: options.configPath)
+            if let instance {
+                try topology.selectInstance(instance)
+            } else if topology.flowdInstances.count > 1 {
+                throw ConfigError(
+                    "\(options.configPath): endpoints lists \(topology.flowdInstances.count) flowd instances: say which this one is with --instance 1…\(topology.flowdInstances.count)")
+            }
         } catch {
             // Exit 64 as for a bad argument, without the usage text: the file is what is wrong.
             FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))

@@ -22,6 +22,44 @@ struct ConfigTests {
         #expect(fromEnvironment.heartbeatMilliseconds == 1000)
     }
 
+    @Test("endpoints may list several flowd instances: clients get all of them, flowd --instance picks its own; a shared journal is required")
+    func severalInstances() throws {
+        let instances = """
+            endpoints:
+              - { ingress: tcp://10.0.0.1:5560, events: tcp://10.0.0.1:5561, control: tcp://10.0.0.1:5562 }
+              - { ingress: tcp://10.0.0.2:5560, events: tcp://10.0.0.2:5561, control: tcp://10.0.0.2:5562, metrics: tcp://10.0.0.2:9464 }
+
+            """
+        var config = try FlowBusConfig.parse(yaml: instances + "persistence: { postgres: \"postgres://flowd@db/flowbus\" }", environment: [:])
+        #expect(config.ingressEndpoints == ["tcp://10.0.0.1:5560", "tcp://10.0.0.2:5560"])
+        #expect(config.controlEndpoints == ["tcp://10.0.0.1:5562", "tcp://10.0.0.2:5562"])
+        #expect(config.endpoints.ingress == "tcp://10.0.0.1:5560", "the first one, unless an instance is selected")
+        try config.selectInstance(2)
+        #expect(config.endpoints.events == "tcp://10.0.0.2:5561" && config.endpoints.metrics == "tcp://10.0.0.2:9464")
+        #expect(config.eventsEndpoints.count == 2, "clients still follow both")
+        #expect(throws: ConfigError.self) { try config.selectInstance(3) }
+
+        #expect {
+            try FlowBusConfig.parse(yaml: instances, environment: [:])
+        } throws: { error in
+            "\(error)".contains("endpoints lists 2 flowd instances, which must share one journal") && "\(error)".contains("persistence.postgres")
+        }
+        let shared = instances.replacingOccurrences(of: "10.0.0.2:5561", with: "10.0.0.1:5561")
+        #expect {
+            try FlowBusConfig.parse(yaml: shared + "persistence: { postgres: \"postgres://flowd@db/flowbus\" }", environment: [:])
+        } throws: { error in
+            "\(error)".contains("endpoints[1].events and endpoints[0].events are both 'tcp://10.0.0.1:5561'")
+        }
+        let misspelt = instances.replacingOccurrences(of: "control: tcp://10.0.0.2:5562", with: "contrl: tcp://10.0.0.2:5562")
+        #expect(throws: ConfigError.self) {
+            try FlowBusConfig.parse(yaml: misspelt + "persistence: { postgres: \"postgres://flowd@db/flowbus\" }", environment: [:])
+        }
+        var single = try FlowBusConfig.parse(yaml: minimal, environment: [:])
+        #expect(single.flowdInstances.count == 1)
+        single.endpoints.ingress = "ipc:///tmp/other.sock"
+        #expect(single.ingressEndpoints == ["ipc:///tmp/other.sock"], "one instance: the list follows an edit")
+    }
+
     @Test("wire.publish picks JSON (the default) or FBV; anything else names the choices")
     func wirePublish() throws {
         #expect(try FlowBusConfig.parse(yaml: minimal, environment: [:]).wire.publish == .json)

@@ -134,6 +134,41 @@ struct ReliableOutboxTests {
         #expect(outbox.connected() == .none, "a repeated connected event resends nothing")
     }
 
+    @Test("Connections to several daemon instances: messages wait once none is left; the new active one's first ack resends")
+    func severalInstances() {
+        var outbox = ReliableOutbox(sourceID: sender)
+        #expect(outbox.add() == .none, "no instance reached yet: it waits")
+        #expect(sent(outbox.connected()) == ([1], nil), "the active instance is reached")
+        _ = outbox.received(ack: ack(1, from: "flowd#a"))
+        #expect(sent(outbox.add()).sequences == [2])
+        // The active one's host is cut off: its connection is not yet known dead when the
+        // standby takes over and is reached too.
+        #expect(outbox.connected() == .none, "a second connection resends nothing by itself")
+        #expect(sent(outbox.add()).sequences == [3])
+        guard case .send(let resend) = outbox.received(ack: ack(1, from: "flowd#b")) else {
+            Issue.record("the new instance's first ack resent nothing")
+            return
+        }
+        #expect(resend.sequences == 2...3 && resend.reason == .daemonRestarted)
+        outbox.disconnected()
+        #expect(outbox.isConnected, "the dead instance's connection dropped; the new one's remains")
+        #expect(sent(outbox.add()).sequences == [4], "messages still go out")
+        outbox.disconnected()
+        #expect(!outbox.isConnected && outbox.add() == .none, "no connection left: messages wait")
+        #expect(sent(outbox.connected()) == ([2, 3, 4, 5], .reconnected))
+    }
+
+    @Test("A socket that queues before its first connection takes messages at once; that connection resends nothing")
+    func socketQueuesUntilConnected() {
+        var outbox = ReliableOutbox(sourceID: sender)
+        outbox.socketQueuesUntilConnected()
+        #expect(sent(outbox.add()).sequences == [1])
+        #expect(outbox.connected() == .none)
+        outbox.disconnected()
+        #expect(!outbox.isConnected)
+        #expect(sent(outbox.connected()) == ([1], .reconnected))
+    }
+
     @Test("Acks from a new daemon instance resend what is unacknowledged, once")
     func resendOnNewDaemon() {
         var outbox = connectedOutbox()

@@ -43,19 +43,35 @@ public final class BusSubscriber {
     /// Heartbeats (`hb/`) are always subscribed, to know the publisher is there, and returned
     /// only when `includeHeartbeats` is set or asked for in `topics`. `receiveHighWaterMark`
     /// bounds what waits to be read: beyond it the publisher drops (and reports `dropped-hwm`).
-    public init(
+    public convenience init(
         endpoint: String, topics: [String], includeHeartbeats: Bool = false, curve: CurveKeys = CurveKeys(),
+        context: Context? = nil, receiveHighWaterMark: Int32 = 1_000_000
+    ) throws {
+        try self.init(
+            endpoints: [endpoint], topics: topics, includeHeartbeats: includeHeartbeats, curve: curve, context: context,
+            receiveHighWaterMark: receiveHighWaterMark)
+    }
+
+    /// Connects to every endpoint in `endpoints`: flowd's events on each of its instances (only
+    /// the active one publishes; when another takes over, its messages arrive on the same
+    /// subscription). Otherwise as ``init(endpoint:topics:includeHeartbeats:curve:context:receiveHighWaterMark:)``.
+    public init(
+        endpoints: [String], topics: [String], includeHeartbeats: Bool = false, curve: CurveKeys = CurveKeys(),
         context: Context? = nil, receiveHighWaterMark: Int32 = 1_000_000
     ) throws {
         self.context = try context ?? Context(defaultLinger: 0)
         self.includeHeartbeats = includeHeartbeats || topics.isEmpty || topics.contains { "hb/".hasPrefix($0) }
         socket = try self.context.socket(.sub)
-        try socket.setOptions([.receiveHighWaterMark(receiveHighWaterMark), .reconnectInterval(100), .reconnectIntervalMax(2000)])
+        // With several instances, a new active one is found within a quarter second.
+        let reconnectMax: Int32 = endpoints.count > 1 ? 250 : 2000
+        try socket.setOptions([.receiveHighWaterMark(receiveHighWaterMark), .reconnectInterval(100), .reconnectIntervalMax(reconnectMax)])
         for topic in Set(topics.isEmpty ? [""] : topics + ["hb/"]) {
             try socket.setOption(.subscribe(topic))
         }
-        try curve.secureClient(socket, endpoint: endpoint)
-        try socket.connect(endpoint)
+        for endpoint in endpoints {
+            try curve.secureClient(socket, endpoint: endpoint)
+            try socket.connect(endpoint)
+        }
     }
 
     /// The next message, or `nil` when none arrives within `timeout` (`nil`: wait forever).
@@ -138,25 +154,84 @@ public enum StatusClient {
     public static func fetch(
         endpoint: String, curve: CurveKeys = CurveKeys(), timeout: Duration = .seconds(3), params: WireParams = [:]
     ) throws -> WireParams {
-        let context = try Context(defaultLinger: 0)
-        let socket = try context.socket(.dealer)
-        try curve.secureClient(socket, endpoint: endpoint)
-        try socket.connect(endpoint)
-        let request = StatusRequest(
-            envelope: Envelope(kind: .statusRequest, sequence: 1, source: "flowctl#\(ProcessInfo.processInfo.processIdentifier)"),
-            params: params)
-        try socket.send(message: try request.encoded())
-        var buffer = FrameBuffer()
-        guard try socket.receive(into: &buffer, mode: .within(timeout)) else {
-            throw ClientError("flowd did not answer on \(endpoint) within \(timeout): is it running? Start it with `flowd --config FILE`")
+        try fetch(endpoints: [endpoint], curve: curve, timeout: timeout, params: params)
+    }
+
+    /// The status of whichever flowd instance in `endpoints` answers first: the active one (a
+    /// standby binds nothing, so it never answers).
+    public static func fetch(
+        endpoints: [String], curve: CurveKeys = CurveKeys(), timeout: Duration = .seconds(3), params: WireParams = [:]
+    ) throws -> WireParams {
+        let answers = try ask(endpoints, curve: curve, timeout: timeout, params: params, afterFirst: nil)
+        guard let answer = answers.first(where: { $0.outcome != nil }) else {
+            throw ClientError(
+                "flowd did not answer on \(FlowBusConfig.either(endpoints)) within \(timeout): is it running? Start it with `flowd --config FILE`")
         }
-        switch try WireMessage.decode(from: buffer) {
-        case .statusReply(let reply):
-            return reply.status
-        case .diagnostic(let refusal):
-            throw ClientError("flowd refused the status request: \(refusal.reason): \(refusal.message)")
+        return try answer.outcome!.get()
+    }
+
+    /// What one flowd instance answered.
+    public struct Answer: Sendable {
+        /// Its control endpoint.
+        public var endpoint: String
+        /// Its status, or why the answer is not one; nil: it did not answer.
+        public var outcome: Result<WireParams, ClientError>?
+    }
+
+    /// Asks every instance in `endpoints` and reports each one's answer, in the same order:
+    /// waits up to `timeout` for the first, then `grace` for the others (only the active one
+    /// answers; a standby, or an instance that is down, does not).
+    public static func survey(
+        endpoints: [String], curve: CurveKeys = CurveKeys(), timeout: Duration = .seconds(3), grace: Duration = .milliseconds(200),
+        params: WireParams = [:]
+    ) throws -> [Answer] {
+        try ask(endpoints, curve: curve, timeout: timeout, params: params, afterFirst: grace)
+    }
+
+    /// One DEALER per instance, so that each answer is known to come from its endpoint.
+    private static func ask(
+        _ endpoints: [String], curve: CurveKeys, timeout: Duration, params: WireParams, afterFirst grace: Duration?
+    ) throws -> [Answer] {
+        let context = try Context(defaultLinger: 0)
+        let poller = Poller()
+        var sockets: [Socket] = []
+        let request = try StatusRequest(
+            envelope: Envelope(kind: .statusRequest, sequence: 1, source: "flowctl#\(ProcessInfo.processInfo.processIdentifier)"),
+            params: params
+        ).encoded()
+        for endpoint in endpoints {
+            let socket = try context.socket(.dealer)
+            try curve.secureClient(socket, endpoint: endpoint)
+            try socket.connect(endpoint)
+            try socket.send(message: request)
+            _ = try poller.add(socket)
+            sockets.append(socket)
+        }
+        var answers = endpoints.map { Answer(endpoint: $0, outcome: nil) }
+        var deadline = ContinuousClock.now + timeout
+        var buffer = FrameBuffer()
+        while answers.contains(where: { $0.outcome == nil }) {
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else { break }
+            try poller.poll(timeout: max(1, left.wholeMilliseconds))
+            for (index, socket) in sockets.enumerated() where answers[index].outcome == nil && poller.isReadable(index) {
+                guard try socket.receive(into: &buffer, mode: .nonBlocking) else { continue }
+                answers[index].outcome = reading(buffer, from: endpoints[index])
+                guard let grace else { return answers }
+                deadline = min(deadline, .now + grace)
+            }
+        }
+        return answers
+    }
+
+    private static func reading(_ buffer: FrameBuffer, from endpoint: String) -> Result<WireParams, ClientError> {
+        switch try? WireMessage.decode(from: buffer) {
+        case .statusReply(let reply)?:
+            .success(reply.status)
+        case .diagnostic(let refusal)?:
+            .failure(ClientError("flowd refused the status request: \(refusal.reason): \(refusal.message)"))
         default:
-            throw ClientError("\(endpoint) answered with something other than a status reply: is it flowd's control endpoint?")
+            .failure(ClientError("\(endpoint) answered with something other than a status reply: is it flowd's control endpoint?"))
         }
     }
 }

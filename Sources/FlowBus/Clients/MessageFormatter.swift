@@ -1,5 +1,6 @@
 import FlowBusWire
 import Flows
+import Foundation
 
 /// Renders bus messages for people (one line each) and for tools (one JSON object each).
 public enum MessageFormatter {
@@ -133,6 +134,18 @@ public enum MessageFormatter {
             let hwm = events["dropped_hwm"]?.displayText ?? "0"
             let unwanted = events["unsubscribed"]?.displayText ?? "0"
             lines.append("events: published \(published), dropped at the high-water mark \(hwm), not sent (no subscriber wanted the topic) \(unwanted)")
+        }
+        if let journal = status["journal"]?.mapValue {
+            let restored = journal["restored"]?.displayText ?? "0"
+            let appended = journal["appended"]?.displayText ?? "0"
+            let checkpoint = journal["checkpoint"]?.mapValue?["entry"].map { ", checkpoint at entry \($0.displayText)" } ?? ""
+            lines.append("journal: \(journal["path"]?.stringValue ?? "?"): restored \(restored) entries, appended \(appended)\(checkpoint)")
+            let history = journal["lease"]?.mapValue?["history"]?.listValue?.compactMap(\.mapValue) ?? []
+            for (index, record) in history.enumerated() {
+                let acquired = record["acquired"]?.doubleValue.map { Date(timeIntervalSince1970: $0).formatted(.iso8601) } ?? "?"
+                let who = "\(record["instance"]?.stringValue ?? "?") (pid \(record["pid"]?.displayText ?? "?") on \(record["host"]?.stringValue ?? "?"))"
+                lines.append(index == 0 ? "lease: held by \(who) since \(acquired)" : "  before: \(who) from \(acquired)")
+            }
         }
         return lines.joined(separator: "\n")
     }

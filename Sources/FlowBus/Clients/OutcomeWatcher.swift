@@ -72,9 +72,9 @@ public final class OutcomeWatcher {
     /// Subscribes to `config`'s events endpoint for steps of `stepperID` (and deep links).
     /// - Throws: ``ClientError`` when flowd sends no heartbeat within `timeout`.
     public init(stepperID: String, config: FlowBusConfig, timeout: Duration = .seconds(5)) throws {
-        endpoint = config.endpoints.events
+        endpoint = FlowBusConfig.either(config.eventsEndpoints)
         subscriber = try BusSubscriber(
-            endpoint: endpoint, topics: [Topic.step(stepperID), "deeplink/", "diag/", "nav/did/"],
+            endpoints: config.eventsEndpoints, topics: [Topic.step(stepperID), "deeplink/", "diag/", "nav/did/"],
             includeHeartbeats: true, curve: config.curve)
         guard try subscriber.waitUntilConnected(timeout: timeout) else {
             throw ClientError("no heartbeat from flowd on \(endpoint) within \(timeout): is it running? Start it with `flowd --config FILE`")

@@ -74,29 +74,43 @@ public final class StepPublisher {
 
     /// Connects to `endpoint` (flowd's ingress). libzmq connects in the background and queues
     /// steps until flowd is there.
-    public init(
+    public convenience init(
         stepperID: String, endpoint: String, contentType: ContentType = .fbv, curve: CurveKeys = CurveKeys(),
         context: Context? = nil
     ) throws {
+        try self.init(stepperID: stepperID, endpoints: [endpoint], contentType: contentType, curve: curve, context: context)
+    }
+
+    /// Connects to the ingress of each flowd instance in `endpoints` (one, or the active and its
+    /// standbys): steps go to the instance that serves, and when another takes over, what it
+    /// did not acknowledge goes to the new one. Steps wait until an instance is there.
+    /// - Parameter heartbeatMilliseconds: The topology's heartbeat interval; with several
+    ///   endpoints, a connection silent for two of them is dropped.
+    public init(
+        stepperID: String, endpoints: [String], contentType: ContentType = .fbv, curve: CurveKeys = CurveKeys(),
+        context: Context? = nil, heartbeatMilliseconds: Int = 1000
+    ) throws {
+        precondition(!endpoints.isEmpty, "a publisher needs flowd's ingress endpoint")
         self.stepperID = stepperID
         self.sourceID = "\(stepperID)#\(UUID().uuidString.prefix(8).lowercased())"
         self.contentType = contentType
         outbox = ReliableOutbox(sourceID: sourceID)
         self.context = try context ?? Context(defaultLinger: 2000)
         socket = try self.context.socket(.dealer)
-        try socket.setOptions([.sendHighWaterMark(100_000), .reconnectInterval(100), .reconnectIntervalMax(2000)])
-        try curve.secureClient(socket, endpoint: endpoint)
+        try socket.setOptions([.sendHighWaterMark(100_000)])
         monitor = try SocketMonitor(watching: socket, context: self.context, events: [.connected, .disconnected])
         socketIndex = try poller.add(socket)
         monitorIndex = try poller.add(monitor.socket)
-        try socket.connect(endpoint)
-        // A DEALER queues messages until its first connection: steps go to the socket at once.
-        _ = outbox.connected()
+        if try socket.connect(toFlowdInstances: endpoints, curve: curve, heartbeatMilliseconds: heartbeatMilliseconds) {
+            outbox.socketQueuesUntilConnected()
+        }
     }
 
     /// Connects to the ingress of `config`'s coordinator, with its security settings.
     public convenience init(stepperID: String, config: FlowBusConfig, contentType: ContentType = .fbv) throws {
-        try self.init(stepperID: stepperID, endpoint: config.endpoints.ingress, contentType: contentType, curve: config.curve)
+        try self.init(
+            stepperID: stepperID, endpoints: config.ingressEndpoints, contentType: contentType, curve: config.curve,
+            heartbeatMilliseconds: config.heartbeatMilliseconds)
     }
 
     /// The last sequence published.
@@ -109,6 +123,8 @@ public final class StepPublisher {
     public var refusals: [DiagnosticMessage] { outbox.refusals }
     /// How many messages were sent again so far.
     public var resentMessages: Int { outbox.resentCount }
+    /// The source id of the flowd instance heard last (it changes when another takes over).
+    public var flowdSource: String? { outbox.daemonSource }
 
     /// The refusal flowd sent back for the message with `sequence`, if it refused it on arrival.
     public func refusal(for sequence: UInt64) -> DiagnosticMessage? {

@@ -14,7 +14,7 @@ import ZeroMQ
 public final class StepperProcess {
     /// The publisher, for steps emitted later.
     public let publisher: StepPublisher
-    private let control: String
+    private let control: [String]
     private let curve: CurveKeys
 
     /// A stepper for `stepperID` on the coordinator of `config`. It sends heartbeats and logs
@@ -23,7 +23,7 @@ public final class StepperProcess {
         publisher = try StepPublisher(stepperID: stepperID, config: config, contentType: contentType)
         publisher.heartbeatInterval = .milliseconds(config.heartbeatMilliseconds)
         publisher.livenessIntervals = config.heartbeatLiveness
-        let endpoint = config.endpoints.ingress
+        let endpoint = FlowBusConfig.either(config.ingressEndpoints)
         publisher.onFlowdLiveness = { change in
             switch change {
             case .silent(let silentFor):
@@ -32,7 +32,7 @@ public final class StepperProcess {
                 logger.notice("flowd heard again (\(source))")
             }
         }
-        control = config.endpoints.control
+        control = config.controlEndpoints
         curve = config.curve
     }
 
@@ -41,7 +41,7 @@ public final class StepperProcess {
 
     /// Whether flowd currently binds this stepper id to a flow.
     public func isBound() throws -> Bool {
-        let status = try StatusClient.fetch(endpoint: control, curve: curve)
+        let status = try StatusClient.fetch(endpoints: control, curve: curve)
         return status["bindings"]?.listValue?.contains { $0.mapValue?["stepper"]?.stringValue == stepperID } ?? false
     }
 

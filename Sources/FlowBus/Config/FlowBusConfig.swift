@@ -8,8 +8,19 @@ import Yams
 /// are replaced from the environment, so one file serves a temporary demo directory and a
 /// system path alike.
 public struct FlowBusConfig: Codable, Sendable, Hashable {
-    /// The coordinator's endpoints.
-    public var endpoints: Endpoints
+    /// The endpoints of this flowd instance: the one it binds, or, for a client, the first of
+    /// ``flowdInstances``.
+    public var endpoints: Endpoints {
+        didSet {
+            // One instance: the list follows an edit of its only entry.
+            if flowdInstances.count <= 1 { flowdInstances = [endpoints] }
+        }
+    }
+    /// Every flowd instance's endpoints, in the order the file lists them. One, or several
+    /// sharing a PostgreSQL journal (`endpoints:` as a list): one of them is active, the others
+    /// stand by, and clients connect to all of them to follow the active one. flowd binds the
+    /// one ``selectInstance(_:)`` picks.
+    public var flowdInstances: [Endpoints]
     /// Size and queue limits.
     public var limits: Limits
     /// Which flow the coordinator starts with, and its first step.
@@ -184,6 +195,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         heartbeatMilliseconds: Int = 1000, reactors: [String: ReactorHostSpec] = [:]
     ) {
         self.endpoints = endpoints
+        flowdInstances = [endpoints]
         self.limits = limits
         self.coordinator = coordinator
         self.flows = flows
@@ -193,7 +205,17 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        endpoints = try container.decode(Endpoints.self, forKey: .endpoints)
+        if let listed = try? container.decode([Endpoints].self, forKey: .endpoints) {
+            guard let first = listed.first else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .endpoints, in: container, debugDescription: "lists no flowd instance: give one map of endpoints, or one per instance")
+            }
+            endpoints = first
+            flowdInstances = listed
+        } else {
+            endpoints = try container.decode(Endpoints.self, forKey: .endpoints)
+            flowdInstances = [endpoints]
+        }
         limits = try container.decodeIfPresent(Limits.self, forKey: .limits) ?? Limits()
         coordinator = try container.decodeIfPresent(Coordinator.self, forKey: .coordinator)
         flows = try container.decodeIfPresent([String: DeclaredFlowSpec].self, forKey: .flows) ?? [:]
@@ -205,13 +227,56 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         launch = try container.decodeIfPresent([LaunchSpec].self, forKey: .launch)
         wire = try container.decodeIfPresent(Wire.self, forKey: .wire) ?? Wire()
     }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        if flowdInstances.count > 1 {
+            try container.encode(flowdInstances, forKey: .endpoints)
+        } else {
+            try container.encode(endpoints, forKey: .endpoints)
+        }
+        try container.encode(limits, forKey: .limits)
+        try container.encodeIfPresent(coordinator, forKey: .coordinator)
+        try container.encode(flows, forKey: .flows)
+        try container.encode(heartbeatMilliseconds, forKey: .heartbeatMilliseconds)
+        try container.encode(heartbeatLiveness, forKey: .heartbeatLiveness)
+        try container.encode(reactors, forKey: .reactors)
+        try container.encodeIfPresent(security, forKey: .security)
+        try container.encodeIfPresent(persistence, forKey: .persistence)
+        try container.encodeIfPresent(launch, forKey: .launch)
+        try container.encode(wire, forKey: .wire)
+    }
+
+    // MARK: flowd instances
+
+    /// Every instance's ingress: a client's DEALER connects to all of them.
+    public var ingressEndpoints: [String] { flowdInstances.map(\.ingress) }
+    /// Every instance's events: a subscriber connects to all of them (only the active one publishes).
+    public var eventsEndpoints: [String] { flowdInstances.map(\.events) }
+    /// Every instance's control endpoint.
+    public var controlEndpoints: [String] { flowdInstances.map(\.control) }
+
+    /// Makes instance `number` (from 1, in the order of `endpoints:`) the one whose endpoints
+    /// ``endpoints`` holds: what `flowd --instance N` binds.
+    public mutating func selectInstance(_ number: Int) throws(ConfigError) {
+        guard (1...flowdInstances.count).contains(number) else {
+            let range = flowdInstances.count == 1 ? "1 (endpoints: is a single map)" : "1 to \(flowdInstances.count)"
+            throw ConfigError("--instance \(number): endpoints lists \(flowdInstances.count) flowd instance(s): give \(range)")
+        }
+        endpoints = flowdInstances[number - 1]
+    }
+
+    /// `endpoints` in words for a message: one, or "a, or b" when several instances may answer.
+    public static func either(_ endpoints: [String]) -> String {
+        endpoints.count <= 1 ? endpoints.first ?? "" : endpoints.dropLast().joined(separator: ", ") + " or " + endpoints.last!
+    }
 }
 
 /// Why a configuration could not be used, with what to do about it.
 public struct ConfigError: Error, CustomStringConvertible, Sendable {
     public var description: String
 
-    init(_ description: String) {
+    public init(_ description: String) {
         self.description = description
     }
 }
@@ -292,12 +357,35 @@ extension FlowBusConfig {
         let reactorEndpoints = reactors.sorted { $0.key < $1.key }.flatMap { name, host in
             [("reactors.\(name).actions", host.actions), ("reactors.\(name).states", host.states)]
         }
-        for (name, endpoint) in [("endpoints.ingress", endpoints.ingress), ("endpoints.events", endpoints.events), ("endpoints.control", endpoints.control)] + reactorEndpoints {
+        let several = flowdInstances.count > 1
+        let instanceEndpoints = flowdInstances.enumerated().flatMap { index, instance in
+            let prefix = several ? "endpoints[\(index)]" : "endpoints"
+            return [("\(prefix).ingress", instance.ingress), ("\(prefix).events", instance.events), ("\(prefix).control", instance.control)]
+        }
+        for (name, endpoint) in instanceEndpoints + reactorEndpoints {
             guard endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("tcp://") || endpoint.hasPrefix("inproc://") else {
                 throw ConfigError("\(source): \(name) '\(endpoint)' is not an ipc://, tcp:// or inproc:// endpoint")
             }
         }
-        let metricsEndpoints = [("endpoints.metrics", endpoints.metrics)]
+        if several {
+            guard persistence?.postgres != nil else {
+                throw ConfigError(
+                    "\(source): endpoints lists \(flowdInstances.count) flowd instances, which must share one journal to take over from each other: "
+                        + "set persistence.postgres (see docs/DEPLOYMENT.md), or list one instance")
+            }
+            var seen: [String: String] = [:]
+            for (name, endpoint) in instanceEndpoints {
+                if let other = seen[endpoint] {
+                    throw ConfigError(
+                        "\(source): \(name) and \(other) are both '\(endpoint)': each instance needs its own endpoints "
+                            + "(instances that take over the same endpoints on one machine are listed once)")
+                }
+                seen[endpoint] = name
+            }
+        }
+        let metricsEndpoints: [(String, String?)] = flowdInstances.enumerated().map { index, instance in
+            (several ? "endpoints[\(index)].metrics" : "endpoints.metrics", instance.metrics)
+        }
             + reactors.sorted { $0.key < $1.key }.map { ("reactors.\($0.key).metrics", $0.value.metrics) }
         for case let (name, endpoint?) in metricsEndpoints where !endpoint.hasPrefix("tcp://") {
             throw ConfigError("\(source): \(name) '\(endpoint)' is not a tcp:// address (Prometheus scrapes over TCP, e.g. tcp://127.0.0.1:9464)")

@@ -421,12 +421,12 @@ final class LaunchSession {
             }
             if ready.control == true {
                 while !token.isCancelled, ContinuousClock.now < deadline {
-                    if (try? StatusClient.fetch(endpoint: config.endpoints.control, curve: config.curve, timeout: .milliseconds(200))) != nil {
+                    if (try? StatusClient.fetch(endpoints: config.controlEndpoints, curve: config.curve, timeout: .milliseconds(200))) != nil {
                         return done(.ready(index: index, generation: generation))
                     }
                     Thread.sleep(forTimeInterval: 0.02)
                 }
-                return done(.notReady(index: index, generation: generation, reason: "flowd did not answer on \(config.endpoints.control) within \(timeout)"))
+                return done(.notReady(index: index, generation: generation, reason: "flowd did not answer on \(FlowBusConfig.either(config.controlEndpoints)) within \(timeout)"))
             }
             if let host = ready.heartbeat, let spec = config.reactors[host] {
                 do {

@@ -19,22 +19,19 @@ final class HostStepOutlet {
     private var received = FrameBuffer()
 
     init(
-        stepperID: String, sourceSuffix: String, endpoint: String, contentType: ContentType, curve: CurveKeys,
-        context: Context
+        stepperID: String, sourceSuffix: String, endpoints: [String], contentType: ContentType, curve: CurveKeys,
+        heartbeatMilliseconds: Int, context: Context
     ) throws(ZMQError) {
         self.stepperID = stepperID
         sourceID = "\(stepperID)#\(sourceSuffix)"
         self.contentType = contentType
         outbox = ReliableOutbox(sourceID: sourceID)
         socket = try context.socket(.dealer)
-        try socket.setOptions([
-            .sendHighWaterMark(100_000), .reconnectInterval(100), .reconnectIntervalMax(2000), .linger(2000),
-        ])
-        try curve.secureClient(socket, endpoint: endpoint)
+        try socket.setOptions([.sendHighWaterMark(100_000), .linger(2000)])
         monitor = try SocketMonitor(watching: socket, context: context, events: [.connected, .disconnected])
-        try socket.connect(endpoint)
-        // A DEALER queues messages until its first connection: steps go to the socket at once.
-        _ = outbox.connected()
+        if try socket.connect(toFlowdInstances: endpoints, curve: curve, heartbeatMilliseconds: heartbeatMilliseconds) {
+            outbox.socketQueuesUntilConnected()
+        }
     }
 
     /// Queues a step for flowd.

@@ -17,7 +17,8 @@ final class ReactorHostLoop: Sendable {
     struct Settings: Sendable {
         var hostName: String
         var spec: FlowBusConfig.ReactorHostSpec
-        var stepIngress: String
+        /// flowd's ingress on each of its instances: the active one gets the hosted steppers' steps.
+        var stepIngress: [String]
         var limits: FlowBusConfig.Limits
         var heartbeat: Duration
         var contentType: ContentType
@@ -619,10 +620,12 @@ private final class ReactorHostIO {
             do {
                 stepper = try HostStepOutlet(
                     stepperID: stepperID, sourceSuffix: String(settings.sourceID.split(separator: "#").last ?? "0"),
-                    endpoint: settings.stepIngress, contentType: settings.contentType, curve: settings.curve, context: context)
+                    endpoints: settings.stepIngress, contentType: settings.contentType, curve: settings.curve,
+                    heartbeatMilliseconds: settings.heartbeat.wholeMilliseconds,
+                    context: context)
             } catch {
                 outlet.count { $0.stepsDropped += 1 }
-                logger.error("cannot connect stepper \(stepperID) to \(settings.stepIngress): \(error)")
+                logger.error("cannot connect stepper \(stepperID) to \(FlowBusConfig.either(settings.stepIngress)): \(error)")
                 return
             }
             steppers[stepperID] = stepper

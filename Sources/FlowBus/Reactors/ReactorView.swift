@@ -109,7 +109,7 @@ public final class ReactorView {
         try curve.secureClient(dealer, endpoint: actionsEndpoint)
         try dealer.connect(actionsEndpoint)
         // A DEALER queues messages before it connects; what it does not take (would block) waits.
-        _ = outbox.connected()
+        outbox.socketQueuesUntilConnected()
     }
 
     // MARK: Actions

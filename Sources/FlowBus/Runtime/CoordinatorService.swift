@@ -85,7 +85,14 @@ public final class CoordinatorService: Service {
     public func run() async throws {
         let context = try Context(defaultLinger: 200)
         let sourceID = "flowd#\(UUID().uuidString.prefix(8).lowercased())"
-        let journal = try await open(config.persistence, sourceID: sourceID)
+        let journal: (any Journal)?
+        do {
+            journal = try await open(config.persistence, sourceID: sourceID)
+        } catch is CancellationError {
+            // SIGTERM while standing by: nothing was served, so there is nothing to finish.
+            logger.info("flowd stopped while standing by")
+            return
+        }
         defer {
             journal?.flush()
             journal?.close()

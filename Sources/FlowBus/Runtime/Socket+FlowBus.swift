@@ -3,6 +3,31 @@ import Logging
 import ZeroMQ
 
 extension Socket {
+    /// Connects this DEALER to flowd's ingress or control endpoint on every instance the config
+    /// lists. With several (active and standbys sharing a PostgreSQL journal), `ZMQ_IMMEDIATE`
+    /// keeps messages off instances that are not there (a standby binds nothing), reconnection
+    /// is tried every 100–250 ms so that a new active instance is found at once, and ZMTP
+    /// heartbeats drop the connection to an instance that vanished without closing it (its
+    /// machine was cut off) within two heartbeat intervals.
+    /// - Returns: whether the socket queues messages before its first connection (one endpoint):
+    ///   then a ``ReliableOutbox`` hands them over at once.
+    func connect(toFlowdInstances endpoints: [String], curve: CurveKeys, heartbeatMilliseconds: Int) throws(ZMQError) -> Bool {
+        if endpoints.count > 1 {
+            let heartbeat = Int32(clamping: heartbeatMilliseconds)
+            try setOptions([
+                .immediate(true), .reconnectInterval(100), .reconnectIntervalMax(250),
+                .heartbeatInterval(heartbeat), .heartbeatTimeout(heartbeat * 2),
+            ])
+        } else {
+            try setOptions([.reconnectInterval(100), .reconnectIntervalMax(2000)])
+        }
+        for endpoint in endpoints {
+            try curve.secureClient(self, endpoint: endpoint)
+            try connect(endpoint)
+        }
+        return endpoints.count == 1
+    }
+
     /// Encodes `message` into `buffer` and sends it to `peer` of this ROUTER; never blocks.
     /// - Returns: false when it was not sent (the peer is gone or its queue is full), which the
     ///   protocol tolerates: an ack or a refusal that is lost is sent again on the next resend.

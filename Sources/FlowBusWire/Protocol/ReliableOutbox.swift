@@ -112,6 +112,8 @@ public struct ReliableOutbox: Sendable {
     /// `highestHandedOver` before the last transmission, for ``notTaken(from:)``.
     private var handedOverBeforeTransmission: UInt64 = 0
     private var link = Link.notYetConnected
+    /// Connections the socket holds now: one per daemon instance it reached.
+    private var connections = 0
     /// The source id of the daemon instance heard last.
     public private(set) var daemonSource: String?
     /// A resend on reconnection went out and no daemon answered since: the next one to answer got it.
@@ -214,9 +216,19 @@ public struct ReliableOutbox: Sendable {
         add(Entry(frames: try encode(lastSequence + 1), resendFrames: try encodeResend(lastSequence + 1)))
     }
 
-    /// The socket is connected. After a disconnection, everything unacknowledged goes out again;
-    /// otherwise the messages waiting go out.
+    /// The socket takes messages before its first connection and delivers them once connected
+    /// (a DEALER connected to one endpoint, without `ZMQ_IMMEDIATE`): messages go to it at once.
+    /// Its connections are still counted by ``connected()`` and ``disconnected()``.
+    public mutating func socketQueuesUntilConnected() {
+        if link == .notYetConnected { link = .connected }
+    }
+
+    /// The socket made a connection (one per daemon instance it reaches). After a disconnection,
+    /// everything unacknowledged goes out again; otherwise the messages waiting go out. Another
+    /// connection while one is up (a new instance took over while the old one's connection is
+    /// not yet known to be dead) resends nothing here: the new instance's first ack does.
     public mutating func connected() -> Action {
+        connections += 1
         let wasDisconnected = link == .disconnected
         link = .connected
         guard wasDisconnected else { return transmit(from: nextToHandOver, reason: nil) }
@@ -227,8 +239,10 @@ public struct ReliableOutbox: Sendable {
         return action
     }
 
-    /// The socket lost its connection: messages wait until ``connected()``.
+    /// The socket lost a connection. Once it holds none, messages wait until ``connected()``.
     public mutating func disconnected() {
+        connections = max(0, connections - 1)
+        guard connections == 0 else { return }
         if link == .connected { link = .disconnected }
         silenceSince = nil
     }
