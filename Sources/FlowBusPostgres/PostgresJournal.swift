@@ -33,6 +33,13 @@ public final class PostgresJournal: SharedJournal {
     static let leaseKey: Int64 = 0x466C_6F77_4275_7331
     /// Longest wait for an answer before the connection is given up (and flowd stops).
     public static let callTimeout: Duration = .seconds(5)
+    /// How long the lease holder's session may stay idle before a standby ends it: an active
+    /// instance runs a statement at least every ``keepAliveMilliseconds``, so an idle session means
+    /// its machine or link is gone, long before the server's own TCP checks would tell.
+    public static let leaseTimeoutMilliseconds = 1000
+    static let keepAliveMilliseconds = 200
+    /// Set by ``close()``: the keep-alive thread ends.
+    private let closing = Atomic<Bool>(false)
 
     private init(location: String, connection: PostgresConnection, logger: Logger) {
         self.location = location
@@ -91,6 +98,9 @@ public final class PostgresJournal: SharedJournal {
                 told = true
                 waiting(await holder())
             }
+            if try await endSilentHolder() {
+                continue
+            }
             try await Task.sleep(for: .milliseconds(100))
         }
         try await createTables()
@@ -99,6 +109,55 @@ public final class PostgresJournal: SharedJournal {
         try await connection.query(
             "INSERT INTO flowbus_lease (instance, host, pid, acquired) VALUES (\(instance), \(host), \(pid), \(Date().timeIntervalSince1970))",
             logger: logger)
+        startKeepAlive()
+    }
+
+    /// Ends the lease holder's session when it has been idle past ``leaseTimeoutMilliseconds`` (its machine
+    /// was cut off: the server would notice only seconds later). Ending it frees the lock, and
+    /// the holder can commit, so acknowledge, nothing more.
+    /// - Returns: whether a session was ended.
+    private func endSilentHolder() async throws -> Bool {
+        let key = UInt64(bitPattern: Self.leaseKey)
+        let rows = try await connection.query(
+            PostgresQuery(
+                unsafeSQL: """
+                    SELECT a.pid, a.state, EXTRACT(EPOCH FROM clock_timestamp() - a.state_change)::float8
+                    FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                      AND l.classid = \(key >> 32) AND l.objid = \(key & 0xFFFF_FFFF)
+                    """), logger: logger)
+        var silent: (pid: Int32, seconds: Double)?
+        for try await (pid, state, seconds) in rows.decode((Int32, String?, Double?).self) {
+            // A statement under way is no silence, however long it takes.
+            guard let state, state != "active", let seconds, seconds * 1000 > Double(Self.leaseTimeoutMilliseconds) else { continue }
+            silent = (pid, seconds)
+        }
+        guard let silent else { return false }
+        logger.warning(
+            "the lease holder's session (server pid \(silent.pid)) has been silent for \(Int(silent.seconds * 1000)) ms: ending it to take over")
+        try await connection.query("SELECT pg_terminate_backend(\(silent.pid))", logger: logger)
+        // The lock is free once that backend has exited.
+        try await Task.sleep(for: .milliseconds(20))
+        return true
+    }
+
+    /// While this instance holds the lease: a statement every ``keepAliveMilliseconds`` on its
+    /// session, so that standbys can tell it is alive (see ``endSilentHolder()``).
+    private func startKeepAlive() {
+        let thread = Thread { [self] in
+            while !closing.load(ordering: .relaxed), broken.withLock({ $0 }) == nil {
+                Thread.sleep(forTimeInterval: Double(Self.keepAliveMilliseconds) / 1000)
+                guard !closing.load(ordering: .relaxed) else { return }
+                do {
+                    _ = try exclusive { try run("SELECT 1", timeout: .seconds(2)) }
+                } catch {
+                    logger.error("the lease's session does not answer: \(error)")
+                    return
+                }
+            }
+        }
+        thread.name = "flowbus-lease-keepalive"
+        thread.start()
     }
 
     /// The newest lease holder on record, in words.
@@ -269,6 +328,7 @@ public final class PostgresJournal: SharedJournal {
 
     /// Closes the connection (ending the session frees the lease), waiting at most 2 s.
     public func close() {
+        closing.store(true, ordering: .relaxed)
         let closing: EventLoopFuture<Void> = connection.close()
         let closed = DispatchSemaphore(value: 0)
         closing.whenComplete { _ in closed.signal() }

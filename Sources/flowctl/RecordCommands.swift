@@ -230,7 +230,9 @@ private final class Recorder {
         context = try Context(defaultLinger: 0)
         for source in sources {
             let socket = try context.socket(.sub)
-            try socket.setOptions([.receiveHighWaterMark(1_000_000), .reconnectInterval(100), .reconnectIntervalMax(2000)])
+            // Several flowd instances: the one that takes over is reached within a quarter second.
+            let reconnectMax: Int32 = source.addresses.count > 1 ? 250 : 2000
+            try socket.setOptions([.receiveHighWaterMark(1_000_000), .reconnectInterval(100), .reconnectIntervalMax(reconnectMax)])
             // Heartbeats always: they tell when a subscription is live. Without --topics the
             // empty prefix also covers `action/`, which makes a reactor host re-publish the
             // actions it applies.

@@ -70,6 +70,7 @@ public final class StepPublisher {
     private let socketIndex: Int
     private let monitorIndex: Int
     private var outbox: ReliableOutbox
+    private var links: FlowdLinks
     private var received = FrameBuffer()
 
     /// Connects to `endpoint` (flowd's ingress). libzmq connects in the background and queues
@@ -95,6 +96,7 @@ public final class StepPublisher {
         self.sourceID = "\(stepperID)#\(UUID().uuidString.prefix(8).lowercased())"
         self.contentType = contentType
         outbox = ReliableOutbox(sourceID: sourceID)
+        links = FlowdLinks(endpoints: endpoints)
         self.context = try context ?? Context(defaultLinger: 2000)
         socket = try self.context.socket(.dealer)
         try socket.setOptions([.sendHighWaterMark(100_000)])
@@ -185,11 +187,7 @@ public final class StepPublisher {
         try poller.poll(timeout: max(0, timeout.wholeMilliseconds))
         if poller.isReadable(monitorIndex) {
             while let event = try monitor.next(mode: .nonBlocking) {
-                switch event.kind {
-                case .connected?: try carryOut(outbox.connected())
-                case .disconnected?: outbox.disconnected()
-                default: break
-                }
+                try carryOut(try socket.follow(event, links: &links, outbox: &outbox))
             }
         }
         if poller.isReadable(socketIndex) {

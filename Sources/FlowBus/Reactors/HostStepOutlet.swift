@@ -16,6 +16,7 @@ final class HostStepOutlet {
     private let socket: Socket
     private let monitor: SocketMonitor
     private var outbox: ReliableOutbox
+    private var links: FlowdLinks
     private var received = FrameBuffer()
 
     init(
@@ -26,6 +27,7 @@ final class HostStepOutlet {
         sourceID = "\(stepperID)#\(sourceSuffix)"
         self.contentType = contentType
         outbox = ReliableOutbox(sourceID: sourceID)
+        links = FlowdLinks(endpoints: endpoints)
         socket = try context.socket(.dealer)
         try socket.setOptions([.sendHighWaterMark(100_000), .linger(2000)])
         monitor = try SocketMonitor(watching: socket, context: context, events: [.connected, .disconnected])
@@ -62,11 +64,7 @@ final class HostStepOutlet {
     func service(now: ContinuousClock.Instant, logger: Logger) {
         do {
             while let event = try monitor.next(mode: .nonBlocking) {
-                switch event.kind {
-                case .connected?: carryOut(outbox.connected(), logger: logger)
-                case .disconnected?: outbox.disconnected()
-                default: break
-                }
+                carryOut(try socket.follow(event, links: &links, outbox: &outbox), logger: logger)
             }
             while try socket.receive(into: &received, mode: .nonBlocking) {
                 switch try? WireMessage.decode(from: received) {
