@@ -53,7 +53,7 @@ public final class PostgresJournal: SharedJournal {
         return try await connect(url: url, logger: logger)
     }
 
-    /// Connects to the database `url` names. The tables are created once the lease is held.
+    /// Connects to the database `url` names, creating flowd's tables if they are missing.
     public static func connect(url: String, logger: Logger) async throws -> PostgresJournal {
         guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty,
             let user = components.user, !user.isEmpty
@@ -75,7 +75,14 @@ public final class PostgresJournal: SharedJournal {
         for setting in ["tcp_keepalives_idle = 1", "tcp_keepalives_interval = 1", "tcp_keepalives_count = 2", "tcp_user_timeout = 2000"] {
             try await connection.query(PostgresQuery(unsafeSQL: "SET \(setting)"), logger: logger)
         }
-        return PostgresJournal(location: location, connection: connection, logger: logger)
+        let journal = PostgresJournal(location: location, connection: connection, logger: logger)
+        do {
+            try await journal.createTables()
+        } catch {
+            journal.close()
+            throw PostgresJournalError("cannot create flowd's tables in \(location): \(String(reflecting: error))")
+        }
+        return journal
     }
 
     /// `url` without its password.
@@ -87,7 +94,9 @@ public final class PostgresJournal: SharedJournal {
 
     // MARK: Lease
 
-    public func acquireLease(instance: String, waiting: @escaping @Sendable (String) -> Void) async throws {
+    public func acquireLease(
+        instance: String, waiting: @escaping @Sendable (String) -> Void, following: @Sendable () async throws -> Void
+    ) async throws {
         var told = false
         while true {
             let rows = try await connection.query("SELECT pg_try_advisory_lock(\(Self.leaseKey))", logger: logger)
@@ -101,9 +110,9 @@ public final class PostgresJournal: SharedJournal {
             if try await endSilentHolder() {
                 continue
             }
+            try await following()
             try await Task.sleep(for: .milliseconds(100))
         }
-        try await createTables()
         let host = ProcessInfo.processInfo.hostName
         let pid = Int64(ProcessInfo.processInfo.processIdentifier)
         try await connection.query(
@@ -173,7 +182,11 @@ public final class PostgresJournal: SharedJournal {
         return "another flowd"
     }
 
+    /// Creates the tables if they are missing, one instance at a time (a transaction-level
+    /// advisory lock): a standby reads them before it holds the lease.
     private func createTables() async throws {
+        try await connection.query("BEGIN", logger: logger)
+        try await connection.query("SELECT pg_advisory_xact_lock(\(Self.leaseKey - 1))", logger: logger)
         for statement in [
             """
             CREATE TABLE IF NOT EXISTS flowbus_entry (
@@ -194,6 +207,7 @@ public final class PostgresJournal: SharedJournal {
         ] {
             try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
         }
+        try await connection.query("COMMIT", logger: logger)
     }
 
     public func verifyLease() throws {

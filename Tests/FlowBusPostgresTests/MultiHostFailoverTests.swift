@@ -84,8 +84,8 @@ struct MultiHostFailoverTests {
                 active.kill()
             }
             #expect(
-                try standby.waitForOutput(matching: "holding the lease", timeout: .seconds(30)),
-                "the standby took over after the loss of host \(lost):\n\(standby.output)")
+                try standby.waitForOutput(matching: "took over the journal .* at entry [0-9]+, followed while standing by", timeout: .seconds(30)),
+                "the standby, its tree kept up to date, took over after the loss of host \(lost):\n\(standby.output)")
             if cut {
                 // Cut off from the journal, the old active stops by itself; then the machine is back.
                 #expect(active.waitForExit(timeout: .seconds(30)) != nil, "the cut-off flowd stopped:\n\(active.outputTail())")

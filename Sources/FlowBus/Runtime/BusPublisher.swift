@@ -18,11 +18,13 @@ final class BusPublisher {
     private var subscriptions = FrameBuffer()
     private(set) var publication: Publication
 
-    /// Binds an XPUB socket to `endpoint`, named `name` in diagnostics.
+    /// An XPUB socket for `endpoint`, named `name` in diagnostics; it serves once ``bind()``.
     init(
         context: Context, name: String, endpoint: String, limits: FlowBusConfig.Limits, curve: CurveKeys, sourceID: String,
         contentType: ContentType, logger: Logger
     ) throws {
+        self.endpoint = endpoint
+        self.name = name
         self.contentType = contentType
         socket = try context.socket(.xpub)
         try socket.setOptions([
@@ -32,12 +34,19 @@ final class BusPublisher {
             .linger(200),
         ])
         try curve.secureServer(socket, endpoint: endpoint)
-        try prepareToBind(endpoint, what: "the \(name) endpoint")
-        try socket.bind(endpoint)
-        restrictPermissions(ofIPCEndpoint: endpoint)
         publication = Publication(endpoint: name)
         self.sourceID = sourceID
         self.logger = logger
+    }
+
+    private let endpoint: String
+    private let name: String
+
+    /// Binds the endpoint: subscribers reach it from now on.
+    func bind() throws {
+        try prepareToBind(endpoint, what: "the \(name) endpoint")
+        try socket.bind(endpoint)
+        restrictPermissions(ofIPCEndpoint: endpoint)
     }
 
     var counters: Publication.Counters { publication.counters }

@@ -85,14 +85,7 @@ public final class CoordinatorService: Service {
     public func run() async throws {
         let context = try Context(defaultLinger: 200)
         let sourceID = "flowd#\(UUID().uuidString.prefix(8).lowercased())"
-        let journal: (any Journal)?
-        do {
-            journal = try await open(config.persistence, sourceID: sourceID)
-        } catch is CancellationError {
-            // SIGTERM while standing by: nothing was served, so there is nothing to finish.
-            logger.info("flowd stopped while standing by")
-            return
-        }
+        let journal = try await open(config.persistence)
         defer {
             journal?.flush()
             journal?.close()
@@ -102,6 +95,25 @@ public final class CoordinatorService: Service {
         let authenticator = try startAuthenticator(context: context, inbox: inbox)
         defer { authenticator?.stop() }
         let router = try await StepRouter(context: context, config: config, sourceID: sourceID, journal: journal, logger: logger)
+        var started = false
+        do {
+            if let shared = journal as? any SharedJournal {
+                // A standby follows the journal until it holds the lease, then serves.
+                try await router.start(root, makeFlow: makeFlow, following: true)
+                try await takeLease(of: shared, as: sourceID, router: router)
+                try await router.stopFollowing(makeFlow: makeFlow)
+                started = true
+            }
+            try await router.bindEvents()
+        } catch is CancellationError {
+            // SIGTERM while standing by: nothing was served, so there is nothing to finish.
+            await router.close()
+            logger.info("flowd stopped while standing by")
+            return
+        } catch {
+            await router.close()
+            throw error
+        }
         let loop: CoordinatorLoop
         do {
             loop = try await CoordinatorLoop(
@@ -125,7 +137,7 @@ public final class CoordinatorService: Service {
         defer { metricsEndpoint?.stop() }
         await router.exportMetrics(metrics, servedAt: metricsEndpoint?.boundEndpoint)
         do {
-            try await router.start(root, makeFlow: makeFlow)
+            if !started { try await router.start(root, makeFlow: makeFlow) }
         } catch {
             await closeAll()
             throw error
@@ -164,29 +176,29 @@ public final class CoordinatorService: Service {
 }
 
 extension CoordinatorService {
-    /// Opens the journal the config names; with a shared one, waits until this instance holds
-    /// its lease (a standby waits here, serving nothing, until the active instance is gone).
-    func open(_ persistence: FlowBusConfig.Persistence?, sourceID: String) async throws -> (any Journal)? {
+    /// Opens the journal the config names.
+    func open(_ persistence: FlowBusConfig.Persistence?) async throws -> (any Journal)? {
         guard let persistence else { return nil }
         if let path = persistence.journal { return try StepJournal.open(path: path, synchronous: persistence.synchronous) }
         guard let openJournal else {
             throw ClientError("persistence.postgres needs a coordinator built with FlowBusPostgres (flowd is): pass its opener as openJournal")
         }
-        let journal = try await openJournal(persistence, logger)
-        guard let shared = journal as? any SharedJournal else { return journal }
+        return try await openJournal(persistence, logger)
+    }
+
+    /// Waits until this instance holds the shared journal's lease: a standby serves nothing
+    /// meanwhile, and `router` follows what the active instance journals.
+    func takeLease(of shared: any SharedJournal, as sourceID: String, router: StepRouter) async throws {
         let logger = self.logger
-        do {
-            try await cancelWhenGracefulShutdown {
-                try await shared.acquireLease(instance: sourceID) { holder in
-                    logger.notice("standby: \(holder) holds the lease of \(shared.location); taking over when it is free")
-                }
+        let makeFlow = self.makeFlow
+        try await cancelWhenGracefulShutdown {
+            try await shared.acquireLease(instance: sourceID) { holder in
+                logger.notice("standby: \(holder) holds the lease of \(shared.location); following its journal, taking over when the lease is free")
+            } following: {
+                try await router.catchUp(makeFlow: makeFlow)
             }
-        } catch {
-            shared.close()
-            throw error
         }
         logger.notice("holding the lease of \(shared.location): active as \(sourceID)")
-        return shared
     }
 
     /// Starts a ZAP handler admitting only `security.allowedClients`, when the config has a server key.

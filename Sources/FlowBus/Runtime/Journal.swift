@@ -46,12 +46,21 @@ public protocol Journal: AnyObject, Sendable {
 /// acknowledge, before another instance can take the lease over.
 public protocol SharedJournal: Journal {
     /// Returns once this instance holds the lease, recording it in the lease history. While
-    /// another instance holds it, `waiting` is called once with what is known of the holder.
-    func acquireLease(instance: String, waiting: @escaping @Sendable (String) -> Void) async throws
+    /// another instance holds it, `waiting` is called once with what is known of the holder, and
+    /// `following` between attempts: a standby applies what the active instance journaled meanwhile.
+    func acquireLease(
+        instance: String, waiting: @escaping @Sendable (String) -> Void, following: @Sendable () async throws -> Void
+    ) async throws
     /// Throws if the lease can no longer be relied on (the connection is gone).
     func verifyLease() throws
     /// Who took the lease, newest first.
     func leaseHistory(limit: Int) throws -> [LeaseRecord]
+}
+
+extension SharedJournal {
+    public func acquireLease(instance: String, waiting: @escaping @Sendable (String) -> Void) async throws {
+        try await acquireLease(instance: instance, waiting: waiting, following: {})
+    }
 }
 
 /// One taking of a shared journal's lease.

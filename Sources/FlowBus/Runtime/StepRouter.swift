@@ -20,6 +20,11 @@ final class StepRouter {
     private let journal: (any Journal)?
     /// False while the journal is replayed: the engine rebuilds its state silently.
     private var isPublishing = true
+    /// A standby following the journal: it applies what the active instance journals, and
+    /// publishes nothing.
+    private var isFollowing = false
+    /// The id of the last journal entry the engine applied (restored, replayed or committed).
+    private var appliedEntry: Int64 = 0
     private var records: [StepJournal.Record] = []
     private var restoredEntries = 0
     private var journaledEntries = 0
@@ -43,6 +48,11 @@ final class StepRouter {
         self.logger = logger
         coordinator = FlowCoordinator()
         coordinator.onEvent = { [weak self] event in self?.publish(event) }
+    }
+
+    /// Binds the events endpoint (a standby does once it holds the lease).
+    func bindEvents() throws {
+        try publisher.bind()
     }
 
     /// Closes the events socket, letting what it still queues leave within `linger` milliseconds,
@@ -72,7 +82,10 @@ final class StepRouter {
     /// when the steps first happened).
     /// - Parameter makeFlow: builds a flow by name, to restore a checkpoint; nil when the flows
     ///   are Swift code (no checkpoint is then written).
-    func start(_ root: CoordinatorService.RootFactory, makeFlow: CoordinatorService.FlowFactory?) async throws {
+    /// - Parameter following: a standby's start: it then follows the journal with
+    ///   ``catchUp(makeFlow:)``, publishing nothing until ``stopFollowing(makeFlow:)``.
+    func start(_ root: CoordinatorService.RootFactory, makeFlow: CoordinatorService.FlowFactory?, following: Bool = false) async throws {
+        isFollowing = following
         let clock = ContinuousClock()
         let began = clock.now
         var after: Int64 = 0
@@ -112,16 +125,55 @@ final class StepRouter {
                 logger.warning("no root flow: name one under 'coordinator: { flow: NAME, step: FIRST_STEP }' in the config")
             }
         }
+        appliedEntry = after
         guard let journal, restored || pending > 0 else { return }
+        try await replayEntries(of: journal)
+        let from = restored ? "its checkpoint of entry \(checkpoints.entry) and \(restoredEntries) entries after it" : "\(restoredEntries) entries"
+        logger.info("restored the journal \(journal.location) from \(from) in \(began.duration(to: clock.now))")
+    }
+
+    /// Applies the journal's entries after ``appliedEntry``, silently.
+    private func replayEntries(of journal: any Journal) async throws {
         while true {
-            let page = try journal.entries(after: after, limit: 4096)
+            let page = try journal.entries(after: appliedEntry, limit: 4096)
             guard let last = page.last else { break }
             for entry in page { await replay(entry) }
             restoredEntries += page.count
-            after = last.id
+            appliedEntry = last.id
         }
-        let from = restored ? "its checkpoint of entry \(checkpoints.entry) and \(restoredEntries) entries after it" : "\(restoredEntries) entries"
-        logger.info("restored the journal \(journal.location) from \(from) in \(began.duration(to: clock.now))")
+    }
+
+    /// A standby applies what the active instance journaled since the last call, so that its
+    /// tree is ready when it takes over. When the entries it has not applied yet were compacted
+    /// away, it restores the newest checkpoint first.
+    func catchUp(makeFlow: CoordinatorService.FlowFactory?) async throws {
+        guard let journal, isFollowing else { return }
+        if let first = try journal.entryRange()?.lowerBound, first > appliedEntry + 1 {
+            guard let stored = try journal.latestCheckpoint(), stored.entry >= first - 1 else {
+                throw JournalError.unrestorable(
+                    path: journal.location, cause: "its entries before \(first) were compacted away and no checkpoint covers them")
+            }
+            try restore(stored, makeFlow: makeFlow)
+            appliedEntry = stored.entry
+            checkpoints.stored(stored, bytes: stored.state.count)
+        }
+        try await replayEntries(of: journal)
+    }
+
+    /// The standby took the lease: it applies the last entries, takes the journal's checkpoint
+    /// state as its own, and publishes from now on.
+    func stopFollowing(makeFlow: CoordinatorService.FlowFactory?) async throws {
+        guard let journal, isFollowing else { return }
+        try await catchUp(makeFlow: makeFlow)
+        if let stored = try journal.latestCheckpoint() {
+            checkpoints.stored(stored, bytes: stored.state.count)
+            checkpoints.compactBelow = StepJournal.Compaction(
+                checkpointOf: stored.entry, keepEntries: checkpointPolicy.keepEntries, limit: 0).below
+        }
+        checkpoints.lastEntry = try journal.entryRange()?.upperBound ?? 0
+        checkpoints.sinceLast = try journal.count(after: checkpoints.entry)
+        isFollowing = false
+        logger.info("took over the journal \(journal.location) at entry \(appliedEntry), followed while standing by")
     }
 
     /// Rebuilds the engine from a stored checkpoint, into a new coordinator that replaces the
@@ -414,7 +466,7 @@ final class StepRouter {
     private var applying: Applying?
 
     private func publish(_ event: CoordinatorEvent) {
-        guard isPublishing else { return }
+        guard isPublishing, !isFollowing else { return }
         switch event {
         case .willNavigate(let navigation), .didNavigate(let navigation):
             let phase: NavigationPhase
