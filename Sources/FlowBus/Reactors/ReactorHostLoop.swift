@@ -178,6 +178,7 @@ private final class ReactorHostIO {
         states = try BusPublisher(
             context: context, name: "states", endpoint: settings.spec.states, limits: settings.limits, curve: settings.curve,
             sourceID: settings.sourceID, contentType: settings.contentType, logger: logger)
+        try states.bind()
         try poller.add(actions)
         try poller.add(states.socket)
         wakeIndex = poller.add(fileDescriptor: outlet.wake.fileDescriptor)
