@@ -167,8 +167,9 @@ def test_silence_resends_with_a_doubling_interval(endpoints):
         first = FakeFlowd(endpoints[0], "flowd#one")
         try:
             stepper.publish_params("tick", {"n": 1}, wait=False)
-            arrivals, until = [], time.monotonic() + 1.5
-            while time.monotonic() < until:
+            # Until three arrivals: a loaded machine may be slow to connect or to poll.
+            arrivals, until = [], time.monotonic() + 20
+            while len(arrivals) < 3 and time.monotonic() < until:
                 with pytest.raises(NoAck):
                     stepper.wait_ack(1, timeout=0.02)
                 arrivals += [(time.monotonic(), sequence) for sequence in first.received()]
@@ -178,7 +179,7 @@ def test_silence_resends_with_a_doubling_interval(endpoints):
             assert gaps[0] >= 0.1 and all(gap >= 0.3 for gap in gaps[1:]), f"0.2 s, then 0.4 s: {gaps}"
             first.ack(stepper, 1)
             stepper.wait_ack(1)
-            assert stepper.resent >= 3
+            assert stepper.resent >= len(arrivals) - 1
             assert pump(stepper, first, 0) == [], "acknowledged: not sent again"
         finally:
             first.close()
