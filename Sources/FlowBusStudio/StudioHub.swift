@@ -121,11 +121,14 @@ public final class StudioHub: Sendable {
     /// The id of the last event recorded (0 before any).
     public var lastEventID: Int64 { core.withLock { $0.nextEventID - 1 } }
 
-    /// Records a status reply, unless it says what the previous one said.
+    /// Records a status reply, unless it says what the previous one said with no event since:
+    /// an unchanged tree read after new events is the tree after them too (the previous reply may
+    /// have been read before the events that led to it arrived).
     public func recordStatus(_ json: String) {
         core.withLock { core in
-            if core.statuses.last?.json == json { return }
-            let status = Status(afterEvent: core.nextEventID - 1, json: json)
+            let after = core.nextEventID - 1
+            if let last = core.statuses.last, last.json == json, last.afterEvent == after { return }
+            let status = Status(afterEvent: after, json: json)
             core.statuses.append(status)
             if core.statuses.count > limits.statuses { core.statuses.removeFirst(core.statuses.count - limits.statuses) }
             for key in core.clients.keys { core.clients[key]?.status = status }

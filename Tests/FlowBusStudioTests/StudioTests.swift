@@ -68,6 +68,11 @@ private func node(_ value: WireValue?, _ path: [Int]) -> [String: WireValue]? {
     hub.recordStatus("{\"flows\":[]}")
     #expect(hub.drain(page).status?.afterEvent == 1)
     #expect(hub.connect().statuses.count == 1)
+    // Read before the event that led to it arrived, the same tree is the tree after that event too.
+    hub.record(["kind": "didNavigate"])
+    hub.recordStatus("{\"flows\":[]}")
+    #expect(hub.drain(page).status?.afterEvent == 2)
+    #expect(hub.connect().statuses.map(\.afterEvent) == [1, 2])
 }
 
 @Test func foxgloveFramesAndClientPublish() {

@@ -73,9 +73,16 @@ def test_action_shows_state_and_diff(topology, browser):
     counter = '.reactor[data-reactor="counter"]'
     wait_until(lambda: "value" in browser.find_element("css selector", f"{counter} pre.state").text, "the counter's snapshot")
     before = browser.find_element("css selector", f"{counter} pre.state").text
-    card = browser.find_element("css selector", counter)
-    card.find_element("css selector", ".action-name").send_keys("increase")
-    card.find_element("css selector", ".action-send").click()
+
+    def send_increase():
+        # Found again on each try: a new state re-renders the card under the click.
+        card = browser.find_element("css selector", counter)
+        name = card.find_element("css selector", ".action-name")
+        name.clear()
+        name.send_keys("increase")
+        card.find_element("css selector", ".action-send").click()
+        return True
+    wait_until(send_increase, "a click on the counter's send")
 
     def changed():
         card = browser.find_element("css selector", '.reactor[data-reactor="counter"]')
@@ -93,9 +100,10 @@ def test_refused_step_shows_its_reason(topology, browser):
     # The watched tab is not selected: its list is not visible, so flowd drops the step (not-visible).
     browser.find_element("id", "step-params").send_keys("withMovieId=7")
     click_step(browser, "watched/movies", "moviePicked")
-    refusal = wait_until(lambda: [li for li in browser.find_elements("css selector", "#timeline li.refusal") if "not-visible" in li.text],
+    # Its text, read at once: the timeline re-renders as events come.
+    refusal = wait_until(lambda: [li.text for li in browser.find_elements("css selector", "#timeline li.refusal") if "not-visible" in li.text],
                          "the not-visible refusal in the timeline")[0]
-    assert "watched/movies" in refusal.text and "moviePicked" in refusal.text, refusal.text
+    assert "watched/movies" in refusal and "moviePicked" in refusal, refusal
     # The page says what became of its own step, as flowctl does.
     wait_until(lambda: "refused: not-visible" in browser.find_element("id", "publish-result").text, "the step's outcome")
     browser.find_element("id", "filter-reason").send_keys("not-visible")
