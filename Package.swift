@@ -92,7 +92,7 @@ let package = Package(
         .executableTarget(
             name: "flowbench",
             dependencies: [
-                "ZeroMQ", "FlowBusWire",
+                "ZeroMQ", "FlowBusWire", "FlowBusTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -22,7 +22,9 @@ public final class PostgresServer: @unchecked Sendable {
     /// - Parameters:
     ///   - host: the address to listen on (a namespace's address in a several-hosts test).
     ///   - wrap: a command prefix to start it with (e.g. `ip netns exec NAME`).
-    public init(host: String = "127.0.0.1", port: Int? = nil, wrap: [String] = []) throws {
+    ///   - durable: flush each commit to the disk, as a production server does (a benchmark);
+    ///     otherwise `fsync=off`, which tests do not need.
+    public init(host: String = "127.0.0.1", port: Int? = nil, wrap: [String] = [], durable: Bool = false) throws {
         guard let binaries = Self.findBinaries() else { throw HarnessError(Self.unavailableReason ?? "no PostgreSQL") }
         self.binaries = binaries
         runAs = getuid() == 0 ? "postgres" : nil
@@ -42,7 +44,7 @@ public final class PostgresServer: @unchecked Sendable {
             try rules.write(to: hba, atomically: false, encoding: .utf8)
         }
         try runBinary(wrap, ["pg_ctl", "-D", data, "-l", directory.appendingPathComponent("server.log").path, "-w", "-t", "30",
-            "-o", "-c listen_addresses=\(host) -p \(self.port) -k \(directory.path) -c fsync=off -c max_connections=50",
+            "-o", "-c listen_addresses=\(host) -p \(self.port) -k \(directory.path)\(durable ? "" : " -c fsync=off") -c max_connections=50",
             "start"])
     }
 

@@ -32,7 +32,9 @@ struct RunBenchmarks: ParsableCommand {
             `swift build -c release --product reactor-host`), whose bench reactor answers each with one \
             state (`tick(n:)` in, `{n}` out), to a state subscriber; both with ratios to the raw two-hop \
             path. steps_journaled is the steps scenario with flowd's SQLite journal (synchronous: full) in \
-            the temporary directory; steps_at_scale first builds --scale-flows flows and --scale-bindings \
+            the temporary directory; steps_journaled_postgres the same with a journal in a PostgreSQL server \
+            flowbench starts on 127.0.0.1 with fsync on (where postgresql-15 is installed), with its ratio to \
+            steps_journaled; steps_at_scale first builds --scale-flows flows and --scale-bindings \
             stepper bindings in flowd from a declared config, then sends the step from every bound stepper \
             in turn (with its ratio to steps, and flowd's peak RSS). cpu µs/msg is the user+system CPU time \
             of the process in the middle (the raw forwarder, flowd, reactor-host) over the throughput run \
@@ -129,7 +131,10 @@ struct RunBenchmarks: ParsableCommand {
         if paths {
             ChildRegistry.shared.installSignalHandlers()
             let bench = try Bench(config: config)
-            defer { bench.shutdown() }
+            defer {
+                bench.shutdown()
+                BenchPostgres.shared.stop()
+            }
             do {
                 var scenarios = allScenarios(config: config, includeSingleFrame: singleFrame || !only.isEmpty)
                 if !only.isEmpty {

@@ -117,6 +117,8 @@ struct JournalInfo: Codable, Sendable {
     var synchronous: String
     /// The file system holding it (e.g. `ext4`, `tmpfs`): what a commit's flush costs depends on it.
     var fileSystem: String?
+    /// `path` is a PostgreSQL URL.
+    var isPostgres: Bool? = nil
 }
 
 /// What a scenario's setup phase built in a daemon, and how long it took.
@@ -185,8 +187,10 @@ func allScenarios(config: BenchConfig, includeSingleFrame: Bool) -> [any Scenari
         list += [RawPathScenario(hops: .one, shape: .single), RawPathScenario(hops: .two, shape: .single)]
     }
     // FlowBus scenarios, with `baseline: .rawTwoHop`; the plain steps first, the reference of the others.
-    list.append(StepsScenario(journaled: false))
-    list.append(StepsScenario(journaled: true))
+    list.append(StepsScenario(journal: .none))
+    list.append(StepsScenario(journal: .sqlite))
+    // Where PostgreSQL is installed (scripts/bootstrap installs it).
+    if BenchPostgres.isAvailable { list.append(StepsScenario(journal: .postgres)) }
     list.append(ScaleScenario(tree: ScaleTree(flows: config.scaleFlows, bindings: config.scaleBindings)))
     list.append(ReactorScenario())
     return list

@@ -23,24 +23,46 @@ import ZeroMQ
 ///
 /// `steps_journaled` is the same path with `persistence: { journal, synchronous: full }`: flowd
 /// commits every batch to a fresh SQLite journal in the temporary directory (flushed to the
-/// disk) before it publishes the batch's events.
+/// disk) before it publishes the batch's events. `steps_journaled_postgres` commits to a fresh
+/// database of a PostgreSQL server flowbench starts on 127.0.0.1 (fsync on, as in production),
+/// compared with `steps_journaled`.
 struct StepsScenario: DaemonPathScenario {
     static let plainKey = "steps"
     static let journaledKey = "steps_journaled"
+    static let postgresKey = "steps_journaled_postgres"
     static let flowName = "BenchFlow"
 
-    /// Whether flowd journals what it applies.
-    var journaled: Bool
+    /// Where flowd journals what it applies.
+    enum Journal {
+        case none, sqlite, postgres
+    }
 
-    var id: ScenarioID { ScenarioID(group: .flowbus, key: journaled ? Self.journaledKey : Self.plainKey) }
+    var journal: Journal
+
+    var id: ScenarioID {
+        let key = switch journal {
+        case .none: Self.plainKey
+        case .sqlite: Self.journaledKey
+        case .postgres: Self.postgresKey
+        }
+        return ScenarioID(group: .flowbus, key: key)
+    }
     var path: String {
-        journaled
-            ? "stepper DEALER → flowd (ROUTER → flow → journal commit, synchronous: full → XPUB) → SUB nav/did/"
-            : "stepper DEALER → flowd (ROUTER → flow → XPUB) → SUB nav/did/, step in, didNavigate out"
+        switch journal {
+        case .none: "stepper DEALER → flowd (ROUTER → flow → XPUB) → SUB nav/did/, step in, didNavigate out"
+        case .sqlite: "stepper DEALER → flowd (ROUTER → flow → journal commit, synchronous: full → XPUB) → SUB nav/did/"
+        case .postgres: "stepper DEALER → flowd (ROUTER → flow → PostgreSQL commit on 127.0.0.1 → XPUB) → SUB nav/did/"
+        }
     }
     var baseline: ScenarioID? { .rawTwoHop }
-    /// The journal's cost: the same path without it.
-    var reference: ScenarioID? { journaled ? .steps : nil }
+    /// The journal's cost: the same path without it; PostgreSQL's: beside SQLite's.
+    var reference: ScenarioID? {
+        switch journal {
+        case .none: nil
+        case .sqlite: .steps
+        case .postgres: ScenarioID(group: .flowbus, key: Self.journaledKey)
+        }
+    }
 
     // MARK: The daemon path
 
@@ -52,13 +74,19 @@ struct StepsScenario: DaemonPathScenario {
 
     func daemonRun(_ run: String, on bench: Bench) throws -> DaemonRun {
         let endpoints = try FlowdSetup.endpoints(run: run, on: bench)
-        var journal: JournalInfo?
-        if journaled {
-            journal = JournalInfo(path: "\(bench.directory)/\(run)-journal.sqlite", synchronous: "full",
-                                  fileSystem: ProcFS.fileSystemType(of: bench.directory))
+        let info: JournalInfo? = switch journal {
+        case .none: nil
+        case .sqlite:
+            JournalInfo(path: "\(bench.directory)/\(run)-journal.sqlite", synchronous: "full",
+                        fileSystem: ProcFS.fileSystemType(of: bench.directory))
+        case .postgres:
+            // A fresh database per measurement, as a fresh SQLite file.
+            JournalInfo(
+                path: try BenchPostgres.shared.database(named: run.replacingOccurrences(of: "-", with: "_")),
+                synchronous: "synchronous_commit on, fsync on", fileSystem: "PostgreSQL on 127.0.0.1", isPostgres: true)
         }
         let config = FlowdSetup.configHeader(endpoints: endpoints, highWaterMark: bench.config.highWaterMark,
-                                             journal: journal, purpose: "its \(id.key) scenario")
+                                             journal: info, purpose: "its \(id.key) scenario")
             + flows
         return DaemonRun(
             configFile: "flowd.yaml", config: config,
@@ -67,7 +95,7 @@ struct StepsScenario: DaemonPathScenario {
             isReady: {
                 try FlowdSetup.binds(BenchMessage.stepperID, control: endpoints.control, context: bench.context)
             },
-            journal: journal)
+            journal: info)
     }
 
     /// One flow: `start` sets a root screen bound to the bench stepper; `moviePicked` does
@@ -142,7 +170,13 @@ enum FlowdSetup {
             wire: { publish: fbv }
 
             """
-        if let journal {
+        if let journal, journal.isPostgres == true {
+            text += """
+                persistence:
+                  postgres: "\(journal.path)"
+
+                """
+        } else if let journal {
             text += """
                 persistence:
                   journal: \(journal.path)
