@@ -12,12 +12,13 @@ import Synchronization
 /// `flowbus_checkpoint`) with the same rules: one transaction per batch, the sources' last
 /// sequences in it, checkpoints and bounded compaction. The lease is a PostgreSQL advisory lock
 /// held by this journal's connection (session): a standby waits for it in
-/// ``acquireLease(instance:waiting:)``; when the active instance dies or is cut off, PostgreSQL
-/// ends its session and so frees the lock, and that instance can commit nothing more — hence
-/// acknowledge nothing more — before the next one takes the lease. Each taking is recorded in
-/// `flowbus_lease`.
+/// ``acquireLease(instance:waiting:following:)``. The holder runs a statement every
+/// ``keepAliveMilliseconds``; when it dies or is cut off, a standby ends its session once it is
+/// idle past ``leaseTimeoutMilliseconds`` (or PostgreSQL does, seconds later), which frees the
+/// lock, and that instance can commit nothing more — hence acknowledge nothing more — before the
+/// next one takes the lease. Each taking is recorded in `flowbus_lease`.
 ///
-/// Calls other than ``connect(url:logger:)`` and ``acquireLease(instance:waiting:)`` block the
+/// Calls other than ``connect(url:logger:)`` and the lease's block the
 /// calling thread (flowd's loop thread or its checkpoint writer), at most ``callTimeout`` each.
 public final class PostgresJournal: SharedJournal {
     public let location: String
@@ -40,6 +41,8 @@ public final class PostgresJournal: SharedJournal {
     static let keepAliveMilliseconds = 200
     /// Set by ``close()``: the keep-alive thread ends.
     private let closing = Atomic<Bool>(false)
+    /// A standby said once that it may not end the holder's session.
+    private let toldNotAllowed = Atomic<Bool>(false)
 
     private init(location: String, connection: PostgresConnection, logger: Logger) {
         self.location = location
@@ -144,7 +147,15 @@ public final class PostgresJournal: SharedJournal {
         guard let silent else { return false }
         logger.warning(
             "the lease holder's session (server pid \(silent.pid)) has been silent for \(Int(silent.seconds * 1000)) ms: ending it to take over")
-        try await connection.query("SELECT pg_terminate_backend(\(silent.pid))", logger: logger)
+        do {
+            try await connection.query("SELECT pg_terminate_backend(\(silent.pid))", logger: logger)
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42501" {
+            // Not this role's session to end: the server's own TCP checks end it, in seconds.
+            if !toldNotAllowed.exchange(true, ordering: .relaxed) {
+                logger.warning("not allowed to end the lease holder's session (give every instance the same role, or pg_signal_backend): waiting for the server to notice it is gone")
+            }
+            return false
+        }
         // The lock is free once that backend has exited.
         try await Task.sleep(for: .milliseconds(20))
         return true
@@ -160,6 +171,9 @@ public final class PostgresJournal: SharedJournal {
                 do {
                     _ = try exclusive { try run("SELECT 1", timeout: .seconds(2)) }
                 } catch {
+                    guard !closing.load(ordering: .relaxed) else { return }
+                    // The lease cannot be relied on: the next commit or check fails, and flowd stops.
+                    broken.withLock { $0 = $0 ?? "keep-alive failed: \(error)" }
                     logger.error("the lease's session does not answer: \(error)")
                     return
                 }
@@ -268,6 +282,10 @@ public final class PostgresJournal: SharedJournal {
         return StepJournal.Checkpoint(entry: entry, created: Date(timeIntervalSince1970: created), state: Data(Array(buffer: state)))
     }
 
+    public func latestCheckpointEntry() throws -> Int64? {
+        try exclusive { try run("SELECT entry FROM flowbus_checkpoint ORDER BY id DESC LIMIT 1").rows.first?.decode(Int64.self) }
+    }
+
     public func store(_ checkpoint: StepJournal.Checkpoint) throws {
         let state = ByteBuffer(bytes: checkpoint.state)
         // Five seconds, and one more per 5 MB: a large tree's checkpoint must not look like a lost server.
@@ -342,7 +360,7 @@ public final class PostgresJournal: SharedJournal {
 
     /// Closes the connection (ending the session frees the lease), waiting at most 2 s.
     public func close() {
-        closing.store(true, ordering: .relaxed)
+        self.closing.store(true, ordering: .relaxed)
         let closing: EventLoopFuture<Void> = connection.close()
         let closed = DispatchSemaphore(value: 0)
         closing.whenComplete { _ in closed.signal() }

@@ -230,9 +230,8 @@ private final class Recorder {
         context = try Context(defaultLinger: 0)
         for source in sources {
             let socket = try context.socket(.sub)
-            // Several flowd instances: the one that takes over is reached within a quarter second.
-            let reconnectMax: Int32 = source.addresses.count > 1 ? 250 : 2000
-            try socket.setOptions([.receiveHighWaterMark(1_000_000), .reconnectInterval(100), .reconnectIntervalMax(reconnectMax)])
+            try socket.setOptions([.receiveHighWaterMark(1_000_000), .reconnectInterval(100)])
+            try socket.setOptions(BusSubscriber.followingInstances(source.addresses.count))
             // Heartbeats always: they tell when a subscription is live. Without --topics the
             // empty prefix also covers `action/`, which makes a reactor host re-publish the
             // actions it applies.

@@ -62,9 +62,8 @@ public final class BusSubscriber {
         self.context = try context ?? Context(defaultLinger: 0)
         self.includeHeartbeats = includeHeartbeats || topics.isEmpty || topics.contains { "hb/".hasPrefix($0) }
         socket = try self.context.socket(.sub)
-        // With several instances, a new active one is found within a quarter second.
-        let reconnectMax: Int32 = endpoints.count > 1 ? 250 : 2000
-        try socket.setOptions([.receiveHighWaterMark(receiveHighWaterMark), .reconnectInterval(100), .reconnectIntervalMax(reconnectMax)])
+        try socket.setOptions([.receiveHighWaterMark(receiveHighWaterMark), .reconnectInterval(100)])
+        try socket.setOptions(Self.followingInstances(endpoints.count))
         for topic in Set(topics.isEmpty ? [""] : topics + ["hb/"]) {
             try socket.setOption(.subscribe(topic))
         }
@@ -72,6 +71,13 @@ public final class BusSubscriber {
             try curve.secureClient(socket, endpoint: endpoint)
             try socket.connect(endpoint)
         }
+    }
+
+    /// Socket options of a subscriber to `count` publishers. With several flowd instances, a new
+    /// active one is found within a quarter second, and ZMTP heartbeats drop the connection to
+    /// one whose machine vanished (a SUB sends nothing otherwise, so it would never notice).
+    public static func followingInstances(_ count: Int) -> [SocketOption] {
+        count > 1 ? [.reconnectIntervalMax(250), .heartbeatInterval(1000), .heartbeatTimeout(3000)] : [.reconnectIntervalMax(2000)]
     }
 
     /// The next message, or `nil` when none arrives within `timeout` (`nil`: wait forever).

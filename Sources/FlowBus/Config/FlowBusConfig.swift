@@ -205,7 +205,14 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        if let listed = try? container.decode([Endpoints].self, forKey: .endpoints) {
+        let listed: [Endpoints]?
+        do {
+            listed = try container.decode([Endpoints].self, forKey: .endpoints)
+        } catch DecodingError.typeMismatch(_, let context) where context.codingPath.count <= 1 {
+            // Not a list: one instance's map. An error inside a listed instance is reported as is.
+            listed = nil
+        }
+        if let listed {
             guard let first = listed.first else {
                 throw DecodingError.dataCorruptedError(
                     forKey: .endpoints, in: container, debugDescription: "lists no flowd instance: give one map of endpoints, or one per instance")

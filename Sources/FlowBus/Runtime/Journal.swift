@@ -22,6 +22,8 @@ public protocol Journal: AnyObject, Sendable {
     func entries(after: Int64, limit: Int) throws -> [StepJournal.Entry]
     /// The newest checkpoint, nil if none was written.
     func latestCheckpoint() throws -> StepJournal.Checkpoint?
+    /// The entry the newest checkpoint covers up to, without reading its state.
+    func latestCheckpointEntry() throws -> Int64?
     /// Stores a checkpoint and removes older ones.
     func store(_ checkpoint: StepJournal.Checkpoint) throws
     /// Appends `records`, raises the sources' last sequences and deletes entries as `compaction`

@@ -249,6 +249,10 @@ public final class StepJournal: Journal {
         }
     }
 
+    public func latestCheckpointEntry() throws -> Int64? {
+        try database.read { db in try Int64.fetchOne(db, sql: "SELECT entry FROM checkpoint ORDER BY id DESC LIMIT 1") }
+    }
+
     /// Stores `checkpoint` and removes older ones. The entries it covers go later, a bounded
     /// number per commit (``Compaction``): deleting millions of rows at once would stall flowd.
     public func store(_ checkpoint: Checkpoint) throws {

@@ -23,7 +23,7 @@ final class StepRouter {
     /// A standby following the journal: it applies what the active instance journals, and
     /// publishes nothing.
     private var isFollowing = false
-    /// The id of the last journal entry the engine applied (restored, replayed or committed).
+    /// The id of the last journal entry the engine applied while restoring or following.
     private var appliedEntry: Int64 = 0
     private var records: [StepJournal.Record] = []
     private var restoredEntries = 0
@@ -127,15 +127,26 @@ final class StepRouter {
         }
         appliedEntry = after
         guard let journal, restored || pending > 0 else { return }
-        try await replayEntries(of: journal)
+        try await replayEntries(of: journal, makeFlow: makeFlow)
         let from = restored ? "its checkpoint of entry \(checkpoints.entry) and \(restoredEntries) entries after it" : "\(restoredEntries) entries"
         logger.info("restored the journal \(journal.location) from \(from) in \(began.duration(to: clock.now))")
     }
 
-    /// Applies the journal's entries after ``appliedEntry``, silently.
-    private func replayEntries(of journal: any Journal) async throws {
+    /// Applies the journal's entries after ``appliedEntry``, silently. A standby checks after
+    /// each page it read that the active instance did not compact entries it had not applied
+    /// yet away meanwhile; if it did, the standby restores the newest checkpoint, which covers
+    /// them, and goes on from there.
+    private func replayEntries(of journal: any Journal, makeFlow: CoordinatorService.FlowFactory?) async throws {
         while true {
             let page = try journal.entries(after: appliedEntry, limit: 4096)
+            if isFollowing, try compactedPastApplied(journal) {
+                // Read again at the next call.
+                guard let stored = try journal.latestCheckpoint(), stored.entry > appliedEntry else { break }
+                try restore(stored, makeFlow: makeFlow)
+                appliedEntry = stored.entry
+                checkpoints.stored(stored, bytes: stored.state.count)
+                continue
+            }
             guard let last = page.last else { break }
             for entry in page { await replay(entry) }
             restoredEntries += page.count
@@ -143,21 +154,18 @@ final class StepRouter {
         }
     }
 
+    /// Whether entries after ``appliedEntry`` may have been compacted away: none below the
+    /// next one is left, and a checkpoint covers more than was applied.
+    private func compactedPastApplied(_ journal: any Journal) throws -> Bool {
+        if let first = try journal.entryRange()?.lowerBound, first <= appliedEntry + 1 { return false }
+        return (try journal.latestCheckpointEntry() ?? 0) > appliedEntry
+    }
+
     /// A standby applies what the active instance journaled since the last call, so that its
-    /// tree is ready when it takes over. When the entries it has not applied yet were compacted
-    /// away, it restores the newest checkpoint first.
+    /// tree is ready when it takes over.
     func catchUp(makeFlow: CoordinatorService.FlowFactory?) async throws {
         guard let journal, isFollowing else { return }
-        if let first = try journal.entryRange()?.lowerBound, first > appliedEntry + 1 {
-            guard let stored = try journal.latestCheckpoint(), stored.entry >= first - 1 else {
-                throw JournalError.unrestorable(
-                    path: journal.location, cause: "its entries before \(first) were compacted away and no checkpoint covers them")
-            }
-            try restore(stored, makeFlow: makeFlow)
-            appliedEntry = stored.entry
-            checkpoints.stored(stored, bytes: stored.state.count)
-        }
-        try await replayEntries(of: journal)
+        try await replayEntries(of: journal, makeFlow: makeFlow)
     }
 
     /// The standby took the lease: it applies the last entries, takes the journal's checkpoint
