@@ -20,7 +20,9 @@ struct JournalEntriesCommand: ParsableCommand {
         commandName: "entries",
         abstract: "Print the journal's entries, oldest first, one JSON object per line: what flowd applied, in order.",
         discussion: """
-            Reads FILE (a SQLite journal), or else the journal the config's persistence names (its SQLite file or             its PostgreSQL database, which it reads without taking the lease). Entries a checkpoint covered may             have been compacted away: the first id printed says where the journal starts.
+            Reads FILE (a SQLite journal), or else the journal the config's persistence names (its SQLite file \
+            or its PostgreSQL database, which it reads without taking the lease). Entries a checkpoint covered \
+            may have been compacted away: the first id printed says where the journal starts.
             """)
 
     @OptionGroup var options: ConfigOptions
@@ -30,7 +32,7 @@ struct JournalEntriesCommand: ParsableCommand {
 
     func run() throws {
         if let file {
-            try print(try StepJournal.open(readingAt: file))
+            try printEntries(of: try StepJournal.open(readingAt: file))
             return
         }
         let config = try options.load()
@@ -38,15 +40,15 @@ struct JournalEntriesCommand: ParsableCommand {
             throw ClientError("\(FlowBusConfig.resolvePath(options.config)) has no persistence section: flowd journals nothing")
         }
         if let path = persistence.journal {
-            try print(try StepJournal.open(readingAt: path))
+            try printEntries(of: try StepJournal.open(readingAt: path))
         } else if let url = persistence.postgres {
             let journal = try Self.connect(url)
             defer { journal.close() }
-            try print(journal)
+            try printEntries(of: journal)
         }
     }
 
-    private func print(_ journal: some Journal) throws {
+    private func printEntries(of journal: some Journal) throws {
         var after = self.after
         while true {
             let page = try journal.entries(after: after, limit: 10_000)
