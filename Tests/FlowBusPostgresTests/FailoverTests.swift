@@ -18,17 +18,7 @@ struct FailoverTests {
         persistence:
           postgres: "\(url)"
           checkpoint: \(compacting ? "{ everyEntries: 2000 }" : "{ everyEntries: 5000, keepEntries: 100000000 }")
-        coordinator: { flow: LoadFlow, step: start }
-        flows:
-          LoadFlow:
-            root: stack
-            id: load
-            steps:
-              start:
-                - setRoot: { screen: home, stepper: load, allowStepWhenNotPresented: true }
-              open:
-                - push: { screen: "detail/{id}", stepper: "detail/{id}" }
-              tick: [none]
+        \(LoadFlow.sections)
         """
     }
 

@@ -18,17 +18,7 @@ let durableFlowYAML = """
       journal: journal.sqlite
       synchronous: full
       checkpoint: { everyEntries: 10000, keepEntries: 100000000 }
-    coordinator: { flow: LoadFlow, step: start }
-    flows:
-      LoadFlow:
-        root: stack
-        id: load
-        steps:
-          start:
-            - setRoot: { screen: home, stepper: load, allowStepWhenNotPresented: true }
-          open:
-            - push: { screen: "detail/{id}", stepper: "detail/{id}" }
-          tick: [none]
+    \(LoadFlow.sections)
     """
 
 /// How many steps the long test publishes: `$FLOWBUS_DURABILITY_STEPS`, else 100,000.

@@ -8,19 +8,18 @@ import Yams
 /// are replaced from the environment, so one file serves a temporary demo directory and a
 /// system path alike.
 public struct FlowBusConfig: Codable, Sendable, Hashable {
-    /// The endpoints of this flowd instance: the one it binds, or, for a client, the first of
-    /// ``flowdInstances``.
+    /// The endpoints of this flowd instance: the one it binds (``selectInstance(_:)``), or, for
+    /// a client, the first of ``flowdInstances``.
     public var endpoints: Endpoints {
-        didSet {
-            // One instance: the list follows an edit of its only entry.
-            if flowdInstances.count <= 1 { flowdInstances = [endpoints] }
-        }
+        get { flowdInstances[selectedInstance] }
+        set { flowdInstances[selectedInstance] = newValue }
     }
     /// Every flowd instance's endpoints, in the order the file lists them. One, or several
     /// sharing a PostgreSQL journal (`endpoints:` as a list): one of them is active, the others
-    /// stand by, and clients connect to all of them to follow the active one. flowd binds the
-    /// one ``selectInstance(_:)`` picks.
-    public var flowdInstances: [Endpoints]
+    /// stand by, and clients connect to all of them to follow the active one.
+    public private(set) var flowdInstances: [Endpoints]
+    /// The index in ``flowdInstances`` of ``endpoints``.
+    private var selectedInstance = 0
     /// Size and queue limits.
     public var limits: Limits
     /// Which flow the coordinator starts with, and its first step.
@@ -194,7 +193,6 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         endpoints: Endpoints, limits: Limits = Limits(), coordinator: Coordinator? = nil, flows: [String: DeclaredFlowSpec] = [:],
         heartbeatMilliseconds: Int = 1000, reactors: [String: ReactorHostSpec] = [:]
     ) {
-        self.endpoints = endpoints
         flowdInstances = [endpoints]
         self.limits = limits
         self.coordinator = coordinator
@@ -213,15 +211,13 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
             listed = nil
         }
         if let listed {
-            guard let first = listed.first else {
+            guard !listed.isEmpty else {
                 throw DecodingError.dataCorruptedError(
                     forKey: .endpoints, in: container, debugDescription: "lists no flowd instance: give one map of endpoints, or one per instance")
             }
-            endpoints = first
             flowdInstances = listed
         } else {
-            endpoints = try container.decode(Endpoints.self, forKey: .endpoints)
-            flowdInstances = [endpoints]
+            flowdInstances = [try container.decode(Endpoints.self, forKey: .endpoints)]
         }
         limits = try container.decodeIfPresent(Limits.self, forKey: .limits) ?? Limits()
         coordinator = try container.decodeIfPresent(Coordinator.self, forKey: .coordinator)
@@ -270,7 +266,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
             let range = flowdInstances.count == 1 ? "1 (endpoints: is a single map)" : "1 to \(flowdInstances.count)"
             throw ConfigError("--instance \(number): endpoints lists \(flowdInstances.count) flowd instance(s): give \(range)")
         }
-        endpoints = flowdInstances[number - 1]
+        selectedInstance = number - 1
     }
 
     /// `endpoints` in words for a message: one, or "a, or b" when several instances may answer.

@@ -138,15 +138,20 @@ def test_steps_wait_for_an_instance_to_bind(endpoints):
             second.close()
 
 
+def three_sent_one_acknowledged(stepper, flowd):
+    """Steps 1 to 3 reach `flowd`, which acknowledges the first."""
+    for n in (1, 2, 3):
+        stepper.publish_params("tick", {"n": n}, wait=False)
+    assert pump(stepper, flowd, 3) == [1, 2, 3]
+    flowd.ack(stepper, 1)
+    stepper.wait_ack(1)
+
+
 def test_acks_from_another_instance_resend_what_is_unacknowledged(endpoints):
     with Stepper(endpoints, "load", timeout=T, retransmit_interval=30) as stepper:
         first = FakeFlowd(endpoints[0], "flowd#one")
         try:
-            for n in (1, 2, 3):
-                stepper.publish_params("tick", {"n": n}, wait=False)
-            assert pump(stepper, first, 3) == [1, 2, 3]
-            first.ack(stepper, 1)
-            stepper.wait_ack(1)
+            three_sent_one_acknowledged(stepper, first)
         finally:
             first.close()  # it dies having committed 2, acknowledged 1
         second = FakeFlowd(endpoints[1], "flowd#two")
@@ -189,11 +194,7 @@ def test_out_of_order_resends_from_expected_once(endpoints):
     with Stepper(endpoints, "load", timeout=T, retransmit_interval=30) as stepper:
         first = FakeFlowd(endpoints[0], "flowd#one")
         try:
-            for n in (1, 2, 3):
-                stepper.publish_params("tick", {"n": n}, wait=False)
-            assert pump(stepper, first, 3) == [1, 2, 3]
-            first.ack(stepper, 1)
-            stepper.wait_ack(1)
+            three_sent_one_acknowledged(stepper, first)
             first.out_of_order(stepper, first=3, expected=2)  # 2 was lost: 3 refused, 1 acknowledged again
             first.ack(stepper, 1)
             assert pump(stepper, first, 2) == [2, 3]
