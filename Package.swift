@@ -1,6 +1,16 @@
 // swift-tools-version: 6.1
 import PackageDescription
 
+// Modules by what they are and what they weigh (docs/ARCHITECTURE.md has the map):
+// an app that only publishes steps or sends actions links FlowBusClient, that is ZeroMQ and
+// FlowBusWire; PostgreSQL (NIO, BoringSSL) and the studio (Hummingbird) are traits, off by default.
+let logging = Target.Dependency.product(name: "Logging", package: "swift-log")
+let argumentParser = Target.Dependency.product(name: "ArgumentParser", package: "swift-argument-parser")
+let serviceLifecycle = Target.Dependency.product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
+let unixSignals = Target.Dependency.product(name: "UnixSignals", package: "swift-service-lifecycle")
+let grdb = Target.Dependency.product(name: "GRDB", package: "GRDB.swift")
+let coreMetrics = Target.Dependency.product(name: "CoreMetrics", package: "swift-metrics")
+
 let package = Package(
     name: "FlowBus",
     platforms: [.macOS(.v15)],
@@ -9,7 +19,12 @@ let package = Package(
         .library(name: "FlowBusWire", targets: ["FlowBusWire"]),
         .library(name: "Flows", targets: ["Flows"]),
         .library(name: "Reactors", targets: ["Reactors"]),
-        .library(name: "FlowBus", targets: ["FlowBus"]),
+        .library(name: "FlowBusClient", targets: ["FlowBusClient"]),
+        .library(name: "FlowBusConfiguration", targets: ["FlowBusConfiguration"]),
+        .library(name: "FlowBusDaemon", targets: ["FlowBusDaemon"]),
+        .library(name: "FlowBusCoordinator", targets: ["FlowBusCoordinator"]),
+        .library(name: "FlowBusReactorHost", targets: ["FlowBusReactorHost"]),
+        .library(name: "FlowBusTools", targets: ["FlowBusTools"]),
         .library(name: "FlowBusTesting", targets: ["FlowBusTesting"]),
         .library(name: "FlowBusPrometheus", targets: ["FlowBusPrometheus"]),
         .library(name: "FlowBusPostgres", targets: ["FlowBusPostgres"]),
@@ -21,6 +36,13 @@ let package = Package(
         .executable(name: "movie-app", targets: ["movie-app"]),
         .executable(name: "stepper-load", targets: ["stepper-load"]),
         .executable(name: "flowbus-studio", targets: ["flowbus-studio"]),
+    ],
+    traits: [
+        .trait(
+            name: "PostgreSQL",
+            description: "flowd and reactor hosts on a shared PostgreSQL journal with a standby (postgres-nio, NIO, BoringSSL)"),
+        .trait(name: "Studio", description: "flowbus-studio, the live web page and Foxglove bridge (Hummingbird)"),
+        .default(enabledTraits: []),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -44,130 +66,141 @@ let package = Package(
         .target(name: "FlowBusWire"),
         .target(name: "Flows", dependencies: ["FlowBusWire"]),
         .target(name: "Reactors"),
+        // The protocol's rules as I/O-free state machines; `package` access, not public API.
+        .target(name: "FlowBusProtocol", dependencies: ["FlowBusWire"]),
+        // What an app links to publish steps, send actions and read events and states.
+        .target(name: "FlowBusClient", dependencies: ["ZeroMQ", "FlowBusWire", "FlowBusProtocol", logging]),
+        // The topology file: its model and validation; no sockets, no engine.
         .target(
-            name: "FlowBus",
+            name: "FlowBusConfiguration",
+            dependencies: ["FlowBusWire", "FlowBusClient", .product(name: "Yams", package: "Yams")]),
+        // What every daemon runs: the loop, the router endpoint, the publisher, hosting.
+        .target(
+            name: "FlowBusDaemon",
             dependencies: [
-                "ZeroMQ", "FlowBusWire", "Flows", "Reactors",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Yams", package: "Yams"),
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
-            ]
-        ),
-        .target(name: "FlowBusTesting", dependencies: ["FlowBus", "FlowBusWire", "Reactors"]),
+                "ZeroMQ", "FlowBusWire", "FlowBusProtocol", "FlowBusClient", "FlowBusConfiguration", logging,
+                serviceLifecycle, unixSignals, coreMetrics,
+            ]),
+        .target(
+            name: "FlowBusCoordinator",
+            dependencies: ["FlowBusDaemon", "FlowBusProtocol", "FlowBusClient", "FlowBusConfiguration", "Flows", grdb, coreMetrics]),
+        .target(
+            name: "FlowBusReactorHost",
+            dependencies: ["FlowBusDaemon", "FlowBusProtocol", "FlowBusClient", "FlowBusConfiguration", "Reactors", grdb, coreMetrics]),
+        .target(
+            name: "FlowBusTools",
+            dependencies: ["FlowBusClient", "FlowBusConfiguration", "FlowBusDaemon", "FlowBusCoordinator", "Flows", grdb]),
+        .target(
+            name: "FlowBusTesting",
+            dependencies: [
+                "FlowBusClient", "FlowBusConfiguration", "FlowBusTools", "FlowBusWire", "Reactors", "ZeroMQ",
+            ]),
         .target(
             name: "FlowBusPrometheus",
             dependencies: [
-                "FlowBus",
-                .product(name: "CoreMetrics", package: "swift-metrics"),
+                "FlowBusDaemon",
+                coreMetrics,
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         .target(
             name: "FlowBusPostgres",
             dependencies: [
-                "FlowBus",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Logging", package: "swift-log"),
+                "FlowBusCoordinator", "FlowBusConfiguration",
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
+                logging,
             ]
         ),
         .executableTarget(
             name: "flowd",
-            dependencies: [
-                "FlowBus", "FlowBusPrometheus", "FlowBusPostgres",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            dependencies: ["FlowBusCoordinator", "FlowBusDaemon", "FlowBusConfiguration", "FlowBusPrometheus", argumentParser, logging,
+                .target(name: "FlowBusPostgres", condition: .when(traits: ["PostgreSQL"])),
             ]
         ),
         .executableTarget(
             name: "flowctl",
             dependencies: [
-                "FlowBus", "FlowBusPostgres", "FlowBusWire", "ZeroMQ",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "FlowBusClient", "FlowBusConfiguration", "FlowBusCoordinator", "FlowBusDaemon", "FlowBusTools",
+                "FlowBusWire", "ZeroMQ", argumentParser,
+                .target(name: "FlowBusPostgres", condition: .when(traits: ["PostgreSQL"])),
             ]
         ),
         .executableTarget(
             name: "flowbench",
-            dependencies: [
-                "ZeroMQ", "FlowBusWire", "FlowBusTesting",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            dependencies: ["ZeroMQ", "FlowBusWire", "FlowBusTesting", "FlowBusConfiguration", argumentParser]
         ),
         .executableTarget(
             name: "movie-app",
-            dependencies: [
-                "FlowBus", "Flows",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-            ],
+            dependencies: ["FlowBusCoordinator", "FlowBusDaemon", "FlowBusConfiguration", "Flows", argumentParser, logging],
             path: "Sources/Examples/movie-app"
         ),
         .executableTarget(
             name: "wire-smoke",
-            dependencies: [
-                "ZeroMQ", "FlowBusWire",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
+            dependencies: ["ZeroMQ", "FlowBusWire", argumentParser],
             path: "Sources/Examples/wire-smoke"
         ),
         .executableTarget(
             name: "reactor-host",
             dependencies: [
-                "FlowBus", "FlowBusPrometheus", "FlowBusWire", "Reactors",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                "FlowBusReactorHost", "FlowBusDaemon", "FlowBusConfiguration", "FlowBusPrometheus", "FlowBusWire",
+                "Reactors", argumentParser, logging,
             ],
             path: "Sources/Examples/reactor-host"
         ),
         .executableTarget(
             name: "stepper-load",
-            dependencies: [
-                "FlowBus", "FlowBusWire",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ],
+            dependencies: ["FlowBusClient", "FlowBusConfiguration", "FlowBusWire", argumentParser],
             path: "Sources/Examples/stepper-load"
         ),
         .target(
             name: "FlowBusStudio",
             dependencies: [
-                "FlowBus", "FlowBusWire", "Flows",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                "FlowBusClient", "FlowBusConfiguration", "FlowBusTools", "FlowBusWire", "Flows", logging,
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Studio"])),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket", condition: .when(traits: ["Studio"])),
             ],
             resources: [.copy("Page")]
         ),
         .executableTarget(
             name: "flowbus-studio",
-            dependencies: [
-                "FlowBus", "FlowBusStudio",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ]
+            dependencies: ["FlowBusStudio", "FlowBusConfiguration", argumentParser, logging]
         ),
+        // Flows and reactors the tests share; not shipped.
+        .target(name: "TestFixtures", path: "Tests/TestFixtures"),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "FlowBusWireTests", dependencies: ["FlowBusWire"], exclude: ["Fixtures"]),
         .testTarget(name: "FlowsTests", dependencies: ["Flows"]),
         .testTarget(name: "ReactorsTests", dependencies: ["Reactors"]),
+        .testTarget(name: "FlowBusProtocolTests", dependencies: ["FlowBusProtocol", "FlowBusWire"]),
+        .testTarget(name: "FlowBusClientTests", dependencies: ["FlowBusClient", "FlowBusProtocol", "FlowBusWire", "ZeroMQ"]),
+        .testTarget(name: "FlowBusConfigurationTests", dependencies: ["FlowBusConfiguration", "FlowBusClient", "FlowBusWire"]),
         .testTarget(
-            name: "FlowBusTests",
-            dependencies: ["FlowBus", "FlowBusWire", "Flows", "Reactors", "ZeroMQ", .product(name: "Logging", package: "swift-log")]
-        ),
-        .testTarget(name: "FlowBusStudioTests", dependencies: ["FlowBusStudio", "FlowBus", "FlowBusWire"]),
+            name: "FlowBusDaemonTests",
+            dependencies: ["FlowBusDaemon", "FlowBusConfiguration", "FlowBusProtocol", "FlowBusWire", "ZeroMQ", logging]),
+        .testTarget(
+            name: "FlowBusCoordinatorTests",
+            dependencies: ["FlowBusCoordinator", "FlowBusConfiguration", "FlowBusWire", "Flows", logging]),
+        .testTarget(
+            name: "FlowBusReactorHostTests",
+            dependencies: [
+                "FlowBusReactorHost", "FlowBusClient", "FlowBusConfiguration", "FlowBusWire", "Reactors", "ZeroMQ", logging,
+            ]),
+        .testTarget(
+            name: "FlowBusToolsTests", dependencies: ["FlowBusTools", "FlowBusConfiguration", "FlowBusCoordinator", "FlowBusWire"]),
+        .testTarget(name: "FlowBusStudioTests", dependencies: ["FlowBusStudio", "FlowBusClient", "FlowBusWire"]),
         .testTarget(
             name: "FlowBusPostgresTests",
-            dependencies: ["FlowBus", "FlowBusPostgres", "FlowBusTesting", "FlowBusWire", "ZeroMQ"]
+            dependencies: [
+                "FlowBusCoordinator", "FlowBusConfiguration", "FlowBusPostgres", "FlowBusTesting", "FlowBusClient",
+                "FlowBusWire", "TestFixtures", "ZeroMQ",
+            ]
         ),
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["FlowBus", "FlowBusTesting", "FlowBusWire", "Flows", "Reactors", "ZeroMQ"]
+            dependencies: [
+                "FlowBusClient", "FlowBusConfiguration", "FlowBusCoordinator", "FlowBusReactorHost", "FlowBusTesting",
+                "FlowBusTools", "FlowBusWire", "Flows", "Reactors", "TestFixtures", "ZeroMQ",
+            ]
         ),
     ]
 )

@@ -1,5 +1,7 @@
+#if PostgreSQL
 import Dispatch
-import FlowBus
+import FlowBusConfiguration
+import FlowBusCoordinator
 import Foundation
 import Logging
 import PostgresNIO
@@ -425,3 +427,4 @@ public struct PostgresJournalError: Error, CustomStringConvertible, Sendable {
         self.description = description
     }
 }
+#endif

@@ -1,5 +1,5 @@
 import CoreMetrics
-import FlowBus
+import FlowBusDaemon
 import Prometheus
 
 extension MetricsExposition {

@@ -1,3 +1,4 @@
+#if Studio
 import FlowBusWire
 
 /// The Foxglove WebSocket protocol (`foxglove.websocket.v1`) as the studio speaks it, without
@@ -180,3 +181,4 @@ public struct FoxgloveBridge: Sendable {
         (try? WireJSON.string(.map(map))) ?? "{}"
     }
 }
+#endif

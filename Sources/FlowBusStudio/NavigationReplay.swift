@@ -1,3 +1,4 @@
+#if Studio
 import FlowBusWire
 
 /// A navigation tree rebuilt from navigation commands alone, as a renderer would keep it: what a
@@ -106,3 +107,4 @@ public struct NavigationReplay: Sendable, Hashable {
         return .map(map)
     }
 }
+#endif

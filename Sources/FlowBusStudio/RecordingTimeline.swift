@@ -1,4 +1,7 @@
-import FlowBus
+#if Studio
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusTools
 import FlowBusWire
 
 /// A `flowctl record` file as a page scrubs it: every message a page shows, with its time since
@@ -44,3 +47,4 @@ public enum RecordingTimeline {
         return try WireJSON.string(.map(document), maxDepth: 128)
     }
 }
+#endif

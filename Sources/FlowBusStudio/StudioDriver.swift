@@ -1,4 +1,7 @@
-import FlowBus
+#if Studio
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Logging
@@ -125,3 +128,4 @@ public final class StudioDriver: Sendable {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Studio
 import FlowBusWire
 
 /// How the studio describes one bus message to a page: a flat map with the fields a timeline,
@@ -68,3 +69,4 @@ public enum StudioEvent {
         return map
     }
 }
+#endif

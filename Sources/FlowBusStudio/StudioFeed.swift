@@ -1,4 +1,7 @@
-import FlowBus
+#if Studio
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Logging
@@ -131,3 +134,4 @@ public final class StudioFeed: Sendable {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Studio
 import FlowBusWire
 import Synchronization
 
@@ -170,3 +171,4 @@ public final class StudioHub: Sendable {
         _ = core.withLock { $0.clients.removeValue(forKey: clientID) }
     }
 }
+#endif

@@ -1,4 +1,7 @@
-import FlowBus
+#if Studio
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Hummingbird
@@ -57,3 +60,4 @@ enum StudioPage {
         return (try? WireJSON.string(.map(document))) ?? "{}"
     }
 }
+#endif

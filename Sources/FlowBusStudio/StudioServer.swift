@@ -1,4 +1,7 @@
-import FlowBus
+#if Studio
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Hummingbird
@@ -134,3 +137,4 @@ func tokenAllows(_ request: Request, token: String?) -> Bool {
     guard let token, !token.isEmpty else { return true }
     return request.uri.queryParameters.get("token") == token
 }
+#endif

@@ -1,3 +1,4 @@
+#if Studio
 import FlowBusWire
 import Foundation
 import HummingbirdWebSocket
@@ -139,3 +140,4 @@ final class BridgeBox: Sendable {
     private let bridge = Mutex(FoxgloveBridge())
     func withBridge<T: Sendable>(_ body: (inout FoxgloveBridge) -> T) -> T { bridge.withLock { body(&$0) } }
 }
+#endif

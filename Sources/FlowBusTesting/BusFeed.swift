@@ -1,4 +1,6 @@
-import FlowBus
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusTools
 import FlowBusWire
 import Foundation
 

@@ -1,4 +1,6 @@
-import FlowBus
+@_exported public import FlowBusClient
+import FlowBusConfiguration
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Testing

@@ -1,4 +1,6 @@
-import FlowBus
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusTools
 import Foundation
 
 /// A topology written in code rather than in a config file: flows, reactor hosts and `launch:`

@@ -1,8 +1,11 @@
 import ArgumentParser
-import FlowBus
-import FlowBusStudio
+import FlowBusConfiguration
 import Foundation
 import Logging
+
+#if Studio
+import FlowBusStudio
+#endif
 
 /// FlowBus Studio: the live topology in a browser (docs/STUDIO.md).
 @main
@@ -19,6 +22,10 @@ struct FlowBusStudioCommand: AsyncParsableCommand {
     @Flag(help: "Let pages and Foxglove clients publish steps, deep links and actions.") var allowPublish = false
 
     func run() async throws {
+        #if !Studio
+        throw ValidationError(
+            "flowbus-studio was built without the Studio trait: build it with `swift build --traits Studio --product flowbus-studio` (docs/STUDIO.md)")
+        #else
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = ProcessInfo.processInfo.environment["FLOWBUS_LOG"].flatMap { Logger.Level(rawValue: $0) } ?? .info
@@ -47,5 +54,6 @@ struct FlowBusStudioCommand: AsyncParsableCommand {
             let query = token.map { "?token=\($0)" } ?? ""
             FileHandle.standardOutput.write(Data("studio: http://\(host):\(port)/\(query)\n".utf8))
         }
+        #endif
     }
 }

@@ -1,11 +1,18 @@
 import ArgumentParser
 import Dispatch
-import FlowBus
-import FlowBusPostgres
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusCoordinator
+import FlowBusDaemon
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Logging
 import Synchronization
+
+#if PostgreSQL
+import FlowBusPostgres
+#endif
 
 /// `flowctl journal check|salvage|entries`: look into flowd's journal, and rescue a damaged one.
 struct JournalCommand: ParsableCommand {
@@ -42,9 +49,15 @@ struct JournalEntriesCommand: ParsableCommand {
         if let path = persistence.journal {
             try printEntries(of: try StepJournal.open(readingAt: path))
         } else if let url = persistence.postgres {
+            #if PostgreSQL
             let journal = try Self.connect(url)
             defer { journal.close() }
             try printEntries(of: journal)
+            #else
+            throw ClientError(
+                "this flowctl was built without the PostgreSQL trait, so it cannot read persistence.postgres: "
+                    + "build it with `swift build --traits PostgreSQL --product flowctl` (docs/DEPLOYMENT.md)")
+            #endif
         }
     }
 
@@ -72,6 +85,7 @@ struct JournalEntriesCommand: ParsableCommand {
         }
     }
 
+    #if PostgreSQL
     /// Connects from this synchronous command: the connection is made on another thread.
     private static func connect(_ url: String) throws -> PostgresJournal {
         let outcome = Mutex<Result<PostgresJournal, any Error>?>(nil)
@@ -91,6 +105,7 @@ struct JournalEntriesCommand: ParsableCommand {
         }
         return try outcome.withLock { $0! }.get()
     }
+    #endif
 }
 
 struct JournalCheckCommand: ParsableCommand {

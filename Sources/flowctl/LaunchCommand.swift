@@ -1,5 +1,9 @@
 import ArgumentParser
-import FlowBus
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusCoordinator
+import FlowBusDaemon
+import FlowBusTools
 import Foundation
 #if canImport(Glibc)
 import Glibc

@@ -1,9 +1,19 @@
 import ArgumentParser
-import FlowBus
-import FlowBusPostgres
+import FlowBusConfiguration
+import FlowBusCoordinator
+import FlowBusDaemon
 import FlowBusPrometheus
 import Foundation
 import Logging
+
+#if PostgreSQL
+import FlowBusPostgres
+
+/// A shared PostgreSQL journal (`persistence.postgres`): built with the PostgreSQL trait.
+private let postgresOpener: CoordinatorService.JournalOpener? = PostgresJournal.opener
+#else
+private let postgresOpener: CoordinatorService.JournalOpener? = nil
+#endif
 
 /// The coordinator daemon: routes steps from stepper processes to the flows of a config file.
 @main
@@ -52,7 +62,7 @@ struct Flowd: AsyncParsableCommand {
         try await FlowBusHost.run(config: topology, options: options, logger: logger) { topology, _, logger in
             [CoordinatorService.declared(
                 config: topology, logger: logger, metrics: metrics, acceptJournalLoss: acceptJournalLoss,
-                openJournal: PostgresJournal.opener)]
+                openJournal: postgresOpener)]
         }
     }
 }

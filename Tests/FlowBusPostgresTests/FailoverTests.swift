@@ -1,9 +1,13 @@
-import FlowBus
+#if PostgreSQL
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusCoordinator
 import FlowBusPostgres
 import FlowBusTesting
 import FlowBusWire
 import Foundation
 import Logging
+import TestFixtures
 import Testing
 
 /// flowd instances sharing one PostgreSQL journal: one active, the others standing by.
@@ -109,3 +113,4 @@ struct FailoverTests {
         _ = standby.terminate()
     }
 }
+#endif

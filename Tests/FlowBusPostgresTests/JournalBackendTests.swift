@@ -1,4 +1,7 @@
-import FlowBus
+#if PostgreSQL
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusCoordinator
 import FlowBusPostgres
 import FlowBusTesting
 import FlowBusWire
@@ -116,3 +119,4 @@ struct PostgresLeaseTests {
         second.close()
     }
 }
+#endif

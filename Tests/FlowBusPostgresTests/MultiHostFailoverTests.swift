@@ -1,6 +1,10 @@
-import FlowBus
+#if PostgreSQL
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusCoordinator
 import FlowBusTesting
 import Foundation
+import TestFixtures
 import Testing
 
 /// Two flowd on two hosts sharing a PostgreSQL journal on a third, a stepper and a recorder on a
@@ -259,3 +263,4 @@ final class FailoverSite {
         try? FileManager.default.removeItem(at: directory)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Studio
 import FlowBusStudio
 import FlowBusWire
 import Testing
@@ -104,3 +105,4 @@ private func node(_ value: WireValue?, _ path: [Int]) -> [String: WireValue]? {
     #expect(event?["stepper"] == .string("watched/movies"))
     #expect(StudioEvent.describe(.heartbeat(Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: 0, source: "x"))), endpoint: "events") == nil)
 }
+#endif

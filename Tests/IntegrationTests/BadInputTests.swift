@@ -1,4 +1,8 @@
-import FlowBus
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusCoordinator
+import FlowBusReactorHost
+import FlowBusTools
 import FlowBusTesting
 import FlowBusWire
 import Foundation

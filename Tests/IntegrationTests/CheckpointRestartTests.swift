@@ -3,7 +3,11 @@ import FlowBusWire
 import Foundation
 import Testing
 
-@testable import FlowBus
+@testable import FlowBusCoordinator
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusReactorHost
+import FlowBusTools
 
 /// `durableFlowYAML` with checkpoints every `every` entries that keep no history.
 func compactingFlowYAML(every: Int) -> String {

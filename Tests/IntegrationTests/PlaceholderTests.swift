@@ -1,7 +1,12 @@
-import FlowBus
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusCoordinator
+import FlowBusReactorHost
+import FlowBusTools
 import FlowBusTesting
 import FlowBusWire
 import Foundation
+import TestFixtures
 import Testing
 
 @Suite("{param} placeholders: checked at start-up, refused as bad-params at run time")

@@ -2,7 +2,9 @@
 //
 // It runs the same CoordinatorService as flowd, on the endpoints of a topology file, with typed
 // steps (a Codable enum) and flows that may adapt steps and run side effects.
-import FlowBus
+import FlowBusConfiguration
+import FlowBusCoordinator
+import FlowBusDaemon
 import Flows
 
 /// The app's steps; Codable gives their wire form (`moviePicked(withMovieId:)` → `moviePicked`

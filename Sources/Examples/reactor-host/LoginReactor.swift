@@ -1,4 +1,6 @@
-import FlowBus
+import FlowBusConfiguration
+import FlowBusDaemon
+import FlowBusReactorHost
 import Reactors
 
 /// The api key screen's reactor, and a stepper: a submitted non-empty key completes the

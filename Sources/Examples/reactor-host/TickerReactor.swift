@@ -1,4 +1,6 @@
-import FlowBus
+import FlowBusConfiguration
+import FlowBusDaemon
+import FlowBusReactorHost
 import FlowBusWire
 import Reactors
 

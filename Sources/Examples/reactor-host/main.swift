@@ -1,5 +1,7 @@
 import ArgumentParser
-import FlowBus
+import FlowBusConfiguration
+import FlowBusDaemon
+import FlowBusReactorHost
 import FlowBusPrometheus
 import Logging
 import Foundation

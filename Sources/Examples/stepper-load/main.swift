@@ -1,5 +1,6 @@
 import ArgumentParser
-import FlowBus
+import FlowBusClient
+import FlowBusConfiguration
 import FlowBusWire
 import Foundation
 

@@ -1,0 +1,244 @@
+import FlowBusProtocol
+import FlowBusWire
+import Foundation
+import ZeroMQ
+
+/// A change in whether a daemon is heard, as a client judges it from the daemon's heartbeats.
+public enum LivenessChange: Sendable, Equatable {
+    /// Nothing arrived, not even a heartbeat, for `silentFor`: the daemon is down or unreachable.
+    /// Reported once per outage.
+    case silent(silentFor: Duration)
+    /// The daemon is heard again after an outage; `source` is the instance heard.
+    case back(source: String)
+}
+
+/// A subscription to a FlowBus PUB endpoint (flowd's events, a reactor host's states).
+///
+/// Used from one thread. Messages are decoded fully; a malformed one is returned as a
+/// ``Received/malformed(_:)`` value, never thrown away silently.
+public final class BusSubscriber {
+    /// One received message.
+    public enum Received: Sendable {
+        case message(WireMessage)
+        case malformed(WireError)
+    }
+
+    /// When set, a publisher silent for this long is reported through ``onLiveness``, and again
+    /// when it comes back. Publishers send heartbeats (`heartbeatMilliseconds`), so a limit of a
+    /// few intervals (`heartbeatLiveness`) tells a dead publisher from a quiet one.
+    public var silenceLimit: Duration?
+    /// Called from ``next(timeout:)`` and ``waitUntilConnected(timeout:)`` when the publisher goes
+    /// silent or comes back.
+    public var onLiveness: ((LivenessChange) -> Void)?
+    /// Whether the publisher is silent past ``silenceLimit`` now.
+    public private(set) var isPublisherSilent = false
+
+    private let context: Context
+    private let socket: Socket
+    private let includeHeartbeats: Bool
+    private var buffer = FrameBuffer()
+    private var early: [Received] = []
+    private var lastHeard = ContinuousClock.now
+
+    /// Connects to `endpoint` and subscribes to each topic prefix (all topics when empty).
+    /// Heartbeats (`hb/`) are always subscribed, to know the publisher is there, and returned
+    /// only when `includeHeartbeats` is set or asked for in `topics`. `receiveHighWaterMark`
+    /// bounds what waits to be read: beyond it the publisher drops (and reports `dropped-hwm`).
+    public convenience init(
+        endpoint: String, topics: [String], includeHeartbeats: Bool = false, curve: CurveKeys = CurveKeys(),
+        context: Context? = nil, receiveHighWaterMark: Int32 = 1_000_000
+    ) throws {
+        try self.init(
+            endpoints: [endpoint], topics: topics, includeHeartbeats: includeHeartbeats, curve: curve, context: context,
+            receiveHighWaterMark: receiveHighWaterMark)
+    }
+
+    /// Connects to every endpoint in `endpoints`: flowd's events on each of its instances (only
+    /// the active one publishes; when another takes over, its messages arrive on the same
+    /// subscription). Otherwise as ``init(endpoint:topics:includeHeartbeats:curve:context:receiveHighWaterMark:)``.
+    public init(
+        endpoints: [String], topics: [String], includeHeartbeats: Bool = false, curve: CurveKeys = CurveKeys(),
+        context: Context? = nil, receiveHighWaterMark: Int32 = 1_000_000
+    ) throws {
+        self.context = try context ?? Context(defaultLinger: 0)
+        self.includeHeartbeats = includeHeartbeats || topics.isEmpty || topics.contains { "hb/".hasPrefix($0) }
+        socket = try self.context.socket(.sub)
+        try socket.setOptions([.receiveHighWaterMark(receiveHighWaterMark), .reconnectInterval(100)])
+        try socket.setOptions(Self.followingInstances(endpoints.count))
+        for topic in Set(topics.isEmpty ? [""] : topics + ["hb/"]) {
+            try socket.setOption(.subscribe(topic))
+        }
+        for endpoint in endpoints {
+            try curve.secureClient(socket, endpoint: endpoint)
+            try socket.connect(endpoint)
+        }
+    }
+
+    /// Socket options of a subscriber to `count` publishers. With several flowd instances, a new
+    /// active one is found within a quarter second, and ZMTP heartbeats drop the connection to
+    /// one whose machine vanished (a SUB sends nothing otherwise, so it would never notice).
+    public static func followingInstances(_ count: Int) -> [SocketOption] {
+        count > 1 ? [.reconnectIntervalMax(250), .heartbeatInterval(1000), .heartbeatTimeout(3000)] : [.reconnectIntervalMax(2000)]
+    }
+
+    /// The next message, or `nil` when none arrives within `timeout` (`nil`: wait forever).
+    public func next(timeout: Duration?) throws -> Received? {
+        if !early.isEmpty { return early.removeFirst() }
+        let deadline = timeout.map { ContinuousClock.now + $0 }
+        while true {
+            guard let received = try receiveOne(until: deadline) else { return nil }
+            if case .message(.heartbeat) = received, !includeHeartbeats { continue }
+            return received
+        }
+    }
+
+    /// Waits for the publisher's first heartbeat: from then on nothing it publishes is missed.
+    /// Messages that arrive before it are kept for ``next(timeout:)``.
+    /// - Returns: whether the publisher was reached in time.
+    public func waitUntilConnected(timeout: Duration = .seconds(5)) throws -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while let received = try receiveOne(until: deadline) {
+            if case .message(.heartbeat) = received { return true }
+            early.append(received)
+        }
+        return false
+    }
+
+    private func receiveOne(until deadline: ContinuousClock.Instant?) throws -> Received? {
+        while true {
+            // Wake at the silence limit too, to report an outage while waiting.
+            let silenceDeadline = isPublisherSilent ? nil : silenceLimit.map { lastHeard + $0 }
+            let wakeAt = switch (deadline, silenceDeadline) {
+            case (let deadline?, let silence?): min(deadline, silence)
+            case (let deadline, let silence): deadline ?? silence
+            }
+            let mode: ReceiveMode
+            if let wakeAt {
+                let left = ContinuousClock.now.duration(to: wakeAt)
+                mode = left > .zero ? .within(left) : .nonBlocking
+            } else {
+                mode = .blocking
+            }
+            if try socket.receive(into: &buffer, mode: mode) {
+                let received: Received
+                do {
+                    received = .message(try WireMessage.decode(from: buffer))
+                } catch {
+                    received = .malformed(error)
+                }
+                heard(received)
+                return received
+            }
+            let now = ContinuousClock.now
+            if let silenceDeadline, now >= silenceDeadline {
+                isPublisherSilent = true
+                onLiveness?(.silent(silentFor: now - lastHeard))
+            }
+            if let deadline, now >= deadline { return nil }
+        }
+    }
+
+    private func heard(_ received: Received) {
+        lastHeard = .now
+        guard isPublisherSilent else { return }
+        isPublisherSilent = false
+        if case .message(let message) = received {
+            onLiveness?(.back(source: message.envelope.source))
+        } else {
+            onLiveness?(.back(source: "?"))
+        }
+    }
+}
+
+@available(*, unavailable, message: "a subscriber owns a socket: use it from one thread")
+extension BusSubscriber: Sendable {}
+
+/// Asks `flowd` for its status on the control endpoint.
+public enum StatusClient {
+    /// The status map flowd returns: flows with their live trees, bindings, counters.
+    /// - Parameter params: which sections and pages to return (PROTOCOL.md §4.3, STATUS-REQUEST);
+    ///   none: the default reply.
+    public static func fetch(
+        endpoint: String, curve: CurveKeys = CurveKeys(), timeout: Duration = .seconds(3), params: WireParams = [:]
+    ) throws -> WireParams {
+        try fetch(endpoints: [endpoint], curve: curve, timeout: timeout, params: params)
+    }
+
+    /// The status of whichever flowd instance in `endpoints` answers first: the active one (a
+    /// standby binds nothing, so it never answers).
+    public static func fetch(
+        endpoints: [String], curve: CurveKeys = CurveKeys(), timeout: Duration = .seconds(3), params: WireParams = [:]
+    ) throws -> WireParams {
+        let answers = try ask(endpoints, curve: curve, timeout: timeout, params: params, afterFirst: nil)
+        guard let answer = answers.first(where: { $0.outcome != nil }) else {
+            throw ClientError(
+                "flowd did not answer on \(describeEither(endpoints)) within \(timeout): is it running? Start it with `flowd --config FILE`")
+        }
+        return try answer.outcome!.get()
+    }
+
+    /// What one flowd instance answered.
+    public struct Answer: Sendable {
+        /// Its control endpoint.
+        public var endpoint: String
+        /// Its status, or why the answer is not one; nil: it did not answer.
+        public var outcome: Result<WireParams, ClientError>?
+    }
+
+    /// Asks every instance in `endpoints` and reports each one's answer, in the same order:
+    /// waits up to `timeout` for the first, then `grace` for the others (only the active one
+    /// answers; a standby, or an instance that is down, does not).
+    public static func survey(
+        endpoints: [String], curve: CurveKeys = CurveKeys(), timeout: Duration = .seconds(3), grace: Duration = .milliseconds(200),
+        params: WireParams = [:]
+    ) throws -> [Answer] {
+        try ask(endpoints, curve: curve, timeout: timeout, params: params, afterFirst: grace)
+    }
+
+    /// One DEALER per instance, so that each answer is known to come from its endpoint.
+    private static func ask(
+        _ endpoints: [String], curve: CurveKeys, timeout: Duration, params: WireParams, afterFirst grace: Duration?
+    ) throws -> [Answer] {
+        let context = try Context(defaultLinger: 0)
+        let poller = Poller()
+        var sockets: [Socket] = []
+        let request = try StatusRequest(
+            envelope: Envelope(kind: .statusRequest, sequence: 1, source: "flowctl#\(ProcessInfo.processInfo.processIdentifier)"),
+            params: params
+        ).encoded()
+        for endpoint in endpoints {
+            let socket = try context.socket(.dealer)
+            try curve.secureClient(socket, endpoint: endpoint)
+            try socket.connect(endpoint)
+            try socket.send(message: request)
+            _ = try poller.add(socket)
+            sockets.append(socket)
+        }
+        var answers = endpoints.map { Answer(endpoint: $0, outcome: nil) }
+        var deadline = ContinuousClock.now + timeout
+        var buffer = FrameBuffer()
+        while answers.contains(where: { $0.outcome == nil }) {
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else { break }
+            try poller.poll(timeout: max(1, left.wholeMilliseconds))
+            for (index, socket) in sockets.enumerated() where answers[index].outcome == nil && poller.isReadable(index) {
+                guard try socket.receive(into: &buffer, mode: .nonBlocking) else { continue }
+                answers[index].outcome = reading(buffer, from: endpoints[index])
+                guard let grace else { return answers }
+                deadline = min(deadline, .now + grace)
+            }
+        }
+        return answers
+    }
+
+    private static func reading(_ buffer: FrameBuffer, from endpoint: String) -> Result<WireParams, ClientError> {
+        switch try? WireMessage.decode(from: buffer) {
+        case .statusReply(let reply)?:
+            .success(reply.status)
+        case .diagnostic(let refusal)?:
+            .failure(ClientError("flowd refused the status request: \(refusal.reason): \(refusal.message)"))
+        default:
+            .failure(ClientError("\(endpoint) answered with something other than a status reply: is it flowd's control endpoint?"))
+        }
+    }
+}

@@ -1,0 +1,555 @@
+import FlowBusClient
+import FlowBusWire
+import Foundation
+import Yams
+
+/// A FlowBus topology: where the coordinator listens, which flows it runs, and their limits.
+///
+/// Loaded from one YAML file (``load(path:environment:)``); `${VAR}` and `${VAR:-default}` in it
+/// are replaced from the environment, so one file serves a temporary demo directory and a
+/// system path alike.
+public struct FlowBusConfig: Codable, Sendable, Hashable {
+    /// The endpoints of this flowd instance: the one it binds (``selectInstance(_:)``), or, for
+    /// a client, the first of ``flowdInstances``.
+    public var endpoints: Endpoints {
+        get { flowdInstances[selectedInstance] }
+        set { flowdInstances[selectedInstance] = newValue }
+    }
+    /// Every flowd instance's endpoints, in the order the file lists them. One, or several
+    /// sharing a PostgreSQL journal (`endpoints:` as a list): one of them is active, the others
+    /// stand by, and clients connect to all of them to follow the active one.
+    public private(set) var flowdInstances: [Endpoints]
+    /// The index in ``flowdInstances`` of ``endpoints``.
+    private var selectedInstance = 0
+    /// Size and queue limits.
+    public var limits: Limits
+    /// Which flow the coordinator starts with, and its first step.
+    public var coordinator: Coordinator?
+    /// Flows declared in the file, by name.
+    public var flows: [String: DeclaredFlowSpec]
+    /// How often daemons publish a heartbeat (`hb/<source>`), in milliseconds.
+    public var heartbeatMilliseconds: Int
+    /// How many heartbeat intervals of silence mark a peer that sends heartbeats as dead.
+    public var heartbeatLiveness: Int = 3
+    /// Reactor hosts, by name: where each listens and which reactor ids it serves.
+    public var reactors: [String: ReactorHostSpec]
+    /// CURVE settings, as written in the file.
+    public var security: SecurityConfig?
+    /// The keys `security` names, loaded when the file is (relative to its directory).
+    public var curve = CurveKeys()
+    /// Where the coordinator journals what it applies, so a restart loses nothing acknowledged;
+    /// nil: nothing is persisted. See `docs/RELIABILITY.md`.
+    public var persistence: Persistence?
+    /// The processes `flowctl launch FILE` starts, in the order written; nil: no `launch:` section.
+    /// Nothing else reads it. See ``LaunchSpec``.
+    public var launch: [LaunchSpec]?
+    /// How the daemons encode what they publish.
+    public var wire = Wire()
+
+    package enum CodingKeys: String, CodingKey {
+        case endpoints, limits, coordinator, flows, heartbeatMilliseconds, reactors, security
+        case persistence, heartbeatLiveness
+        case launch, wire
+    }
+
+    /// `wire: { publish: json | fbv }`: the content type of the values flowd and reactor hosts
+    /// publish and reply with (params of navigation events, diagnostics' details, states and
+    /// snapshots). JSON by default, so that any reader follows the bus without an FBV decoder;
+    /// flowbench's codec rows show what it costs (about 0.05 µs per re-encoded didNavigate).
+    public struct Wire: Codable, Sendable, Hashable {
+        public var publish: ContentType = .json
+
+        public init(publish: ContentType = .json) {
+            self.publish = publish
+        }
+
+        package enum CodingKeys: String, CodingKey { case publish }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            guard let name = try container.decodeIfPresent(String.self, forKey: .publish) else { return }
+            switch name {
+            case "fbv": publish = .fbv
+            case "json": publish = .json
+            default:
+                throw DecodingError.dataCorruptedError(
+                    forKey: .publish, in: container, debugDescription: "'\(name)' is not a content type to publish with: json or fbv")
+            }
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(publish == .json ? "json" : "fbv", forKey: .publish)
+        }
+    }
+
+    /// A reactor host process's endpoints and the reactor ids it serves.
+    public struct ReactorHostSpec: Codable, Sendable, Hashable {
+        /// ROUTER where views send actions and snapshot requests (acks and snapshots come back).
+        public var actions: String
+        /// PUB where the host publishes every state with its sequence, and heartbeats.
+        public var states: String
+        /// Reactor ids served, exactly (`counter`) or as a family with a trailing slash (`movie/`).
+        public var serves: [String]
+        /// Which reactors keep their state (and the host its de-duplication table) across
+        /// restarts, and where; nil: nothing is persisted. See `docs/RELIABILITY.md`.
+        public var persistence: ReactorPersistenceSpec?
+        /// A `tcp://` address where the host serves its metrics to Prometheus (`GET /metrics`);
+        /// nil: none. See `docs/METRICS.md`.
+        public var metrics: String?
+
+        public init(
+            actions: String, states: String, serves: [String], persistence: ReactorPersistenceSpec? = nil, metrics: String? = nil
+        ) {
+            self.actions = actions
+            self.states = states
+            self.serves = serves
+            self.persistence = persistence
+            self.metrics = metrics
+        }
+
+        /// Whether this host serves `reactorID`.
+        public func serves(_ reactorID: String) -> Bool {
+            serves.contains { $0.hasSuffix("/") ? reactorID.hasPrefix($0) : reactorID == $0 }
+        }
+    }
+
+    /// The host serving `reactorID`, with its name.
+    public func reactorHost(for reactorID: String) -> (name: String, spec: ReactorHostSpec)? {
+        reactors.sorted { $0.key < $1.key }.first { $0.value.serves(reactorID) }.map { ($0.key, $0.value) }
+    }
+
+    public struct Endpoints: Codable, Sendable, Hashable {
+        /// ROUTER where steppers and tools send steps, deep links and renderer reports.
+        public var ingress: String
+        /// PUB where the coordinator publishes steps, navigation events, commands and diagnostics.
+        public var events: String
+        /// ROUTER answering status requests.
+        public var control: String
+        /// A `tcp://` address where flowd serves its metrics to Prometheus (`GET /metrics`);
+        /// nil: none. See `docs/METRICS.md`.
+        public var metrics: String?
+
+        public init(ingress: String, events: String, control: String, metrics: String? = nil) {
+            self.ingress = ingress
+            self.events = events
+            self.control = control
+            self.metrics = metrics
+        }
+    }
+
+    public struct Limits: Codable, Sendable, Hashable {
+        /// Largest frame accepted from a peer; bigger ones are refused by libzmq before allocation.
+        public var maxMessageBytes: Int
+        /// Messages queued per peer before back-pressure (ingress) or a counted drop (events).
+        public var highWaterMark: Int
+        /// Sources (sender process instances) a daemon holds in memory; beyond it the least
+        /// recently heard are forgotten (their ledger entries stay in a journal or state database).
+        public var maxSources: Int
+        /// Seconds of silence after which a source is forgotten.
+        public var sourceIdleSeconds: Int
+        /// Control requests (status) per second one peer may send, sustained; beyond it and its
+        /// burst, requests are refused as `rate-limited` or dropped.
+        public var controlRate: Double
+        /// Control requests one peer may send at once.
+        public var controlBurst: Int
+
+        public init(
+            maxMessageBytes: Int = 1 << 20, highWaterMark: Int = 100_000, maxSources: Int = 100_000,
+            sourceIdleSeconds: Int = 3600, controlRate: Double = 100, controlBurst: Int = 200
+        ) {
+            self.maxMessageBytes = maxMessageBytes
+            self.highWaterMark = highWaterMark
+            self.maxSources = maxSources
+            self.sourceIdleSeconds = sourceIdleSeconds
+            self.controlRate = controlRate
+            self.controlBurst = controlBurst
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            let defaults = Limits()
+            maxMessageBytes = try container.decodeIfPresent(Int.self, forKey: .maxMessageBytes) ?? defaults.maxMessageBytes
+            highWaterMark = try container.decodeIfPresent(Int.self, forKey: .highWaterMark) ?? defaults.highWaterMark
+            maxSources = try container.decodeIfPresent(Int.self, forKey: .maxSources) ?? defaults.maxSources
+            sourceIdleSeconds = try container.decodeIfPresent(Int.self, forKey: .sourceIdleSeconds) ?? defaults.sourceIdleSeconds
+            controlRate = try container.decodeIfPresent(Double.self, forKey: .controlRate) ?? defaults.controlRate
+            controlBurst = try container.decodeIfPresent(Int.self, forKey: .controlBurst) ?? defaults.controlBurst
+        }
+    }
+
+    public struct Coordinator: Codable, Sendable, Hashable {
+        /// The root flow's name, a key of `flows`.
+        public var flow: String
+        /// The step the root flow starts with.
+        public var step: String
+
+        public init(flow: String, step: String) {
+            self.flow = flow
+            self.step = step
+        }
+    }
+
+    public init(
+        endpoints: Endpoints, limits: Limits = Limits(), coordinator: Coordinator? = nil, flows: [String: DeclaredFlowSpec] = [:],
+        heartbeatMilliseconds: Int = 1000, reactors: [String: ReactorHostSpec] = [:]
+    ) {
+        flowdInstances = [endpoints]
+        self.limits = limits
+        self.coordinator = coordinator
+        self.flows = flows
+        self.heartbeatMilliseconds = heartbeatMilliseconds
+        self.reactors = reactors
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let listed: [Endpoints]?
+        do {
+            listed = try container.decode([Endpoints].self, forKey: .endpoints)
+        } catch DecodingError.typeMismatch(_, let context) where context.codingPath.count <= 1 {
+            // Not a list: one instance's map. An error inside a listed instance is reported as is.
+            listed = nil
+        }
+        if let listed {
+            guard !listed.isEmpty else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .endpoints, in: container, debugDescription: "lists no flowd instance: give one map of endpoints, or one per instance")
+            }
+            flowdInstances = listed
+        } else {
+            flowdInstances = [try container.decode(Endpoints.self, forKey: .endpoints)]
+        }
+        limits = try container.decodeIfPresent(Limits.self, forKey: .limits) ?? Limits()
+        coordinator = try container.decodeIfPresent(Coordinator.self, forKey: .coordinator)
+        flows = try container.decodeIfPresent([String: DeclaredFlowSpec].self, forKey: .flows) ?? [:]
+        heartbeatMilliseconds = try container.decodeIfPresent(Int.self, forKey: .heartbeatMilliseconds) ?? 1000
+        heartbeatLiveness = try container.decodeIfPresent(Int.self, forKey: .heartbeatLiveness) ?? 3
+        reactors = try container.decodeIfPresent([String: ReactorHostSpec].self, forKey: .reactors) ?? [:]
+        security = try container.decodeIfPresent(SecurityConfig.self, forKey: .security)
+        persistence = try container.decodeIfPresent(Persistence.self, forKey: .persistence)
+        launch = try container.decodeIfPresent([LaunchSpec].self, forKey: .launch)
+        wire = try container.decodeIfPresent(Wire.self, forKey: .wire) ?? Wire()
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        if flowdInstances.count > 1 {
+            try container.encode(flowdInstances, forKey: .endpoints)
+        } else {
+            try container.encode(endpoints, forKey: .endpoints)
+        }
+        try container.encode(limits, forKey: .limits)
+        try container.encodeIfPresent(coordinator, forKey: .coordinator)
+        try container.encode(flows, forKey: .flows)
+        try container.encode(heartbeatMilliseconds, forKey: .heartbeatMilliseconds)
+        try container.encode(heartbeatLiveness, forKey: .heartbeatLiveness)
+        try container.encode(reactors, forKey: .reactors)
+        try container.encodeIfPresent(security, forKey: .security)
+        try container.encodeIfPresent(persistence, forKey: .persistence)
+        try container.encodeIfPresent(launch, forKey: .launch)
+        try container.encode(wire, forKey: .wire)
+    }
+
+    // MARK: flowd instances
+
+    /// Every instance's ingress: a client's DEALER connects to all of them.
+    public var ingressEndpoints: [String] { flowdInstances.map(\.ingress) }
+    /// Every instance's events: a subscriber connects to all of them (only the active one publishes).
+    public var eventsEndpoints: [String] { flowdInstances.map(\.events) }
+    /// Every instance's control endpoint.
+    public var controlEndpoints: [String] { flowdInstances.map(\.control) }
+
+    /// Makes instance `number` (from 1, in the order of `endpoints:`) the one whose endpoints
+    /// ``endpoints`` holds: what `flowd --instance N` binds.
+    public mutating func selectInstance(_ number: Int) throws(ConfigError) {
+        guard (1...flowdInstances.count).contains(number) else {
+            let range = flowdInstances.count == 1 ? "1 (endpoints: is a single map)" : "1 to \(flowdInstances.count)"
+            throw ConfigError("--instance \(number): endpoints lists \(flowdInstances.count) flowd instance(s): give \(range)")
+        }
+        selectedInstance = number - 1
+    }
+
+    /// `endpoints` in words for a message: one, or "a, or b" when several instances may answer.
+    public static func either(_ endpoints: [String]) -> String {
+        describeEither(endpoints)
+    }
+}
+
+/// Why a configuration could not be used, with what to do about it.
+public struct ConfigError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+
+    public init(_ description: String) {
+        self.description = description
+    }
+}
+
+extension FlowBusConfig {
+    /// The environment variable naming the config file when no `--config` is given.
+    public static let pathVariable = "FLOWBUS_CONFIG"
+    /// The file used when neither `--config` nor ``pathVariable`` names one.
+    public static let defaultPath = "config/flowbus.yaml"
+
+    /// The config path to use: the explicit one, else ``pathVariable``, else ``defaultPath``.
+    public static func resolvePath(_ explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        explicit ?? environment[pathVariable] ?? defaultPath
+    }
+
+    /// Reads, expands and validates the config at `path`. `${…}` in the `launch:` section is
+    /// expanded only with `expandingLaunch` (by `flowctl launch`, which sets what it names), so
+    /// every other tool reads the same file without those variables.
+    public static func load(
+        path: String, environment: [String: String] = ProcessInfo.processInfo.environment, expandingLaunch: Bool = false
+    ) throws(ConfigError) -> FlowBusConfig {
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw ConfigError("config file \(path) does not exist: pass --config FILE or set \(pathVariable) (the demo's is config/demo.yaml)")
+        }
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw ConfigError("cannot read config file \(path): \(error.localizedDescription)")
+        }
+        return try parse(yaml: text, source: path, environment: environment, expandingLaunch: expandingLaunch)
+    }
+
+    /// Parses YAML text (after `${VAR}` expansion; in `launch:` only with `expandingLaunch`) and validates it.
+    public static func parse(
+        yaml: String, source: String = "config", environment: [String: String] = ProcessInfo.processInfo.environment,
+        expandingLaunch: Bool = false
+    ) throws(ConfigError) -> FlowBusConfig {
+        var expanded = ""
+        for (text, isLaunch) in topLevelSections(yaml, named: "launch") {
+            expanded += isLaunch && !expandingLaunch ? text : try expandVariables(text, environment: environment, source: source)
+        }
+        var config: FlowBusConfig
+        do {
+            config = try YAMLDecoder().decode(FlowBusConfig.self, from: expanded)
+        } catch let error as DecodingError {
+            throw ConfigError("\(source): \(describe(error))")
+        } catch {
+            throw ConfigError("\(source): \(error)")
+        }
+        try config.validate(source: source)
+        let unknown: [(path: String, suggestion: String?)]
+        do {
+            unknown = try UnknownKeys.find(in: expanded, understood: config)
+        } catch {
+            throw ConfigError("\(source): \(error)")
+        }
+        if !unknown.isEmpty {
+            let list = unknown.map { key in key.suggestion.map { "\(key.path) (did you mean '\($0)'?)" } ?? key.path }
+            let one = unknown.count == 1
+            throw ConfigError(
+                "\(source): unknown key\(one ? "" : "s"): \(list.joined(separator: ", ")); remove or correct \(one ? "it" : "them")")
+        }
+        config.persistence?.resolveJournal(relativeToConfigAt: source)
+        let configDirectory = source.contains("/") ? (source as NSString).deletingLastPathComponent : FileManager.default.currentDirectoryPath
+        for name in config.reactors.keys {
+            config.reactors[name]?.persistence?.resolveDatabase(relativeTo: configDirectory)
+        }
+        if let security = config.security {
+            let directory = configDirectory
+            config.curve = try CurveKeys.load(security, relativeTo: directory)
+        }
+        return config
+    }
+
+    /// Checks references between sections, so a mistake is reported at load, not at the first step.
+    public func validate(source: String = "config") throws(ConfigError) {
+        let reactorEndpoints = reactors.sorted { $0.key < $1.key }.flatMap { name, host in
+            [("reactors.\(name).actions", host.actions), ("reactors.\(name).states", host.states)]
+        }
+        let several = flowdInstances.count > 1
+        let instanceEndpoints = flowdInstances.enumerated().flatMap { index, instance in
+            let prefix = several ? "endpoints[\(index)]" : "endpoints"
+            return [("\(prefix).ingress", instance.ingress), ("\(prefix).events", instance.events), ("\(prefix).control", instance.control)]
+        }
+        for (name, endpoint) in instanceEndpoints + reactorEndpoints {
+            guard endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("tcp://") || endpoint.hasPrefix("inproc://") else {
+                throw ConfigError("\(source): \(name) '\(endpoint)' is not an ipc://, tcp:// or inproc:// endpoint")
+            }
+        }
+        if several {
+            guard persistence?.postgres != nil else {
+                throw ConfigError(
+                    "\(source): endpoints lists \(flowdInstances.count) flowd instances, which must share one journal to take over from each other: "
+                        + "set persistence.postgres (see docs/DEPLOYMENT.md), or list one instance")
+            }
+            var seen: [String: String] = [:]
+            for (name, endpoint) in instanceEndpoints {
+                if let other = seen[endpoint] {
+                    throw ConfigError(
+                        "\(source): \(name) and \(other) are both '\(endpoint)': each instance needs its own endpoints "
+                            + "(instances that take over the same endpoints on one machine are listed once)")
+                }
+                seen[endpoint] = name
+            }
+        }
+        let metricsEndpoints: [(String, String?)] = flowdInstances.enumerated().map { index, instance in
+            (several ? "endpoints[\(index)].metrics" : "endpoints.metrics", instance.metrics)
+        }
+            + reactors.sorted { $0.key < $1.key }.map { ("reactors.\($0.key).metrics", $0.value.metrics) }
+        for case let (name, endpoint?) in metricsEndpoints where !endpoint.hasPrefix("tcp://") {
+            throw ConfigError("\(source): \(name) '\(endpoint)' is not a tcp:// address (Prometheus scrapes over TCP, e.g. tcp://127.0.0.1:9464)")
+        }
+        guard limits.maxSources >= 1, limits.sourceIdleSeconds >= 1 else {
+            throw ConfigError("\(source): limits.maxSources and limits.sourceIdleSeconds must be at least 1")
+        }
+        guard limits.controlRate > 0, limits.controlBurst >= 1 else {
+            throw ConfigError(
+                "\(source): limits.controlRate is \(limits.controlRate) and limits.controlBurst \(limits.controlBurst): the rate must be above 0 and the burst at least 1 (defaults: 100 and 200)")
+        }
+        guard heartbeatMilliseconds >= 10 else {
+            throw ConfigError("\(source): heartbeatMilliseconds is \(heartbeatMilliseconds), at least 10 expected")
+        }
+        if let coordinator {
+            guard let root = flows[coordinator.flow] else {
+                throw ConfigError("\(source): coordinator.flow '\(coordinator.flow)' is not declared under flows (declared: \(flows.keys.sorted().joined(separator: ", ")))")
+            }
+            guard root.steps[coordinator.step] != nil else {
+                throw ConfigError(
+                    "\(source): coordinator.step '\(coordinator.step)' is not a step of flows.\(coordinator.flow).steps (\(Self.list(root.steps.keys))): "
+                        + "add it there, or name one of those\(Self.suggestion(coordinator.step, among: root.steps.keys))")
+            }
+        }
+        for (name, flow) in flows.sorted(by: { $0.key < $1.key }) {
+            for child in flow.childFlowNames where flows[child] == nil {
+                throw ConfigError(
+                    "\(source): flow '\(name)' starts flow '\(child)', which is not declared under flows (\(Self.list(flows.keys))): "
+                        + "declare it under flows.\(child), or correct the name\(Self.suggestion(child, among: flows.keys))")
+            }
+            for (step, rules) in flow.steps.sorted(by: { $0.key < $1.key }) {
+                for (index, rule) in rules.enumerated() {
+                    for case .child(let child, let first) in rule.handoffs {
+                        guard let steps = flows[child]?.steps, steps[first] == nil else { continue }
+                        throw ConfigError(
+                            "\(source): flows.\(name).steps.\(step)[\(index)] starts \(child) with step '\(first)', which flows.\(child).steps lacks "
+                                + "(\(Self.list(steps.keys))): add it there, or name one of those\(Self.suggestion(first, among: steps.keys))")
+                    }
+                }
+            }
+            for step in (flow.params ?? [:]).keys.sorted() where flow.steps[step] == nil {
+                throw ConfigError(
+                    "\(source): flows.\(name).params.\(step) declares params of a step flows.\(name).steps lacks (\(Self.list(flow.steps.keys))): "
+                        + "add the step, or correct the name\(Self.suggestion(step, among: flow.steps.keys))")
+            }
+        }
+        try checkPlaceholders(source: source)
+    }
+
+    private static func list(_ names: some Collection<String>) -> String {
+        names.isEmpty ? "none declared" : names.sorted().joined(separator: ", ")
+    }
+
+    private static func suggestion(_ name: String, among names: some Collection<String>) -> String {
+        UnknownKeys.suggestion(for: name, among: Array(names)).map { " (did you mean '\($0)'?)" } ?? ""
+    }
+
+    /// Steps whose params are known at start-up — the coordinator's first step carries none, and
+    /// rules pass a step's params on unchanged (a child flow's first step, a forward, an end) —
+    /// must not use a `{param}` they lack: such a rule would be refused every time it runs.
+    package func checkPlaceholders(source: String) throws(ConfigError) {
+        guard let start = coordinator else { return }
+        var parents: [String: [String]] = [:]
+        for (name, flow) in flows.sorted(by: { $0.key < $1.key }) {
+            for child in flow.childFlowNames { parents[child, default: []].append(name) }
+        }
+        struct Visit: Hashable {
+            package var flow: String
+            package var step: String
+        }
+        var seen: Set<Visit> = []
+        // Each visit: a (flow, step), how it is reached, and the param keys it certainly has.
+        var pending: [(Visit, String, Set<String>)] = [
+            (Visit(flow: start.flow, step: start.step), "as coordinator.step, which carries no params", [])
+        ]
+        while let (visit, how, keys) = pending.popLast() {
+            guard seen.insert(visit).inserted, let rules = flows[visit.flow]?.steps[visit.step] else { continue }
+            for (index, rule) in rules.enumerated() {
+                let path = "flows.\(visit.flow).steps.\(visit.step)[\(index)]"
+                for (key, template) in rule.templatePaths {
+                    guard let missing = Template.placeholders(template).first(where: { !keys.contains($0) }) else { continue }
+                    throw ConfigError(
+                        "\(source): \(path).\(key) '\(template)' uses {\(missing)}, but step '\(visit.step)' of \(visit.flow) is reached "
+                            + "\(how): it would be refused as bad-params every time. Write the id without {\(missing)}, "
+                            + "or reach this step from a stepper's step that carries '\(missing)'")
+                }
+                for handoff in rule.handoffs {
+                    let passed = "with the params of \(path) (reached \(how))"
+                    switch handoff {
+                    case .child(let flow, let step):
+                        pending.append((Visit(flow: flow, step: step), "as the first step of \(flow) " + passed, keys))
+                    case .current(let step):
+                        pending.append((Visit(flow: visit.flow, step: step), "forwarded " + passed, keys))
+                    case .parent(let step):
+                        for parent in parents[visit.flow] ?? [] {
+                            pending.append((Visit(flow: parent, step: step), "forwarded to the parent " + passed, keys))
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `text` cut at its top-level keys, each piece marked whether it is the section `name`
+    /// (its key line and the indented lines, comments and blank lines under it).
+    package static func topLevelSections(_ text: String, named name: String) -> [(String, Bool)] {
+        var pieces: [(String, Bool)] = []
+        var current = ""
+        var inside = false
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        for (index, line) in lines.enumerated() {
+            if let first = line.first, !first.isWhitespace, first != "#" {
+                let starts = line.hasPrefix(name) && line.dropFirst(name.count).drop(while: { $0 == " " }).first == ":"
+                if starts != inside {
+                    pieces.append((current, inside))
+                    current = ""
+                    inside = starts
+                }
+            }
+            current += line + (index < lines.count - 1 ? "\n" : "")
+        }
+        pieces.append((current, inside))
+        return pieces
+    }
+
+    package static func expandVariables(_ text: String, environment: [String: String], source: String) throws(ConfigError) -> String {
+        var result = ""
+        var rest = Substring(text)
+        while let start = rest.range(of: "${") {
+            result += rest[..<start.lowerBound]
+            guard let end = rest[start.upperBound...].firstIndex(of: "}") else {
+                throw ConfigError("\(source): unterminated ${ in '\(rest.prefix(40))'")
+            }
+            let body = rest[start.upperBound..<end]
+            let parts = body.split(separator: ":-", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(parts[0])
+            if let value = environment[name], !value.isEmpty {
+                result += value
+            } else if parts.count == 2 {
+                result += parts[1]
+            } else {
+                throw ConfigError("\(source): environment variable \(name) is not set and ${\(name)} has no default (write ${\(name):-value})")
+            }
+            rest = rest[rest.index(after: end)...]
+        }
+        return result + rest
+    }
+
+    package static func describe(_ error: DecodingError) -> String {
+        func path(_ codingPath: [any CodingKey]) -> String {
+            codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().trimmingCharacters(in: ["."])
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            let at = path(context.codingPath)
+            return "missing key '\(key.stringValue)'\(at.isEmpty ? "" : " in \(at)")"
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+            return "\(path(context.codingPath)): \(context.debugDescription)"
+        @unknown default:
+            return "\(error)"
+        }
+    }
+}

@@ -1,0 +1,88 @@
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusDaemon
+import FlowBusProtocol
+import FlowBusWire
+import Flows
+import Foundation
+import ZeroMQ
+
+/// Where flowd keeps what it applied, so that a restarted (or another) flowd goes on from there:
+/// the SQLite ``StepJournal`` on the machine's disk (the default) or the ``PostgresJournal``
+/// that several flowd instances share. Both keep the same tables and obey the same rules:
+/// one transaction per batch, the sources' last sequences in the same transaction, checkpoints
+/// and compaction (see ``StepJournal``).
+///
+/// Calls block the calling thread until the store answered: flowd makes them on its loop's own
+/// thread or the checkpoint writer's, never on the cooperative pool.
+public protocol Journal: AnyObject, Sendable {
+    /// Where it is, for messages: a file path or a PostgreSQL address without its password.
+    var location: String { get }
+    /// The number of entries after the one with id `after`.
+    func count(after: Int64) throws -> Int
+    /// The ids of the first and the last entry, nil when there is none.
+    func entryRange() throws -> ClosedRange<Int64>?
+    /// Whether entries may have been deleted by compaction, so that the journal can no longer be
+    /// replayed from its beginning without its checkpoint.
+    func mayHaveCompacted() throws -> Bool
+    /// Up to `limit` entries after the one with id `after`, in order.
+    func entries(after: Int64, limit: Int) throws -> [StepJournal.Entry]
+    /// The newest checkpoint, nil if none was written.
+    func latestCheckpoint() throws -> StepJournal.Checkpoint?
+    /// The entry the newest checkpoint covers up to, without reading its state.
+    func latestCheckpointEntry() throws -> Int64?
+    /// Stores a checkpoint and removes older ones.
+    func store(_ checkpoint: StepJournal.Checkpoint) throws
+    /// Appends `records`, raises the sources' last sequences and deletes entries as `compaction`
+    /// says, in one transaction; returns the id of the last entry (0 if none) and how many were
+    /// compacted.
+    func append(
+        _ records: [StepJournal.Record], lastSequences: [String: UInt64], compaction: StepJournal.Compaction?
+    ) throws -> (last: Int64, compacted: Int)
+    /// Deletes entries as `compaction` says, in a transaction of its own.
+    func compact(_ compaction: StepJournal.Compaction) throws -> Int
+    /// The last sequence dealt with of one source, nil if the journal has none.
+    func lastSequence(of source: String) throws -> UInt64?
+    /// Tidies up at a clean shutdown (SQLite folds its write-ahead log into the file).
+    func flush()
+    /// Closes it.
+    func close()
+}
+
+/// A journal several flowd instances share, one of them active: only the instance holding the
+/// journal's lease writes to it or serves. The lease is held by the connection itself, so an
+/// instance that loses its connection loses the lease and can no longer commit, hence no longer
+/// acknowledge, before another instance can take the lease over.
+public protocol SharedJournal: Journal {
+    /// Returns once this instance holds the lease, recording it in the lease history. While
+    /// another instance holds it, `waiting` is called once with what is known of the holder, and
+    /// `following` between attempts: a standby applies what the active instance journaled meanwhile.
+    func acquireLease(
+        instance: String, waiting: @escaping @Sendable (String) -> Void, following: @Sendable () async throws -> Void
+    ) async throws
+    /// Throws if the lease can no longer be relied on (the connection is gone).
+    func verifyLease() throws
+    /// Who took the lease, newest first.
+    func leaseHistory(limit: Int) throws -> [LeaseRecord]
+}
+
+extension SharedJournal {
+    public func acquireLease(instance: String, waiting: @escaping @Sendable (String) -> Void) async throws {
+        try await acquireLease(instance: instance, waiting: waiting, following: {})
+    }
+}
+
+/// One taking of a shared journal's lease.
+public struct LeaseRecord: Sendable, Hashable {
+    public var instance: String
+    public var host: String
+    public var pid: Int
+    public var acquired: Date
+
+    public init(instance: String, host: String, pid: Int, acquired: Date) {
+        self.instance = instance
+        self.host = host
+        self.pid = pid
+        self.acquired = acquired
+    }
+}

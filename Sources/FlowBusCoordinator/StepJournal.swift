@@ -1,0 +1,390 @@
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusDaemon
+import FlowBusProtocol
+import FlowBusWire
+import Flows
+import Foundation
+import GRDB
+import ZeroMQ
+
+/// The coordinator's write-ahead journal: every step, deep link and renderer report flowd
+/// applied, in order, and the last sequence dealt with per source, in one SQLite file (WAL
+/// mode, through GRDB).
+///
+/// flowd appends one transaction per ingress batch and acknowledges the batch only after it is
+/// committed, so an acknowledged step survives a crash. Every so often it also stores a
+/// checkpoint of the engine (``CoordinatorCheckpoint``) and drops the entries it covers, so that
+/// neither the file nor the restart time grows with history. On start it restores the newest
+/// checkpoint, then replays the entries after it through the engine (which is deterministic given
+/// the same inputs); the sources' last sequences are looked up on demand. Delete the file to
+/// start from an empty tree.
+///
+/// Tools may open a journal read-only to inspect it (``open(readingAt:)``, ``entries(after:limit:)``).
+public final class StepJournal: Journal {
+    /// What kind of input an entry is.
+    public enum Kind: Int, Sendable, Hashable {
+        /// A step from a stepper: `target` is the stepper id.
+        case step = 1
+        /// A deep link: `target` is empty.
+        case deepLink = 2
+        /// A renderer report: `target` is the presentable id, `name` the event.
+        case report = 15
+    }
+
+    /// One applied input.
+    public struct Entry: Sendable, Hashable {
+        /// Position in the journal, from 1.
+        public var id: Int64
+        public var kind: Kind
+        /// The stepper id of a step, the presentable id of a report, empty for a deep link.
+        public var target: String
+        /// The step name, or the report's event.
+        public var name: String
+        /// The params as one FBV map (empty for none).
+        public var params: [UInt8]
+        /// The sender's source id and the message's sequence.
+        public var source: String
+        public var sequence: UInt64
+
+        public init(id: Int64, kind: Kind, target: String, name: String, params: [UInt8], source: String, sequence: UInt64) {
+            self.id = id
+            self.kind = kind
+            self.target = target
+            self.name = name
+            self.params = params
+            self.source = source
+            self.sequence = sequence
+        }
+
+        /// The params decoded.
+        public func decodeParams() throws -> WireParams {
+            if params.isEmpty { return [:] }
+            guard case .map(let map) = try FBV.decode(params) else { throw WireError(.badParams, "journal params are not a map") }
+            return map
+        }
+    }
+
+    /// An entry to append (no id yet).
+    public struct Record: Sendable {
+        public var kind: Kind
+        public var target: String
+        public var name: String
+        public var params: Data
+        public var source: String
+        public var sequence: UInt64
+
+        public init(kind: Kind, target: String, name: String, params: Data, source: String, sequence: UInt64) {
+            self.kind = kind
+            self.target = target
+            self.name = name
+            self.params = params
+            self.source = source
+            self.sequence = sequence
+        }
+    }
+
+    /// How hard each commit is made durable (`persistence.synchronous`).
+    public typealias Synchronous = JournalSynchronous
+
+    /// The file's path.
+    public let path: String
+    public var location: String { path }
+    private let database: DatabaseQueue
+
+    private init(path: String, database: DatabaseQueue) {
+        self.path = path
+        self.database = database
+    }
+
+    /// Opens (creating it if needed) the journal at `path` for writing.
+    public static func open(path: String, synchronous: Synchronous = .full) throws -> StepJournal {
+        let directory = (path as NSString).deletingLastPathComponent
+        if !directory.isEmpty {
+            do {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            } catch {
+                throw JournalError.unopenable(path: path, cause: "its directory \(directory) cannot be created (\(error.localizedDescription))")
+            }
+        }
+        var configuration = Configuration()
+        configuration.journalMode = .wal
+        configuration.label = "flowd-journal"
+        let pragma = synchronous == .full ? "FULL" : "NORMAL"
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = \(pragma)")
+            // Lets compaction give pages back to the file system (takes effect in a new file only).
+            try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+            // The write-ahead log shrinks back after it grew (it is only ever rewound otherwise).
+            try db.execute(sql: "PRAGMA journal_size_limit = 33554432")
+        }
+        do {
+            let database = try DatabaseQueue(path: path, configuration: configuration)
+            // Steps may carry anything their senders put in params: private to flowd's user, like
+            // its ipc endpoints (SQLite gives the -wal and -shm files the same mode).
+            chmod(path, 0o600)
+            try migrator.migrate(database)
+            // A damaged page may only show when read: read everything once, before serving.
+            let check = try database.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
+            guard check == ["ok"] else { throw JournalError.damaged(path: path, cause: check.prefix(3).joined(separator: "; ")) }
+            return StepJournal(path: path, database: database)
+        } catch let error as DatabaseError where [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) {
+            throw JournalError.damaged(path: path, cause: "SQLite: \(error.message ?? "\(error.resultCode)")")
+        } catch let error as DatabaseError where [.SQLITE_CANTOPEN, .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_IOERR, .SQLITE_FULL]
+            .contains(error.resultCode)
+        {
+            throw JournalError.unopenable(path: path, cause: openFailure(path, error))
+        }
+    }
+
+    /// Why a journal could not be opened, in words.
+    private static func openFailure(_ path: String, _ error: DatabaseError) -> String {
+        var isDirectory: ObjCBool = false
+        let directory = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            return "it is a directory"
+        }
+        if access(directory, W_OK) != 0 {
+            return "its directory \(directory) is not writable by this user (uid \(getuid())): \(String(cString: strerror(errno)))"
+        }
+        if FileManager.default.fileExists(atPath: path), access(path, R_OK | W_OK) != 0 {
+            return "the file is not readable and writable by this user (uid \(getuid()))"
+        }
+        if error.resultCode == .SQLITE_FULL { return "the disk is full" }
+        return "SQLite: \(error.message ?? "\(error.resultCode)")"
+    }
+
+    /// Opens an existing journal read-only (e.g. to inspect it while flowd is down).
+    public static func open(readingAt path: String) throws -> StepJournal {
+        var configuration = Configuration()
+        configuration.readonly = true
+        return StepJournal(path: path, database: try DatabaseQueue(path: path, configuration: configuration))
+    }
+
+    private static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE entry (
+                    id INTEGER PRIMARY KEY,
+                    kind INTEGER NOT NULL,
+                    target TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    params BLOB NOT NULL,
+                    source TEXT NOT NULL,
+                    sequence INTEGER NOT NULL
+                );
+                CREATE TABLE source (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    lastSequence INTEGER NOT NULL
+                ) WITHOUT ROWID;
+                """)
+        }
+        migrator.registerMigration("v2-checkpoint") { db in
+            // `entry` is the id of the last entry the checkpoint covers.
+            try db.execute(sql: """
+                CREATE TABLE checkpoint (
+                    id INTEGER PRIMARY KEY,
+                    entry INTEGER NOT NULL,
+                    created REAL NOT NULL,
+                    state BLOB NOT NULL
+                );
+                """)
+        }
+        return migrator
+    }
+
+    /// All entries, in order (a small journal's, in tests and tools).
+    public func entries() throws -> [Entry] {
+        try entries(after: 0, limit: .max)
+    }
+
+    /// The number of entries.
+    public func count() throws -> Int {
+        try database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM entry") ?? 0 }
+    }
+
+    /// The number of entries after the one with id `after`.
+    public func count(after: Int64) throws -> Int {
+        try database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM entry WHERE id > ?", arguments: [after]) ?? 0 }
+    }
+
+    /// The ids of the first and the last entry, nil when there is none.
+    public func entryRange() throws -> ClosedRange<Int64>? {
+        try database.read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT min(id), max(id) FROM entry"),
+                let first = row[0] as Int64?, let last = row[1] as Int64?
+            else { return nil }
+            return first...last
+        }
+    }
+
+    /// SQLite numbers an entry after the largest id present, from 1, and never skips one: a first
+    /// id above 1 means entries before it were deleted.
+    public func mayHaveCompacted() throws -> Bool {
+        (try entryRange()?.lowerBound ?? 1) > 1
+    }
+
+    /// A stored checkpoint: the engine's state once the entries up to `entry` were applied.
+    public struct Checkpoint: Sendable {
+        /// The id of the last entry it covers.
+        public var entry: Int64
+        /// When it was written.
+        public var created: Date
+        /// The ``CoordinatorCheckpoint``, as JSON.
+        public var state: Data
+
+        public init(entry: Int64, created: Date, state: Data) {
+            self.entry = entry
+            self.created = created
+            self.state = state
+        }
+    }
+
+    /// The newest checkpoint, nil if none was written.
+    public func latestCheckpoint() throws -> Checkpoint? {
+        try database.read { db in
+            try Row.fetchOne(db, sql: "SELECT entry, created, state FROM checkpoint ORDER BY id DESC LIMIT 1").map { row in
+                Checkpoint(entry: row[0], created: Date(timeIntervalSince1970: row[1]), state: row[2])
+            }
+        }
+    }
+
+    public func latestCheckpointEntry() throws -> Int64? {
+        try database.read { db in try Int64.fetchOne(db, sql: "SELECT entry FROM checkpoint ORDER BY id DESC LIMIT 1") }
+    }
+
+    /// Stores `checkpoint` and removes older ones. The entries it covers go later, a bounded
+    /// number per commit (``Compaction``): deleting millions of rows at once would stall flowd.
+    public func store(_ checkpoint: Checkpoint) throws {
+        try database.write { db in
+            try db.execute(
+                sql: "INSERT INTO checkpoint (entry, created, state) VALUES (?, ?, ?)",
+                arguments: [checkpoint.entry, checkpoint.created.timeIntervalSince1970, checkpoint.state])
+            try db.execute(sql: "DELETE FROM checkpoint WHERE id < ?", arguments: [db.lastInsertedRowID])
+        }
+    }
+
+    /// Entries a checkpoint covers, to delete: those with an id below `below`, at most `limit`
+    /// in one commit. `below` never passes the checkpoint's own entry, which stays: SQLite
+    /// numbers a new row after the largest id left, and the ids must keep growing.
+    public struct Compaction: Sendable {
+        public var below: Int64
+        public var limit: Int
+
+        public init(below: Int64, limit: Int) {
+            self.below = below
+            self.limit = limit
+        }
+
+        /// What a checkpoint of entry `entry` lets go, keeping the `keepEntries` before it.
+        public init(checkpointOf entry: Int64, keepEntries: Int, limit: Int) {
+            below = max(0, entry - Int64(clamping: max(0, keepEntries)))
+            self.limit = limit
+        }
+    }
+
+    /// Makes sure later entries are numbered after `id`: adds an entry of no kind (skipped when
+    /// read) with that id if no entry has it or a larger one.
+    package func reserveIDs(through id: Int64) throws {
+        try database.write { db in
+            let last = try Int64.fetchOne(db, sql: "SELECT max(id) FROM entry") ?? 0
+            guard last < id else { return }
+            try db.execute(
+                sql: "INSERT INTO entry (id, kind, target, name, params, source, sequence) VALUES (?, 0, '', '', x'', '', 0)",
+                arguments: [id])
+        }
+    }
+
+    /// Deletes entries as `compaction` says, in a commit of its own.
+    /// - Returns: how many were deleted (fewer than the limit: it is done).
+    public func compact(_ compaction: Compaction) throws -> Int {
+        try database.write { db in try Self.compact(compaction, in: db) }
+    }
+
+    private static func compact(_ compaction: Compaction, in db: Database) throws -> Int {
+        try db.execute(
+            sql: "DELETE FROM entry WHERE id IN (SELECT id FROM entry WHERE id < ? ORDER BY id LIMIT ?)",
+            arguments: [compaction.below, compaction.limit])
+        return db.changesCount
+    }
+
+    /// The last sequence dealt with of one source, nil if the journal has none.
+    public func lastSequence(of source: String) throws -> UInt64? {
+        try database.read { db in
+            try Int64.fetchOne(db, sql: "SELECT lastSequence FROM source WHERE id = ?", arguments: [source])
+                .map { UInt64(bitPattern: $0) }
+        }
+    }
+
+    /// Up to `limit` entries after the one with id `after`, in order.
+    public func entries(after: Int64, limit: Int) throws -> [Entry] {
+        try database.read { db in
+            var entries: [Entry] = []
+            entries.reserveCapacity(min(limit, 4096))
+            let rows = try Row.fetchCursor(
+                db, sql: "SELECT id, kind, target, name, params, source, sequence FROM entry WHERE id > ? ORDER BY id LIMIT ?",
+                arguments: [after, limit])
+            while let row = try rows.next() {
+                guard let kind = Kind(rawValue: row[1]) else { continue }
+                let params: Data = row[4]
+                entries.append(Entry(
+                    id: row[0], kind: kind, target: row[2], name: row[3], params: [UInt8](params), source: row[5],
+                    sequence: UInt64(bitPattern: row[6])))
+            }
+            return entries
+        }
+    }
+
+    /// Appends `records`, raises the sources' last sequences and deletes entries as `compaction`
+    /// says, in one transaction.
+    /// - Parameter ids: the entries' ids (when copying a journal); numbered after the last by default.
+    /// - Returns: the id of the last entry (0 if there is none) and how many entries were compacted.
+    @discardableResult
+    public func append(
+        _ records: [Record], lastSequences: [String: UInt64], compaction: Compaction?
+    ) throws -> (last: Int64, compacted: Int) {
+        try append(records, ids: nil, lastSequences: lastSequences, compaction: compaction)
+    }
+
+    /// ``append(_:lastSequences:compaction:)``, with the entries' ids given (when copying a journal).
+    @discardableResult
+    package func append(
+        _ records: [Record], ids: [Int64]? = nil, lastSequences: [String: UInt64], compaction: Compaction? = nil
+    ) throws -> (last: Int64, compacted: Int) {
+        guard !records.isEmpty || !lastSequences.isEmpty || compaction != nil else { return (0, 0) }
+        return try database.write { db in
+            let insert = try db.cachedStatement(
+                sql: "INSERT INTO entry (id, kind, target, name, params, source, sequence) VALUES (?, ?, ?, ?, ?, ?, ?)")
+            for (index, record) in records.enumerated() {
+                insert.setUncheckedArguments([
+                    ids?[index], record.kind.rawValue, record.target, record.name, record.params, record.source,
+                    Int64(bitPattern: record.sequence),
+                ])
+                try insert.execute()
+            }
+            let last = records.isEmpty ? 0 : db.lastInsertedRowID
+            let upsert = try db.cachedStatement(sql: """
+                INSERT INTO source (id, lastSequence) VALUES (?, ?)
+                ON CONFLICT(id) DO UPDATE SET lastSequence = max(lastSequence, excluded.lastSequence)
+                """)
+            for (source, sequence) in lastSequences {
+                upsert.setUncheckedArguments([source, Int64(bitPattern: sequence)])
+                try upsert.execute()
+            }
+            return (last, try compaction.map { try Self.compact($0, in: db) } ?? 0)
+        }
+    }
+
+    /// Gives the pages compaction freed back to the file system and folds the write-ahead log
+    /// into the main file (at a clean shutdown).
+    public func flush() {
+        _ = try? database.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA incremental_vacuum") }
+        _ = try? database.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+    }
+
+    /// Closes the file.
+    public func close() {
+        try? database.close()
+    }
+}

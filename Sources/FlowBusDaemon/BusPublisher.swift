@@ -1,0 +1,155 @@
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusProtocol
+import FlowBusWire
+import Logging
+import ZeroMQ
+
+/// A daemon's XPUB endpoint (flowd's `events`, a reactor host's `states`): the socket, carrying
+/// out what its ``Publication`` decides.
+///
+/// Owned by one thread, like its socket. Sends never block: at the high-water mark XPUB refuses
+/// (`ZMQ_XPUB_NODROP`), and the drop is counted and reported in band by ``reportDrops(_:)``.
+package final class BusPublisher {
+    /// The XPUB socket, for a poller: it is readable when subscriptions arrive.
+    package let socket: Socket
+    private let sourceID: String
+    private let logger: Logger
+    /// The content type of the values this endpoint publishes (`wire.publish`).
+    package let contentType: ContentType
+    private var buffer = FrameBuffer()
+    private var subscriptions = FrameBuffer()
+    private(set) var publication: Publication
+
+    /// An XPUB socket for `endpoint`, named `name` in diagnostics; it serves once ``bind()``.
+    package init(
+        context: Context, name: String, endpoint: String, limits: FlowBusConfig.Limits, curve: CurveKeys, sourceID: String,
+        contentType: ContentType, logger: Logger
+    ) throws {
+        self.endpoint = endpoint
+        self.name = name
+        self.contentType = contentType
+        socket = try context.socket(.xpub)
+        try socket.setOptions([
+            .sendHighWaterMark(Int32(clamping: limits.highWaterMark)),
+            // At the mark XPUB returns EAGAIN instead of dropping silently, so drops are counted.
+            .xpubNoDrop(true),
+            .linger(200),
+        ])
+        try curve.secureServer(socket, endpoint: endpoint)
+        publication = Publication(endpoint: name)
+        self.sourceID = sourceID
+        self.logger = logger
+    }
+
+    private let endpoint: String
+    private let name: String
+
+    /// Binds the endpoint: subscribers reach it from now on.
+    package func bind() throws {
+        try prepareToBind(endpoint, what: "the \(name) endpoint")
+        try socket.bind(endpoint)
+        restrictPermissions(ofIPCEndpoint: endpoint)
+    }
+
+    package var counters: Publication.Counters { publication.counters }
+
+    /// Closes the socket; what it still queues may leave within `linger` milliseconds.
+    package func close(linger: Int32 = 200) {
+        try? socket.setOption(.linger(linger))
+        socket.close()
+    }
+
+    /// A fresh envelope of this endpoint's own sequence, for values in its content type
+    /// (`valueContentType` false: a kind without value frames).
+    package func envelope(_ kind: MessageKind, carriesValues: Bool = true) -> Envelope {
+        Envelope(
+            kind: kind, contentType: carriesValues ? contentType : .none, sequence: publication.nextSequence(),
+            messageID: .none, source: sourceID)
+    }
+
+    /// Whether a subscriber wants the topic `head` + `id`; counted as unwanted if not.
+    package func wants(head: StaticString, id: String) -> Bool {
+        if publication.isWanted(head: head, id: id) { return true }
+        publication.countUnwanted()
+        return false
+    }
+
+    /// Sends frames as they are (a step or an action re-published for observers).
+    package func publish(frames: FrameBuffer) {
+        if publication.offer(frames) == .send { send(frames) }
+    }
+
+    /// Encodes and sends one message, if anyone subscribed to its topic.
+    @discardableResult
+    package func publish(_ message: some WireMessageEncodable) -> Bool {
+        guard publication.offer(topic: message.topic) else { return false }
+        return publishWanted(message)
+    }
+
+    /// Encodes and sends a message whose topic ``wants(head:id:)`` already accepted (its topic
+    /// string is not built again).
+    @discardableResult
+    package func publishWanted(_ message: some WireMessageEncodable) -> Bool {
+        do {
+            try message.encode(into: &buffer)
+        } catch {
+            logger.error("cannot encode \(message.kind) for the \(publication.endpoint) endpoint: \(error)")
+            return false
+        }
+        return publication.take(buffer) == .held || send(buffer)
+    }
+
+    /// Publishes a `dropped-hwm` diagnostic for the drops since the last report, once the socket
+    /// takes messages again: subscribers learn in band how much they missed.
+    package func reportDrops(why: String, details extra: WireParams = [:]) {
+        guard let report = publication.dueDropReport() else { return }
+        var details: WireParams = [
+            "endpoint": .string(publication.endpoint), "dropped": .int(Int64(report.unreported)),
+            "total": .int(Int64(report.total)),
+        ]
+        details.merge(extra) { _, new in new }
+        publish(DiagnosticMessage(
+            envelope: envelope(.diagnostic), reason: .droppedHWM,
+            message: "\(report.unreported) message(s) dropped at the \(publication.endpoint) high-water mark since the last report (\(why)); \(report.total) in all",
+            details: details))
+        publication.reported(report)
+    }
+
+    /// Holds every message back until ``releaseHeld()``.
+    package func hold() {
+        publication.hold()
+    }
+
+    /// Sends what was held back, in order, and stops holding.
+    package func releaseHeld() {
+        for frames in publication.release() { send(frames) }
+    }
+
+    /// Forgets what was held back (the batch it belonged to was not committed).
+    package func discardHeld() {
+        publication.discardHeld()
+    }
+
+    @discardableResult
+    private func send(_ frames: FrameBuffer) -> Bool {
+        do {
+            let accepted = try socket.send(message: frames, mode: .nonBlocking)
+            if publication.sent(accepted: accepted) {
+                logger.warning("\(publication.endpoint) endpoint at its high-water mark: \(publication.counters.dropped) message(s) dropped so far (a subscriber is too slow)")
+            }
+            return accepted
+        } catch {
+            logger.error("\(publication.endpoint) send failed: \(error)")
+            return false
+        }
+    }
+
+    /// XPUB hands subscriptions to its owner; reading them keeps its queue empty and lets it
+    /// attach new subscribers. Called once per batch and per heartbeat, not per message.
+    package func drainSubscriptions() {
+        while (try? socket.receive(into: &subscriptions, mode: .nonBlocking)) == true {
+            subscriptions.withFrame(0) { publication.subscriptionMessage($0) }
+        }
+    }
+}

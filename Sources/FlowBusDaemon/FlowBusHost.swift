@@ -1,0 +1,162 @@
+import FlowBusClient
+@_exported public import FlowBusConfiguration
+import FlowBusProtocol
+import FlowBusWire
+import Foundation
+import Logging
+import ServiceLifecycle
+import UnixSignals
+import ZeroMQ
+
+/// What a FlowBus daemon takes on its command line: the topology file, a log level and, for a
+/// reactor host, which `reactors:` entry it serves.
+///
+/// The file is found as every tool finds it: `--config FILE`, else `$FLOWBUS_CONFIG`, else
+/// `config/flowbus.yaml` — so `flowctl launch` and `FlowBusTesting` (which set
+/// `FLOWBUS_CONFIG`) start a user's executable on the right file without arguments.
+public struct HostOptions: Sendable, Hashable {
+    /// `--config FILE`, if given.
+    public var config: String?
+    /// `--log-level LEVEL` (default `info`).
+    public var logLevel: Logger.Level
+    /// `--host NAME`, a key of the config's `reactors:` section, if given.
+    public var host: String?
+
+    public init(config: String? = nil, logLevel: Logger.Level = .info, host: String? = nil) {
+        self.config = config
+        self.logLevel = logLevel
+        self.host = host
+    }
+
+    /// The topology file to load.
+    public var configPath: String { FlowBusConfig.resolvePath(config) }
+
+    /// The usage text of ``parse(_:)``.
+    public static let usage = """
+        options:
+          -c, --config FILE     the topology file (default: $\(FlowBusConfig.pathVariable), else \(FlowBusConfig.defaultPath))
+          --host NAME           the reactors: entry to serve (reactor hosts)
+          --log-level LEVEL     trace, debug, info, notice, warning, error or critical (default: info)
+          -h, --help            this text
+        """
+
+    /// Reads `--config`/`-c`, `--host` and `--log-level` (also written `--name=value`).
+    /// - Returns: nil for `--help`.
+    /// - Throws: ``HostUsageError`` naming an argument it does not know or a missing value.
+    public static func parse(_ arguments: [String]) throws(HostUsageError) -> HostOptions? {
+        var options = HostOptions()
+        var rest = arguments[...]
+        while let argument = rest.popFirst() {
+            if argument == "-h" || argument == "--help" { return nil }
+            var name = argument
+            var value: String?
+            if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
+                name = String(argument[..<equals])
+                value = String(argument[argument.index(after: equals)...])
+            }
+            guard ["-c", "--config", "--host", "--log-level"].contains(name) else {
+                throw HostUsageError("unknown argument '\(argument)'")
+            }
+            guard let given = value ?? rest.popFirst() else { throw HostUsageError("\(name) needs a value") }
+            switch name {
+            case "--host": options.host = given
+            case "--log-level":
+                guard let level = Logger.Level(rawValue: given) else {
+                    throw HostUsageError("'\(given)' is not a log level: use trace, debug, info, notice, warning, error or critical")
+                }
+                options.logLevel = level
+            default: options.config = given
+            }
+        }
+        return options
+    }
+}
+
+/// A command-line argument a host does not take.
+public struct HostUsageError: Error, CustomStringConvertible, Sendable {
+    public var description: String
+
+    public init(_ description: String) {
+        self.description = description
+    }
+}
+
+/// Runs a FlowBus daemon — `flowd`, `reactor-host`, or a user's own coordinator or reactor host —
+/// in a few lines:
+///
+/// ```swift
+/// @main
+/// struct AppCoordinator {
+///     static func main() async {
+///         await FlowBusHost.main(label: "app-coordinator") { config, _, logger in
+///             [CoordinatorService(config: config, logger: logger) { (flow: AppFlow(), stepper: OneStepper(withSingleStep: AppStep.start)) }]
+///         }
+///     }
+/// }
+/// ```
+///
+/// It reads ``HostOptions`` from the command line, sends logs to standard error at the asked
+/// level, loads the topology file (a file that does not load exits 64, as a bad argument),
+/// builds the services and runs them in a `ServiceGroup` that stops them gracefully on SIGTERM
+/// or SIGINT (a service that fails exits 1).
+public enum FlowBusHost {
+    /// Sends every logger's output to standard error at `level`. Call once, before any logger is made.
+    public static func bootstrapLogging(level: Logger.Level) {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+    }
+
+    /// Builds the services for `config` and runs them until SIGTERM or SIGINT. Logging is not
+    /// bootstrapped here (``main(label:arguments:services:)`` does it).
+    /// - Throws: what building or running the services throws (an endpoint another process
+    ///   serves, say).
+    public static func run(
+        config: FlowBusConfig, options: HostOptions, logger: Logger,
+        services: @Sendable (FlowBusConfig, HostOptions, Logger) throws -> [any Service]
+    ) async throws {
+        let built = try services(config, options, logger)
+        let group = ServiceGroup(
+            configuration: .init(
+                services: built.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+
+    /// The whole `main` of a daemon: options from `arguments`, logging, the topology, the services,
+    /// a clean stop on SIGTERM or SIGINT. A usage or config error is printed and exits 64, as a
+    /// bad argument does; a failing service exits 1.
+    public static func main(
+        label: String, arguments: [String] = Array(CommandLine.arguments.dropFirst()),
+        services: @Sendable (FlowBusConfig, HostOptions, Logger) throws -> [any Service]
+    ) async {
+        let options: HostOptions
+        do {
+            guard let parsed = try HostOptions.parse(arguments) else {
+                print("usage: \(label) [options]\n\(HostOptions.usage)")
+                exit(0)
+            }
+            options = parsed
+        } catch {
+            fail("\(label): \(error.description)\n\(HostOptions.usage)", status: 64)
+        }
+        bootstrapLogging(level: options.logLevel)
+        let config: FlowBusConfig
+        do {
+            config = try FlowBusConfig.load(path: options.configPath)
+        } catch {
+            fail("\(label): \(error.description)", status: 64)
+        }
+        do {
+            try await run(config: config, options: options, logger: Logger(label: label), services: services)
+        } catch {
+            fail("\(label): \(error)", status: 1)
+        }
+    }
+
+    private static func fail(_ message: String, status: Int32) -> Never {
+        FileHandle.standardError.write(Data((message + "\n").utf8))
+        exit(status)
+    }
+}

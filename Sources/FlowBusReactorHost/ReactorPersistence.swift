@@ -1,0 +1,127 @@
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusDaemon
+import FlowBusProtocol
+import FlowBusWire
+import Foundation
+import GRDB
+import Reactors
+import ZeroMQ
+
+/// A reactor's state as read back from the database.
+package struct PersistedReactorState: Sendable {
+    package var sequence: UInt64
+    /// Nil when the saved bytes no longer decode as FBV (the reactor then starts afresh, with the
+    /// sequence continued).
+    package var state: WireValue?
+    package var problem: String?
+}
+
+/// The SQLite database (GRDB, WAL) of one reactor host: the last state and sequence of each
+/// persisted reactor, and the last sequence dealt with per source (the de-duplication table).
+///
+/// Used from the host's I/O thread only, synchronously: one transaction per batch.
+package final class ReactorStateDatabase: Sendable {
+    /// How long a source that sent nothing is remembered (its de-duplication entry).
+    package static let sourceRetention: TimeInterval = 7 * 24 * 3600
+
+    package let path: String
+    private let queue: DatabaseQueue
+
+    /// Opens (or creates) the database and its tables.
+    /// - Throws: ``ConfigError`` with the path and SQLite's reason when it cannot be opened.
+    package init(spec: ReactorPersistenceSpec) throws(ConfigError) {
+        path = spec.database
+        var configuration = Configuration()
+        configuration.journalMode = .wal
+        configuration.label = "reactor-host-state"
+        let synchronous = spec.synchronous == .full ? "FULL" : "NORMAL"
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+        }
+        do {
+            let directory = (path as NSString).deletingLastPathComponent
+            if !directory.isEmpty {
+                try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            }
+            queue = try DatabaseQueue(path: path, configuration: configuration)
+            var migrator = DatabaseMigrator()
+            migrator.registerMigration("reactor-host-v1") { db in
+                try db.execute(sql: """
+                    CREATE TABLE reactor_states (
+                        reactor_id TEXT PRIMARY KEY NOT NULL,
+                        sequence INTEGER NOT NULL,
+                        state BLOB NOT NULL,
+                        saved_at REAL NOT NULL
+                    );
+                    CREATE TABLE reactor_action_sources (
+                        source TEXT PRIMARY KEY NOT NULL,
+                        sequence INTEGER NOT NULL,
+                        seen_at REAL NOT NULL
+                    );
+                    """)
+            }
+            try migrator.migrate(queue)
+        } catch {
+            throw ConfigError("cannot open the reactor state database \(path): \(error)")
+        }
+    }
+
+    /// The last sequence of `source` in the de-duplication table, nil if it has none.
+    package func lastSequence(of source: String) throws -> UInt64? {
+        try queue.read { db in
+            try Int64.fetchOne(db, sql: "SELECT sequence FROM reactor_action_sources WHERE source = ?", arguments: [source])
+                .map { UInt64(clamping: $0) }
+        }
+    }
+
+    /// Every saved reactor state, and how many sources the de-duplication table holds (entries
+    /// older than ``sourceRetention`` are deleted first; the others are read when their source
+    /// is next heard).
+    package func load() throws -> (states: [String: PersistedReactorState], sources: Int) {
+        try queue.write { db in
+            try db.execute(
+                sql: "DELETE FROM reactor_action_sources WHERE seen_at < ?",
+                arguments: [Date().timeIntervalSince1970 - Self.sourceRetention])
+            var states: [String: PersistedReactorState] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT reactor_id, sequence, state FROM reactor_states") {
+                let reactorID: String = row["reactor_id"]
+                let sequence = UInt64(clamping: row["sequence"] as Int64)
+                let bytes: Data = row["state"]
+                do {
+                    states[reactorID] = PersistedReactorState(sequence: sequence, state: try FBV.decode([UInt8](bytes)), problem: nil)
+                } catch {
+                    states[reactorID] = PersistedReactorState(sequence: sequence, state: nil, problem: "\(error)")
+                }
+            }
+            let sources = try Int.fetchOne(db, sql: "SELECT count(*) FROM reactor_action_sources") ?? 0
+            return (states, sources)
+        }
+    }
+
+    /// Saves states and de-duplication entries in one transaction.
+    package func save(states: [(reactorID: String, sequence: UInt64, state: WireValue)], sources: [String: UInt64]) throws {
+        let now = Date().timeIntervalSince1970
+        let encoded = try states.map { ($0.reactorID, Int64(clamping: $0.sequence), Data(try FBV.encode($0.state))) }
+        try queue.write { db in
+            if !encoded.isEmpty {
+                let statement = try db.cachedStatement(sql: """
+                    INSERT INTO reactor_states (reactor_id, sequence, state, saved_at) VALUES (?, ?, ?, ?)
+                    ON CONFLICT(reactor_id) DO UPDATE SET sequence = excluded.sequence, state = excluded.state, saved_at = excluded.saved_at
+                    """)
+                for (reactorID, sequence, state) in encoded {
+                    try statement.execute(arguments: [reactorID, sequence, state, now])
+                }
+            }
+            if !sources.isEmpty {
+                let statement = try db.cachedStatement(sql: """
+                    INSERT INTO reactor_action_sources (source, sequence, seen_at) VALUES (?, ?, ?)
+                    ON CONFLICT(source) DO UPDATE SET sequence = max(sequence, excluded.sequence), seen_at = excluded.seen_at
+                    """)
+                for (source, sequence) in sources {
+                    try statement.execute(arguments: [source, Int64(clamping: sequence), now])
+                }
+            }
+        }
+    }
+}

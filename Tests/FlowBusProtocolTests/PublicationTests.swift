@@ -1,0 +1,86 @@
+import Testing
+
+@testable import FlowBusProtocol
+import FlowBusWire
+
+@Suite("Publication: the publishing side of the protocol")
+struct PublicationTests {
+    private func subscribe(_ publication: inout Publication, _ prefix: String, _ on: Bool = true) {
+        let frame = [UInt8(on ? 1 : 0)] + Array(prefix.utf8)
+        frame.withUnsafeBytes { publication.subscriptionMessage($0) }
+    }
+
+    private func message(_ topic: String) -> FrameBuffer {
+        FrameBuffer(frames: [Array(topic.utf8), [1, 2, 3]])
+    }
+
+    @Test("nothing is wanted until subscribed; prefixes match; the last unsubscription removes a prefix")
+    func subscriptions() {
+        var publication = Publication(endpoint: "events")
+        #expect(!publication.isWanted("nav/did/Main"))
+        subscribe(&publication, "nav/did/")
+        #expect(publication.isWanted("nav/did/Main"))
+        #expect(!publication.isWanted("nav/will/Main"))
+        subscribe(&publication, "")
+        #expect(publication.isWanted("diag/x"), "the empty prefix wants everything")
+        subscribe(&publication, "", false)
+        subscribe(&publication, "nav/did/", false)
+        #expect(!publication.isWanted("nav/did/Main"))
+        [UInt8]().withUnsafeBytes { publication.subscriptionMessage($0) }
+        [UInt8(7), 65].withUnsafeBytes { publication.subscriptionMessage($0) }
+        #expect(!publication.isWanted("A"), "anything but 1 or 0 first is ignored")
+    }
+
+    @Test("unwanted topics are counted and never sent; wanted ones are sent")
+    func offers() {
+        var publication = Publication(endpoint: "events")
+        subscribe(&publication, "step/")
+        #expect(publication.offer(message("step/home")) == .send)
+        #expect(publication.offer(message("diag/x")) == .unwanted)
+        let wanted = publication.offer(topic: "nav/did/x")
+        #expect(!wanted)
+        #expect(publication.counters.unwanted == 2)
+    }
+
+    @Test("held messages come out in order on release; discarded ones never")
+    func holdAndRelease() {
+        var publication = Publication(endpoint: "events")
+        subscribe(&publication, "")
+        publication.hold()
+        #expect(publication.offer(message("a")) == .held)
+        #expect(publication.offer(message("b")) == .held)
+        #expect(publication.release().map { Array($0.frameBytes(0)) } == [Array("a".utf8), Array("b".utf8)])
+        #expect(!publication.isHolding)
+        #expect(publication.offer(message("c")) == .send)
+        publication.hold()
+        _ = publication.offer(message("d"))
+        publication.discardHeld()
+        #expect(publication.release().isEmpty)
+    }
+
+    @Test("drops are counted, logged at the first and every 10,000th, and reported once")
+    func drops() throws {
+        var publication = Publication(endpoint: "states")
+        let logs = [publication.sent(accepted: false), publication.sent(accepted: false), publication.sent(accepted: true)]
+        #expect(logs == [true, false, false], "the first drop is logged")
+        #expect(publication.counters == .init(published: 1, dropped: 2, unwanted: 0))
+        let report = try #require(publication.dueDropReport())
+        #expect(report == .init(unreported: 2, total: 2))
+        publication.reported(report)
+        #expect(publication.dueDropReport() == nil)
+        _ = publication.sent(accepted: false)
+        let stale = try #require(publication.dueDropReport())
+        _ = publication.sent(accepted: false)
+        publication.reported(stale)
+        #expect(publication.dueDropReport() == .init(unreported: 2, total: 4), "a report that was itself dropped is redone")
+    }
+
+    @Test("the endpoint numbers its own messages from 1 with its own counter")
+    func ownSequence() {
+        var events = Publication(endpoint: "events")
+        var states = Publication(endpoint: "states")
+        #expect(events.nextSequence() == 1)
+        #expect(events.nextSequence() == 2)
+        #expect(states.nextSequence() == 1)
+    }
+}
