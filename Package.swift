@@ -40,7 +40,8 @@ let package = Package(
     traits: [
         .trait(
             name: "PostgreSQL",
-            description: "flowd and reactor hosts on a shared PostgreSQL journal with a standby (postgres-nio, NIO, BoringSSL)"),
+            description:
+                "flowd and reactor hosts on a shared PostgreSQL journal with a standby (postgres-nio, NIO, BoringSSL)"),
         .trait(name: "Studio", description: "flowbus-studio, the live web page and Foxglove bridge (Hummingbird)"),
         .default(enabledTraits: []),
     ],
@@ -83,13 +84,20 @@ let package = Package(
             ]),
         .target(
             name: "FlowBusCoordinator",
-            dependencies: ["FlowBusDaemon", "FlowBusProtocol", "FlowBusClient", "FlowBusConfiguration", "Flows", grdb, coreMetrics]),
+            dependencies: [
+                "FlowBusDaemon", "FlowBusProtocol", "FlowBusClient", "FlowBusConfiguration", "Flows", grdb, coreMetrics,
+            ]),
         .target(
             name: "FlowBusReactorHost",
-            dependencies: ["FlowBusDaemon", "FlowBusProtocol", "FlowBusClient", "FlowBusConfiguration", "Reactors", grdb, coreMetrics]),
+            dependencies: [
+                "FlowBusDaemon", "FlowBusProtocol", "FlowBusClient", "FlowBusConfiguration", "Reactors", grdb,
+                coreMetrics,
+            ]),
         .target(
             name: "FlowBusTools",
-            dependencies: ["FlowBusClient", "FlowBusConfiguration", "FlowBusDaemon", "FlowBusCoordinator", "Flows", grdb]),
+            dependencies: [
+                "FlowBusClient", "FlowBusConfiguration", "FlowBusDaemon", "FlowBusCoordinator", "Flows", grdb,
+            ]),
         .target(
             name: "FlowBusTesting",
             dependencies: [
@@ -113,7 +121,9 @@ let package = Package(
         ),
         .executableTarget(
             name: "flowd",
-            dependencies: ["FlowBusCoordinator", "FlowBusDaemon", "FlowBusConfiguration", "FlowBusPrometheus", argumentParser, logging,
+            dependencies: [
+                "FlowBusCoordinator", "FlowBusDaemon", "FlowBusConfiguration", "FlowBusPrometheus", argumentParser,
+                logging,
                 .target(name: "FlowBusPostgres", condition: .when(traits: ["PostgreSQL"])),
             ]
         ),
@@ -131,7 +141,9 @@ let package = Package(
         ),
         .executableTarget(
             name: "movie-app",
-            dependencies: ["FlowBusCoordinator", "FlowBusDaemon", "FlowBusConfiguration", "Flows", argumentParser, logging],
+            dependencies: [
+                "FlowBusCoordinator", "FlowBusDaemon", "FlowBusConfiguration", "Flows", argumentParser, logging,
+            ],
             path: "Sources/Examples/movie-app"
         ),
         .executableTarget(
@@ -157,7 +169,9 @@ let package = Package(
             dependencies: [
                 "FlowBusClient", "FlowBusConfiguration", "FlowBusTools", "FlowBusWire", "Flows", logging,
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Studio"])),
-                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket", condition: .when(traits: ["Studio"])),
+                .product(
+                    name: "HummingbirdWebSocket", package: "hummingbird-websocket", condition: .when(traits: ["Studio"])
+                ),
             ],
             resources: [.copy("Page")]
         ),
@@ -172,21 +186,27 @@ let package = Package(
         .testTarget(name: "FlowsTests", dependencies: ["Flows"]),
         .testTarget(name: "ReactorsTests", dependencies: ["Reactors"]),
         .testTarget(name: "FlowBusProtocolTests", dependencies: ["FlowBusProtocol", "FlowBusWire"]),
-        .testTarget(name: "FlowBusClientTests", dependencies: ["FlowBusClient", "FlowBusProtocol", "FlowBusWire", "ZeroMQ"]),
-        .testTarget(name: "FlowBusConfigurationTests", dependencies: ["FlowBusConfiguration", "FlowBusClient", "FlowBusWire"]),
+        .testTarget(
+            name: "FlowBusClientTests", dependencies: ["FlowBusClient", "FlowBusProtocol", "FlowBusWire", "ZeroMQ"]),
+        .testTarget(
+            name: "FlowBusConfigurationTests", dependencies: ["FlowBusConfiguration", "FlowBusClient", "FlowBusWire"]),
         .testTarget(
             name: "FlowBusDaemonTests",
-            dependencies: ["FlowBusDaemon", "FlowBusConfiguration", "FlowBusProtocol", "FlowBusWire", "ZeroMQ", logging]),
+            dependencies: [
+                "FlowBusDaemon", "FlowBusConfiguration", "FlowBusProtocol", "FlowBusWire", "ZeroMQ", logging,
+            ]),
         .testTarget(
             name: "FlowBusCoordinatorTests",
             dependencies: ["FlowBusCoordinator", "FlowBusConfiguration", "FlowBusWire", "Flows", logging]),
         .testTarget(
             name: "FlowBusReactorHostTests",
             dependencies: [
-                "FlowBusReactorHost", "FlowBusClient", "FlowBusConfiguration", "FlowBusWire", "Reactors", "ZeroMQ", logging,
+                "FlowBusReactorHost", "FlowBusClient", "FlowBusConfiguration", "FlowBusWire", "Reactors", "ZeroMQ",
+                logging,
             ]),
         .testTarget(
-            name: "FlowBusToolsTests", dependencies: ["FlowBusTools", "FlowBusConfiguration", "FlowBusCoordinator", "FlowBusWire"]),
+            name: "FlowBusToolsTests",
+            dependencies: ["FlowBusTools", "FlowBusConfiguration", "FlowBusCoordinator", "FlowBusWire"]),
         .testTarget(name: "FlowBusStudioTests", dependencies: ["FlowBusStudio", "FlowBusClient", "FlowBusWire"]),
         .testTarget(
             name: "FlowBusPostgresTests",
@@ -207,9 +227,10 @@ let package = Package(
 
 // One set of strictness settings for every target.
 for target in package.targets where target.type != .system {
-    target.swiftSettings = (target.swiftSettings ?? []) + [
-        .swiftLanguageMode(.v6),
-        .enableUpcomingFeature("ExistentialAny"),
-        .enableUpcomingFeature("MemberImportVisibility"),
-    ]
+    target.swiftSettings =
+        (target.swiftSettings ?? []) + [
+            .swiftLanguageMode(.v6),
+            .enableUpcomingFeature("ExistentialAny"),
+            .enableUpcomingFeature("MemberImportVisibility"),
+        ]
 }

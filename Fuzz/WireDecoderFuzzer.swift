@@ -101,7 +101,8 @@ func fuzzMessage(_ buffer: FrameBuffer) {
         fuzzParams(view.params, name: view.name)
     }
     // Tighter limits take other paths (oversize checks).
-    let tight = WireLimits(maxTopicBytes: 16, maxNameBytes: 8, maxSourceBytes: 8, maxFrameBytes: 64, maxFrames: 3, maxDepth: 2)
+    let tight = WireLimits(
+        maxTopicBytes: 16, maxNameBytes: 8, maxSourceBytes: 8, maxFrameBytes: 64, maxFrames: 3, maxDepth: 2)
     _ = try? WireMessage.decode(from: buffer, limits: tight)
     _ = try? NamedMessageView.decode(from: buffer, limits: tight)
 
@@ -158,20 +159,48 @@ extension WireMessage {
             return copy
         }
         switch self {
-        case .step(var m): m.envelope = change(m.envelope); return .step(m)
-        case .deepLink(var m): m.envelope = change(m.envelope); return .deepLink(m)
-        case .action(var m): m.envelope = change(m.envelope); return .action(m)
-        case .state(var m): m.envelope = change(m.envelope); return .state(m)
-        case .snapshotRequest(var m): m.envelope = change(m.envelope); return .snapshotRequest(m)
-        case .snapshot(var m): m.envelope = change(m.envelope); return .snapshot(m)
-        case .navigation(var m): m.envelope = change(m.envelope); return .navigation(m)
-        case .navigationCommand(var m): m.envelope = change(m.envelope); return .navigationCommand(m)
-        case .diagnostic(var m): m.envelope = change(m.envelope); return .diagnostic(m)
-        case .ack(var m): m.envelope = change(m.envelope); return .ack(m)
-        case .heartbeat(var m): m.envelope = change(m.envelope); return .heartbeat(m)
-        case .statusRequest(var m): m.envelope = change(m.envelope); return .statusRequest(m)
-        case .statusReply(var m): m.envelope = change(m.envelope); return .statusReply(m)
-        case .presentableReport(var m): m.envelope = change(m.envelope); return .presentableReport(m)
+        case .step(var m):
+            m.envelope = change(m.envelope)
+            return .step(m)
+        case .deepLink(var m):
+            m.envelope = change(m.envelope)
+            return .deepLink(m)
+        case .action(var m):
+            m.envelope = change(m.envelope)
+            return .action(m)
+        case .state(var m):
+            m.envelope = change(m.envelope)
+            return .state(m)
+        case .snapshotRequest(var m):
+            m.envelope = change(m.envelope)
+            return .snapshotRequest(m)
+        case .snapshot(var m):
+            m.envelope = change(m.envelope)
+            return .snapshot(m)
+        case .navigation(var m):
+            m.envelope = change(m.envelope)
+            return .navigation(m)
+        case .navigationCommand(var m):
+            m.envelope = change(m.envelope)
+            return .navigationCommand(m)
+        case .diagnostic(var m):
+            m.envelope = change(m.envelope)
+            return .diagnostic(m)
+        case .ack(var m):
+            m.envelope = change(m.envelope)
+            return .ack(m)
+        case .heartbeat(var m):
+            m.envelope = change(m.envelope)
+            return .heartbeat(m)
+        case .statusRequest(var m):
+            m.envelope = change(m.envelope)
+            return .statusRequest(m)
+        case .statusReply(var m):
+            m.envelope = change(m.envelope)
+            return .statusReply(m)
+        case .presentableReport(var m):
+            m.envelope = change(m.envelope)
+            return .presentableReport(m)
         }
     }
 
@@ -257,7 +286,8 @@ func fuzzValueCodecs(_ bytes: ArraySlice<UInt8>) {
             // Every finite FBV value has a JSON form that reads back to the same value.
             checkJSONRoundTrip(json, original: bytes, expected: value)
         } else if !value.containsNonFinite {
-            fatalError("FBV value without NaN/infinity does not encode as JSON: \(value)\ninput: \(WireHex.string(bytes))")
+            fatalError(
+                "FBV value without NaN/infinity does not encode as JSON: \(value)\ninput: \(WireHex.string(bytes))")
         }
     }
     if let value = try? WireJSON.decode(bytes) {
@@ -298,13 +328,16 @@ func checkFBVRoundTrip(_ value: WireValue, original: ArraySlice<UInt8>) {
 func checkJSONRoundTrip(_ json: [UInt8], original: ArraySlice<UInt8>, expected: WireValue) {
     let again: WireValue
     do { again = try WireJSON.decode(json) } catch {
-        fatalError("encoded JSON does not decode: \(error)\njson: \(String(decoding: json, as: UTF8.self))\ninput: \(WireHex.string(original))")
+        fatalError(
+            "encoded JSON does not decode: \(error)\njson: \(String(decoding: json, as: UTF8.self))\ninput: \(WireHex.string(original))"
+        )
     }
     if again != expected {
         fatalError("JSON round trip changed the value: \(expected) -> \(again)\ninput: \(WireHex.string(original))")
     }
     guard let second = try? WireJSON.encode(again), second == json else {
-        fatalError("JSON encoding is not stable: \(String(decoding: json, as: UTF8.self))\ninput: \(WireHex.string(original))")
+        fatalError(
+            "JSON encoding is not stable: \(String(decoding: json, as: UTF8.self))\ninput: \(WireHex.string(original))")
     }
 }
 

@@ -78,7 +78,9 @@ public final class BusSubscriber {
     /// active one is found within a quarter second, and ZMTP heartbeats drop the connection to
     /// one whose machine vanished (a SUB sends nothing otherwise, so it would never notice).
     public static func followingInstances(_ count: Int) -> [SocketOption] {
-        count > 1 ? [.reconnectIntervalMax(250), .heartbeatInterval(1000), .heartbeatTimeout(3000)] : [.reconnectIntervalMax(2000)]
+        count > 1
+            ? [.reconnectIntervalMax(250), .heartbeatInterval(1000), .heartbeatTimeout(3000)]
+            : [.reconnectIntervalMax(2000)]
     }
 
     /// The next message, or `nil` when none arrives within `timeout` (`nil`: wait forever).
@@ -108,10 +110,11 @@ public final class BusSubscriber {
         while true {
             // Wake at the silence limit too, to report an outage while waiting.
             let silenceDeadline = isPublisherSilent ? nil : silenceLimit.map { lastHeard + $0 }
-            let wakeAt = switch (deadline, silenceDeadline) {
-            case (let deadline?, let silence?): min(deadline, silence)
-            case (let deadline, let silence): deadline ?? silence
-            }
+            let wakeAt =
+                switch (deadline, silenceDeadline) {
+                case (let deadline?, let silence?): min(deadline, silence)
+                case (let deadline, let silence): deadline ?? silence
+                }
             let mode: ReceiveMode
             if let wakeAt {
                 let left = ContinuousClock.now.duration(to: wakeAt)
@@ -172,7 +175,8 @@ public enum StatusClient {
         let answers = try ask(endpoints, curve: curve, timeout: timeout, params: params, afterFirst: nil)
         guard let answer = answers.first(where: { $0.outcome != nil }) else {
             throw ClientError(
-                "flowd did not answer on \(describeEither(endpoints)) within \(timeout): is it running? Start it with `flowd --config FILE`")
+                "flowd did not answer on \(describeEither(endpoints)) within \(timeout): is it running? Start it with `flowd --config FILE`"
+            )
         }
         return try answer.outcome!.get()
     }
@@ -189,7 +193,8 @@ public enum StatusClient {
     /// waits up to `timeout` for the first, then `grace` for the others (only the active one
     /// answers; a standby, or an instance that is down, does not).
     public static func survey(
-        endpoints: [String], curve: CurveKeys = CurveKeys(), timeout: Duration = .seconds(3), grace: Duration = .milliseconds(200),
+        endpoints: [String], curve: CurveKeys = CurveKeys(), timeout: Duration = .seconds(3),
+        grace: Duration = .milliseconds(200),
         params: WireParams = [:]
     ) throws -> [Answer] {
         try ask(endpoints, curve: curve, timeout: timeout, params: params, afterFirst: grace)
@@ -203,7 +208,8 @@ public enum StatusClient {
         let poller = Poller()
         var sockets: [Socket] = []
         let request = try StatusRequest(
-            envelope: Envelope(kind: .statusRequest, sequence: 1, source: "flowctl#\(ProcessInfo.processInfo.processIdentifier)"),
+            envelope: Envelope(
+                kind: .statusRequest, sequence: 1, source: "flowctl#\(ProcessInfo.processInfo.processIdentifier)"),
             params: params
         ).encoded()
         for endpoint in endpoints {
@@ -221,7 +227,8 @@ public enum StatusClient {
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { break }
             try poller.poll(timeout: max(1, left.wholeMilliseconds))
-            for (index, socket) in sockets.enumerated() where answers[index].outcome == nil && poller.isReadable(index) {
+            for (index, socket) in sockets.enumerated() where answers[index].outcome == nil && poller.isReadable(index)
+            {
                 guard try socket.receive(into: &buffer, mode: .nonBlocking) else { continue }
                 answers[index].outcome = reading(buffer, from: endpoints[index])
                 guard let grace else { return answers }
@@ -238,7 +245,9 @@ public enum StatusClient {
         case .diagnostic(let refusal)?:
             .failure(ClientError("flowd refused the status request: \(refusal.reason): \(refusal.message)"))
         default:
-            .failure(ClientError("\(endpoint) answered with something other than a status reply: is it flowd's control endpoint?"))
+            .failure(
+                ClientError(
+                    "\(endpoint) answered with something other than a status reply: is it flowd's control endpoint?"))
         }
     }
 }

@@ -13,7 +13,10 @@ public struct CurveKeys: Sendable, Hashable {
     /// Client public keys the ZAP handler admits.
     public var allowedClients: Set<String>
 
-    public init(server: CurveKeyPair? = nil, serverPublicKey: String? = nil, client: CurveKeyPair? = nil, allowedClients: Set<String> = []) {
+    public init(
+        server: CurveKeyPair? = nil, serverPublicKey: String? = nil, client: CurveKeyPair? = nil,
+        allowedClients: Set<String> = []
+    ) {
         self.server = server
         self.serverPublicKey = serverPublicKey
         self.client = client
@@ -22,7 +25,6 @@ public struct CurveKeys: Sendable, Hashable {
 
     /// The ZAP domain FlowBus daemons use.
     public static let zapDomain = "flowbus"
-
 
     /// Makes `socket` a CURVE server when `endpoint` is tcp and a server key is configured.
     public func secureServer(_ socket: Socket, endpoint: String) throws(ZMQError) {
@@ -36,7 +38,9 @@ public struct CurveKeys: Sendable, Hashable {
         // A client without a configured key gets a fresh one: encrypted, but admitted only if allowed.
         let client: CurveKeyPair
         if let configured = self.client { client = configured } else { client = try CurveKeyPair.generate() }
-        try socket.setOptions([.curveServerKey(serverPublicKey), .curvePublicKey(client.publicKey), .curveSecretKey(client.secretKey)])
+        try socket.setOptions([
+            .curveServerKey(serverPublicKey), .curvePublicKey(client.publicKey), .curveSecretKey(client.secretKey),
+        ])
     }
 
     /// Whether daemons must authenticate clients.
@@ -47,6 +51,8 @@ public struct CurveKeys: Sendable, Hashable {
         guard let key = request.curvePublicKey else {
             return .deny(reason: "\(request.mechanism) is not allowed: CURVE is required")
         }
-        return allowedClients.contains(key) ? .allow(userID: String(key.prefix(8))) : .deny(reason: "client key \(key.prefix(8))… is not in security.allowedClients")
+        return allowedClients.contains(key)
+            ? .allow(userID: String(key.prefix(8)))
+            : .deny(reason: "client key \(key.prefix(8))… is not in security.allowedClients")
     }
 }

@@ -5,7 +5,9 @@ import ZeroMQ
 extension Socket {
     /// Applies `event` (from this DEALER's monitor) to `links` and `outbox`: drops stale
     /// connections, counts connections. Returns what the outbox says to send.
-    package func follow(_ event: MonitorEvent, links: inout FlowdLinks, outbox: inout ReliableOutbox) throws(ZMQError) -> ReliableOutbox.Action {
+    package func follow(
+        _ event: MonitorEvent, links: inout FlowdLinks, outbox: inout ReliableOutbox
+    ) throws(ZMQError) -> ReliableOutbox.Action {
         let change: FlowdLinks.Change
         switch event.kind {
         case .connected?: change = links.connected(event.endpoint)

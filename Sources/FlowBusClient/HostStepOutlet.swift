@@ -42,7 +42,8 @@ package final class HostStepOutlet {
     package func send(name: String, params: WireParams, logger: Logger) -> Bool {
         guard outbox.hasRoom else {
             let waiting = outbox.outstanding
-            logger.warning("step \(name) as \(stepperID) dropped: \(waiting) steps wait for flowd's ack (is flowd running?)")
+            logger.warning(
+                "step \(name) as \(stepperID) dropped: \(waiting) steps wait for flowd's ack (is flowd running?)")
             return false
         }
         do {

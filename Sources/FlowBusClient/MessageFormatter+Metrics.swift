@@ -15,16 +15,22 @@ extension MessageFormatter {
         var lines = [
             "metrics: steps received \(number("steps_received")), routed \(number("steps_routed")), refused "
                 + (refused.isEmpty ? "0" : "{\(refused)}")
-                + "; deep links \(number("deep_links")) (routed \(number("deep_links_routed"))); navigations \(number("navigations")); batches \(number("batches"))",
+                + "; deep links \(number("deep_links")) (routed \(number("deep_links_routed"))); navigations \(number("navigations")); batches \(number("batches"))"
         ]
-        if let latency = metrics["step_latency_ms"]?.mapValue, let mean = latency["mean"]?.doubleValue, let max = latency["max"]?.doubleValue {
-            lines.append("  step latency: mean \(milliseconds(mean)), max \(milliseconds(max)) over \(latency["batches"]?.displayText ?? "0") batch(es)")
+        if let latency = metrics["step_latency_ms"]?.mapValue, let mean = latency["mean"]?.doubleValue,
+            let max = latency["max"]?.doubleValue
+        {
+            lines.append(
+                "  step latency: mean \(milliseconds(mean)), max \(milliseconds(max)) over \(latency["batches"]?.displayText ?? "0") batch(es)"
+            )
         }
         if let journal = metrics["journal_commit_ms"]?.mapValue, let mean = journal["mean"]?.doubleValue {
-            lines.append("  journal commit: mean \(milliseconds(mean)) over \(journal["commits"]?.displayText ?? "0") commit(s)")
+            lines.append(
+                "  journal commit: mean \(milliseconds(mean)) over \(journal["commits"]?.displayText ?? "0") commit(s)")
         }
         if let endpoint = metrics["endpoint"]?.stringValue {
-            lines.append("  Prometheus: http://\(endpoint.dropFirst("tcp://".count))/metrics (or flowctl status --metrics)")
+            lines.append(
+                "  Prometheus: http://\(endpoint.dropFirst("tcp://".count))/metrics (or flowctl status --metrics)")
         } else if metrics["prometheus"] != nil {
             lines.append("  Prometheus text: flowctl status --metrics")
         }

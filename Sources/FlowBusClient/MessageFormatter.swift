@@ -14,12 +14,14 @@ public enum MessageFormatter {
     public static func line(_ message: WireMessage) -> String {
         switch message {
         case .step(let step):
-            return "step stepper=\(step.stepperID) step=\(self.step(step.name, step.params)) source=\(step.envelope.source) seq=\(step.envelope.sequence)"
+            return
+                "step stepper=\(step.stepperID) step=\(self.step(step.name, step.params)) source=\(step.envelope.source) seq=\(step.envelope.sequence)"
         case .deepLink(let link):
             return "deeplink step=\(step(link.name, link.params)) source=\(link.envelope.source)"
         case .navigation(let event):
             let presentable = event.presentableID.map { " presentable=\($0)" } ?? ""
-            return "\(event.phase == .will ? "will" : "did") navigate flow=\(event.flow) step=\(step(event.stepName, event.params))\(presentable)"
+            return
+                "\(event.phase == .will ? "will" : "did") navigate flow=\(event.flow) step=\(step(event.stepName, event.params))\(presentable)"
         case .navigationCommand(let command):
             let container = command.container.map { $0.isEmpty ? "" : " container=\($0)" } ?? ""
             return "command flow=\(command.flow) \(command.verb.rawValue) \(command.target)\(container)"
@@ -29,11 +31,13 @@ public enum MessageFormatter {
                 .map { "\($0.key)=\($0.value.displayText)" }.joined(separator: " ")
             return "diagnostic \(diagnostic.reason.rawValue): \(message)\(others.isEmpty ? "" : " [\(others)]")"
         case .action(let action):
-            return "action reactor=\(action.reactorID) action=\(step(action.name, action.params)) source=\(action.envelope.source)"
+            return
+                "action reactor=\(action.reactorID) action=\(step(action.name, action.params)) source=\(action.envelope.source)"
         case .state(let state):
             return "state reactor=\(state.reactorID) seq=\(state.envelope.sequence) \(state.state.displayText)"
         case .snapshot(let snapshot):
-            return "snapshot reactor=\(snapshot.reactorID) seq=\(snapshot.envelope.sequence) \(snapshot.state.displayText)"
+            return
+                "snapshot reactor=\(snapshot.reactorID) seq=\(snapshot.envelope.sequence) \(snapshot.state.displayText)"
         case .heartbeat(let heartbeat):
             return "heartbeat source=\(heartbeat.envelope.source)"
         case .ack(let ack):
@@ -48,7 +52,8 @@ public enum MessageFormatter {
         let envelope = message.envelope
         var object: WireParams = [
             "topic": .string(message.topic), "kind": .string("\(message.kind)"),
-            "source": .string(envelope.source), "seq": .int(Int64(clamping: envelope.sequence)), "timestamp_us": .int(envelope.timestamp),
+            "source": .string(envelope.source), "seq": .int(Int64(clamping: envelope.sequence)),
+            "timestamp_us": .int(envelope.timestamp),
         ]
         switch message {
         case .step(let step):
@@ -94,7 +99,9 @@ public enum MessageFormatter {
             guard let map = value.mapValue else { return }
             let visible = map["visible"]?.boolValue == true ? "visible" : "hidden"
             let flow = map["flow"]?.stringValue.map { " (flow \($0))" } ?? ""
-            lines.append(String(repeating: "  ", count: depth) + "- \(map["kind"]?.stringValue ?? "?") \(map["id"]?.stringValue ?? "?") [\(visible)]\(flow)")
+            lines.append(
+                String(repeating: "  ", count: depth)
+                    + "- \(map["kind"]?.stringValue ?? "?") \(map["id"]?.stringValue ?? "?") [\(visible)]\(flow)")
             for child in map["children"]?.listValue ?? [] { node(child, depth: depth + 1) }
             if let presented = map["presented"] {
                 lines.append(String(repeating: "  ", count: depth + 1) + "presented:")
@@ -118,7 +125,9 @@ public enum MessageFormatter {
         lines.append("bindings:")
         for binding in status["bindings"]?.listValue ?? [] {
             guard let map = binding.mapValue else { continue }
-            lines.append("  \(map["stepper"]?.stringValue ?? "?") -> \(map["flow"]?.stringValue ?? "?") @ \(map["presentable"]?.stringValue ?? "?")")
+            lines.append(
+                "  \(map["stepper"]?.stringValue ?? "?") -> \(map["flow"]?.stringValue ?? "?") @ \(map["presentable"]?.stringValue ?? "?")"
+            )
         }
         more("bindings", listed: status["bindings"]?.listValue?.count ?? 0)
         lines.append("steppers:")
@@ -134,18 +143,26 @@ public enum MessageFormatter {
             let published = events["published"]?.displayText ?? "0"
             let hwm = events["dropped_hwm"]?.displayText ?? "0"
             let unwanted = events["unsubscribed"]?.displayText ?? "0"
-            lines.append("events: published \(published), dropped at the high-water mark \(hwm), not sent (no subscriber wanted the topic) \(unwanted)")
+            lines.append(
+                "events: published \(published), dropped at the high-water mark \(hwm), not sent (no subscriber wanted the topic) \(unwanted)"
+            )
         }
         if let journal = status["journal"]?.mapValue {
             let restored = journal["restored"]?.displayText ?? "0"
             let appended = journal["appended"]?.displayText ?? "0"
-            let checkpoint = journal["checkpoint"]?.mapValue?["entry"].map { ", checkpoint at entry \($0.displayText)" } ?? ""
-            lines.append("journal: \(journal["path"]?.stringValue ?? "?"): restored \(restored) entries, appended \(appended)\(checkpoint)")
+            let checkpoint =
+                journal["checkpoint"]?.mapValue?["entry"].map { ", checkpoint at entry \($0.displayText)" } ?? ""
+            lines.append(
+                "journal: \(journal["path"]?.stringValue ?? "?"): restored \(restored) entries, appended \(appended)\(checkpoint)"
+            )
             let history = journal["lease"]?.mapValue?["history"]?.listValue?.compactMap(\.mapValue) ?? []
             for (index, record) in history.enumerated() {
-                let acquired = record["acquired"]?.doubleValue.map { Date(timeIntervalSince1970: $0).formatted(.iso8601) } ?? "?"
-                let who = "\(record["instance"]?.stringValue ?? "?") (pid \(record["pid"]?.displayText ?? "?") on \(record["host"]?.stringValue ?? "?"))"
-                lines.append(index == 0 ? "lease: held by \(who) since \(acquired)" : "  before: \(who) from \(acquired)")
+                let acquired =
+                    record["acquired"]?.doubleValue.map { Date(timeIntervalSince1970: $0).formatted(.iso8601) } ?? "?"
+                let who =
+                    "\(record["instance"]?.stringValue ?? "?") (pid \(record["pid"]?.displayText ?? "?") on \(record["host"]?.stringValue ?? "?"))"
+                lines.append(
+                    index == 0 ? "lease: held by \(who) since \(acquired)" : "  before: \(who) from \(acquired)")
             }
         }
         return lines.joined(separator: "\n")

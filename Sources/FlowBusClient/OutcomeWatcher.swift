@@ -73,13 +73,17 @@ public final class OutcomeWatcher {
     /// Subscribes to flowd's events endpoint (on each of its instances) for steps of
     /// `stepperID` (and deep links).
     /// - Throws: ``ClientError`` when flowd sends no heartbeat within `timeout`.
-    public init(stepperID: String, eventsEndpoints: [String], curve: CurveKeys = CurveKeys(), timeout: Duration = .seconds(5)) throws {
+    public init(
+        stepperID: String, eventsEndpoints: [String], curve: CurveKeys = CurveKeys(), timeout: Duration = .seconds(5)
+    ) throws {
         endpoint = describeEither(eventsEndpoints)
         subscriber = try BusSubscriber(
             endpoints: eventsEndpoints, topics: [Topic.step(stepperID), "deeplink/", "diag/", "nav/did/"],
             includeHeartbeats: true, curve: curve)
         guard try subscriber.waitUntilConnected(timeout: timeout) else {
-            throw ClientError("no heartbeat from flowd on \(endpoint) within \(timeout): is it running? Start it with `flowd --config FILE`")
+            throw ClientError(
+                "no heartbeat from flowd on \(endpoint) within \(timeout): is it running? Start it with `flowd --config FILE`"
+            )
         }
     }
 
@@ -87,7 +91,9 @@ public final class OutcomeWatcher {
     /// refusal sent back, then what the flows did with it.
     /// - Parameter navigation: wait for the didNavigate events it causes too.
     /// - Returns: `nil` when flowd did not acknowledge within `timeout`.
-    public func outcome(of sequence: UInt64, from publisher: StepPublisher, navigation: Bool = false, timeout: Duration) throws -> PublishedOutcome? {
+    public func outcome(
+        of sequence: UInt64, from publisher: StepPublisher, navigation: Bool = false, timeout: Duration
+    ) throws -> PublishedOutcome? {
         let deadline = ContinuousClock.now + timeout
         guard try publisher.waitForAcknowledgement(timeout: timeout) else { return nil }
         if let refusal = publisher.refusal(for: sequence) { return .refused(refusal) }
@@ -97,7 +103,8 @@ public final class OutcomeWatcher {
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero, let received = try subscriber.next(timeout: left) else {
                 if !republished {
-                    throw ClientError("flowd acknowledged it but did not re-publish it on \(endpoint) within \(timeout)")
+                    throw ClientError(
+                        "flowd acknowledged it but did not re-publish it on \(endpoint) within \(timeout)")
                 }
                 return navigations.isEmpty ? .noNavigation : .applied(navigations: navigations)
             }

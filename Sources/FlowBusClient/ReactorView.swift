@@ -89,12 +89,15 @@ public final class ReactorView {
         self.actionsEndpoint = actionsEndpoint
         self.statesEndpoint = statesEndpoint
         self.contentType = contentType
-        sourceID = "view:\(String(decoding: reactorID.utf8.prefix(200), as: UTF8.self))#\(UUID().uuidString.prefix(8).lowercased())"
+        sourceID =
+            "view:\(String(decoding: reactorID.utf8.prefix(200), as: UTF8.self))#\(UUID().uuidString.prefix(8).lowercased())"
         // Unbounded: a view does not wait for room (its sends never block).
         outbox = ReliableOutbox(sourceID: sourceID, maxOutstanding: .max)
         self.context = try context ?? Context(defaultLinger: 0)
         dealer = try self.context.socket(.dealer)
-        try dealer.setOptions([.sendHighWaterMark(100_000), .reconnectInterval(100), .reconnectIntervalMax(2000), .linger(1000)])
+        try dealer.setOptions([
+            .sendHighWaterMark(100_000), .reconnectInterval(100), .reconnectIntervalMax(2000), .linger(1000),
+        ])
         try curve.secureClient(dealer, endpoint: actionsEndpoint)
         try dealer.connect(actionsEndpoint)
         // A DEALER queues messages before it connects; what it does not take (would block) waits.
@@ -173,13 +176,15 @@ public final class ReactorView {
     public func next(timeout: Duration?) throws -> ReactorViewState? {
         let deadline = timeout.map { ContinuousClock.now + $0 }
         let subscriber = try subscribed()
-        let poller = try self.poller ?? {
-            let poller = Poller()
-            try poller.add(dealer)
-            try poller.add(subscriber)
-            self.poller = poller
-            return poller
-        }()
+        let poller =
+            try self.poller
+            ?? {
+                let poller = Poller()
+                try poller.add(dealer)
+                try poller.add(subscriber)
+                self.poller = poller
+                return poller
+            }()
         while true {
             if let failure {
                 self.failure = nil
@@ -212,7 +217,9 @@ public final class ReactorView {
     }
 
     /// The next state decoded as `State` (see ``next(timeout:)``).
-    public func next<State: Decodable>(_ type: State.Type, timeout: Duration?) throws -> (sequence: UInt64, state: State)? {
+    public func next<State: Decodable>(
+        _ type: State.Type, timeout: Duration?
+    ) throws -> (sequence: UInt64, state: State)? {
         guard let received = try next(timeout: timeout) else { return nil }
         return (received.sequence, try received.decode(type))
     }
@@ -314,7 +321,8 @@ public final class ReactorView {
             if let pending = pendingSnapshotRequest, let refusal = outbox.refusal(for: pending) {
                 pendingSnapshotRequest = nil
                 let reason = "\(refusal.reason): \(refusal.message)"
-                failure = ClientError("the reactor host at \(actionsEndpoint) refused the snapshot of \(reactorID): \(reason)")
+                failure = ClientError(
+                    "the reactor host at \(actionsEndpoint) refused the snapshot of \(reactorID): \(reason)")
             }
         case .snapshot(let snapshot) where snapshot.reactorID == reactorID && pendingSnapshotRequest != nil:
             noticeHost(snapshot.envelope.source, onSubscriber: false)
@@ -322,7 +330,8 @@ public final class ReactorView {
             guard pendingSnapshotRequest != nil else { return }
             pendingSnapshotRequest = nil
             let outcome = merger.snapshot(
-                ReactorViewState(reactorID: reactorID, envelope: snapshot.envelope, state: snapshot.state, isSnapshot: true))
+                ReactorViewState(
+                    reactorID: reactorID, envelope: snapshot.envelope, state: snapshot.state, isSnapshot: true))
             deliver(outcome)
         default:
             break
@@ -348,7 +357,10 @@ public final class ReactorView {
             noticeHost(state.envelope.source, onSubscriber: true)
             // Any state proves the subscription is active, like a heartbeat.
             sawHeartbeat = true
-            deliver(merger.live(ReactorViewState(reactorID: reactorID, envelope: state.envelope, state: state.state, isSnapshot: false)))
+            deliver(
+                merger.live(
+                    ReactorViewState(
+                        reactorID: reactorID, envelope: state.envelope, state: state.state, isSnapshot: false)))
         default:
             break
         }

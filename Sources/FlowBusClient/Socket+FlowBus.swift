@@ -12,7 +12,9 @@ extension Socket {
     /// machine was cut off) within two heartbeat intervals.
     /// - Returns: whether the socket queues messages before its first connection (one endpoint):
     ///   then a ``ReliableOutbox`` hands them over at once.
-    package func connect(toFlowdInstances endpoints: [String], curve: CurveKeys, heartbeatMilliseconds: Int) throws(ZMQError) -> Bool {
+    package func connect(
+        toFlowdInstances endpoints: [String], curve: CurveKeys, heartbeatMilliseconds: Int
+    ) throws(ZMQError) -> Bool {
         if endpoints.count > 1 {
             let heartbeat = Int32(clamping: heartbeatMilliseconds)
             try setOptions([
@@ -33,7 +35,9 @@ extension Socket {
     /// - Returns: false when it was not sent (the peer is gone or its queue is full), which the
     ///   protocol tolerates: an ack or a refusal that is lost is sent again on the next resend.
     @discardableResult
-    package func send(_ message: some WireMessageEncodable, to peer: [UInt8], using buffer: inout FrameBuffer, logger: Logger) -> Bool {
+    package func send(
+        _ message: some WireMessageEncodable, to peer: [UInt8], using buffer: inout FrameBuffer, logger: Logger
+    ) -> Bool {
         do {
             try message.encode(into: &buffer)
             try send(peer, more: true, mode: .nonBlocking)

@@ -79,7 +79,8 @@ public final class StepPublisher {
         stepperID: String, endpoint: String, contentType: ContentType = .fbv, curve: CurveKeys = CurveKeys(),
         context: Context? = nil
     ) throws {
-        try self.init(stepperID: stepperID, endpoints: [endpoint], contentType: contentType, curve: curve, context: context)
+        try self.init(
+            stepperID: stepperID, endpoints: [endpoint], contentType: contentType, curve: curve, context: context)
     }
 
     /// Connects to the ingress of each flowd instance in `endpoints` (one, or the active and its
@@ -205,7 +206,8 @@ public final class StepPublisher {
         }
     }
 
-    private func send(contentType: ContentType? = nil, _ make: (Envelope) -> some WireMessageEncodable) throws -> UInt64 {
+    private func send(contentType: ContentType? = nil, _ make: (Envelope) -> some WireMessageEncodable) throws -> UInt64
+    {
         while !outbox.hasRoom {
             try poll(timeout: .milliseconds(100))
         }

@@ -21,7 +21,8 @@ public final class StepperProcess {
     /// is bound. It sends heartbeats every `heartbeat` and logs when flowd stops answering them
     /// for `livenessIntervals` of them, and when it is back.
     public init(
-        publisher: StepPublisher, controlEndpoints: [String], curve: CurveKeys = CurveKeys(), heartbeat: Duration = .seconds(1),
+        publisher: StepPublisher, controlEndpoints: [String], curve: CurveKeys = CurveKeys(),
+        heartbeat: Duration = .seconds(1),
         livenessIntervals: Int = 3, logger: Logger = Logger(label: "flowbus.stepper")
     ) {
         self.publisher = publisher
@@ -31,7 +32,9 @@ public final class StepperProcess {
         publisher.onFlowdLiveness = { change in
             switch change {
             case .silent(let silentFor):
-                logger.warning("flowd silent for \(silentFor.wholeMilliseconds) ms on \(endpoint): down or unreachable; steps are kept and resent when it is back")
+                logger.warning(
+                    "flowd silent for \(silentFor.wholeMilliseconds) ms on \(endpoint): down or unreachable; steps are kept and resent when it is back"
+                )
             case .back(let source):
                 logger.notice("flowd heard again (\(source))")
             }
@@ -51,7 +54,9 @@ public final class StepperProcess {
 
     /// Waits until flowd binds this stepper id, polling its status.
     /// - Returns: whether it was bound within `timeout`.
-    public func waitUntilBound(timeout: Duration = .seconds(30), pollEvery interval: Duration = .milliseconds(50)) -> Bool {
+    public func waitUntilBound(
+        timeout: Duration = .seconds(30), pollEvery interval: Duration = .milliseconds(50)
+    ) -> Bool {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if (try? isBound()) == true { return true }
@@ -66,7 +71,9 @@ public final class StepperProcess {
         readyToEmitSteps: (StepPublisher) throws -> Void = { _ in }
     ) throws {
         guard waitUntilBound(timeout: timeout) else {
-            throw ClientError("no flow bound stepper \(stepperID) within \(timeout): check the flow that should contribute it (flowctl status)")
+            throw ClientError(
+                "no flow bound stepper \(stepperID) within \(timeout): check the flow that should contribute it (flowctl status)"
+            )
         }
         if let initialStep {
             try publisher.publish(initialStep)

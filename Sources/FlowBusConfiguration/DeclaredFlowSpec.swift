@@ -33,7 +33,10 @@ public struct DeclaredFlowSpec: Codable, Sendable, Hashable {
     /// Per step name, the params it must carry and their types.
     public var params: [String: [String: ParamType]]?
 
-    public init(root: RootKind = .stack, id: String? = nil, steps: [String: [NavigationRule]], params: [String: [String: ParamType]]? = nil) {
+    public init(
+        root: RootKind = .stack, id: String? = nil, steps: [String: [NavigationRule]],
+        params: [String: [String: ParamType]]? = nil
+    ) {
         self.root = root
         self.id = id
         self.steps = steps
@@ -81,9 +84,12 @@ public struct ParamType: Codable, Sendable, Hashable, CustomStringConvertible {
         let text = try decoder.singleValueContainer().decode(String.self)
         let optional = text.hasSuffix("?")
         guard let kind = Kind(rawValue: String(optional ? text.dropLast() : Substring(text))) else {
-            throw DecodingError.dataCorrupted(.init(
-                codingPath: decoder.codingPath,
-                debugDescription: "'\(text)' is not a param type: use \(Kind.allCases.map(\.rawValue).joined(separator: ", ")), with ? for an optional one"))
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: decoder.codingPath,
+                    debugDescription:
+                        "'\(text)' is not a param type: use \(Kind.allCases.map(\.rawValue).joined(separator: ", ")), with ? for an optional one"
+                ))
         }
         self.init(kind, optional: optional)
     }
@@ -99,7 +105,9 @@ public struct ParamType: Codable, Sendable, Hashable, CustomStringConvertible {
     public func admits(_ value: WireValue) -> Bool {
         switch (kind, value) {
         case (_, .null): optional
-        case (.any, _), (.int, .int), (.double, .double), (.double, .int), (.string, .string), (.bool, .bool), (.list, .list), (.map, .map): true
+        case (.any, _), (.int, .int), (.double, .double), (.double, .int), (.string, .string), (.bool, .bool),
+            (.list, .list), (.map, .map):
+            true
         default: false
         }
     }
@@ -116,7 +124,10 @@ public struct ScreenSpec: Codable, Sendable, Hashable {
     /// Accept the stepper's steps after the screen is dismissed.
     public var allowStepWhenDismissed: Bool?
 
-    public init(screen: String, stepper: String? = nil, allowStepWhenNotPresented: Bool? = nil, allowStepWhenDismissed: Bool? = nil) {
+    public init(
+        screen: String, stepper: String? = nil, allowStepWhenNotPresented: Bool? = nil,
+        allowStepWhenDismissed: Bool? = nil
+    ) {
         self.screen = screen
         self.stepper = stepper
         self.allowStepWhenNotPresented = allowStepWhenNotPresented
@@ -198,7 +209,8 @@ public enum NavigationRule: Codable, Sendable, Hashable {
     case none
 
     private enum Keys: String, CodingKey, CaseIterable {
-        case push, setRoot, present, tabs, selectTab, pop, popToRoot, dismiss, forwardToParent, forwardToCurrent, end, none
+        case push, setRoot, present, tabs, selectTab, pop, popToRoot, dismiss, forwardToParent, forwardToCurrent, end,
+            none
     }
 
     public init(from decoder: any Decoder) throws {
@@ -209,15 +221,22 @@ public enum NavigationRule: Codable, Sendable, Hashable {
             case "dismiss": self = .dismiss
             case "none": self = .none
             default:
-                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription:
-                    "unknown rule '\(word)': a bare rule is one of pop, popToRoot, dismiss, none; others take a value, e.g. 'push: { screen: id }'"))
+                throw DecodingError.dataCorrupted(
+                    .init(
+                        codingPath: decoder.codingPath,
+                        debugDescription:
+                            "unknown rule '\(word)': a bare rule is one of pop, popToRoot, dismiss, none; others take a value, e.g. 'push: { screen: id }'"
+                    ))
             }
             return
         }
         let container = try decoder.container(keyedBy: Keys.self)
         guard container.allKeys.count == 1, let key = container.allKeys.first else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription:
-                "a rule has exactly one of the keys \(Keys.allCases.map(\.rawValue).joined(separator: ", "))"))
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: decoder.codingPath,
+                    debugDescription:
+                        "a rule has exactly one of the keys \(Keys.allCases.map(\.rawValue).joined(separator: ", "))"))
         }
         switch key {
         case .push: self = .push(try container.decode(ScreenSpec.self, forKey: key))

@@ -18,7 +18,8 @@ extension OutcomeWatcher {
     /// Subscribes to `config`'s events endpoint for steps of `stepperID` (and deep links).
     /// - Throws: ``ClientError`` when flowd sends no heartbeat within `timeout`.
     public convenience init(stepperID: String, config: FlowBusConfig, timeout: Duration = .seconds(5)) throws {
-        try self.init(stepperID: stepperID, eventsEndpoints: config.eventsEndpoints, curve: config.curve, timeout: timeout)
+        try self.init(
+            stepperID: stepperID, eventsEndpoints: config.eventsEndpoints, curve: config.curve, timeout: timeout)
     }
 }
 
@@ -26,11 +27,13 @@ extension StepperProcess {
     /// A stepper for `stepperID` on the coordinator of `config`. It sends heartbeats and logs
     /// when flowd stops answering them and when it is back.
     public convenience init(
-        stepperID: String, config: FlowBusConfig, contentType: ContentType = .fbv, logger: Logger = Logger(label: "flowbus.stepper")
+        stepperID: String, config: FlowBusConfig, contentType: ContentType = .fbv,
+        logger: Logger = Logger(label: "flowbus.stepper")
     ) throws {
         self.init(
             publisher: try StepPublisher(stepperID: stepperID, config: config, contentType: contentType),
-            controlEndpoints: config.controlEndpoints, curve: config.curve, heartbeat: .milliseconds(config.heartbeatMilliseconds),
+            controlEndpoints: config.controlEndpoints, curve: config.curve,
+            heartbeat: .milliseconds(config.heartbeatMilliseconds),
             livenessIntervals: config.heartbeatLiveness, logger: logger)
     }
 }
@@ -38,13 +41,17 @@ extension StepperProcess {
 extension ReactorView {
     /// A view of `reactorID` on the host that serves it in `config` (`config.reactorHost(for:)`).
     /// - Throws: ``ClientError`` when no host of the config serves the id.
-    public convenience init(reactorID: String, config: FlowBusConfig, contentType: ContentType = .fbv, context: Context? = nil) throws {
+    public convenience init(
+        reactorID: String, config: FlowBusConfig, contentType: ContentType = .fbv, context: Context? = nil
+    ) throws {
         guard let host = config.reactorHost(for: reactorID) else {
             throw ClientError(
-                "no reactor host serves \(reactorID): list it (or its family, e.g. movie/) under reactors.<host>.serves in the config")
+                "no reactor host serves \(reactorID): list it (or its family, e.g. movie/) under reactors.<host>.serves in the config"
+            )
         }
         try self.init(
-            reactorID: reactorID, actionsEndpoint: host.spec.actions, statesEndpoint: host.spec.states, contentType: contentType,
+            reactorID: reactorID, actionsEndpoint: host.spec.actions, statesEndpoint: host.spec.states,
+            contentType: contentType,
             curve: config.curve, context: context)
     }
 

@@ -73,7 +73,8 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
             case "json": publish = .json
             default:
                 throw DecodingError.dataCorruptedError(
-                    forKey: .publish, in: container, debugDescription: "'\(name)' is not a content type to publish with: json or fbv")
+                    forKey: .publish, in: container,
+                    debugDescription: "'\(name)' is not a content type to publish with: json or fbv")
             }
         }
 
@@ -99,7 +100,8 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         public var metrics: String?
 
         public init(
-            actions: String, states: String, serves: [String], persistence: ReactorPersistenceSpec? = nil, metrics: String? = nil
+            actions: String, states: String, serves: [String], persistence: ReactorPersistenceSpec? = nil,
+            metrics: String? = nil
         ) {
             self.actions = actions
             self.states = states
@@ -169,10 +171,12 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             let defaults = Limits()
-            maxMessageBytes = try container.decodeIfPresent(Int.self, forKey: .maxMessageBytes) ?? defaults.maxMessageBytes
+            maxMessageBytes =
+                try container.decodeIfPresent(Int.self, forKey: .maxMessageBytes) ?? defaults.maxMessageBytes
             highWaterMark = try container.decodeIfPresent(Int.self, forKey: .highWaterMark) ?? defaults.highWaterMark
             maxSources = try container.decodeIfPresent(Int.self, forKey: .maxSources) ?? defaults.maxSources
-            sourceIdleSeconds = try container.decodeIfPresent(Int.self, forKey: .sourceIdleSeconds) ?? defaults.sourceIdleSeconds
+            sourceIdleSeconds =
+                try container.decodeIfPresent(Int.self, forKey: .sourceIdleSeconds) ?? defaults.sourceIdleSeconds
             controlRate = try container.decodeIfPresent(Double.self, forKey: .controlRate) ?? defaults.controlRate
             controlBurst = try container.decodeIfPresent(Int.self, forKey: .controlBurst) ?? defaults.controlBurst
         }
@@ -191,7 +195,8 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     }
 
     public init(
-        endpoints: Endpoints, limits: Limits = Limits(), coordinator: Coordinator? = nil, flows: [String: DeclaredFlowSpec] = [:],
+        endpoints: Endpoints, limits: Limits = Limits(), coordinator: Coordinator? = nil,
+        flows: [String: DeclaredFlowSpec] = [:],
         heartbeatMilliseconds: Int = 1000, reactors: [String: ReactorHostSpec] = [:]
     ) {
         flowdInstances = [endpoints]
@@ -214,7 +219,8 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         if let listed {
             guard !listed.isEmpty else {
                 throw DecodingError.dataCorruptedError(
-                    forKey: .endpoints, in: container, debugDescription: "lists no flowd instance: give one map of endpoints, or one per instance")
+                    forKey: .endpoints, in: container,
+                    debugDescription: "lists no flowd instance: give one map of endpoints, or one per instance")
             }
             flowdInstances = listed
         } else {
@@ -265,7 +271,8 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     public mutating func selectInstance(_ number: Int) throws(ConfigError) {
         guard (1...flowdInstances.count).contains(number) else {
             let range = flowdInstances.count == 1 ? "1 (endpoints: is a single map)" : "1 to \(flowdInstances.count)"
-            throw ConfigError("--instance \(number): endpoints lists \(flowdInstances.count) flowd instance(s): give \(range)")
+            throw ConfigError(
+                "--instance \(number): endpoints lists \(flowdInstances.count) flowd instance(s): give \(range)")
         }
         selectedInstance = number - 1
     }
@@ -292,7 +299,9 @@ extension FlowBusConfig {
     public static let defaultPath = "config/flowbus.yaml"
 
     /// The config path to use: the explicit one, else ``pathVariable``, else ``defaultPath``.
-    public static func resolvePath(_ explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    public static func resolvePath(
+        _ explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> String {
         explicit ?? environment[pathVariable] ?? defaultPath
     }
 
@@ -303,7 +312,9 @@ extension FlowBusConfig {
         path: String, environment: [String: String] = ProcessInfo.processInfo.environment, expandingLaunch: Bool = false
     ) throws(ConfigError) -> FlowBusConfig {
         guard FileManager.default.fileExists(atPath: path) else {
-            throw ConfigError("config file \(path) does not exist: pass --config FILE or set \(pathVariable) (the demo's is config/demo.yaml)")
+            throw ConfigError(
+                "config file \(path) does not exist: pass --config FILE or set \(pathVariable) (the demo's is config/demo.yaml)"
+            )
         }
         let text: String
         do {
@@ -321,7 +332,9 @@ extension FlowBusConfig {
     ) throws(ConfigError) -> FlowBusConfig {
         var expanded = ""
         for (text, isLaunch) in topLevelSections(yaml, named: "launch") {
-            expanded += isLaunch && !expandingLaunch ? text : try expandVariables(text, environment: environment, source: source)
+            expanded +=
+                isLaunch && !expandingLaunch
+                ? text : try expandVariables(text, environment: environment, source: source)
         }
         var config: FlowBusConfig
         do {
@@ -342,10 +355,13 @@ extension FlowBusConfig {
             let list = unknown.map { key in key.suggestion.map { "\(key.path) (did you mean '\($0)'?)" } ?? key.path }
             let one = unknown.count == 1
             throw ConfigError(
-                "\(source): unknown key\(one ? "" : "s"): \(list.joined(separator: ", ")); remove or correct \(one ? "it" : "them")")
+                "\(source): unknown key\(one ? "" : "s"): \(list.joined(separator: ", ")); remove or correct \(one ? "it" : "them")"
+            )
         }
         config.persistence?.resolveJournal(relativeToConfigAt: source)
-        let configDirectory = source.contains("/") ? (source as NSString).deletingLastPathComponent : FileManager.default.currentDirectoryPath
+        let configDirectory =
+            source.contains("/")
+            ? (source as NSString).deletingLastPathComponent : FileManager.default.currentDirectoryPath
         for name in config.reactors.keys {
             config.reactors[name]?.persistence?.resolveDatabase(relativeTo: configDirectory)
         }
@@ -364,7 +380,10 @@ extension FlowBusConfig {
         let several = flowdInstances.count > 1
         let instanceEndpoints = flowdInstances.enumerated().flatMap { index, instance in
             let prefix = several ? "endpoints[\(index)]" : "endpoints"
-            return [("\(prefix).ingress", instance.ingress), ("\(prefix).events", instance.events), ("\(prefix).control", instance.control)]
+            return [
+                ("\(prefix).ingress", instance.ingress), ("\(prefix).events", instance.events),
+                ("\(prefix).control", instance.control),
+            ]
         }
         for (name, endpoint) in instanceEndpoints + reactorEndpoints {
             guard endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("tcp://") || endpoint.hasPrefix("inproc://") else {
@@ -387,38 +406,46 @@ extension FlowBusConfig {
                 seen[endpoint] = name
             }
         }
-        let metricsEndpoints: [(String, String?)] = flowdInstances.enumerated().map { index, instance in
-            (several ? "endpoints[\(index)].metrics" : "endpoints.metrics", instance.metrics)
-        }
+        let metricsEndpoints: [(String, String?)] =
+            flowdInstances.enumerated().map { index, instance in
+                (several ? "endpoints[\(index)].metrics" : "endpoints.metrics", instance.metrics)
+            }
             + reactors.sorted { $0.key < $1.key }.map { ("reactors.\($0.key).metrics", $0.value.metrics) }
         for case let (name, endpoint?) in metricsEndpoints where !endpoint.hasPrefix("tcp://") {
-            throw ConfigError("\(source): \(name) '\(endpoint)' is not a tcp:// address (Prometheus scrapes over TCP, e.g. tcp://127.0.0.1:9464)")
+            throw ConfigError(
+                "\(source): \(name) '\(endpoint)' is not a tcp:// address (Prometheus scrapes over TCP, e.g. tcp://127.0.0.1:9464)"
+            )
         }
         guard limits.maxSources >= 1, limits.sourceIdleSeconds >= 1 else {
             throw ConfigError("\(source): limits.maxSources and limits.sourceIdleSeconds must be at least 1")
         }
         guard limits.controlRate > 0, limits.controlBurst >= 1 else {
             throw ConfigError(
-                "\(source): limits.controlRate is \(limits.controlRate) and limits.controlBurst \(limits.controlBurst): the rate must be above 0 and the burst at least 1 (defaults: 100 and 200)")
+                "\(source): limits.controlRate is \(limits.controlRate) and limits.controlBurst \(limits.controlBurst): the rate must be above 0 and the burst at least 1 (defaults: 100 and 200)"
+            )
         }
         guard heartbeatMilliseconds >= 10 else {
             throw ConfigError("\(source): heartbeatMilliseconds is \(heartbeatMilliseconds), at least 10 expected")
         }
         if let coordinator {
             guard let root = flows[coordinator.flow] else {
-                throw ConfigError("\(source): coordinator.flow '\(coordinator.flow)' is not declared under flows (declared: \(flows.keys.sorted().joined(separator: ", ")))")
+                throw ConfigError(
+                    "\(source): coordinator.flow '\(coordinator.flow)' is not declared under flows (declared: \(flows.keys.sorted().joined(separator: ", ")))"
+                )
             }
             guard root.steps[coordinator.step] != nil else {
                 throw ConfigError(
                     "\(source): coordinator.step '\(coordinator.step)' is not a step of flows.\(coordinator.flow).steps (\(Self.list(root.steps.keys))): "
-                        + "add it there, or name one of those\(Self.suggestion(coordinator.step, among: root.steps.keys))")
+                        + "add it there, or name one of those\(Self.suggestion(coordinator.step, among: root.steps.keys))"
+                )
             }
         }
         for (name, flow) in flows.sorted(by: { $0.key < $1.key }) {
             for child in flow.childFlowNames where flows[child] == nil {
                 throw ConfigError(
                     "\(source): flow '\(name)' starts flow '\(child)', which is not declared under flows (\(Self.list(flows.keys))): "
-                        + "declare it under flows.\(child), or correct the name\(Self.suggestion(child, among: flows.keys))")
+                        + "declare it under flows.\(child), or correct the name\(Self.suggestion(child, among: flows.keys))"
+                )
             }
             for (step, rules) in flow.steps.sorted(by: { $0.key < $1.key }) {
                 for (index, rule) in rules.enumerated() {
@@ -426,7 +453,8 @@ extension FlowBusConfig {
                         guard let steps = flows[child]?.steps, steps[first] == nil else { continue }
                         throw ConfigError(
                             "\(source): flows.\(name).steps.\(step)[\(index)] starts \(child) with step '\(first)', which flows.\(child).steps lacks "
-                                + "(\(Self.list(steps.keys))): add it there, or name one of those\(Self.suggestion(first, among: steps.keys))")
+                                + "(\(Self.list(steps.keys))): add it there, or name one of those\(Self.suggestion(first, among: steps.keys))"
+                        )
                     }
                 }
             }
@@ -470,7 +498,9 @@ extension FlowBusConfig {
             for (index, rule) in rules.enumerated() {
                 let path = "flows.\(visit.flow).steps.\(visit.step)[\(index)]"
                 for (key, template) in rule.templatePaths {
-                    guard let missing = Template.placeholders(template).first(where: { !keys.contains($0) }) else { continue }
+                    guard let missing = Template.placeholders(template).first(where: { !keys.contains($0) }) else {
+                        continue
+                    }
                     throw ConfigError(
                         "\(source): \(path).\(key) '\(template)' uses {\(missing)}, but step '\(visit.step)' of \(visit.flow) is reached "
                             + "\(how): it would be refused as bad-params every time. Write the id without {\(missing)}, "
@@ -515,7 +545,9 @@ extension FlowBusConfig {
         return pieces
     }
 
-    package static func expandVariables(_ text: String, environment: [String: String], source: String) throws(ConfigError) -> String {
+    package static func expandVariables(
+        _ text: String, environment: [String: String], source: String
+    ) throws(ConfigError) -> String {
         var result = ""
         var rest = Substring(text)
         while let start = rest.range(of: "${") {
@@ -531,7 +563,9 @@ extension FlowBusConfig {
             } else if parts.count == 2 {
                 result += parts[1]
             } else {
-                throw ConfigError("\(source): environment variable \(name) is not set and ${\(name)} has no default (write ${\(name):-value})")
+                throw ConfigError(
+                    "\(source): environment variable \(name) is not set and ${\(name)} has no default (write ${\(name):-value})"
+                )
             }
             rest = rest[rest.index(after: end)...]
         }
@@ -540,7 +574,9 @@ extension FlowBusConfig {
 
     package static func describe(_ error: DecodingError) -> String {
         func path(_ codingPath: [any CodingKey]) -> String {
-            codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().trimmingCharacters(in: ["."])
+            codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().trimmingCharacters(in: [
+                "."
+            ])
         }
         switch error {
         case .keyNotFound(let key, let context):

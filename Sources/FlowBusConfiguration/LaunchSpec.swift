@@ -34,8 +34,10 @@ public struct LaunchSpec: Codable, Sendable, Hashable {
     /// generator, a tool that is not part of the topology itself.
     public var optional: Bool
 
-    public init(name: String, command: [String], ready: Readiness? = nil, restart: RestartPolicy? = nil, after: [String] = [],
-                oneShot: Bool = false, env: [String: String] = [:], optional: Bool = false) {
+    public init(
+        name: String, command: [String], ready: Readiness? = nil, restart: RestartPolicy? = nil, after: [String] = [],
+        oneShot: Bool = false, env: [String: String] = [:], optional: Bool = false
+    ) {
         self.name = name
         self.command = command
         self.ready = ready
@@ -75,7 +77,10 @@ public struct LaunchSpec: Codable, Sendable, Hashable {
         /// How long to wait before the process is taken as failed (killed, then restarted or given up on).
         public var timeoutMs: Int?
 
-        public init(control: Bool? = nil, heartbeat: String? = nil, logLine: String? = nil, delayMs: Int? = nil, timeoutMs: Int? = nil) {
+        public init(
+            control: Bool? = nil, heartbeat: String? = nil, logLine: String? = nil, delayMs: Int? = nil,
+            timeoutMs: Int? = nil
+        ) {
             self.control = control
             self.heartbeat = heartbeat
             self.logLine = logLine
@@ -85,8 +90,11 @@ public struct LaunchSpec: Codable, Sendable, Hashable {
 
         /// The kinds set, for validation and messages.
         package var kinds: [String] {
-            [control == true ? "control" : nil, heartbeat.map { "heartbeat \($0)" }, logLine.map { "log line /\($0)/" },
-             delayMs.map { "\($0) ms delay" }].compactMap { $0 }
+            [
+                control == true ? "control" : nil, heartbeat.map { "heartbeat \($0)" },
+                logLine.map { "log line /\($0)/" },
+                delayMs.map { "\($0) ms delay" },
+            ].compactMap { $0 }
         }
     }
 

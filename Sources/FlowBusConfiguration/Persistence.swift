@@ -44,19 +44,27 @@ extension FlowBusConfig {
             synchronous = try container.decodeIfPresent(JournalSynchronous.self, forKey: .synchronous) ?? .full
             checkpoint = try container.decodeIfPresent(CheckpointPolicy.self, forKey: .checkpoint) ?? .init()
             guard (journal == nil) != (postgres == nil) else {
-                throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription:
-                    "persistence takes one of 'journal: FILE' (SQLite, on this machine) and 'postgres: URL' (shared by several flowd)"))
+                throw DecodingError.dataCorrupted(
+                    .init(
+                        codingPath: decoder.codingPath,
+                        debugDescription:
+                            "persistence takes one of 'journal: FILE' (SQLite, on this machine) and 'postgres: URL' (shared by several flowd)"
+                    ))
             }
             if let postgres, !(postgres.hasPrefix("postgres://") || postgres.hasPrefix("postgresql://")) {
-                throw DecodingError.dataCorruptedError(forKey: .postgres, in: container, debugDescription:
-                    "persistence.postgres is a URL: postgres://user:password@host:5432/database")
+                throw DecodingError.dataCorruptedError(
+                    forKey: .postgres, in: container,
+                    debugDescription:
+                        "persistence.postgres is a URL: postgres://user:password@host:5432/database")
             }
         }
 
         /// Makes a relative journal path relative to the directory of the config file at `source`.
         package mutating func resolveJournal(relativeToConfigAt source: String) {
             guard let journal, !journal.hasPrefix("/") else { return }
-            let directory = source.contains("/") ? (source as NSString).deletingLastPathComponent : FileManager.default.currentDirectoryPath
+            let directory =
+                source.contains("/")
+                ? (source as NSString).deletingLastPathComponent : FileManager.default.currentDirectoryPath
             self.journal = (directory as NSString).appendingPathComponent(journal)
         }
     }
@@ -89,10 +97,14 @@ extension FlowBusConfig {
             everyEntries = try container.decodeIfPresent(Int.self, forKey: .everyEntries) ?? defaults.everyEntries
             everySeconds = try container.decodeIfPresent(Double.self, forKey: .everySeconds) ?? defaults.everySeconds
             keepEntries = try container.decodeIfPresent(Int.self, forKey: .keepEntries) ?? defaults.keepEntries
-            for (key, value) in [(CodingKeys.everyEntries, Double(everyEntries)), (.everySeconds, everySeconds), (.keepEntries, Double(keepEntries))]
+            for (key, value) in [
+                (CodingKeys.everyEntries, Double(everyEntries)), (.everySeconds, everySeconds),
+                (.keepEntries, Double(keepEntries)),
+            ]
             where value < 0 {
                 throw DecodingError.dataCorruptedError(
-                    forKey: key, in: container, debugDescription: "persistence.checkpoint.\(key.stringValue) must be 0 or more")
+                    forKey: key, in: container,
+                    debugDescription: "persistence.checkpoint.\(key.stringValue) must be 0 or more")
             }
         }
     }

@@ -53,7 +53,9 @@ public struct ReactorPersistenceSpec: Codable, Sendable, Hashable {
 
     /// Whether the state of `reactorID` is persisted.
     public func persists(_ reactorID: String) -> Bool {
-        reactors.contains { $0.hasSuffix("/") ? reactorID.hasPrefix($0) && reactorID.count > $0.count : reactorID == $0 }
+        reactors.contains {
+            $0.hasSuffix("/") ? reactorID.hasPrefix($0) && reactorID.count > $0.count : reactorID == $0
+        }
     }
 
     /// Makes a relative ``database`` path absolute against `directory` (the config file's).

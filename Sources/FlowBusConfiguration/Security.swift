@@ -21,7 +21,10 @@ public struct SecurityConfig: Codable, Sendable, Hashable {
     public var clientKey: String?
     public var allowedClients: [String]?
 
-    public init(serverKey: String? = nil, serverPublicKey: String? = nil, clientKey: String? = nil, allowedClients: [String]? = nil) {
+    public init(
+        serverKey: String? = nil, serverPublicKey: String? = nil, clientKey: String? = nil,
+        allowedClients: [String]? = nil
+    ) {
         self.serverKey = serverKey
         self.serverPublicKey = serverPublicKey
         self.clientKey = clientKey
@@ -37,9 +40,11 @@ extension CurveKeys {
             if trimmed.utf8.count == 40, Z85.decode(trimmed) != nil { return trimmed }
             let path = trimmed.hasPrefix("/") ? trimmed : (directory as NSString).appendingPathComponent(trimmed)
             guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else {
-                throw ConfigError("security.\(what): cannot read \(path): write it with `flowctl keygen NAME --dir DIR`")
+                throw ConfigError(
+                    "security.\(what): cannot read \(path): write it with `flowctl keygen NAME --dir DIR`")
             }
-            let key = contents.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+            let key =
+                contents.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
                 .first { !$0.isEmpty && !$0.hasPrefix("#") } ?? ""
             guard key.utf8.count == 40, Z85.decode(key) != nil else {
                 throw ConfigError("security.\(what): \(path) does not hold a 40-character Z85 key")
@@ -60,7 +65,9 @@ extension CurveKeys {
         for reference in config.allowedClients ?? [] { allowed.insert(try text(reference, what: "allowedClients")) }
         return CurveKeys(
             server: try pair(config.serverKey, what: "serverKey"),
-            serverPublicKey: try config.serverPublicKey.map { (reference) throws(ConfigError) in try text(reference, what: "serverPublicKey") },
+            serverPublicKey: try config.serverPublicKey.map { (reference) throws(ConfigError) in
+                try text(reference, what: "serverPublicKey")
+            },
             client: try pair(config.clientKey, what: "clientKey"),
             allowedClients: allowed)
     }

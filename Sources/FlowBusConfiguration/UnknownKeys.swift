@@ -11,7 +11,9 @@ import Yams
 package enum UnknownKeys {
     /// The paths of the unknown keys (`flows.Main.steps.start[0].push.steper`), each with the
     /// known key it is probably a misspelling of, if any.
-    package static func find(in yaml: String, understood: some Encodable) throws -> [(path: String, suggestion: String?)] {
+    package static func find(
+        in yaml: String, understood: some Encodable
+    ) throws -> [(path: String, suggestion: String?)] {
         guard let original = try Yams.compose(yaml: yaml),
             let reencoded = try Yams.compose(yaml: try YAMLEncoder().encode(understood))
         else { return [] }
@@ -20,7 +22,8 @@ package enum UnknownKeys {
         return found
     }
 
-    private static func walk(_ original: Node, _ understood: Node, path: String, into found: inout [(String, String?)]) {
+    private static func walk(_ original: Node, _ understood: Node, path: String, into found: inout [(String, String?)])
+    {
         if let mapping = original.mapping {
             guard let known = understood.mapping else { return }
             let knownKeys = known.keys.compactMap(\.string)
@@ -44,13 +47,15 @@ package enum UnknownKeys {
     /// does not set them, so suggestions also come from here.
     private static let vocabulary = [
         "endpoints", "ingress", "events", "control", "metrics", "limits", "maxMessageBytes", "highWaterMark",
-        "maxSources", "sourceIdleSeconds", "controlRate", "controlBurst", "coordinator", "flow", "step", "flows", "root", "id", "steps", "push",
+        "maxSources", "sourceIdleSeconds", "controlRate", "controlBurst", "coordinator", "flow", "step", "flows",
+        "root", "id", "steps", "push",
         "setRoot", "present", "tabs", "selectTab", "pop", "popToRoot", "dismiss", "forwardToParent", "forwardToCurrent",
         "end", "none", "screen", "stepper", "allowStepWhenNotPresented", "allowStepWhenDismissed", "selected",
         "heartbeatMilliseconds", "heartbeatLiveness", "reactors", "actions", "states", "serves", "persistence",
         "database", "synchronous", "journal", "security", "serverKey", "serverPublicKey", "clientKey", "allowedClients",
         "launch", "name", "command", "ready", "restart", "after", "oneShot", "env", "optional", "heartbeat", "logLine",
-        "delayMs", "timeoutMs", "maxRetries", "backoffMs", "maxBackoffMs", "resetAfterMs", "wire", "publish", "checkpoint", "postgres", "everyEntries", "everySeconds", "keepEntries",
+        "delayMs", "timeoutMs", "maxRetries", "backoffMs", "maxBackoffMs", "resetAfterMs", "wire", "publish",
+        "checkpoint", "postgres", "everyEntries", "everySeconds", "keepEntries",
     ]
 
     /// The closest known key, when it is close enough to be a misspelling.

@@ -43,7 +43,8 @@ package final class CheckpointWriter: Sendable {
             } catch {
                 failure = "\(error)"
             }
-            let outcome = Outcome(stored: stored, bytes: stored.state.count, took: began.duration(to: .now), error: failure)
+            let outcome = Outcome(
+                stored: stored, bytes: stored.state.count, took: began.duration(to: .now), error: failure)
             state.withLock { state in
                 state.busy = false
                 state.outcome = outcome

@@ -102,7 +102,8 @@ package final class CoordinatorLoop: FlowLoopDriver {
     package var counters: Counters {
         Counters(
             received: receivedCount, accepted: acceptedCount, duplicates: intake.counters.duplicates,
-            outOfOrder: intake.counters.outOfOrder, refused: refusedCounts, journalAdopted: intake.counters.adoptedSources,
+            outOfOrder: intake.counters.outOfOrder, refused: refusedCounts,
+            journalAdopted: intake.counters.adoptedSources,
             journalLost: intake.counters.lostSequences, controlRequests: controlCounts.requests,
             controlRateRefused: controlLimiter.counters.refused, controlRateDropped: controlLimiter.counters.dropped,
             controlPeerGone: controlCounts.peerGone)
@@ -144,7 +145,9 @@ package final class CoordinatorLoop: FlowLoopDriver {
                 do {
                     return try journal.lastSequence(of: source)
                 } catch {
-                    logger.error("cannot read source \(source) from the journal \(journal.location): \(error); its message waits for a resend")
+                    logger.error(
+                        "cannot read source \(source) from the journal \(journal.location): \(error); its message waits for a resend"
+                    )
                     throw error
                 }
             }
@@ -156,7 +159,9 @@ package final class CoordinatorLoop: FlowLoopDriver {
                 deadAfter: .milliseconds(config.heartbeatMilliseconds * max(1, config.heartbeatLiveness)),
                 idleTimeout: .seconds(config.limits.sourceIdleSeconds), maxSources: config.limits.maxSources,
                 lookUp: lookUp, acceptsLedgerLoss: acceptJournalLoss,
-                ledgerLossRemedy: "restart flowd with --accept-journal-loss (see docs/DEPLOYMENT.md, \"A journal behind its steppers\")"),
+                ledgerLossRemedy:
+                    "restart flowd with --accept-journal-loss (see docs/DEPLOYMENT.md, \"A journal behind its steppers\")"
+            ),
             defaultRole: "stepper")
         let limits = config.limits
         let endpoints = config.endpoints
@@ -228,7 +233,9 @@ package final class CoordinatorLoop: FlowLoopDriver {
 
     private func turnOnLoop(mayWait: Bool) {
         if isFinished {
-            if (try? poller.poll(timeout: mayWait ? 1000 : 0)) != nil, poller.isReadable(wakeIndex) { wakeSignal.clear() }
+            if (try? poller.poll(timeout: mayWait ? 1000 : 0)) != nil, poller.isReadable(wakeIndex) {
+                wakeSignal.clear()
+            }
             return
         }
         let isAccepting = accepting.load(ordering: .acquiring)
@@ -303,7 +310,9 @@ package final class CoordinatorLoop: FlowLoopDriver {
                 do {
                     message = try WireMessage.decode(from: heartbeatFrames)
                 } catch {
-                    logger.warning("reactor host \(host.name) on \(host.endpoint) sent a malformed heartbeat: \(error.reason): \(error.detail)")
+                    logger.warning(
+                        "reactor host \(host.name) on \(host.endpoint) sent a malformed heartbeat: \(error.reason): \(error.detail)"
+                    )
                     continue
                 }
                 guard case .heartbeat(let heartbeat) = message else { continue }
@@ -333,7 +342,9 @@ package final class CoordinatorLoop: FlowLoopDriver {
                 header = try RoutedHeader.decode(from: received.frames, limits: wireLimits)
             } catch {
                 if controlLimiter.admit(received.routingID, now: now) == .allow {
-                    refuse(Refusal(reason: error.reason, detail: error.detail, endpoint: "control"), toControlPeer: received.routingID)
+                    refuse(
+                        Refusal(reason: error.reason, detail: error.detail, endpoint: "control"),
+                        toControlPeer: received.routingID)
                 }
                 continue
             }
@@ -349,24 +360,29 @@ package final class CoordinatorLoop: FlowLoopDriver {
                         + "not answered; retry after \(milliseconds) ms (limits.controlRate, limits.controlBurst)",
                     endpoint: "control", header: header, extra: ["retry_after_ms": .int(milliseconds)])
                 controlSequence += 1
-                let envelope = Envelope(kind: .diagnostic, contentType: config.wire.publish, sequence: controlSequence, source: sourceID)
+                let envelope = Envelope(
+                    kind: .diagnostic, contentType: config.wire.publish, sequence: controlSequence, source: sourceID)
                 send(refusal.diagnostic(envelope), to: received.routingID, on: control)
                 continue
             case .drop:
                 continue
             }
             guard header.kind == .statusRequest else {
-                refuse(Refusal(
-                    .unknownKind, "flowd's control endpoint answers statusRequest only, not \(header.kind)",
-                    endpoint: "control", header: header), toControlPeer: received.routingID)
+                refuse(
+                    Refusal(
+                        .unknownKind, "flowd's control endpoint answers statusRequest only, not \(header.kind)",
+                        endpoint: "control", header: header), toControlPeer: received.routingID)
                 continue
             }
             let query: StepRouter.StatusQuery
             do {
-                guard case .statusRequest(let request) = try WireMessage.decode(from: received.frames, header: header) else { continue }
+                guard case .statusRequest(let request) = try WireMessage.decode(from: received.frames, header: header)
+                else { continue }
                 query = try StepRouter.StatusQuery(request.params)
             } catch {
-                refuse(Refusal(error.reason, error.detail, endpoint: "control", header: header), toControlPeer: received.routingID)
+                refuse(
+                    Refusal(error.reason, error.detail, endpoint: "control", header: header),
+                    toControlPeer: received.routingID)
                 continue
             }
             answered += 1
@@ -381,14 +397,18 @@ package final class CoordinatorLoop: FlowLoopDriver {
         nextControlReport = now + max(heartbeatInterval, .seconds(1))
         guard let report = controlLimiter.takeReport() else { return }
         let busiest = report.busiest.peer.map { String($0, radix: 16, uppercase: false) }.joined()
-        let message = "\(report.refused + report.dropped) control request(s) from \(report.peers) peer(s) over limits.controlRate "
+        let message =
+            "\(report.refused + report.dropped) control request(s) from \(report.peers) peer(s) over limits.controlRate "
             + "\(controlLimiter.rate)/s (burst \(Int(controlLimiter.burst))): \(report.refused) refused, "
             + "\(report.dropped) dropped unanswered; most from peer \(busiest) (\(report.busiest.count))"
         logger.warning("rate-limited: \(message)")
-        router.publishDiagnostic(.rateLimited, message, details: [
-            "endpoint": "control", "refused": .int(Int64(report.refused)), "dropped": .int(Int64(report.dropped)),
-            "peers": .int(Int64(report.peers)), "retry_after_ms": .int(Int64((1000 / controlLimiter.rate).rounded(.up))),
-        ])
+        router.publishDiagnostic(
+            .rateLimited, message,
+            details: [
+                "endpoint": "control", "refused": .int(Int64(report.refused)), "dropped": .int(Int64(report.dropped)),
+                "peers": .int(Int64(report.peers)),
+                "retry_after_ms": .int(Int64((1000 / controlLimiter.rate).rounded(.up))),
+            ])
     }
 
     /// The control plane's counts, for the status reply.
@@ -428,19 +448,24 @@ package final class CoordinatorLoop: FlowLoopDriver {
         let envelope = header.envelope
         if header.kind == .heartbeat {
             // Heartbeats prove a peer alive and are answered; never applied.
-            intake.heartbeat(source: envelope.source, sequence: envelope.sequence, topic: header.topic, peer: received.routingID)
+            intake.heartbeat(
+                source: envelope.source, sequence: envelope.sequence, topic: header.topic, peer: received.routingID)
             return
         }
-        switch intake.receive(source: envelope.source, sequence: envelope.sequence, topic: header.topic, peer: received.routingID) {
+        switch intake.receive(
+            source: envelope.source, sequence: envelope.sequence, topic: header.topic, peer: received.routingID)
+        {
         case .duplicate, .outOfOrder, .ledgerUnavailable, .ledgerBehind:
             // A resend of something dealt with is acknowledged again; a gap or a stepper ahead of
             // the journal is reported with the batch's end (PROTOCOL.md §4.4); an unreadable
             // journal makes the sender resend.
             return
         case .unnumbered:
-            refuse(Refusal(
-                .malformed, "\(header.kind) with sequence 0: only a heartbeat may be unnumbered", endpoint: "ingress",
-                header: header), to: received.routingID)
+            refuse(
+                Refusal(
+                    .malformed, "\(header.kind) with sequence 0: only a heartbeat may be unnumbered",
+                    endpoint: "ingress",
+                    header: header), to: received.routingID)
             return
         case .fresh:
             break
@@ -452,18 +477,23 @@ package final class CoordinatorLoop: FlowLoopDriver {
                 let view = try NamedMessageView.decode(from: frames, header: header, limits: wireLimits)
                 let step = CanonicalStep(view.name, try view.params.decodeParams())
                 acceptedCount += 1
-                let input: StepRouter.Input = header.kind == .step ? .step(stepperID: String(header.topicID)) : .deepLink
+                let input: StepRouter.Input =
+                    header.kind == .step ? .step(stepperID: String(header.topicID)) : .deepLink
                 let unfinished = router.apply(
                     input, step, frames: frames, params: view.params, origin: origin, topic: header.topic)
                 if let unfinished { pause(until: unfinished) }
             case .presentableReport:
-                guard case .presentableReport(let report) = try WireMessage.decode(from: frames, header: header) else { return }
+                guard case .presentableReport(let report) = try WireMessage.decode(from: frames, header: header) else {
+                    return
+                }
                 acceptedCount += 1
                 router.applyReport(report.event, for: report.presentableID, origin: origin, topic: header.topic)
             default:
-                refuse(Refusal(
-                    .unknownKind, "flowd's ingress accepts step, deepLink, presentableReport and heartbeat, not \(header.kind)",
-                    endpoint: "ingress", header: header), to: received.routingID)
+                refuse(
+                    Refusal(
+                        .unknownKind,
+                        "flowd's ingress accepts step, deepLink, presentableReport and heartbeat, not \(header.kind)",
+                        endpoint: "ingress", header: header), to: received.routingID)
             }
         } catch {
             refuse(Refusal(error.reason, error.detail, endpoint: "ingress", header: header), to: received.routingID)
@@ -493,7 +523,9 @@ package final class CoordinatorLoop: FlowLoopDriver {
         for behind in end.ledgerBehind { reportBehind(behind) }
         for peer in end.heartbeatAnswers {
             ingressSequence += 1
-            send(Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: ingressSequence, source: sourceID)), to: peer, on: ingress)
+            send(
+                Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: ingressSequence, source: sourceID)), to: peer,
+                on: ingress)
         }
         for dead in end.deadPeers {
             logger.warning("peer \(dead.source) (\(dead.role)) sent nothing for \(dead.silentFor): dead")
@@ -508,7 +540,8 @@ package final class CoordinatorLoop: FlowLoopDriver {
             return
         }
         do {
-            try router.commitBatch(size: batchSize, receivedAt: batchReceivedAt, dealtWith: end.dealtWith, ingress: counters)
+            try router.commitBatch(
+                size: batchSize, receivedAt: batchReceivedAt, dealtWith: end.dealtWith, ingress: counters)
         } catch {
             logger.critical("cannot write the journal: \(error); stopping without acknowledging the last batch")
             batchSize = 0
@@ -520,9 +553,10 @@ package final class CoordinatorLoop: FlowLoopDriver {
         forgetSourcesIfDue()
         for ack in end.acks {
             ingressSequence += 1
-            send(FlowBusWire.Ack(
-                envelope: Envelope(kind: .ack, sequence: ingressSequence, messageID: .none, source: sourceID),
-                acknowledgedSource: ack.source, acknowledgedSequence: ack.sequence), to: ack.peer, on: ingress)
+            send(
+                FlowBusWire.Ack(
+                    envelope: Envelope(kind: .ack, sequence: ingressSequence, messageID: .none, source: sourceID),
+                    acknowledgedSource: ack.source, acknowledgedSequence: ack.sequence), to: ack.peer, on: ingress)
         }
     }
 
@@ -546,13 +580,15 @@ package final class CoordinatorLoop: FlowLoopDriver {
                     "journal-behind: adopted sequence \(behind.received) of \(behind.source) (the journal had \(behind.ledgerLast)): \(behind.lost) sequence(s) lost; \(counts.lostSequences) lost over \(counts.adoptedSources) source(s) since start",
                     metadata: ["source": "\(behind.source)"])
             } else {
-                logger.error("\(behind.refusal.reason): \(behind.refusal.detail)", metadata: ["source": "\(behind.source)"])
+                logger.error(
+                    "\(behind.refusal.reason): \(behind.refusal.detail)", metadata: ["source": "\(behind.source)"])
             }
         }
         guard !behind.adopted else { return }
         refusedCounts[.journalBehind, default: 0] += behind.refusal.extra["count"]?.intValue.map(Int.init) ?? 1
         ingressSequence += 1
-        let envelope = Envelope(kind: .diagnostic, contentType: config.wire.publish, sequence: ingressSequence, source: sourceID)
+        let envelope = Envelope(
+            kind: .diagnostic, contentType: config.wire.publish, sequence: ingressSequence, source: sourceID)
         send(behind.refusal.diagnostic(envelope), to: behind.peer, on: ingress)
     }
 
@@ -561,7 +597,8 @@ package final class CoordinatorLoop: FlowLoopDriver {
         refusedCounts[refusal.reason, default: 0] += 1
         router.publishRefusal(refusal)
         controlSequence += 1
-        let envelope = Envelope(kind: .diagnostic, contentType: config.wire.publish, sequence: controlSequence, source: sourceID)
+        let envelope = Envelope(
+            kind: .diagnostic, contentType: config.wire.publish, sequence: controlSequence, source: sourceID)
         send(refusal.diagnostic(envelope), to: peer, on: control)
     }
 
@@ -571,7 +608,8 @@ package final class CoordinatorLoop: FlowLoopDriver {
         router.publishRefusal(refusal)
         guard let peer else { return }
         ingressSequence += 1
-        let envelope = Envelope(kind: .diagnostic, contentType: config.wire.publish, sequence: ingressSequence, source: sourceID)
+        let envelope = Envelope(
+            kind: .diagnostic, contentType: config.wire.publish, sequence: ingressSequence, source: sourceID)
         send(refusal.diagnostic(envelope), to: peer, on: ingress)
     }
 
@@ -597,7 +635,8 @@ package final class CoordinatorLoop: FlowLoopDriver {
             try reply.encode(into: &replyBuffer)
         } catch {
             // The routing id is sent: something must follow it.
-            let refusal = Refusal(reason: error.reason, detail: "status reply not encoded: \(error.detail)", endpoint: "control")
+            let refusal = Refusal(
+                reason: error.reason, detail: "status reply not encoded: \(error.detail)", endpoint: "control")
             let envelope = Envelope(kind: .diagnostic, contentType: .json, sequence: controlSequence, source: sourceID)
             try? refusal.diagnostic(envelope).encode(into: &replyBuffer)
         }

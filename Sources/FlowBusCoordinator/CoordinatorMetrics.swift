@@ -46,8 +46,10 @@ package final class CoordinatorMetrics {
     private let ingressOutOfOrder = Counter(label: "flowbus_ingress_out_of_order_total")
     private let journalLost = Counter(label: "flowbus_journal_lost_sequences_total")
     private let controlRequests = Counter(label: "flowbus_control_requests_total")
-    private let controlRefused = Counter(label: "flowbus_control_rate_limited_total", dimensions: [("outcome", "refused")])
-    private let controlDropped = Counter(label: "flowbus_control_rate_limited_total", dimensions: [("outcome", "dropped")])
+    private let controlRefused = Counter(
+        label: "flowbus_control_rate_limited_total", dimensions: [("outcome", "refused")])
+    private let controlDropped = Counter(
+        label: "flowbus_control_rate_limited_total", dimensions: [("outcome", "dropped")])
     private let controlPeerGone = Counter(label: "flowbus_control_peer_gone_total")
     private var ingressRefused: [DiagnosticReason: Counter] = [:]
     private let stepsReceived = Counter(label: "flowbus_steps_received_total")
@@ -154,7 +156,8 @@ package final class CoordinatorMetrics {
         totals.batches += counts.batches
         for (reason, count) in counts.stepsRefused {
             totals.stepsRefused[reason, default: 0] += count
-            counter(&stepsRefused, "flowbus_steps_refused_total", [("reason", reason.rawValue)], key: reason).increment(by: count)
+            counter(&stepsRefused, "flowbus_steps_refused_total", [("reason", reason.rawValue)], key: reason).increment(
+                by: count)
         }
         if !pendingNavigations.isEmpty {
             for (flow, count) in pendingNavigations {
@@ -216,14 +219,18 @@ package final class CoordinatorMetrics {
         var map: WireParams = [
             "steps_received": .int(Int64(totals.stepsReceived)),
             "steps_routed": .int(Int64(totals.stepsRouted)),
-            "steps_refused": .map(Dictionary(uniqueKeysWithValues: totals.stepsRefused.map { ($0.key.rawValue, WireValue.int(Int64($0.value))) })),
+            "steps_refused": .map(
+                Dictionary(
+                    uniqueKeysWithValues: totals.stepsRefused.map { ($0.key.rawValue, WireValue.int(Int64($0.value))) })
+            ),
             "deep_links": .int(Int64(totals.deepLinks)),
             "deep_links_routed": .int(Int64(totals.deepLinksRouted)),
             "navigations": .int(Int64(totals.navigations)),
             "batches": .int(Int64(totals.batches)),
             "step_latency_ms": .map([
                 "batches": .int(Int64(totals.latencyBatches)),
-                "mean": totals.latencyBatches == 0 ? .null : milliseconds(totals.latencyNanoseconds / Int64(totals.latencyBatches)),
+                "mean": totals.latencyBatches == 0
+                    ? .null : milliseconds(totals.latencyNanoseconds / Int64(totals.latencyBatches)),
                 "max": totals.latencyBatches == 0 ? .null : milliseconds(totals.latencyMaxNanoseconds),
             ]),
             "endpoint": endpoint.map { .string($0) } ?? .null,

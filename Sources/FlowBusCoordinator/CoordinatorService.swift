@@ -76,7 +76,9 @@ public final class CoordinatorService: Service {
             config: config, logger: logger, metrics: metrics, makeFlow: { DeclaredFlow.make(named: $0, in: config) },
             acceptJournalLoss: acceptJournalLoss, openJournal: openJournal
         ) {
-            guard let start = config.coordinator, let flow = DeclaredFlow.make(named: start.flow, in: config) else { return nil }
+            guard let start = config.coordinator, let flow = DeclaredFlow.make(named: start.flow, in: config) else {
+                return nil
+            }
             return (flow, OneStepper(withSingleStep: CanonicalStep(start.step)))
         }
     }
@@ -98,7 +100,8 @@ public final class CoordinatorService: Service {
         let inbox = LoopInbox()
         let authenticator = try startAuthenticator(context: context, inbox: inbox)
         defer { authenticator?.stop() }
-        let router = try await StepRouter(context: context, config: config, sourceID: sourceID, journal: journal, logger: logger)
+        let router = try await StepRouter(
+            context: context, config: config, sourceID: sourceID, journal: journal, logger: logger)
         var started = false
         do {
             if let shared = journal as? any SharedJournal {
@@ -133,7 +136,8 @@ public final class CoordinatorService: Service {
         }
         let metricsEndpoint: MetricsEndpoint?
         do {
-            metricsEndpoint = try startMetricsEndpoint(config.endpoints.metrics, exposition: metrics, what: "endpoints.metrics", logger: logger)
+            metricsEndpoint = try startMetricsEndpoint(
+                config.endpoints.metrics, exposition: metrics, what: "endpoints.metrics", logger: logger)
         } catch {
             await closeAll()
             throw error
@@ -150,9 +154,12 @@ public final class CoordinatorService: Service {
             await closeAll()
             throw ClientError("another coordinator already runs in this process: one CoordinatorService per process")
         }
-        logger.info("flowd listening", metadata: [
-            "ingress": "\(config.endpoints.ingress)", "events": "\(config.endpoints.events)", "control": "\(config.endpoints.control)",
-        ])
+        logger.info(
+            "flowd listening",
+            metadata: [
+                "ingress": "\(config.endpoints.ingress)", "events": "\(config.endpoints.events)",
+                "control": "\(config.endpoints.control)",
+            ])
         readiness.signal()
 
         // On SIGTERM the loop stops reading; it finishes once the batch in progress is applied,
@@ -183,11 +190,14 @@ extension CoordinatorService {
     /// Opens the journal the config names.
     func open(_ persistence: FlowBusConfig.Persistence?) async throws -> (any Journal)? {
         guard let persistence else { return nil }
-        if let path = persistence.journal { return try StepJournal.open(path: path, synchronous: persistence.synchronous) }
+        if let path = persistence.journal {
+            return try StepJournal.open(path: path, synchronous: persistence.synchronous)
+        }
         guard let openJournal else {
             throw ClientError(
                 "persistence.postgres needs a coordinator built with the PostgreSQL trait: build flowd with "
-                    + "`swift build --traits PostgreSQL --product flowd`; a coordinator of your own passes PostgresJournal.opener as openJournal")
+                    + "`swift build --traits PostgreSQL --product flowd`; a coordinator of your own passes PostgresJournal.opener as openJournal"
+            )
         }
         return try await openJournal(persistence, logger)
     }
@@ -199,7 +209,9 @@ extension CoordinatorService {
         let makeFlow = self.makeFlow
         try await cancelWhenGracefulShutdown {
             try await shared.acquireLease(instance: sourceID) { holder in
-                logger.notice("standby: \(holder) holds the lease of \(shared.location); following its journal, taking over when the lease is free")
+                logger.notice(
+                    "standby: \(holder) holds the lease of \(shared.location); following its journal, taking over when the lease is free"
+                )
             } following: {
                 try await router.catchUp(makeFlow: makeFlow)
             }
@@ -215,8 +227,10 @@ extension CoordinatorService {
         return try ZAPHandler(context: context, policy: curve.decide) { request, decision in
             guard case .deny(let reason) = decision else { return }
             logger.warning("refused a connection from \(request.address): \(reason)")
-            inbox.inject(Refusal(reason: .unauthorized, detail: "connection from \(request.address) refused: \(reason)", endpoint: "zap"))
+            inbox.inject(
+                Refusal(
+                    reason: .unauthorized, detail: "connection from \(request.address) refused: \(reason)",
+                    endpoint: "zap"))
         }
     }
 }
-

@@ -29,7 +29,9 @@ public final class DeclaredFlow: CheckpointableFlow {
         var templatesByStep: [String: [(path: String, template: String)]] = [:]
         for (step, rules) in spec.steps {
             let templates = rules.enumerated().flatMap { index, rule in
-                rule.templatePaths.filter { $0.template.contains("{") }.map { ("flows.\(name).steps.\(step)[\(index)].\($0.path)", $0.template) }
+                rule.templatePaths.filter { $0.template.contains("{") }.map {
+                    ("flows.\(name).steps.\(step)[\(index)].\($0.path)", $0.template)
+                }
             }
             if !templates.isEmpty { templatesByStep[step] = templates }
         }
@@ -65,13 +67,17 @@ public final class DeclaredFlow: CheckpointableFlow {
                     if type.optional { continue }
                     return RefusedStep(
                         reason: .badParams,
-                        message: "step \(canonical.name) lacks param '\(key)', which \(path) requires (\(type)): send it, e.g. \(key)=…")
+                        message:
+                            "step \(canonical.name) lacks param '\(key)', which \(path) requires (\(type)): send it, e.g. \(key)=…"
+                    )
                 }
                 guard type.admits(value) else {
                     return RefusedStep(
                         reason: .badParams,
-                        message: "step \(canonical.name) param '\(key)' is \(value.typeName) \(value.displayText), but \(path) declares \(type)"
-                            + (type.kind == .string ? ": send it as a string, e.g. \(key):='\"\(value.displayText)\"'" : ""))
+                        message:
+                            "step \(canonical.name) param '\(key)' is \(value.typeName) \(value.displayText), but \(path) declares \(type)"
+                            + (type.kind == .string
+                                ? ": send it as a string, e.g. \(key):='\"\(value.displayText)\"'" : ""))
                 }
             }
         }
@@ -83,7 +89,8 @@ public final class DeclaredFlow: CheckpointableFlow {
                 return RefusedStep(
                     reason: .badParams,
                     message: "step \(canonical.name) lacks param '\(key)', which \(path) '\(template)' uses "
-                        + "(it has \(has.isEmpty ? "no params" : has)): send it with \(missing.map { "'\($0)'" }.joined(separator: ", "))")
+                        + "(it has \(has.isEmpty ? "no params" : has)): send it with \(missing.map { "'\($0)'" }.joined(separator: ", "))"
+                )
             }
         }
         return canonical
@@ -127,17 +134,26 @@ public final class DeclaredFlow: CheckpointableFlow {
         case .present(.flow(let child)):
             guard let flow = makeFlow(child.flow) else { return [] }
             rootNode.present(flow)
-            return [.contribute(withNextPresentable: flow, withNextStepper: OneStepper(withSingleStep: CanonicalStep(child.step, params)))]
+            return [
+                .contribute(
+                    withNextPresentable: flow,
+                    withNextStepper: OneStepper(withSingleStep: CanonicalStep(child.step, params)))
+            ]
         case .tabs(let tabs):
             let bar = (rootNode as? TabBar) ?? TabBar(id: Template.expand(tabs.id, with: params))
             let flows = tabs.flows.compactMap { child in makeFlow(child.flow).map { (flow: $0, step: child.step) } }
             bar.setTabs(flows.map(\.flow), selected: tabs.selected ?? 0)
             if bar !== rootNode { (rootNode as? NavigationStack)?.setRoot(bar) }
             var contributors: [FlowContributor] = flows.map {
-                .contribute(withNextPresentable: $0.flow, withNextStepper: OneStepper(withSingleStep: CanonicalStep($0.step, params)))
+                .contribute(
+                    withNextPresentable: $0.flow,
+                    withNextStepper: OneStepper(withSingleStep: CanonicalStep($0.step, params)))
             }
             if let stepper = tabs.stepper {
-                contributors.append(.contribute(withNextPresentable: bar, withNextStepper: RemoteStepper(id: Template.expand(stepper, with: params))))
+                contributors.append(
+                    .contribute(
+                        withNextPresentable: bar,
+                        withNextStepper: RemoteStepper(id: Template.expand(stepper, with: params))))
             }
             return contributors
         case .selectTab(let index):
@@ -165,10 +181,12 @@ public final class DeclaredFlow: CheckpointableFlow {
 
     private func contribution(for screen: Screen, _ spec: ScreenSpec, _ params: WireParams) -> [FlowContributor] {
         guard let stepper = spec.stepper else { return [] }
-        return [.contribute(
-            withNextPresentable: screen,
-            withNextStepper: RemoteStepper(id: Template.expand(stepper, with: params)),
-            allowStepWhenNotPresented: spec.allowStepWhenNotPresented ?? false,
-            allowStepWhenDismissed: spec.allowStepWhenDismissed ?? false)]
+        return [
+            .contribute(
+                withNextPresentable: screen,
+                withNextStepper: RemoteStepper(id: Template.expand(stepper, with: params)),
+                allowStepWhenNotPresented: spec.allowStepWhenNotPresented ?? false,
+                allowStepWhenDismissed: spec.allowStepWhenDismissed ?? false)
+        ]
     }
 }

@@ -47,7 +47,9 @@ public final class StepJournal: Journal {
         public var source: String
         public var sequence: UInt64
 
-        public init(id: Int64, kind: Kind, target: String, name: String, params: [UInt8], source: String, sequence: UInt64) {
+        public init(
+            id: Int64, kind: Kind, target: String, name: String, params: [UInt8], source: String, sequence: UInt64
+        ) {
             self.id = id
             self.kind = kind
             self.target = target
@@ -60,7 +62,9 @@ public final class StepJournal: Journal {
         /// The params decoded.
         public func decodeParams() throws -> WireParams {
             if params.isEmpty { return [:] }
-            guard case .map(let map) = try FBV.decode(params) else { throw WireError(.badParams, "journal params are not a map") }
+            guard case .map(let map) = try FBV.decode(params) else {
+                throw WireError(.badParams, "journal params are not a map")
+            }
             return map
         }
     }
@@ -104,7 +108,8 @@ public final class StepJournal: Journal {
             do {
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             } catch {
-                throw JournalError.unopenable(path: path, cause: "its directory \(directory) cannot be created (\(error.localizedDescription))")
+                throw JournalError.unopenable(
+                    path: path, cause: "its directory \(directory) cannot be created (\(error.localizedDescription))")
             }
         }
         var configuration = Configuration()
@@ -126,11 +131,14 @@ public final class StepJournal: Journal {
             try migrator.migrate(database)
             // A damaged page may only show when read: read everything once, before serving.
             let check = try database.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
-            guard check == ["ok"] else { throw JournalError.damaged(path: path, cause: check.prefix(3).joined(separator: "; ")) }
+            guard check == ["ok"] else {
+                throw JournalError.damaged(path: path, cause: check.prefix(3).joined(separator: "; "))
+            }
             return StepJournal(path: path, database: database)
         } catch let error as DatabaseError where [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode) {
             throw JournalError.damaged(path: path, cause: "SQLite: \(error.message ?? "\(error.resultCode)")")
-        } catch let error as DatabaseError where [.SQLITE_CANTOPEN, .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_IOERR, .SQLITE_FULL]
+        } catch let error as DatabaseError
+            where [.SQLITE_CANTOPEN, .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_IOERR, .SQLITE_FULL]
             .contains(error.resultCode)
         {
             throw JournalError.unopenable(path: path, cause: openFailure(path, error))
@@ -140,12 +148,14 @@ public final class StepJournal: Journal {
     /// Why a journal could not be opened, in words.
     private static func openFailure(_ path: String, _ error: DatabaseError) -> String {
         var isDirectory: ObjCBool = false
-        let directory = (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
+        let directory =
+            (path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
             return "it is a directory"
         }
         if access(directory, W_OK) != 0 {
-            return "its directory \(directory) is not writable by this user (uid \(getuid())): \(String(cString: strerror(errno)))"
+            return
+                "its directory \(directory) is not writable by this user (uid \(getuid())): \(String(cString: strerror(errno)))"
         }
         if FileManager.default.fileExists(atPath: path), access(path, R_OK | W_OK) != 0 {
             return "the file is not readable and writable by this user (uid \(getuid()))"
@@ -164,32 +174,34 @@ public final class StepJournal: Journal {
     private static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE entry (
-                    id INTEGER PRIMARY KEY,
-                    kind INTEGER NOT NULL,
-                    target TEXT NOT NULL,
-                    name TEXT NOT NULL,
-                    params BLOB NOT NULL,
-                    source TEXT NOT NULL,
-                    sequence INTEGER NOT NULL
-                );
-                CREATE TABLE source (
-                    id TEXT PRIMARY KEY NOT NULL,
-                    lastSequence INTEGER NOT NULL
-                ) WITHOUT ROWID;
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE entry (
+                        id INTEGER PRIMARY KEY,
+                        kind INTEGER NOT NULL,
+                        target TEXT NOT NULL,
+                        name TEXT NOT NULL,
+                        params BLOB NOT NULL,
+                        source TEXT NOT NULL,
+                        sequence INTEGER NOT NULL
+                    );
+                    CREATE TABLE source (
+                        id TEXT PRIMARY KEY NOT NULL,
+                        lastSequence INTEGER NOT NULL
+                    ) WITHOUT ROWID;
+                    """)
         }
         migrator.registerMigration("v2-checkpoint") { db in
             // `entry` is the id of the last entry the checkpoint covers.
-            try db.execute(sql: """
-                CREATE TABLE checkpoint (
-                    id INTEGER PRIMARY KEY,
-                    entry INTEGER NOT NULL,
-                    created REAL NOT NULL,
-                    state BLOB NOT NULL
-                );
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE checkpoint (
+                        id INTEGER PRIMARY KEY,
+                        entry INTEGER NOT NULL,
+                        created REAL NOT NULL,
+                        state BLOB NOT NULL
+                    );
+                    """)
         }
         return migrator
     }
@@ -206,7 +218,9 @@ public final class StepJournal: Journal {
 
     /// The number of entries after the one with id `after`.
     public func count(after: Int64) throws -> Int {
-        try database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM entry WHERE id > ?", arguments: [after]) ?? 0 }
+        try database.read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM entry WHERE id > ?", arguments: [after]) ?? 0
+        }
     }
 
     /// The ids of the first and the last entry, nil when there is none.
@@ -244,7 +258,8 @@ public final class StepJournal: Journal {
     /// The newest checkpoint, nil if none was written.
     public func latestCheckpoint() throws -> Checkpoint? {
         try database.read { db in
-            try Row.fetchOne(db, sql: "SELECT entry, created, state FROM checkpoint ORDER BY id DESC LIMIT 1").map { row in
+            try Row.fetchOne(db, sql: "SELECT entry, created, state FROM checkpoint ORDER BY id DESC LIMIT 1").map {
+                row in
                 Checkpoint(entry: row[0], created: Date(timeIntervalSince1970: row[1]), state: row[2])
             }
         }
@@ -291,7 +306,8 @@ public final class StepJournal: Journal {
             let last = try Int64.fetchOne(db, sql: "SELECT max(id) FROM entry") ?? 0
             guard last < id else { return }
             try db.execute(
-                sql: "INSERT INTO entry (id, kind, target, name, params, source, sequence) VALUES (?, 0, '', '', x'', '', 0)",
+                sql:
+                    "INSERT INTO entry (id, kind, target, name, params, source, sequence) VALUES (?, 0, '', '', x'', '', 0)",
                 arguments: [id])
         }
     }
@@ -323,14 +339,17 @@ public final class StepJournal: Journal {
             var entries: [Entry] = []
             entries.reserveCapacity(min(limit, 4096))
             let rows = try Row.fetchCursor(
-                db, sql: "SELECT id, kind, target, name, params, source, sequence FROM entry WHERE id > ? ORDER BY id LIMIT ?",
+                db,
+                sql:
+                    "SELECT id, kind, target, name, params, source, sequence FROM entry WHERE id > ? ORDER BY id LIMIT ?",
                 arguments: [after, limit])
             while let row = try rows.next() {
                 guard let kind = Kind(rawValue: row[1]) else { continue }
                 let params: Data = row[4]
-                entries.append(Entry(
-                    id: row[0], kind: kind, target: row[2], name: row[3], params: [UInt8](params), source: row[5],
-                    sequence: UInt64(bitPattern: row[6])))
+                entries.append(
+                    Entry(
+                        id: row[0], kind: kind, target: row[2], name: row[3], params: [UInt8](params), source: row[5],
+                        sequence: UInt64(bitPattern: row[6])))
             }
             return entries
         }
@@ -355,7 +374,8 @@ public final class StepJournal: Journal {
         guard !records.isEmpty || !lastSequences.isEmpty || compaction != nil else { return (0, 0) }
         return try database.write { db in
             let insert = try db.cachedStatement(
-                sql: "INSERT INTO entry (id, kind, target, name, params, source, sequence) VALUES (?, ?, ?, ?, ?, ?, ?)")
+                sql: "INSERT INTO entry (id, kind, target, name, params, source, sequence) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            )
             for (index, record) in records.enumerated() {
                 insert.setUncheckedArguments([
                     ids?[index], record.kind.rawValue, record.target, record.name, record.params, record.source,
@@ -364,10 +384,11 @@ public final class StepJournal: Journal {
                 try insert.execute()
             }
             let last = records.isEmpty ? 0 : db.lastInsertedRowID
-            let upsert = try db.cachedStatement(sql: """
-                INSERT INTO source (id, lastSequence) VALUES (?, ?)
-                ON CONFLICT(id) DO UPDATE SET lastSequence = max(lastSequence, excluded.lastSequence)
-                """)
+            let upsert = try db.cachedStatement(
+                sql: """
+                    INSERT INTO source (id, lastSequence) VALUES (?, ?)
+                    ON CONFLICT(id) DO UPDATE SET lastSequence = max(lastSequence, excluded.lastSequence)
+                    """)
             for (source, sequence) in lastSequences {
                 upsert.setUncheckedArguments([source, Int64(bitPattern: sequence)])
                 try upsert.execute()

@@ -43,10 +43,13 @@ package final class StepRouter {
     private var exposition: MetricsExposition?
     private var metricsAddress: String?
 
-    package init(context: Context, config: FlowBusConfig, sourceID: String, journal: (any Journal)?, logger: Logger) throws {
+    package init(
+        context: Context, config: FlowBusConfig, sourceID: String, journal: (any Journal)?, logger: Logger
+    ) throws {
         self.journal = journal
         publisher = try BusPublisher(
-            context: context, name: "events", endpoint: config.endpoints.events, limits: config.limits, curve: config.curve,
+            context: context, name: "events", endpoint: config.endpoints.events, limits: config.limits,
+            curve: config.curve,
             sourceID: sourceID, contentType: config.wire.publish, logger: logger)
         checkpointPolicy = config.persistence?.checkpoint ?? .init()
         self.logger = logger
@@ -88,7 +91,9 @@ package final class StepRouter {
     ///   are Swift code (no checkpoint is then written).
     /// - Parameter following: a standby's start: it then follows the journal with
     ///   ``catchUp(makeFlow:)``, publishing nothing until ``stopFollowing(makeFlow:)``.
-    package func start(_ root: CoordinatorService.RootFactory, makeFlow: CoordinatorService.FlowFactory?, following: Bool = false) async throws {
+    package func start(
+        _ root: CoordinatorService.RootFactory, makeFlow: CoordinatorService.FlowFactory?, following: Bool = false
+    ) async throws {
         isFollowing = following
         let clock = ContinuousClock()
         let began = clock.now
@@ -102,8 +107,10 @@ package final class StepRouter {
                 restored = true
                 checkpoints.stored(stored, bytes: stored.state.count)
                 // Entries a crash left uncompacted go now.
-                checkpoints.compactBelow = StepJournal.Compaction(
-                    checkpointOf: stored.entry, keepEntries: checkpointPolicy.keepEntries, limit: 0).below
+                checkpoints.compactBelow =
+                    StepJournal.Compaction(
+                        checkpointOf: stored.entry, keepEntries: checkpointPolicy.keepEntries, limit: 0
+                    ).below
             } catch {
                 // Nothing is lost while the journal still has every entry: replay them all.
                 guard try !journal.mayHaveCompacted() else {
@@ -115,7 +122,8 @@ package final class StepRouter {
         if let journal, stored == nil, try journal.mayHaveCompacted() {
             let first = try journal.entryRange()?.lowerBound ?? 0
             throw JournalError.unrestorable(
-                path: journal.location, cause: "it has no checkpoint, and its entries before \(first) were compacted away")
+                path: journal.location,
+                cause: "it has no checkpoint, and its entries before \(first) were compacted away")
         }
         let pending = try journal?.count(after: after) ?? 0
         checkpoints.lastEntry = try journal?.entryRange()?.upperBound ?? 0
@@ -126,13 +134,17 @@ package final class StepRouter {
             if let (flow, stepper) = root() {
                 await coordinator.coordinate(flow: flow, with: stepper)
             } else {
-                logger.warning("no root flow: name one under 'coordinator: { flow: NAME, step: FIRST_STEP }' in the config")
+                logger.warning(
+                    "no root flow: name one under 'coordinator: { flow: NAME, step: FIRST_STEP }' in the config")
             }
         }
         appliedEntry = after
         guard let journal, restored || pending > 0 else { return }
         try await replayEntries(of: journal, makeFlow: makeFlow)
-        let from = restored ? "its checkpoint of entry \(checkpoints.entry) and \(restoredEntries) entries after it" : "\(restoredEntries) entries"
+        let from =
+            restored
+            ? "its checkpoint of entry \(checkpoints.entry) and \(restoredEntries) entries after it"
+            : "\(restoredEntries) entries"
         logger.info("restored the journal \(journal.location) from \(from) in \(began.duration(to: clock.now))")
     }
 
@@ -179,8 +191,10 @@ package final class StepRouter {
         try await catchUp(makeFlow: makeFlow)
         if let stored = try journal.latestCheckpoint() {
             checkpoints.stored(stored, bytes: stored.state.count)
-            checkpoints.compactBelow = StepJournal.Compaction(
-                checkpointOf: stored.entry, keepEntries: checkpointPolicy.keepEntries, limit: 0).below
+            checkpoints.compactBelow =
+                StepJournal.Compaction(
+                    checkpointOf: stored.entry, keepEntries: checkpointPolicy.keepEntries, limit: 0
+                ).below
         }
         checkpoints.lastEntry = try journal.entryRange()?.upperBound ?? 0
         checkpoints.sinceLast = try journal.count(after: checkpoints.entry)
@@ -221,8 +235,9 @@ package final class StepRouter {
         guard let journal, !journalFailed, checkpointPolicy.everyEntries > 0, checkpoints.sinceLast > 0 else { return }
         let now = ContinuousClock.now
         guard now >= checkpoints.notBefore else { return }
-        guard checkpoints.sinceLast >= checkpointPolicy.everyEntries
-            || checkpoints.lastWritten.duration(to: now) >= .seconds(checkpointPolicy.everySeconds)
+        guard
+            checkpoints.sinceLast >= checkpointPolicy.everyEntries
+                || checkpoints.lastWritten.duration(to: now) >= .seconds(checkpointPolicy.everySeconds)
         else { return }
         if let obstacle = coordinator.checkpointObstacle {
             if obstacle != checkpoints.obstacle {
@@ -259,13 +274,17 @@ package final class StepRouter {
             return
         }
         checkpoints.stored(outcome.stored, bytes: outcome.bytes)
-        checkpoints.compactBelow = StepJournal.Compaction(
-            checkpointOf: outcome.stored.entry, keepEntries: checkpointPolicy.keepEntries, limit: 0).below
+        checkpoints.compactBelow =
+            StepJournal.Compaction(
+                checkpointOf: outcome.stored.entry, keepEntries: checkpointPolicy.keepEntries, limit: 0
+            ).below
         let cost = checkpoints.taking + outcome.took
         checkpoints.lastCost = cost
         // At most about a twentieth of the time goes to checkpoints.
         checkpoints.notBefore = max(checkpoints.notBefore, .now + cost * 20)
-        logger.debug("checkpoint of entry \(outcome.stored.entry): state taken in \(checkpoints.taking), written (\(outcome.bytes) bytes) in \(outcome.took)")
+        logger.debug(
+            "checkpoint of entry \(outcome.stored.entry): state taken in \(checkpoints.taking), written (\(outcome.bytes) bytes) in \(outcome.took)"
+        )
     }
 
     private func replay(_ entry: StepJournal.Entry) async {
@@ -279,7 +298,9 @@ package final class StepRouter {
         // The synchronous path where flows allow it, as when the entry was first applied.
         switch entry.kind {
         case .step:
-            if case .pending(let pending) = coordinator.receiveNow(CanonicalStep(entry.name, params), from: entry.target) {
+            if case .pending(let pending) = coordinator.receiveNow(
+                CanonicalStep(entry.name, params), from: entry.target)
+            {
                 _ = await pending.outcomes()
             }
         case .deepLink:
@@ -394,14 +415,18 @@ package final class StepRouter {
     /// Logs (unless the caller did) and publishes a refused message.
     package func publishRefusal(_ refusal: Refusal, logged: Bool = true) {
         if logged {
-            logger.warning("refused message: \(refusal.reason): \(refusal.detail)", metadata: ["source": "\(refusal.source ?? "?")"])
+            logger.warning(
+                "refused message: \(refusal.reason): \(refusal.detail)",
+                metadata: ["source": "\(refusal.source ?? "?")"])
         }
         publisher.publish(refusal.diagnostic(publisher.envelope(.diagnostic)))
     }
 
     /// Publishes a diagnostic of flowd's own (not about one message).
     package func publishDiagnostic(_ reason: DiagnosticReason, _ message: String, details: WireParams) {
-        publisher.publish(DiagnosticMessage(envelope: publisher.envelope(.diagnostic), reason: reason, message: message, details: details))
+        publisher.publish(
+            DiagnosticMessage(
+                envelope: publisher.envelope(.diagnostic), reason: reason, message: message, details: details))
     }
 
     /// Publishes that many peers went silent at one liveness check, in one diagnostic: churn
@@ -409,22 +434,25 @@ package final class StepRouter {
     package func publishPeersDead(_ dead: [Intake.DeadPeer]) {
         var roles: WireParams = [:]
         for peer in dead { roles[peer.role] = .int((roles[peer.role]?.intValue ?? 0) + 1) }
-        publisher.publish(DiagnosticMessage(
-            envelope: publisher.envelope(.diagnostic), reason: .peerDead,
-            message: "\(dead.count) more peers sent nothing for \(dead.map(\.silentFor).min() ?? .zero) or longer (their heartbeats stopped)",
-            details: [
-                "count": .int(Int64(dead.count)), "roles": .map(roles),
-                "sources": .list(dead.prefix(20).map { .string($0.source) }),
-            ]))
+        publisher.publish(
+            DiagnosticMessage(
+                envelope: publisher.envelope(.diagnostic), reason: .peerDead,
+                message:
+                    "\(dead.count) more peers sent nothing for \(dead.map(\.silentFor).min() ?? .zero) or longer (their heartbeats stopped)",
+                details: [
+                    "count": .int(Int64(dead.count)), "roles": .map(roles),
+                    "sources": .list(dead.prefix(20).map { .string($0.source) }),
+                ]))
     }
 
     /// Publishes that a peer which sent heartbeats went silent.
     package func publishPeerDead(_ dead: Intake.DeadPeer) {
         let milliseconds = Int64(dead.silentFor.wholeMilliseconds)
-        publisher.publish(DiagnosticMessage(
-            envelope: publisher.envelope(.diagnostic), reason: .peerDead,
-            message: "\(dead.role) \(dead.source) sent nothing for \(milliseconds) ms (its heartbeats stopped)",
-            details: ["source": .string(dead.source), "silent_ms": .int(milliseconds), "role": .string(dead.role)]))
+        publisher.publish(
+            DiagnosticMessage(
+                envelope: publisher.envelope(.diagnostic), reason: .peerDead,
+                message: "\(dead.role) \(dead.source) sent nothing for \(milliseconds) ms (its heartbeats stopped)",
+                details: ["source": .string(dead.source), "silent_ms": .int(milliseconds), "role": .string(dead.role)]))
     }
 
     /// Journals an applied input; FBV params are kept as the bytes that arrived.
@@ -444,8 +472,10 @@ package final class StepRouter {
                 }
             }
         }
-        records.append(StepJournal.Record(
-            kind: kind, target: target, name: name, params: bytes, source: origin.source, sequence: origin.sequence))
+        records.append(
+            StepJournal.Record(
+                kind: kind, target: target, name: name, params: bytes, source: origin.source, sequence: origin.sequence)
+        )
     }
 
     /// Subscriptions, drop reports, a heartbeat and the metrics, once per heartbeat interval.
@@ -487,12 +517,15 @@ package final class StepRouter {
                 metrics.didNavigate(flow: navigation.flow.name)
                 logger.debug("did navigate flow=\(navigation.flow.name) step=\(describeStep(navigation.step))")
             }
-            guard publisher.wants(head: phase == .will ? "nav/will/" : "nav/did/", id: navigation.flow.name) else { return }
+            guard publisher.wants(head: phase == .will ? "nav/will/" : "nav/did/", id: navigation.flow.name) else {
+                return
+            }
             var message: NavigationEventMessage
             if let step = navigation.step as? CanonicalStep {
                 message = NavigationEventMessage(
                     phase: phase, envelope: publisher.envelope(phase == .will ? .willNavigate : .didNavigate),
-                    flow: navigation.flow.name, stepName: step.name, params: step.params, presentableID: navigation.presentableID)
+                    flow: navigation.flow.name, stepName: step.name, params: step.params,
+                    presentableID: navigation.presentableID)
                 // A step the flow passes through keeps its params dictionary (== is then O(1)):
                 // its params go out as the bytes that came in.
                 if let received = applying?.step, received.name == step.name, received.params == step.params {
@@ -521,8 +554,10 @@ package final class StepRouter {
                 details["topic"] = .string(applying.topic)
             }
             logger.notice("\(diagnostic.reason): \(diagnostic.message)")
-            publisher.publish(DiagnosticMessage(
-                envelope: publisher.envelope(.diagnostic), reason: diagnostic.reason, message: diagnostic.message, details: details))
+            publisher.publish(
+                DiagnosticMessage(
+                    envelope: publisher.envelope(.diagnostic), reason: diagnostic.reason, message: diagnostic.message,
+                    details: details))
         case .flowStarted, .flowReady, .flowEnded, .bound, .unbound:
             logger.debug("\(event)")
         }
@@ -551,7 +586,8 @@ package final class StepRouter {
         }
         let container = command.verb == .setTabs ? command.items.joined(separator: ",") : (command.container ?? "")
         return NavigationCommandMessage(
-            envelope: publisher.envelope(.navigationCommand, carriesValues: false), flow: command.flow?.name ?? "coordinator",
+            envelope: publisher.envelope(.navigationCommand, carriesValues: false),
+            flow: command.flow?.name ?? "coordinator",
             verb: verb, target: command.target, container: container, presentableKind: command.kind)
     }
 
@@ -567,7 +603,10 @@ package final class StepRouter {
                 "entry": .int(checkpoints.entry), "bytes": .int(Int64(checkpoints.bytes)),
                 "age_s": .double(Date().timeIntervalSince(created)),
             ]
-            if let cost = checkpoints.lastCost { checkpoint["took_ms"] = .double(Double(cost.components.seconds) * 1000 + Double(cost.components.attoseconds) / 1e15) }
+            if let cost = checkpoints.lastCost {
+                checkpoint["took_ms"] = .double(
+                    Double(cost.components.seconds) * 1000 + Double(cost.components.attoseconds) / 1e15)
+            }
             map["checkpoint"] = .map(checkpoint)
         }
         if let obstacle = checkpoints.obstacle { map["checkpoint_obstacle"] = .string(obstacle) }
@@ -576,12 +615,14 @@ package final class StepRouter {
             // The first is this instance: it serves only while it holds the lease.
             map["lease"] = .map([
                 "holder": history.first.map { .string($0.instance) } ?? .null,
-                "history": .list(history.map { record in
-                    .map([
-                        "instance": .string(record.instance), "host": .string(record.host), "pid": .int(Int64(record.pid)),
-                        "acquired": .double(record.acquired.timeIntervalSince1970),
-                    ])
-                }),
+                "history": .list(
+                    history.map { record in
+                        .map([
+                            "instance": .string(record.instance), "host": .string(record.host),
+                            "pid": .int(Int64(record.pid)),
+                            "acquired": .double(record.acquired.timeIntervalSince1970),
+                        ])
+                    }),
             ])
         }
         return .map(map)
@@ -613,11 +654,14 @@ package final class StepRouter {
         package init(_ params: WireParams) throws(WireError) {
             if let value = params["sections"] {
                 guard case .list(let names) = value, names.allSatisfy({ $0.stringValue != nil }) else {
-                    throw WireError(.badParams, "status param 'sections' is a list of section names: \(Self.sectionNames.sorted())")
+                    throw WireError(
+                        .badParams, "status param 'sections' is a list of section names: \(Self.sectionNames.sorted())")
                 }
                 let wanted = Set(names.compactMap(\.stringValue))
                 if let unknown = wanted.subtracting(Self.sectionNames).sorted().first {
-                    throw WireError(.badParams, "status has no section '\(unknown)': \(Self.sectionNames.sorted().joined(separator: ", "))")
+                    throw WireError(
+                        .badParams,
+                        "status has no section '\(unknown)': \(Self.sectionNames.sorted().joined(separator: ", "))")
                 }
                 sections = wanted
             }
@@ -632,7 +676,9 @@ package final class StepRouter {
                 throw WireError(.badParams, "status param '\(key)' is a map: {offset, limit, prefix, alive}")
             }
             if let offset = map["offset"] {
-                guard let number = offset.intValue, number >= 0 else { throw WireError(.badParams, "\(key).offset is an int ≥ 0") }
+                guard let number = offset.intValue, number >= 0 else {
+                    throw WireError(.badParams, "\(key).offset is an int ≥ 0")
+                }
                 page.offset = Int(clamping: number)
             }
             if let limit = map["limit"] {
@@ -675,7 +721,10 @@ package final class StepRouter {
         func counts(_ counters: StepperCounters) -> WireValue {
             .map([
                 "accepted": .int(Int64(counters.accepted)),
-                "dropped": .map(Dictionary(uniqueKeysWithValues: counters.dropped.map { ($0.key.rawValue, WireValue.int(Int64($0.value))) })),
+                "dropped": .map(
+                    Dictionary(
+                        uniqueKeysWithValues: counters.dropped.map { ($0.key.rawValue, WireValue.int(Int64($0.value))) }
+                    )),
             ])
         }
         var status: WireParams = [
@@ -689,11 +738,15 @@ package final class StepRouter {
                 "duplicates": .int(Int64(counters.duplicates)), "out_of_order": .int(Int64(counters.outOfOrder)),
                 "journal_adopted": .int(Int64(counters.journalAdopted)),
                 "journal_lost": .int(Int64(clamping: counters.journalLost)),
-                "refused": .map(Dictionary(uniqueKeysWithValues: counters.refused.map { ($0.key.rawValue, WireValue.int(Int64($0.value))) })),
+                "refused": .map(
+                    Dictionary(
+                        uniqueKeysWithValues: counters.refused.map { ($0.key.rawValue, WireValue.int(Int64($0.value))) }
+                    )),
             ]),
             "peers_total": .int(Int64(peers.count)),
             "events": .map([
-                "published": .int(Int64(publisher.counters.published)), "dropped_hwm": .int(Int64(publisher.counters.dropped)),
+                "published": .int(Int64(publisher.counters.published)),
+                "dropped_hwm": .int(Int64(publisher.counters.dropped)),
                 "unsubscribed": .int(Int64(publisher.counters.unwanted)),
             ]),
             "control": control,
@@ -709,29 +762,32 @@ package final class StepRouter {
             ])
         }
         if query.sections.contains("flows") {
-            status["flows"] = .list(snapshot.flows.map { flow in
-                .map([
-                    "id": .string(flow.id.description), "name": .string(flow.id.name),
-                    "parent": flow.parent.map { .string($0.description) } ?? .null,
-                    "ready": .bool(flow.isReady), "root": tree(flow.root),
-                ])
-            })
+            status["flows"] = .list(
+                snapshot.flows.map { flow in
+                    .map([
+                        "id": .string(flow.id.description), "name": .string(flow.id.name),
+                        "parent": flow.parent.map { .string($0.description) } ?? .null,
+                        "ready": .bool(flow.isReady), "root": tree(flow.root),
+                    ])
+                })
         }
         if query.sections.contains("bindings") {
-            status["bindings"] = .list(snapshot.bindings.map { binding in
-                .map([
-                    "stepper": .string(binding.stepperID), "flow": .string(binding.flow.description),
-                    "presentable": .string(binding.presentableID), "remote": .bool(binding.isRemote),
-                    "allowStepWhenNotPresented": .bool(binding.allowStepWhenNotPresented),
-                    "allowStepWhenDismissed": .bool(binding.allowStepWhenDismissed),
-                ])
-            })
+            status["bindings"] = .list(
+                snapshot.bindings.map { binding in
+                    .map([
+                        "stepper": .string(binding.stepperID), "flow": .string(binding.flow.description),
+                        "presentable": .string(binding.presentableID), "remote": .bool(binding.isRemote),
+                        "allowStepWhenNotPresented": .bool(binding.allowStepWhenNotPresented),
+                        "allowStepWhenDismissed": .bool(binding.allowStepWhenDismissed),
+                    ])
+                })
         }
         if query.sections.contains("steppers") {
             let wanted = query.steppers
             let ids = snapshot.steppers.keys.filter { wanted.prefix.map($0.hasPrefix) ?? true }.sorted()
             let listed = ids.dropFirst(wanted.offset).prefix(wanted.limit)
-            status["steppers"] = .map(Dictionary(uniqueKeysWithValues: listed.map { ($0, counts(snapshot.steppers[$0]!)) }))
+            status["steppers"] = .map(
+                Dictionary(uniqueKeysWithValues: listed.map { ($0, counts(snapshot.steppers[$0]!)) }))
             page("steppers", wanted, matching: ids.count, listed: listed.count)
         }
         if query.sections.contains("peers") {
@@ -744,13 +800,19 @@ package final class StepRouter {
                 return source
             }.sorted()
             let listed = ids.dropFirst(wanted.offset).prefix(wanted.limit)
-            status["peers"] = .map(Dictionary(uniqueKeysWithValues: listed.map { source in
-                let peer = peers[source]!
-                return (source, WireValue.map([
-                    "alive": .bool(!peer.isDead), "heartbeats": .bool(peer.sendsHeartbeats),
-                    "silent_ms": .int(Int64((now - peer.lastHeard).wholeMilliseconds)), "role": .string(peer.role),
-                ]))
-            }))
+            status["peers"] = .map(
+                Dictionary(
+                    uniqueKeysWithValues: listed.map { source in
+                        let peer = peers[source]!
+                        return (
+                            source,
+                            WireValue.map([
+                                "alive": .bool(!peer.isDead), "heartbeats": .bool(peer.sendsHeartbeats),
+                                "silent_ms": .int(Int64((now - peer.lastHeard).wholeMilliseconds)),
+                                "role": .string(peer.role),
+                            ])
+                        )
+                    }))
             page("peers", wanted, matching: ids.count, listed: listed.count)
         }
         status["pages"] = .map(pages)

@@ -23,7 +23,8 @@ package final class BusPublisher {
 
     /// An XPUB socket for `endpoint`, named `name` in diagnostics; it serves once ``bind()``.
     package init(
-        context: Context, name: String, endpoint: String, limits: FlowBusConfig.Limits, curve: CurveKeys, sourceID: String,
+        context: Context, name: String, endpoint: String, limits: FlowBusConfig.Limits, curve: CurveKeys,
+        sourceID: String,
         contentType: ContentType, logger: Logger
     ) throws {
         self.endpoint = endpoint
@@ -109,10 +110,12 @@ package final class BusPublisher {
             "total": .int(Int64(report.total)),
         ]
         details.merge(extra) { _, new in new }
-        publish(DiagnosticMessage(
-            envelope: envelope(.diagnostic), reason: .droppedHWM,
-            message: "\(report.unreported) message(s) dropped at the \(publication.endpoint) high-water mark since the last report (\(why)); \(report.total) in all",
-            details: details))
+        publish(
+            DiagnosticMessage(
+                envelope: envelope(.diagnostic), reason: .droppedHWM,
+                message:
+                    "\(report.unreported) message(s) dropped at the \(publication.endpoint) high-water mark since the last report (\(why)); \(report.total) in all",
+                details: details))
         publication.reported(report)
     }
 
@@ -136,7 +139,9 @@ package final class BusPublisher {
         do {
             let accepted = try socket.send(message: frames, mode: .nonBlocking)
             if publication.sent(accepted: accepted) {
-                logger.warning("\(publication.endpoint) endpoint at its high-water mark: \(publication.counters.dropped) message(s) dropped so far (a subscriber is too slow)")
+                logger.warning(
+                    "\(publication.endpoint) endpoint at its high-water mark: \(publication.counters.dropped) message(s) dropped so far (a subscriber is too slow)"
+                )
             }
             return accepted
         } catch {

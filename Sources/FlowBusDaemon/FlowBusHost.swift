@@ -62,7 +62,8 @@ public struct HostOptions: Sendable, Hashable {
             case "--host": options.host = given
             case "--log-level":
                 guard let level = Logger.Level(rawValue: given) else {
-                    throw HostUsageError("'\(given)' is not a log level: use trace, debug, info, notice, warning, error or critical")
+                    throw HostUsageError(
+                        "'\(given)' is not a log level: use trace, debug, info, notice, warning, error or critical")
                 }
                 options.logLevel = level
             default: options.config = given
@@ -120,7 +121,8 @@ public enum FlowBusHost {
         let built = try services(config, options, logger)
         let group = ServiceGroup(
             configuration: .init(
-                services: built.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+                services: built.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger
+            ))
         try await group.run()
     }
 

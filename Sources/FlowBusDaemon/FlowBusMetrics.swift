@@ -16,7 +16,7 @@ public enum FlowBusMetrics {
     /// Histogram buckets for FlowBus's recorders, by metric name.
     public static let valueBuckets: [String: [Double]] = [
         // Up to the ingress loop's batch limit (512).
-        "flowbus_batch_size": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512],
+        "flowbus_batch_size": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
     ]
 
     private static let fine: [Duration] = [

@@ -24,7 +24,8 @@ package func prepareToBind(_ endpoint: String, what: String) throws(ConfigError)
             try FileManager.default.createDirectory(
                 atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
-            throw ConfigError("\(what) \(endpoint): cannot create its directory \(directory): \(error.localizedDescription)")
+            throw ConfigError(
+                "\(what) \(endpoint): cannot create its directory \(directory): \(error.localizedDescription)")
         }
     }
     if isServed(unixSocketAt: path) {
@@ -39,7 +40,8 @@ private func isServed(unixSocketAt path: String) -> Bool {
     var address = sockaddr_un()
     address.sun_family = sa_family_t(AF_UNIX)
     let bytes = Array(path.utf8)
-    guard bytes.count < MemoryLayout.size(ofValue: address.sun_path), FileManager.default.fileExists(atPath: path) else {
+    guard bytes.count < MemoryLayout.size(ofValue: address.sun_path), FileManager.default.fileExists(atPath: path)
+    else {
         return false
     }
     withUnsafeMutableBytes(of: &address.sun_path) { raw in
@@ -81,9 +83,13 @@ public func unixSocketListeners(boundTo path: String) -> [(inode: String, pids: 
     var holders: [String: [Int32]] = [:]
     let wanted = Set(inodes.map { "socket:[\($0)]" })
     for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
-        guard let pid = Int32(entry), let fds = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(entry)/fd") else { continue }
+        guard let pid = Int32(entry),
+            let fds = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(entry)/fd")
+        else { continue }
         for fd in fds {
-            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(entry)/fd/\(fd)"), wanted.contains(target) else {
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(entry)/fd/\(fd)"),
+                wanted.contains(target)
+            else {
                 continue
             }
             let inode = String(target.dropFirst("socket:[".count).dropLast())

@@ -137,7 +137,9 @@ public final class MetricsEndpoint: Sendable {
                     let data = frames[1]
                     if data.isEmpty {
                         // A connection opening, or closing (by the peer, or the end of one this side closed).
-                        if connections.removeValue(forKey: id) != nil || closed.removeValue(forKey: id) != nil { continue }
+                        if connections.removeValue(forKey: id) != nil || closed.removeValue(forKey: id) != nil {
+                            continue
+                        }
                         if connections.count >= Self.maxConnections {
                             close(id, now: now)
                         } else {
@@ -158,7 +160,9 @@ public final class MetricsEndpoint: Sendable {
                     connections[id] = connection
                     do {
                         // A peer too slow to take its response (send queue full) is closed instead.
-                        guard try socket.send(id, more: true, mode: .nonBlocking), try socket.send(response, mode: .nonBlocking) else {
+                        guard try socket.send(id, more: true, mode: .nonBlocking),
+                            try socket.send(response, mode: .nonBlocking)
+                        else {
                             close(id, now: now)
                             continue
                         }
@@ -171,7 +175,9 @@ public final class MetricsEndpoint: Sendable {
                 return
             }
             for (id, connection) in connections {
-                let expired = connection.answered.map { now - $0 >= Self.closeAfter } ?? (now - connection.opened >= Self.requestTimeout)
+                let expired =
+                    connection.answered.map { now - $0 >= Self.closeAfter }
+                    ?? (now - connection.opened >= Self.requestTimeout)
                 if expired { close(id, now: now) }
             }
             closed = closed.filter { now - $0.value < .seconds(60) }
@@ -181,7 +187,8 @@ public final class MetricsEndpoint: Sendable {
     /// The response to a request head, or nil while the head is incomplete.
     package func respond(to request: [UInt8]) -> [UInt8]? {
         guard let headEnd = Self.endOfHead(request) else {
-            return request.count > Self.maxRequestBytes ? Self.response(status: "431 Request Header Fields Too Large", body: "request head too large\n") : nil
+            return request.count > Self.maxRequestBytes
+                ? Self.response(status: "431 Request Header Fields Too Large", body: "request head too large\n") : nil
         }
         let head = String(decoding: request[..<headEnd], as: UTF8.self)
         let requestLine = head.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
@@ -195,9 +202,12 @@ public final class MetricsEndpoint: Sendable {
             return Self.response(status: "404 Not Found", body: "not found: metrics are served at /metrics\n")
         }
         guard method == "GET" || method == "HEAD" else {
-            return Self.response(status: "405 Method Not Allowed", body: "use GET\n", extraHeaders: "Allow: GET, HEAD\r\n")
+            return Self.response(
+                status: "405 Method Not Allowed", body: "use GET\n", extraHeaders: "Allow: GET, HEAD\r\n")
         }
-        return Self.response(status: "200 OK", contentType: exposition.contentType, body: exposition.render(), includeBody: method == "GET")
+        return Self.response(
+            status: "200 OK", contentType: exposition.contentType, body: exposition.render(),
+            includeBody: method == "GET")
     }
 
     /// The index just past the blank line ending a request head (CRLF or bare LF), if there is one.
@@ -213,12 +223,17 @@ public final class MetricsEndpoint: Sendable {
         return nil
     }
 
-    package static func response(status: String, contentType: String = "text/plain; charset=utf-8", body: String, extraHeaders: String = "") -> [UInt8] {
+    package static func response(
+        status: String, contentType: String = "text/plain; charset=utf-8", body: String, extraHeaders: String = ""
+    ) -> [UInt8] {
         response(status: status, contentType: contentType, body: Array(body.utf8), extraHeaders: extraHeaders)
     }
 
-    package static func response(status: String, contentType: String, body: [UInt8], includeBody: Bool = true, extraHeaders: String = "") -> [UInt8] {
-        let head = "HTTP/1.1 \(status)\r\nContent-Type: \(contentType)\r\nContent-Length: \(body.count)\r\n\(extraHeaders)Connection: close\r\n\r\n"
+    package static func response(
+        status: String, contentType: String, body: [UInt8], includeBody: Bool = true, extraHeaders: String = ""
+    ) -> [UInt8] {
+        let head =
+            "HTTP/1.1 \(status)\r\nContent-Type: \(contentType)\r\nContent-Length: \(body.count)\r\n\(extraHeaders)Connection: close\r\n\r\n"
         return Array(head.utf8) + (includeBody ? body : [])
     }
 }
@@ -226,10 +241,14 @@ public final class MetricsEndpoint: Sendable {
 /// Starts a metrics endpoint on `address` (a config's `metrics` key), if it names one.
 /// - Parameter what: The config key, for the warning when there is no `exposition` to serve.
 /// - Throws: when the address cannot be bound.
-package func startMetricsEndpoint(_ address: String?, exposition: MetricsExposition?, what: String, logger: Logger) throws -> MetricsEndpoint? {
+package func startMetricsEndpoint(
+    _ address: String?, exposition: MetricsExposition?, what: String, logger: Logger
+) throws -> MetricsEndpoint? {
     guard let address else { return nil }
     guard let exposition else {
-        logger.warning("\(what) is \(address), but this process was given no metrics to serve (bootstrap MetricsSystem with a Prometheus registry and pass its MetricsExposition)")
+        logger.warning(
+            "\(what) is \(address), but this process was given no metrics to serve (bootstrap MetricsSystem with a Prometheus registry and pass its MetricsExposition)"
+        )
         return nil
     }
     let endpoint = MetricsEndpoint(endpoint: address, exposition: exposition, logger: logger)

@@ -21,7 +21,9 @@ public struct MetricsExposition: Sendable {
     /// - Parameters:
     ///   - contentType: Prometheus text format 0.0.4 unless given.
     ///   - render: Renders the registry; called on the endpoint's thread and on flowd's actor.
-    public init(contentType: String = "text/plain; version=0.0.4; charset=utf-8", render: @escaping @Sendable () -> [UInt8]) {
+    public init(
+        contentType: String = "text/plain; version=0.0.4; charset=utf-8", render: @escaping @Sendable () -> [UInt8]
+    ) {
         self.contentType = contentType
         renderer = render
     }

@@ -63,7 +63,8 @@ public final class PostgresJournal: SharedJournal {
         guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty,
             let user = components.user, !user.isEmpty
         else {
-            throw PostgresJournalError("persistence.postgres '\(redacted(url))' is not postgres://user:password@host:port/database")
+            throw PostgresJournalError(
+                "persistence.postgres '\(redacted(url))' is not postgres://user:password@host:port/database")
         }
         let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
         let configuration = PostgresConnection.Configuration(
@@ -77,7 +78,10 @@ public final class PostgresJournal: SharedJournal {
             throw PostgresJournalError("cannot connect to \(location): \(String(reflecting: error))")
         }
         // The server notices a vanished flowd within seconds, not hours, and frees its lease.
-        for setting in ["tcp_keepalives_idle = 1", "tcp_keepalives_interval = 1", "tcp_keepalives_count = 2", "tcp_user_timeout = 2000"] {
+        for setting in [
+            "tcp_keepalives_idle = 1", "tcp_keepalives_interval = 1", "tcp_keepalives_count = 2",
+            "tcp_user_timeout = 2000",
+        ] {
             try await connection.query(PostgresQuery(unsafeSQL: "SET \(setting)"), logger: logger)
         }
         let journal = PostgresJournal(location: location, connection: connection, logger: logger)
@@ -143,18 +147,22 @@ public final class PostgresJournal: SharedJournal {
         var silent: (pid: Int32, seconds: Double)?
         for try await (pid, state, seconds) in rows.decode((Int32, String?, Double?).self) {
             // A statement under way is no silence, however long it takes.
-            guard let state, state != "active", let seconds, seconds * 1000 > Double(Self.leaseTimeoutMilliseconds) else { continue }
+            guard let state, state != "active", let seconds, seconds * 1000 > Double(Self.leaseTimeoutMilliseconds)
+            else { continue }
             silent = (pid, seconds)
         }
         guard let silent else { return false }
         logger.warning(
-            "the lease holder's session (server pid \(silent.pid)) has been silent for \(Int(silent.seconds * 1000)) ms: ending it to take over")
+            "the lease holder's session (server pid \(silent.pid)) has been silent for \(Int(silent.seconds * 1000)) ms: ending it to take over"
+        )
         do {
             try await connection.query("SELECT pg_terminate_backend(\(silent.pid))", logger: logger)
         } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42501" {
             // Not this role's session to end: the server's own TCP checks end it, in seconds.
             if !toldNotAllowed.exchange(true, ordering: .relaxed) {
-                logger.warning("not allowed to end the lease holder's session (give every instance the same role, or pg_signal_backend): waiting for the server to notice it is gone")
+                logger.warning(
+                    "not allowed to end the lease holder's session (give every instance the same role, or pg_signal_backend): waiting for the server to notice it is gone"
+                )
             }
             return false
         }
@@ -187,8 +195,9 @@ public final class PostgresJournal: SharedJournal {
 
     /// The newest lease holder on record, in words.
     private func holder() async -> String {
-        guard let rows = try? await connection.query(
-            "SELECT instance, host, pid FROM flowbus_lease ORDER BY id DESC LIMIT 1", logger: logger)
+        guard
+            let rows = try? await connection.query(
+                "SELECT instance, host, pid FROM flowbus_lease ORDER BY id DESC LIMIT 1", logger: logger)
         else { return "another flowd" }
         do {
             for try await (instance, host, pid) in rows.decode((String, String, Int64).self) {
@@ -232,10 +241,14 @@ public final class PostgresJournal: SharedJournal {
     }
 
     public func leaseHistory(limit: Int) throws -> [LeaseRecord] {
-        try exclusive { try run("SELECT instance, host, pid, acquired FROM flowbus_lease ORDER BY id DESC LIMIT \(Int64(limit))").rows.map { row in
-            let (instance, host, pid, acquired) = try row.decode((String, String, Int64, Double).self)
-            return LeaseRecord(instance: instance, host: host, pid: Int(pid), acquired: Date(timeIntervalSince1970: acquired))
-        } }
+        try exclusive {
+            try run("SELECT instance, host, pid, acquired FROM flowbus_lease ORDER BY id DESC LIMIT \(Int64(limit))")
+                .rows.map { row in
+                    let (instance, host, pid, acquired) = try row.decode((String, String, Int64, Double).self)
+                    return LeaseRecord(
+                        instance: instance, host: host, pid: Int(pid), acquired: Date(timeIntervalSince1970: acquired))
+                }
+        }
     }
 
     // MARK: Journal
@@ -246,7 +259,9 @@ public final class PostgresJournal: SharedJournal {
     }
 
     public func entryRange() throws -> ClosedRange<Int64>? {
-        guard let row = try exclusive({ try run("SELECT min(id), max(id) FROM flowbus_entry").rows.first }) else { return nil }
+        guard let row = try exclusive({ try run("SELECT min(id), max(id) FROM flowbus_entry").rows.first }) else {
+            return nil
+        }
         let (first, last) = try row.decode((Int64?, Int64?).self)
         guard let first, let last else { return nil }
         return first...last
@@ -255,87 +270,110 @@ public final class PostgresJournal: SharedJournal {
     /// A sequence may skip ids (a batch rolled back), so the first id tells nothing: compaction
     /// only ever follows a stored checkpoint, and checkpoints are only ever replaced.
     public func mayHaveCompacted() throws -> Bool {
-        try exclusive { try run("SELECT EXISTS (SELECT 1 FROM flowbus_checkpoint)").rows.first?.decode(Bool.self) ?? false }
+        try exclusive {
+            try run("SELECT EXISTS (SELECT 1 FROM flowbus_checkpoint)").rows.first?.decode(Bool.self) ?? false
+        }
     }
 
     public func entries(after: Int64, limit: Int) throws -> [StepJournal.Entry] {
-        let rows = try exclusive { try run("""
-            SELECT id, kind, target, name, params, source, sequence FROM flowbus_entry
-            WHERE id > \(after) ORDER BY id LIMIT \(Int64(limit))
-            """).rows }
+        let rows = try exclusive {
+            try run(
+                """
+                SELECT id, kind, target, name, params, source, sequence FROM flowbus_entry
+                WHERE id > \(after) ORDER BY id LIMIT \(Int64(limit))
+                """
+            ).rows
+        }
         return try rows.compactMap { row in
             let (id, kind, target, name, params, source, sequence) = try row.decode(
                 (Int64, Int32, ByteBuffer, ByteBuffer, ByteBuffer, ByteBuffer, Int64).self)
             guard let kind = StepJournal.Kind(rawValue: Int(kind)) else { return nil }
             return StepJournal.Entry(
-                id: id, kind: kind, target: String(buffer: target), name: String(buffer: name), params: Array(buffer: params),
+                id: id, kind: kind, target: String(buffer: target), name: String(buffer: name),
+                params: Array(buffer: params),
                 source: String(buffer: source), sequence: UInt64(bitPattern: sequence))
         }
     }
 
     public func latestCheckpoint() throws -> StepJournal.Checkpoint? {
         // A large tree's checkpoint takes a while to arrive.
-        guard let row = try exclusive({
-            try run("SELECT entry, created, state FROM flowbus_checkpoint ORDER BY id DESC LIMIT 1", timeout: .seconds(120)).rows.first
-        }) else {
+        guard
+            let row = try exclusive({
+                try run(
+                    "SELECT entry, created, state FROM flowbus_checkpoint ORDER BY id DESC LIMIT 1",
+                    timeout: .seconds(120)
+                ).rows.first
+            })
+        else {
             return nil
         }
         let (entry, created, state) = try row.decode((Int64, Double, ByteBuffer).self)
-        return StepJournal.Checkpoint(entry: entry, created: Date(timeIntervalSince1970: created), state: Data(Array(buffer: state)))
+        return StepJournal.Checkpoint(
+            entry: entry, created: Date(timeIntervalSince1970: created), state: Data(Array(buffer: state)))
     }
 
     public func latestCheckpointEntry() throws -> Int64? {
-        try exclusive { try run("SELECT entry FROM flowbus_checkpoint ORDER BY id DESC LIMIT 1").rows.first?.decode(Int64.self) }
+        try exclusive {
+            try run("SELECT entry FROM flowbus_checkpoint ORDER BY id DESC LIMIT 1").rows.first?.decode(Int64.self)
+        }
     }
 
     public func store(_ checkpoint: StepJournal.Checkpoint) throws {
         let state = ByteBuffer(bytes: checkpoint.state)
         // Five seconds, and one more per 5 MB: a large tree's checkpoint must not look like a lost server.
         let timeout = PostgresJournal.callTimeout + .seconds(checkpoint.state.count / 5_000_000)
-        _ = try exclusive { try run("""
-            WITH stored AS (
-                INSERT INTO flowbus_checkpoint (entry, created, state)
-                VALUES (\(checkpoint.entry), \(checkpoint.created.timeIntervalSince1970), \(state)) RETURNING id)
-            DELETE FROM flowbus_checkpoint WHERE id < (SELECT id FROM stored)
-            """, timeout: timeout) }
+        _ = try exclusive {
+            try run(
+                """
+                WITH stored AS (
+                    INSERT INTO flowbus_checkpoint (entry, created, state)
+                    VALUES (\(checkpoint.entry), \(checkpoint.created.timeIntervalSince1970), \(state)) RETURNING id)
+                DELETE FROM flowbus_checkpoint WHERE id < (SELECT id FROM stored)
+                """, timeout: timeout)
+        }
     }
 
     public func append(
         _ records: [StepJournal.Record], lastSequences: [String: UInt64], compaction: StepJournal.Compaction?
     ) throws -> (last: Int64, compacted: Int) {
         guard !records.isEmpty || !lastSequences.isEmpty || compaction != nil else { return (0, 0) }
-        return try exclusive { try transaction {
-            var last: Int64 = 0
-            if !records.isEmpty {
-                // One statement for the batch: arrays in, rows numbered in their order.
-                let kinds = records.map { Int32($0.kind.rawValue) }
-                let targets = records.map { ByteBuffer(string: $0.target) }
-                let names = records.map { ByteBuffer(string: $0.name) }
-                let params = records.map { ByteBuffer(bytes: $0.params) }
-                let sources = records.map { ByteBuffer(string: $0.source) }
-                let sequences = records.map { Int64(bitPattern: $0.sequence) }
-                let rows = try run("""
-                    WITH added AS (
-                        INSERT INTO flowbus_entry (kind, target, name, params, source, sequence)
-                        SELECT k, t, n, p, s, q FROM unnest(\(kinds)::int4[], \(targets)::bytea[], \(names)::bytea[],
-                            \(params)::bytea[], \(sources)::bytea[], \(sequences)::int8[]) WITH ORDINALITY AS u(k, t, n, p, s, q, o)
-                        ORDER BY o RETURNING id)
-                    SELECT max(id) FROM added
-                    """).rows
-                last = try rows.first?.decode(Int64?.self) ?? 0
+        return try exclusive {
+            try transaction {
+                var last: Int64 = 0
+                if !records.isEmpty {
+                    // One statement for the batch: arrays in, rows numbered in their order.
+                    let kinds = records.map { Int32($0.kind.rawValue) }
+                    let targets = records.map { ByteBuffer(string: $0.target) }
+                    let names = records.map { ByteBuffer(string: $0.name) }
+                    let params = records.map { ByteBuffer(bytes: $0.params) }
+                    let sources = records.map { ByteBuffer(string: $0.source) }
+                    let sequences = records.map { Int64(bitPattern: $0.sequence) }
+                    let rows = try run(
+                        """
+                        WITH added AS (
+                            INSERT INTO flowbus_entry (kind, target, name, params, source, sequence)
+                            SELECT k, t, n, p, s, q FROM unnest(\(kinds)::int4[], \(targets)::bytea[], \(names)::bytea[],
+                                \(params)::bytea[], \(sources)::bytea[], \(sequences)::int8[]) WITH ORDINALITY AS u(k, t, n, p, s, q, o)
+                            ORDER BY o RETURNING id)
+                        SELECT max(id) FROM added
+                        """
+                    ).rows
+                    last = try rows.first?.decode(Int64?.self) ?? 0
+                }
+                if !lastSequences.isEmpty {
+                    let ids = Array(lastSequences.keys)
+                    let sequences = ids.map { Int64(bitPattern: lastSequences[$0] ?? 0) }
+                    let keys = ids.map { ByteBuffer(string: $0) }
+                    _ = try run(
+                        """
+                        INSERT INTO flowbus_source (id, last_sequence) SELECT * FROM unnest(\(keys)::bytea[], \(sequences)::int8[])
+                        ON CONFLICT (id) DO UPDATE SET last_sequence = GREATEST(flowbus_source.last_sequence, excluded.last_sequence)
+                        """)
+                }
+                let compacted = try compaction.map(deleteCovered) ?? 0
+                return (last, compacted)
             }
-            if !lastSequences.isEmpty {
-                let ids = Array(lastSequences.keys)
-                let sequences = ids.map { Int64(bitPattern: lastSequences[$0] ?? 0) }
-                let keys = ids.map { ByteBuffer(string: $0) }
-                _ = try run("""
-                    INSERT INTO flowbus_source (id, last_sequence) SELECT * FROM unnest(\(keys)::bytea[], \(sequences)::int8[])
-                    ON CONFLICT (id) DO UPDATE SET last_sequence = GREATEST(flowbus_source.last_sequence, excluded.last_sequence)
-                    """)
-            }
-            let compacted = try compaction.map(deleteCovered) ?? 0
-            return (last, compacted)
-        } }
+        }
     }
 
     public func compact(_ compaction: StepJournal.Compaction) throws -> Int {
@@ -343,19 +381,23 @@ public final class PostgresJournal: SharedJournal {
     }
 
     private func deleteCovered(_ compaction: StepJournal.Compaction) throws -> Int {
-        let rows = try run("""
+        let rows = try run(
+            """
             WITH deleted AS (
                 DELETE FROM flowbus_entry WHERE id IN (
                     SELECT id FROM flowbus_entry WHERE id < \(compaction.below) ORDER BY id LIMIT \(Int64(compaction.limit)))
                 RETURNING 1)
             SELECT count(*) FROM deleted
-            """).rows
+            """
+        ).rows
         return Int(try rows.first?.decode(Int64.self) ?? 0)
     }
 
     public func lastSequence(of source: String) throws -> UInt64? {
-        try exclusive { try run("SELECT last_sequence FROM flowbus_source WHERE id = \(ByteBuffer(string: source))").rows.first }
-            .map { UInt64(bitPattern: try $0.decode(Int64.self)) }
+        try exclusive {
+            try run("SELECT last_sequence FROM flowbus_source WHERE id = \(ByteBuffer(string: source))").rows.first
+        }
+        .map { UInt64(bitPattern: try $0.decode(Int64.self)) }
     }
 
     public func flush() {}
@@ -391,8 +433,12 @@ public final class PostgresJournal: SharedJournal {
 
     /// Runs `query` and waits for its rows, at most `timeout`; after a timeout or a lost
     /// connection every later call fails at once.
-    private func run(_ query: PostgresQuery, timeout: Duration = PostgresJournal.callTimeout) throws -> PostgresQueryResult {
-        if let reason = broken.withLock({ $0 }) { throw PostgresJournalError("the connection to \(location) is gone: \(reason)") }
+    private func run(
+        _ query: PostgresQuery, timeout: Duration = PostgresJournal.callTimeout
+    ) throws -> PostgresQueryResult {
+        if let reason = broken.withLock({ $0 }) {
+            throw PostgresJournalError("the connection to \(location) is gone: \(reason)")
+        }
         let future: EventLoopFuture<PostgresQueryResult> = connection.query(query, logger: logger)
         let outcome = Mutex<Result<PostgresQueryResult, any Error>?>(nil)
         let answered = DispatchSemaphore(value: 0)
@@ -400,7 +446,8 @@ public final class PostgresJournal: SharedJournal {
             outcome.withLock { $0 = result }
             answered.signal()
         }
-        let milliseconds = Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = Int(
+            timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         guard answered.wait(timeout: .now() + .milliseconds(milliseconds)) == .success else {
             let reason = "no answer within \(timeout)"
             broken.withLock { $0 = reason }

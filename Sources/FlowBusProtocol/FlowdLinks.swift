@@ -42,4 +42,3 @@ package struct FlowdLinks {
         return Change(isLost: true)
     }
 }
-

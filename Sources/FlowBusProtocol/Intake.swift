@@ -55,7 +55,8 @@ package struct Intake: Sendable {
 
         /// A policy.
         package init(
-            remembersSources: Bool, deadAfter: Duration, idleTimeout: Duration = .seconds(3600), maxSources: Int = 100_000,
+            remembersSources: Bool, deadAfter: Duration, idleTimeout: Duration = .seconds(3600),
+            maxSources: Int = 100_000,
             lookUp: (@Sendable (String) throws -> UInt64?)? = nil, acceptsLedgerLoss: Bool = false,
             ledgerLossRemedy: String = "start the receiver accepting the loss"
         ) {
@@ -305,10 +306,13 @@ package struct Intake: Sendable {
     package mutating func refuse(_ error: WireError, frames: FrameBuffer, peer: Peer, limits: WireLimits) -> Refusal? {
         guard let readable = ReadableEnvelope(salvaging: frames, limits: limits), readable.sequence > 0 else {
             counters.received += 1
-            return Refusal(reason: error.reason, detail: error.detail, endpoint: endpoint, topic: ReadableEnvelope.topic(of: frames))
+            return Refusal(
+                reason: error.reason, detail: error.detail, endpoint: endpoint,
+                topic: ReadableEnvelope.topic(of: frames))
         }
         let refusal = Refusal(
-            reason: error.reason, detail: error.detail, endpoint: endpoint, source: readable.source, topic: readable.topic,
+            reason: error.reason, detail: error.detail, endpoint: endpoint, source: readable.source,
+            topic: readable.topic,
             sequence: readable.sequence)
         switch receive(source: readable.source, sequence: readable.sequence, topic: readable.topic ?? "", peer: peer) {
         case .fresh: return refusal
@@ -392,14 +396,16 @@ package struct Intake: Sendable {
         }
         let lost = sequence - last - 1
         let adopted = policy.acceptsLedgerLoss
-        let detail = adopted
+        let detail =
+            adopted
             ? "\(source) is ahead of the durable ledger, whose last sequence of it is \(last): sequence \(sequence) adopted, "
                 + "\(lost) sequence(s) lost (\(last + 1)...\(sequence - 1))"
             : "\(source) is ahead of the durable ledger, whose last sequence of it is \(last), and holds nothing older than "
                 + "\(sequence): \(lost) acknowledged sequence(s) were lost with the ledger's newest entries; not applied. "
                 + "To adopt the sender's sequence and accept the loss, \(policy.ledgerLossRemedy)"
         let refusal = Refusal(
-            reason: .journalBehind, detail: detail, endpoint: endpoint, source: source, topic: topic, sequence: sequence,
+            reason: .journalBehind, detail: detail, endpoint: endpoint, source: source, topic: topic,
+            sequence: sequence,
             extra: [
                 "journal_last": .int(Int64(clamping: last)), "received": .int(Int64(clamping: sequence)),
                 "lost": .int(Int64(clamping: lost)), "adopted": .bool(adopted), "count": 1,
@@ -439,7 +445,8 @@ package struct Intake: Sendable {
 
     private mutating func checkLiveness(now: ContinuousClock.Instant) -> [DeadPeer] {
         var dead: [DeadPeer] = []
-        for (source, peer) in peers where peer.sendsHeartbeats && !peer.isDead && now - peer.lastHeard > policy.deadAfter {
+        for (source, peer) in peers
+        where peer.sendsHeartbeats && !peer.isDead && now - peer.lastHeard > policy.deadAfter {
             peers[source]?.isDead = true
             dead.append(DeadPeer(source: source, role: peer.role, silentFor: now - peer.lastHeard))
         }
@@ -450,7 +457,9 @@ package struct Intake: Sendable {
     /// (down to nine tenths of it, so that eviction runs seldom). Call it once what was dealt
     /// with is durable (after a journal commit): a source whose entry is not on disk yet
     /// (`isUnsaved`) is kept, and so are those with an ack pending.
-    package mutating func forgetSources(now: ContinuousClock.Instant, keeping isUnsaved: (String) -> Bool = { _ in false }) {
+    package mutating func forgetSources(
+        now: ContinuousClock.Instant, keeping isUnsaved: (String) -> Bool = { _ in false }
+    ) {
         func mayForget(_ source: String) -> Bool { pendingAcks[source] == nil && !isUnsaved(source) }
         var forgotten: [String] = []
         for (source, peer) in peers where now - peer.lastHeard > policy.idleTimeout && mayForget(source) {
@@ -510,7 +519,9 @@ package struct Refusal: Sendable, Equatable {
     }
 
     /// A refusal naming the message `header` describes.
-    package init(_ reason: DiagnosticReason, _ detail: String, endpoint: String, header: RoutedHeader, extra: WireParams = [:]) {
+    package init(
+        _ reason: DiagnosticReason, _ detail: String, endpoint: String, header: RoutedHeader, extra: WireParams = [:]
+    ) {
         self.init(
             reason: reason, detail: detail, endpoint: endpoint, source: header.envelope.source, topic: header.topic,
             sequence: header.envelope.sequence, extra: extra)

@@ -114,7 +114,8 @@ package struct RateLimiter: Sendable {
     package mutating func takeReport() -> Report? {
         guard refusedInInterval + droppedInInterval > 0 else { return nil }
         let busiest = limitedInInterval.max { $0.value < $1.value }.map { ($0.key, $0.value) } ?? ([], 0)
-        let report = Report(refused: refusedInInterval, dropped: droppedInInterval, peers: limitedInInterval.count, busiest: busiest)
+        let report = Report(
+            refused: refusedInInterval, dropped: droppedInInterval, peers: limitedInInterval.count, busiest: busiest)
         refusedInInterval = 0
         droppedInInterval = 0
         limitedInInterval.removeAll(keepingCapacity: true)
@@ -127,7 +128,9 @@ package struct RateLimiter: Sendable {
         guard buckets.count >= maxPeers else { return }
         let full = buckets.filter { $0.value.tokens + Self.seconds(now - $0.value.updated) * rate >= burst }
         for peer in full.keys { buckets.removeValue(forKey: peer) }
-        guard buckets.count >= maxPeers, let oldest = buckets.min(by: { $0.value.updated < $1.value.updated }) else { return }
+        guard buckets.count >= maxPeers, let oldest = buckets.min(by: { $0.value.updated < $1.value.updated }) else {
+            return
+        }
         buckets.removeValue(forKey: oldest.key)
         counters.evicted += 1
     }

@@ -148,9 +148,11 @@ private final class ReactorHostIO {
             saved = loaded.states
             savedSequence = loaded.states.mapValues(\.sequence)
             intake = Self.makeIntake(settings, database: database, logger: loop.logger)
-            logger.info("reactor state database \(database.path) open", metadata: [
-                "states": "\(loaded.states.count)", "sources": "\(loaded.sources)",
-            ])
+            logger.info(
+                "reactor state database \(database.path) open",
+                metadata: [
+                    "states": "\(loaded.states.count)", "sources": "\(loaded.sources)",
+                ])
         } else {
             database = nil
             intake = Self.makeIntake(settings, database: nil, logger: loop.logger)
@@ -181,7 +183,8 @@ private final class ReactorHostIO {
         try actions.bind(settings.spec.actions)
         restrictPermissions(ofIPCEndpoint: settings.spec.actions)
         states = try BusPublisher(
-            context: context, name: "states", endpoint: settings.spec.states, limits: settings.limits, curve: settings.curve,
+            context: context, name: "states", endpoint: settings.spec.states, limits: settings.limits,
+            curve: settings.curve,
             sourceID: settings.sourceID, contentType: settings.contentType, logger: logger)
         try states.bind()
         try poller.add(actions)
@@ -201,7 +204,8 @@ private final class ReactorHostIO {
                 do {
                     return try database.lastSequence(of: source)
                 } catch {
-                    logger.error("cannot read source \(source) from \(database.path): \(error); its message waits for a resend")
+                    logger.error(
+                        "cannot read source \(source) from \(database.path): \(error); its message waits for a resend")
                     throw error
                 }
             }
@@ -228,7 +232,9 @@ private final class ReactorHostIO {
         }
         flushOutbox()
         for (reactorID, state) in saved where loop.registry.registration(for: reactorID) == nil {
-            logger.warning("the state database has a state of \(reactorID) (sequence \(state.sequence)), which this host does not run")
+            logger.warning(
+                "the state database has a state of \(reactorID) (sequence \(state.sequence)), which this host does not run"
+            )
         }
     }
 
@@ -297,7 +303,9 @@ private final class ReactorHostIO {
         }
         let unfinished = instances.values.filter(\.hasWorkInFlight).map(\.reactorID).sorted()
         if !unfinished.isEmpty {
-            logger.warning("stopping with work in flight after \(settings.drain): \(unfinished.joined(separator: ", ")) (their last states are saved; the rest of that work is lost)")
+            logger.warning(
+                "stopping with work in flight after \(settings.drain): \(unfinished.joined(separator: ", ")) (their last states are saved; the rest of that work is lost)"
+            )
         }
     }
 
@@ -347,7 +355,11 @@ private final class ReactorHostIO {
         for behind in end.ledgerBehind { refuseBehind(behind) }
         for peer in end.heartbeatAnswers {
             actionsSequence += 1
-            reply(Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: actionsSequence, messageID: .none, source: settings.sourceID)), to: peer)
+            reply(
+                Heartbeat(
+                    envelope: Envelope(
+                        kind: .heartbeat, sequence: actionsSequence, messageID: .none, source: settings.sourceID)),
+                to: peer)
         }
         if database != nil { unsavedSources.merge(end.dealtWith) { max($0, $1) } }
         heldAcks += end.acks
@@ -391,7 +403,9 @@ private final class ReactorHostIO {
             intake.heartbeat(source: envelope.source, sequence: envelope.sequence, topic: header.topic, peer: routingID)
             return
         }
-        switch intake.receive(source: envelope.source, sequence: envelope.sequence, topic: header.topic, peer: routingID) {
+        switch intake.receive(
+            source: envelope.source, sequence: envelope.sequence, topic: header.topic, peer: routingID)
+        {
         case .fresh:
             break
         case .duplicate:
@@ -406,7 +420,9 @@ private final class ReactorHostIO {
             // A sender ahead of the state database is refused with the batch's end.
             return
         case .unnumbered:
-            refuse(.malformed, "\(header.kind) with sequence 0: only a heartbeat may be unnumbered", routingID: routingID, header: header)
+            refuse(
+                .malformed, "\(header.kind) with sequence 0: only a heartbeat may be unnumbered", routingID: routingID,
+                header: header)
             return
         }
         do {
@@ -416,7 +432,9 @@ private final class ReactorHostIO {
                 let params = try view.params.decodeParams()
                 let reactorID = String(header.topicID)
                 guard let instance = instance(for: reactorID) else {
-                    refuse(.unknownReactor, "no reactor \(reactorID) on reactor host \(settings.hostName)", routingID: routingID, header: header)
+                    refuse(
+                        .unknownReactor, "no reactor \(reactorID) on reactor host \(settings.hostName)",
+                        routingID: routingID, header: header)
                     return
                 }
                 do {
@@ -431,12 +449,17 @@ private final class ReactorHostIO {
                 _ = try WireMessage.decode(from: frames, header: header)
                 let reactorID = String(header.topicID)
                 guard instance(for: reactorID) != nil else {
-                    refuse(.unknownReactor, "no reactor \(reactorID) on reactor host \(settings.hostName)", routingID: routingID, header: header)
+                    refuse(
+                        .unknownReactor, "no reactor \(reactorID) on reactor host \(settings.hostName)",
+                        routingID: routingID, header: header)
                     return
                 }
                 answerSnapshot(reactorID, to: routingID)
             default:
-                refuse(.unknownKind, "a reactor host's actions endpoint accepts action, snapshotRequest and heartbeat, not \(header.kind)", routingID: routingID, header: header)
+                refuse(
+                    .unknownKind,
+                    "a reactor host's actions endpoint accepts action, snapshotRequest and heartbeat, not \(header.kind)",
+                    routingID: routingID, header: header)
             }
         } catch {
             refuse(error.reason, error.detail, routingID: routingID, header: header)
@@ -449,7 +472,8 @@ private final class ReactorHostIO {
         guard let (registration, familyPrefix) = loop.registry.registration(for: reactorID) else { return nil }
         var reactorLogger = logger
         reactorLogger[metadataKey: "reactor"] = "\(reactorID)"
-        let context = ReactorContext(reactorID: reactorID, familyPrefix: familyPrefix, logger: reactorLogger, outlet: outlet)
+        let context = ReactorContext(
+            reactorID: reactorID, familyPrefix: familyPrefix, logger: reactorLogger, outlet: outlet)
         let restoring = isPersisted(reactorID) ? saved[reactorID] : nil
         guard let instance = registration.make(context, restoring) else { return nil }
         if let restoring {
@@ -475,7 +499,9 @@ private final class ReactorHostIO {
         }
         let message = SnapshotMessage(
             reactorID: reactorID,
-            envelope: Envelope(kind: .snapshot, contentType: settings.contentType, sequence: current.sequence, messageID: .none, source: settings.sourceID),
+            envelope: Envelope(
+                kind: .snapshot, contentType: settings.contentType, sequence: current.sequence, messageID: .none,
+                source: settings.sourceID),
             state: current.state)
         reply(message, to: routingID)
         outlet.count { $0.snapshotsAnswered += 1 }
@@ -501,7 +527,9 @@ private final class ReactorHostIO {
                 latest[reactorID] = (sequence, state)
                 let message = StateMessage(
                     reactorID: reactorID,
-                    envelope: Envelope(kind: .state, contentType: settings.contentType, sequence: sequence, messageID: .none, source: settings.sourceID),
+                    envelope: Envelope(
+                        kind: .state, contentType: settings.contentType, sequence: sequence, messageID: .none,
+                        source: settings.sourceID),
                     state: state)
                 let unwantedBefore = states.counters.unwanted
                 if publish(message) {
@@ -516,14 +544,17 @@ private final class ReactorHostIO {
                 outlet.count { $0.statesUnencodable += 1 }
                 let text = "state \(sequence) of \(reactorID) cannot be encoded: \(detail)"
                 logger.error("\(text)")
-                publishDiagnostic("bad-state", text, details: ["topic": .string(Topic.state(reactorID)), "sequence": .int(Int64(clamping: sequence))])
+                publishDiagnostic(
+                    "bad-state", text,
+                    details: ["topic": .string(Topic.state(reactorID)), "sequence": .int(Int64(clamping: sequence))])
             case .step(let stepperID, let name, let params):
                 sendStep(stepperID: stepperID, name: name, params: params)
             case .unauthorized(let address, let reason):
                 outlet.count { $0.refused[.unauthorized, default: 0] += 1 }
                 let text = "connection from \(address) refused: \(reason)"
                 logger.warning("\(text)")
-                publishDiagnostic(.unauthorized, text, details: ["endpoint": "zap", "host": .string(settings.hostName)])
+                publishDiagnostic(
+                    .unauthorized, text, details: ["endpoint": "zap", "host": .string(settings.hostName)])
             }
         }
         if published > 0 || unsubscribed > 0 {
@@ -586,12 +617,15 @@ private final class ReactorHostIO {
         var refusal = refusal
         refusal.extra["host"] = .string(settings.hostName)
         outlet.count { $0.refused[refusal.reason, default: 0] += 1 }
-        logger.warning("refused message: \(refusal.reason): \(refusal.detail)", metadata: ["source": "\(refusal.source ?? "?")"])
+        logger.warning(
+            "refused message: \(refusal.reason): \(refusal.detail)", metadata: ["source": "\(refusal.source ?? "?")"])
         publish(refusal.diagnostic(states.envelope(.diagnostic)))
         actionsSequence += 1
-        reply(refusal.diagnostic(Envelope(
-            kind: .diagnostic, contentType: settings.contentType, sequence: actionsSequence, messageID: .none,
-            source: settings.sourceID)), to: peer)
+        reply(
+            refusal.diagnostic(
+                Envelope(
+                    kind: .diagnostic, contentType: settings.contentType, sequence: actionsSequence, messageID: .none,
+                    source: settings.sourceID)), to: peer)
     }
 
     /// A view ahead of the state database: told each time, logged and published once per source.
@@ -605,15 +639,18 @@ private final class ReactorHostIO {
         guard !behind.adopted else { return }
         outlet.count { $0.refused[refusal.reason, default: 0] += refusal.extra["count"]?.intValue.map(Int.init) ?? 1 }
         actionsSequence += 1
-        reply(refusal.diagnostic(Envelope(
-            kind: .diagnostic, contentType: settings.contentType, sequence: actionsSequence, messageID: .none,
-            source: settings.sourceID)), to: behind.peer)
+        reply(
+            refusal.diagnostic(
+                Envelope(
+                    kind: .diagnostic, contentType: settings.contentType, sequence: actionsSequence, messageID: .none,
+                    source: settings.sourceID)), to: behind.peer)
     }
 
     private func publishDiagnostic(_ reason: DiagnosticReason, _ detail: String, details: WireParams) {
-        publish(DiagnosticMessage(
-            envelope: states.envelope(.diagnostic), reason: reason, message: detail,
-            details: details))
+        publish(
+            DiagnosticMessage(
+                envelope: states.envelope(.diagnostic), reason: reason, message: detail,
+                details: details))
     }
 
     // MARK: Steps
@@ -631,7 +668,8 @@ private final class ReactorHostIO {
                     context: context)
             } catch {
                 outlet.count { $0.stepsDropped += 1 }
-                logger.error("cannot connect stepper \(stepperID) to \(FlowBusConfig.either(settings.stepIngress)): \(error)")
+                logger.error(
+                    "cannot connect stepper \(stepperID) to \(FlowBusConfig.either(settings.stepIngress)): \(error)")
                 return
             }
             steppers[stepperID] = stepper

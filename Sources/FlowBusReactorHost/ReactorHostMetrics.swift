@@ -29,7 +29,8 @@ package final class ReactorHostMetrics: Sendable {
     private let saves: Counter
     private let saveFailures: Counter
     private let instances: Gauge
-    private let state = Mutex<(last: ReactorHostCounters, refused: [DiagnosticReason: Counter])>((ReactorHostCounters(), [:]))
+    private let state = Mutex<(last: ReactorHostCounters, refused: [DiagnosticReason: Counter])>(
+        (ReactorHostCounters(), [:]))
 
     package init(host: String) {
         self.host = host
@@ -73,8 +74,11 @@ package final class ReactorHostMetrics: Sendable {
             if counters.reactors != last.reactors { instances.record(counters.reactors) }
             if counters.refused != last.refused {
                 for (reason, count) in counters.refused where count > last.refused[reason, default: 0] {
-                    let counter = state.refused[reason] ?? Counter(
-                        label: "flowbus_reactor_refused_total", dimensions: [("host", host), ("reason", reason.rawValue)])
+                    let counter =
+                        state.refused[reason]
+                        ?? Counter(
+                            label: "flowbus_reactor_refused_total",
+                            dimensions: [("host", host), ("reason", reason.rawValue)])
                     state.refused[reason] = counter
                     counter.increment(by: count - last.refused[reason, default: 0])
                 }

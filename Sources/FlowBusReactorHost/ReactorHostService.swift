@@ -70,7 +70,8 @@ public final class ReactorHostService: Service {
         guard let spec = config.reactors[hostName] else {
             let known = config.reactors.keys.sorted()
             throw ConfigError(
-                "no reactor host '\(hostName)' in the config's reactors: section (\(known.isEmpty ? "it declares none" : "declared: \(known.joined(separator: ", "))"))")
+                "no reactor host '\(hostName)' in the config's reactors: section (\(known.isEmpty ? "it declares none" : "declared: \(known.joined(separator: ", "))"))"
+            )
         }
         self.hostName = hostName
         self.spec = spec
@@ -96,18 +97,24 @@ public final class ReactorHostService: Service {
 
     public func run() async throws {
         for id in registry.exactIDs where !spec.serves(id) {
-            logger.warning("reactor \(id) is hosted but not listed in reactors.\(hostName).serves: views will not find it through the config")
+            logger.warning(
+                "reactor \(id) is hosted but not listed in reactors.\(hostName).serves: views will not find it through the config"
+            )
         }
         for prefix in registry.familyPrefixes where !spec.serves.contains(prefix) {
             logger.warning("reactor family \(prefix) is hosted but not listed in reactors.\(hostName).serves")
         }
-        for served in spec.serves where registry.registration(for: served.hasSuffix("/") ? served + "x" : served) == nil {
-            logger.warning("reactors.\(hostName).serves lists \(served), which this process does not host: its actions will be refused with unknown-reactor")
+        for served in spec.serves where registry.registration(for: served.hasSuffix("/") ? served + "x" : served) == nil
+        {
+            logger.warning(
+                "reactors.\(hostName).serves lists \(served), which this process does not host: its actions will be refused with unknown-reactor"
+            )
         }
         let loop = ReactorHostLoop(
             settings: .init(
                 hostName: hostName, spec: spec, stepIngress: config.ingressEndpoints, limits: config.limits,
-                heartbeat: .milliseconds(config.heartbeatMilliseconds), contentType: contentType, sourceID: sourceID, drain: drain,
+                heartbeat: .milliseconds(config.heartbeatMilliseconds), contentType: contentType, sourceID: sourceID,
+                drain: drain,
                 curve: config.curve),
             registry: registry, outlet: outlet, logger: logger)
         do {
@@ -120,7 +127,8 @@ public final class ReactorHostService: Service {
         }
         let metricsEndpoint: MetricsEndpoint?
         do {
-            metricsEndpoint = try startMetricsEndpoint(spec.metrics, exposition: metrics, what: "reactors.\(hostName).metrics", logger: logger)
+            metricsEndpoint = try startMetricsEndpoint(
+                spec.metrics, exposition: metrics, what: "reactors.\(hostName).metrics", logger: logger)
         } catch {
             loop.requestStop(graceful: false)
             await loop.waitUntilFinished()
@@ -129,10 +137,12 @@ public final class ReactorHostService: Service {
             throw error
         }
         defer { metricsEndpoint?.stop() }
-        logger.info("reactor host \(hostName) listening", metadata: [
-            "actions": "\(spec.actions)", "states": "\(spec.states)", "source": "\(sourceID)",
-            "reactors": "\((registry.exactIDs + registry.familyPrefixes).joined(separator: ","))",
-        ])
+        logger.info(
+            "reactor host \(hostName) listening",
+            metadata: [
+                "actions": "\(spec.actions)", "states": "\(spec.states)", "source": "\(sourceID)",
+                "reactors": "\((registry.exactIDs + registry.familyPrefixes).joined(separator: ","))",
+            ])
         readiness.signal()
         await withGracefulShutdownHandler {
             await withTaskCancellationHandler {
@@ -144,12 +154,16 @@ public final class ReactorHostService: Service {
             loop.requestStop(graceful: true)
         }
         let counters = self.counters
-        logger.info("reactor host \(hostName) stopped", metadata: [
-            "received": "\(counters.received)", "actions": "\(counters.actionsApplied)", "snapshots": "\(counters.snapshotsAnswered)",
-            "states": "\(counters.statesPublished)", "steps": "\(counters.stepsSent)",
-            "refused": "\(counters.refused.isEmpty ? "none" : counters.refused.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: ","))",
-            "saves": "\(counters.saves)", "saveFailures": "\(counters.saveFailures)",
-        ])
+        logger.info(
+            "reactor host \(hostName) stopped",
+            metadata: [
+                "received": "\(counters.received)", "actions": "\(counters.actionsApplied)",
+                "snapshots": "\(counters.snapshotsAnswered)",
+                "states": "\(counters.statesPublished)", "steps": "\(counters.stepsSent)",
+                "refused":
+                    "\(counters.refused.isEmpty ? "none" : counters.refused.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: ","))",
+                "saves": "\(counters.saves)", "saveFailures": "\(counters.saveFailures)",
+            ])
     }
 
     /// Every reactor listed under `persistence.reactors` must be restorable (`State: Codable`).
@@ -163,9 +177,12 @@ public final class ReactorHostService: Service {
             }
             guard registration.isRestorable else {
                 throw ConfigError(
-                    "reactors.\(hostName).persistence lists \(listed), whose State is not Decodable: make it Codable (register it with a Codable State) or remove it from the list")
+                    "reactors.\(hostName).persistence lists \(listed), whose State is not Decodable: make it Codable (register it with a Codable State) or remove it from the list"
+                )
             }
         }
-        logger.info("reactor host \(hostName) persists \(persistence.reactors.joined(separator: ", ")) in \(persistence.database)")
+        logger.info(
+            "reactor host \(hostName) persists \(persistence.reactors.joined(separator: ", ")) in \(persistence.database)"
+        )
     }
 }

@@ -47,19 +47,20 @@ package final class ReactorStateDatabase: Sendable {
             queue = try DatabaseQueue(path: path, configuration: configuration)
             var migrator = DatabaseMigrator()
             migrator.registerMigration("reactor-host-v1") { db in
-                try db.execute(sql: """
-                    CREATE TABLE reactor_states (
-                        reactor_id TEXT PRIMARY KEY NOT NULL,
-                        sequence INTEGER NOT NULL,
-                        state BLOB NOT NULL,
-                        saved_at REAL NOT NULL
-                    );
-                    CREATE TABLE reactor_action_sources (
-                        source TEXT PRIMARY KEY NOT NULL,
-                        sequence INTEGER NOT NULL,
-                        seen_at REAL NOT NULL
-                    );
-                    """)
+                try db.execute(
+                    sql: """
+                        CREATE TABLE reactor_states (
+                            reactor_id TEXT PRIMARY KEY NOT NULL,
+                            sequence INTEGER NOT NULL,
+                            state BLOB NOT NULL,
+                            saved_at REAL NOT NULL
+                        );
+                        CREATE TABLE reactor_action_sources (
+                            source TEXT PRIMARY KEY NOT NULL,
+                            sequence INTEGER NOT NULL,
+                            seen_at REAL NOT NULL
+                        );
+                        """)
             }
             try migrator.migrate(queue)
         } catch {
@@ -70,8 +71,10 @@ package final class ReactorStateDatabase: Sendable {
     /// The last sequence of `source` in the de-duplication table, nil if it has none.
     package func lastSequence(of source: String) throws -> UInt64? {
         try queue.read { db in
-            try Int64.fetchOne(db, sql: "SELECT sequence FROM reactor_action_sources WHERE source = ?", arguments: [source])
-                .map { UInt64(clamping: $0) }
+            try Int64.fetchOne(
+                db, sql: "SELECT sequence FROM reactor_action_sources WHERE source = ?", arguments: [source]
+            )
+            .map { UInt64(clamping: $0) }
         }
     }
 
@@ -89,7 +92,8 @@ package final class ReactorStateDatabase: Sendable {
                 let sequence = UInt64(clamping: row["sequence"] as Int64)
                 let bytes: Data = row["state"]
                 do {
-                    states[reactorID] = PersistedReactorState(sequence: sequence, state: try FBV.decode([UInt8](bytes)), problem: nil)
+                    states[reactorID] = PersistedReactorState(
+                        sequence: sequence, state: try FBV.decode([UInt8](bytes)), problem: nil)
                 } catch {
                     states[reactorID] = PersistedReactorState(sequence: sequence, state: nil, problem: "\(error)")
                 }
@@ -100,24 +104,28 @@ package final class ReactorStateDatabase: Sendable {
     }
 
     /// Saves states and de-duplication entries in one transaction.
-    package func save(states: [(reactorID: String, sequence: UInt64, state: WireValue)], sources: [String: UInt64]) throws {
+    package func save(
+        states: [(reactorID: String, sequence: UInt64, state: WireValue)], sources: [String: UInt64]
+    ) throws {
         let now = Date().timeIntervalSince1970
         let encoded = try states.map { ($0.reactorID, Int64(clamping: $0.sequence), Data(try FBV.encode($0.state))) }
         try queue.write { db in
             if !encoded.isEmpty {
-                let statement = try db.cachedStatement(sql: """
-                    INSERT INTO reactor_states (reactor_id, sequence, state, saved_at) VALUES (?, ?, ?, ?)
-                    ON CONFLICT(reactor_id) DO UPDATE SET sequence = excluded.sequence, state = excluded.state, saved_at = excluded.saved_at
-                    """)
+                let statement = try db.cachedStatement(
+                    sql: """
+                        INSERT INTO reactor_states (reactor_id, sequence, state, saved_at) VALUES (?, ?, ?, ?)
+                        ON CONFLICT(reactor_id) DO UPDATE SET sequence = excluded.sequence, state = excluded.state, saved_at = excluded.saved_at
+                        """)
                 for (reactorID, sequence, state) in encoded {
                     try statement.execute(arguments: [reactorID, sequence, state, now])
                 }
             }
             if !sources.isEmpty {
-                let statement = try db.cachedStatement(sql: """
-                    INSERT INTO reactor_action_sources (source, sequence, seen_at) VALUES (?, ?, ?)
-                    ON CONFLICT(source) DO UPDATE SET sequence = max(sequence, excluded.sequence), seen_at = excluded.seen_at
-                    """)
+                let statement = try db.cachedStatement(
+                    sql: """
+                        INSERT INTO reactor_action_sources (source, sequence, seen_at) VALUES (?, ?, ?)
+                        ON CONFLICT(source) DO UPDATE SET sequence = max(sequence, excluded.sequence), seen_at = excluded.seen_at
+                        """)
                 for (source, sequence) in sources {
                     try statement.execute(arguments: [source, Int64(clamping: sequence), now])
                 }

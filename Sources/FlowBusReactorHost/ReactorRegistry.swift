@@ -53,10 +53,13 @@ public struct ReactorRegistry: Sendable {
     ///   - make: Builds the reactor; called once, on the host's I/O thread.
     public mutating func register<R: Reactor>(_ reactorID: String, _ make: @escaping @Sendable (ReactorContext) -> R)
     where R.Action: Decodable, R.State: Encodable {
-        precondition(!reactorID.isEmpty && !reactorID.hasSuffix("/"), "an exact reactor id is not empty and has no trailing '/': use register(family:) for \(reactorID)")
-        registrations.append(Registration(match: .exact(reactorID), isRestorable: false) { context, _ in
-            HostedReactor(make(context), context: context, restoring: nil)
-        })
+        precondition(
+            !reactorID.isEmpty && !reactorID.hasSuffix("/"),
+            "an exact reactor id is not empty and has no trailing '/': use register(family:) for \(reactorID)")
+        registrations.append(
+            Registration(match: .exact(reactorID), isRestorable: false) { context, _ in
+                HostedReactor(make(context), context: context, restoring: nil)
+            })
     }
 
     /// Hosts one reactor whose `State` is `Codable` under the exact id `reactorID`: when the host
@@ -68,11 +71,15 @@ public struct ReactorRegistry: Sendable {
     ///   - make: Builds the reactor; called once, on the host's I/O thread.
     public mutating func register<R: Reactor>(_ reactorID: String, _ make: @escaping @Sendable (ReactorContext) -> R)
     where R.Action: Decodable, R.State: Codable {
-        precondition(!reactorID.isEmpty && !reactorID.hasSuffix("/"), "an exact reactor id is not empty and has no trailing '/': use register(family:) for \(reactorID)")
-        registrations.append(Registration(match: .exact(reactorID), isRestorable: true) { context, saved in
-            let reactor = make(context)
-            return HostedReactor(reactor, context: context, restoring: Self.restore(saved, of: reactor, context: context))
-        })
+        precondition(
+            !reactorID.isEmpty && !reactorID.hasSuffix("/"),
+            "an exact reactor id is not empty and has no trailing '/': use register(family:) for \(reactorID)")
+        registrations.append(
+            Registration(match: .exact(reactorID), isRestorable: true) { context, saved in
+                let reactor = make(context)
+                return HostedReactor(
+                    reactor, context: context, restoring: Self.restore(saved, of: reactor, context: context))
+            })
     }
 
     /// Hosts a family of reactors: every id starting with `prefix` (e.g. `movie/` for `movie/42`).
@@ -86,9 +93,10 @@ public struct ReactorRegistry: Sendable {
     public mutating func register<R: Reactor>(family prefix: String, _ make: @escaping @Sendable (ReactorContext) -> R?)
     where R.Action: Decodable, R.State: Encodable {
         precondition(prefix.hasSuffix("/") && prefix.count > 1, "a family prefix ends with '/', e.g. movie/")
-        registrations.append(Registration(match: .family(prefix), isRestorable: false) { context, _ in
-            make(context).map { HostedReactor($0, context: context, restoring: nil) }
-        })
+        registrations.append(
+            Registration(match: .family(prefix), isRestorable: false) { context, _ in
+                make(context).map { HostedReactor($0, context: context, restoring: nil) }
+            })
     }
 
     /// Hosts a family of reactors whose `State` is `Codable`: when the host persists the family
@@ -100,27 +108,34 @@ public struct ReactorRegistry: Sendable {
     public mutating func register<R: Reactor>(family prefix: String, _ make: @escaping @Sendable (ReactorContext) -> R?)
     where R.Action: Decodable, R.State: Codable {
         precondition(prefix.hasSuffix("/") && prefix.count > 1, "a family prefix ends with '/', e.g. movie/")
-        registrations.append(Registration(match: .family(prefix), isRestorable: true) { context, saved in
-            make(context).map { HostedReactor($0, context: context, restoring: Self.restore(saved, of: $0, context: context)) }
-        })
+        registrations.append(
+            Registration(match: .family(prefix), isRestorable: true) { context, saved in
+                make(context).map {
+                    HostedReactor($0, context: context, restoring: Self.restore(saved, of: $0, context: context))
+                }
+            })
     }
 
     /// The snapshot a restored store starts from: the saved state and sequence; or, when the saved
     /// state no longer decodes as `State` (its type changed), the initial state with the next
     /// sequence (logged), so that views never take it for a state they already have.
-    private static func restore<R: Reactor>(_ saved: PersistedReactorState?, of reactor: R, context: ReactorContext) -> StateSnapshot<R.State>?
+    private static func restore<R: Reactor>(
+        _ saved: PersistedReactorState?, of reactor: R, context: ReactorContext
+    ) -> StateSnapshot<R.State>?
     where R.State: Decodable {
         guard let saved else { return nil }
         var problem = saved.problem ?? "unreadable"
         if let value = saved.state {
             do {
-                return StateSnapshot(sequence: saved.sequence, state: try WireValueDecoder().decode(R.State.self, from: value))
+                return StateSnapshot(
+                    sequence: saved.sequence, state: try WireValueDecoder().decode(R.State.self, from: value))
             } catch {
                 problem = "\(error)"
             }
         }
         context.logger.error(
-            "the saved state of \(context.reactorID) (sequence \(saved.sequence)) cannot be restored (\(problem)): starting from its initial state as sequence \(saved.sequence + 1)")
+            "the saved state of \(context.reactorID) (sequence \(saved.sequence)) cannot be restored (\(problem)): starting from its initial state as sequence \(saved.sequence + 1)"
+        )
         return StateSnapshot(sequence: saved.sequence + 1, state: reactor.transform(state: reactor.initialState))
     }
 
@@ -139,7 +154,9 @@ public struct ReactorRegistry: Sendable {
         if let exact = registrations.first(where: { $0.match == .exact(reactorID) }) { return (exact, nil) }
         var best: (Registration, String)?
         for registration in registrations {
-            guard case .family(let prefix) = registration.match, reactorID.hasPrefix(prefix), reactorID.count > prefix.count else { continue }
+            guard case .family(let prefix) = registration.match, reactorID.hasPrefix(prefix),
+                reactorID.count > prefix.count
+            else { continue }
             if best.map({ prefix.count > $0.1.count }) ?? true { best = (registration, prefix) }
         }
         return best.map { ($0.0, $0.1) }
@@ -217,14 +234,17 @@ package final class HostedReactor: Sendable {
             outlet.mutationFailed()
             logger.warning("a mutation stream of \(reactorID) failed: \(error)")
         }
-        let store = restored.map { ReactorStore(reactor, restoring: $0, onMutationFailure: onFailure) } ?? ReactorStore(reactor, onMutationFailure: onFailure)
+        let store =
+            restored.map { ReactorStore(reactor, restoring: $0, onMutationFailure: onFailure) }
+            ?? ReactorStore(reactor, onMutationFailure: onFailure)
         let encoder = WireValueEncoder()
         // Wire-form conformances skip Codable on every action and state (decided once, here).
         let encodesItself = R.State.self is any WireFormEncodable.Type
         // Runs in the store's serial context, in sequence order: the outlet receives every state.
         let subscription = store.observe { snapshot in
             do {
-                let value = encodesItself
+                let value =
+                    encodesItself
                     ? (snapshot.state as! any WireFormEncodable).wireValue : try encoder.encode(snapshot.state)
                 outlet.push(.state(reactorID: reactorID, sequence: snapshot.sequence, state: value))
             } catch {
@@ -240,13 +260,18 @@ package final class HostedReactor: Sendable {
                 } catch {
                     throw Refused(
                         reason: error.reason,
-                        detail: "\(reactorID) cannot map action \(MessageFormatter.step(name, params)): \(error.detail)")
+                        detail: "\(reactorID) cannot map action \(MessageFormatter.step(name, params)): \(error.detail)"
+                    )
                 }
             } else {
                 do {
                     action = try decodeCanonical(R.Action.self, name: name, params: params)
                 } catch {
-                    throw Refused(reason: .badAction, detail: "\(reactorID) cannot map action \(MessageFormatter.step(name, params)): \(Self.describe(error, action: name))")
+                    throw Refused(
+                        reason: .badAction,
+                        detail:
+                            "\(reactorID) cannot map action \(MessageFormatter.step(name, params)): \(Self.describe(error, action: name))"
+                    )
                 }
             }
             store.send(action)

@@ -30,7 +30,9 @@ public struct FoxgloveBridge: Sendable {
     private var reactorChannels: [String: Int] = [:]
 
     public init() {
-        for topic in ["/flowbus/steps", "/flowbus/navigation", "/flowbus/commands", "/flowbus/diagnostics", "/flowbus/actions"] {
+        for topic in [
+            "/flowbus/steps", "/flowbus/navigation", "/flowbus/commands", "/flowbus/diagnostics", "/flowbus/actions",
+        ] {
             channels.append(Channel(id: channels.count + 1, topic: topic))
         }
     }
@@ -49,13 +51,15 @@ public struct FoxgloveBridge: Sendable {
     public static func advertise(_ channels: [Channel]) -> String {
         json([
             "op": "advertise",
-            "channels": .list(channels.map { channel in
-                .map([
-                    "id": .int(Int64(channel.id)), "topic": .string(channel.topic), "encoding": "json",
-                    "schemaName": .string(channel.topic.hasPrefix("/flowbus/states/") ? "flowbus.State" : "flowbus.Event"),
-                    "schema": "{\"type\":\"object\"}", "schemaEncoding": "jsonschema",
-                ])
-            }),
+            "channels": .list(
+                channels.map { channel in
+                    .map([
+                        "id": .int(Int64(channel.id)), "topic": .string(channel.topic), "encoding": "json",
+                        "schemaName": .string(
+                            channel.topic.hasPrefix("/flowbus/states/") ? "flowbus.State" : "flowbus.Event"),
+                        "schema": "{\"type\":\"object\"}", "schemaEncoding": "jsonschema",
+                    ])
+                }),
         ])
     }
 
@@ -116,8 +120,11 @@ public struct FoxgloveBridge: Sendable {
         switch op {
         case "subscribe":
             for item in map["subscriptions"]?.listValue ?? [] {
-                guard let id = item.mapValue?["id"]?.intValue, let channel = item.mapValue?["channelId"]?.intValue else { continue }
-                guard channels.contains(where: { $0.id == Int(channel) }) else { return .problem("unknown channel \(channel)") }
+                guard let id = item.mapValue?["id"]?.intValue, let channel = item.mapValue?["channelId"]?.intValue
+                else { continue }
+                guard channels.contains(where: { $0.id == Int(channel) }) else {
+                    return .problem("unknown channel \(channel)")
+                }
                 subscriptions[Int(id)] = Int(channel)
             }
             return .handled
@@ -129,9 +136,15 @@ public struct FoxgloveBridge: Sendable {
         case "advertise":
             guard allowPublish else { return .problem("publishing is off: start the studio with --allow-publish") }
             for item in map["channels"]?.listValue ?? [] {
-                guard let channel = item.mapValue, let id = channel["id"]?.intValue, let topic = channel["topic"]?.stringValue else { continue }
-                guard Self.publishTopics.contains(topic) else { return .problem("cannot publish on \(topic): use one of \(Self.publishTopics)") }
-                guard channel["encoding"]?.stringValue == "json" else { return .problem("encoding of \(topic) must be json") }
+                guard let channel = item.mapValue, let id = channel["id"]?.intValue,
+                    let topic = channel["topic"]?.stringValue
+                else { continue }
+                guard Self.publishTopics.contains(topic) else {
+                    return .problem("cannot publish on \(topic): use one of \(Self.publishTopics)")
+                }
+                guard channel["encoding"]?.stringValue == "json" else {
+                    return .problem("encoding of \(topic) must be json")
+                }
                 clientChannels[Int(id)] = topic
             }
             return .handled
@@ -151,7 +164,9 @@ public struct FoxgloveBridge: Sendable {
         guard allowPublish else { return .problem("publishing is off: start the studio with --allow-publish") }
         let channelID = Int(UInt32(bytes[1]) | UInt32(bytes[2]) << 8 | UInt32(bytes[3]) << 16 | UInt32(bytes[4]) << 24)
         guard let topic = clientChannels[channelID] else { return .problem("channel \(channelID) was not advertised") }
-        guard let payload = try? WireJSON.decode(Array(bytes[5...])).mapValue else { return .problem("payload on \(topic) is not a JSON object") }
+        guard let payload = try? WireJSON.decode(Array(bytes[5...])).mapValue else {
+            return .problem("payload on \(topic) is not a JSON object")
+        }
         return Self.request(topic: topic, payload)
     }
 

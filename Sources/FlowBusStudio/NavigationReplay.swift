@@ -85,23 +85,27 @@ public struct NavigationReplay: Sendable, Hashable {
             if let presented = node.presented { contained.insert(presented) }
         }
         let roots = windows + order.filter { !contained.contains($0) && !windows.contains($0) }
-        return .list(roots.map { window in
-            .map(["id": .string(window), "name": .string(window), "root": tree(window, visible: true, depth: 0)])
-        })
+        return .list(
+            roots.map { window in
+                .map(["id": .string(window), "name": .string(window), "root": tree(window, visible: true, depth: 0)])
+            })
     }
 
     private func tree(_ id: String, visible: Bool, depth: Int) -> WireValue {
-        guard let node = nodes[id], depth < 64 else { return .map(["id": .string(id), "kind": "screen", "visible": false, "children": []]) }
+        guard let node = nodes[id], depth < 64 else {
+            return .map(["id": .string(id), "kind": "screen", "visible": false, "children": []])
+        }
         let covered = node.presented != nil
         var map: WireParams = ["id": .string(id), "kind": .string(node.kind), "visible": .bool(visible && !covered)]
-        map["children"] = .list(node.children.enumerated().map { index, child in
-            let shown: Bool
-            switch node.kind {
-            case "tabs": shown = index == (node.selected ?? 0)
-            default: shown = index == node.children.count - 1
-            }
-            return tree(child, visible: visible && !covered && shown, depth: depth + 1)
-        })
+        map["children"] = .list(
+            node.children.enumerated().map { index, child in
+                let shown: Bool
+                switch node.kind {
+                case "tabs": shown = index == (node.selected ?? 0)
+                default: shown = index == node.children.count - 1
+                }
+                return tree(child, visible: visible && !covered && shown, depth: depth + 1)
+            })
         if let selected = node.selected { map["selected"] = .int(Int64(selected)) }
         if let presented = node.presented { map["presented"] = tree(presented, visible: visible, depth: depth + 1) }
         return .map(map)

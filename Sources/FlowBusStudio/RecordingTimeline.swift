@@ -26,7 +26,9 @@ public enum RecordingTimeline {
             guard let last = page.last else { break }
             after = last.id
             for message in page {
-                guard let decoded = try? message.decode(), var event = StudioEvent.describe(decoded, endpoint: message.endpoint) else { continue }
+                guard let decoded = try? message.decode(),
+                    var event = StudioEvent.describe(decoded, endpoint: message.endpoint)
+                else { continue }
                 event["id"] = .int(message.id)
                 event["time_ns"] = .int(message.time)
                 events.append(.map(event))

@@ -79,18 +79,22 @@ public final class StudioDriver: Sendable {
         }
     }
 
-    private func carryOut(_ request: Request, steppers: inout [String: StepPublisher], views: inout [String: ReactorView]) -> Outcome {
+    private func carryOut(
+        _ request: Request, steppers: inout [String: StepPublisher], views: inout [String: ReactorView]
+    ) -> Outcome {
         do {
             switch request {
             case .step(let stepper, let name, let params):
-                let publisher = try steppers[stepper] ?? StepPublisher(stepperID: stepper, config: config, contentType: .json)
+                let publisher =
+                    try steppers[stepper] ?? StepPublisher(stepperID: stepper, config: config, contentType: .json)
                 steppers[stepper] = publisher
                 // Subscribed before publishing, so that a refusal while routing is not missed.
                 let watcher = try OutcomeWatcher(stepperID: stepper, config: config, timeout: Self.outcomeTimeout)
                 let sequence = try publisher.publish(name, params)
                 return try outcome(of: sequence, from: publisher, watcher: watcher, what: "step \(name) as \(stepper)")
             case .deepLink(let name, let params):
-                let publisher = try steppers["studio"] ?? StepPublisher(stepperID: "studio", config: config, contentType: .json)
+                let publisher =
+                    try steppers["studio"] ?? StepPublisher(stepperID: "studio", config: config, contentType: .json)
                 steppers["studio"] = publisher
                 let watcher = try OutcomeWatcher(stepperID: "studio", config: config, timeout: Self.outcomeTimeout)
                 let sequence = try publisher.publishDeepLink(name, params)
@@ -100,7 +104,9 @@ public final class StudioDriver: Sendable {
                 views[reactor] = view
                 let sequence = try view.send(name, params)
                 guard try view.waitForAcknowledgement(timeout: .seconds(3)) else {
-                    return Outcome(ok: false, text: "the reactor host did not acknowledge action \(name) within 3 s: is it running?")
+                    return Outcome(
+                        ok: false,
+                        text: "the reactor host did not acknowledge action \(name) within 3 s: is it running?")
                 }
                 if let refusal = view.refusal(for: sequence) {
                     return Outcome(ok: false, text: "refused: \(refusal.reason.rawValue): \(refusal.message)")
@@ -117,7 +123,9 @@ public final class StudioDriver: Sendable {
     static let outcomeTimeout: Duration = .seconds(3)
 
     /// What flowd did with the message: applied, or refused (on arrival or while routing it).
-    private func outcome(of sequence: UInt64, from publisher: StepPublisher, watcher: OutcomeWatcher, what: String) throws -> Outcome {
+    private func outcome(
+        of sequence: UInt64, from publisher: StepPublisher, watcher: OutcomeWatcher, what: String
+    ) throws -> Outcome {
         switch try watcher.outcome(of: sequence, from: publisher, timeout: Self.outcomeTimeout) {
         case nil:
             return Outcome(ok: false, text: "flowd did not acknowledge \(what) within 3 s: is it running?")

@@ -15,7 +15,8 @@ public enum StudioEvent {
     public static func describe(_ message: WireMessage, endpoint: String) -> WireParams? {
         let envelope = message.envelope
         var map: WireParams = [
-            "t_us": .int(envelope.timestamp), "source": .string(envelope.source), "seq": .int(Int64(clamping: envelope.sequence)),
+            "t_us": .int(envelope.timestamp), "source": .string(envelope.source),
+            "seq": .int(Int64(clamping: envelope.sequence)),
             "endpoint": .string(endpoint),
         ]
         switch message {

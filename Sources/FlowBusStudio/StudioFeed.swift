@@ -59,12 +59,14 @@ public final class StudioFeed: Sendable {
         var treeChanged = true
         do {
             let subscriber = try BusSubscriber(
-                endpoints: config.eventsEndpoints, topics: [], curve: config.curve, receiveHighWaterMark: Self.receiveHighWaterMark)
+                endpoints: config.eventsEndpoints, topics: [], curve: config.curve,
+                receiveHighWaterMark: Self.receiveHighWaterMark)
             while !isStopped {
                 // Read what is there, then ask for status once for the whole batch.
                 var received = try subscriber.next(timeout: .milliseconds(100))
                 while let item = received {
-                    if case .message(let message) = item, let event = StudioEvent.describe(message, endpoint: "events") {
+                    if case .message(let message) = item, let event = StudioEvent.describe(message, endpoint: "events")
+                    {
                         hub.record(event)
                         if event["kind"]?.stringValue != "step" { treeChanged = true }
                     }
@@ -79,7 +81,8 @@ public final class StudioFeed: Sendable {
                 }
             }
         } catch {
-            logger.error("studio: cannot read flowd's events", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
+            logger.error(
+                "studio: cannot read flowd's events", metadata: ["endpoint": "\(endpoint)", "error": "\(error)"])
         }
     }
 
@@ -105,17 +108,20 @@ public final class StudioFeed: Sendable {
                 receiveHighWaterMark: Self.receiveHighWaterMark)
             while !isStopped, try !subscriber.waitUntilConnected(timeout: .milliseconds(500)) {}
         } catch {
-            logger.error("studio: cannot read a reactor host's states", metadata: ["host": "\(host)", "error": "\(error)"])
+            logger.error(
+                "studio: cannot read a reactor host's states", metadata: ["host": "\(host)", "error": "\(error)"])
             return
         }
         // Reactors with an exact id start with their snapshot, so a page sees them before they change.
         for reactorID in spec.serves where !reactorID.hasSuffix("/") && !isStopped {
             do {
                 let view = try ReactorView(
-                    reactorID: reactorID, actionsEndpoint: spec.actions, statesEndpoint: spec.states, contentType: .json,
+                    reactorID: reactorID, actionsEndpoint: spec.actions, statesEndpoint: spec.states,
+                    contentType: .json,
                     curve: config.curve)
                 if let snapshot = try view.next(timeout: .seconds(2)) {
-                    let message = WireMessage.snapshot(SnapshotMessage(reactorID: reactorID, envelope: snapshot.envelope, state: snapshot.state))
+                    let message = WireMessage.snapshot(
+                        SnapshotMessage(reactorID: reactorID, envelope: snapshot.envelope, state: snapshot.state))
                     if let event = StudioEvent.describe(message, endpoint: endpoint) { hub.record(event) }
                 }
             } catch {
@@ -130,7 +136,8 @@ public final class StudioFeed: Sendable {
                 }
             }
         } catch {
-            logger.error("studio: cannot read a reactor host's states", metadata: ["host": "\(host)", "error": "\(error)"])
+            logger.error(
+                "studio: cannot read a reactor host's states", metadata: ["host": "\(host)", "error": "\(error)"])
         }
     }
 }

@@ -97,13 +97,19 @@ public final class StudioHub: Sendable {
             var map = described
             map["id"] = .int(id)
             let json = (try? WireJSON.string(.map(map), maxDepth: 128)) ?? "{\"id\":\(id),\"kind\":\"unprintable\"}"
-            let event = Event(id: id, kind: map["kind"]?.stringValue ?? "", reactor: map["reactor"]?.stringValue, json: json)
+            let event = Event(
+                id: id, kind: map["kind"]?.stringValue ?? "", reactor: map["reactor"]?.stringValue, json: json)
             core.recent.append(event)
-            if core.recent.count > limits.recentEvents { core.recent.removeFirst(core.recent.count - limits.recentEvents) }
-            if event.kind == "state" || event.kind == "snapshot", let reactor = event.reactor { core.states[reactor] = event }
+            if core.recent.count > limits.recentEvents {
+                core.recent.removeFirst(core.recent.count - limits.recentEvents)
+            }
+            if event.kind == "state" || event.kind == "snapshot", let reactor = event.reactor {
+                core.states[reactor] = event
+            }
             for key in core.clients.keys {
                 core.clients[key]?.pending.append(event)
-                guard var client = core.clients[key], client.pending.count - client.head > limits.pendingPerClient else { continue }
+                guard var client = core.clients[key], client.pending.count - client.head > limits.pendingPerClient
+                else { continue }
                 core.clients[key] = nil
                 client.head += 1
                 client.dropped += 1
@@ -131,7 +137,9 @@ public final class StudioHub: Sendable {
             if let last = core.statuses.last, last.json == json, last.afterEvent == after { return }
             let status = Status(afterEvent: after, json: json)
             core.statuses.append(status)
-            if core.statuses.count > limits.statuses { core.statuses.removeFirst(core.statuses.count - limits.statuses) }
+            if core.statuses.count > limits.statuses {
+                core.statuses.removeFirst(core.statuses.count - limits.statuses)
+            }
             for key in core.clients.keys { core.clients[key]?.status = status }
         }
     }

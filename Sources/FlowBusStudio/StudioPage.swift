@@ -9,17 +9,21 @@ import NIOCore
 
 /// The page's files (`Page/` in the module's resources) and what it is told about the topology.
 enum StudioPage {
-    static let contentTypes = ["html": "text/html; charset=utf-8", "js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8"]
+    static let contentTypes = [
+        "html": "text/html; charset=utf-8", "js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8",
+    ]
 
     /// A file of the page, by name; only plain names of files that exist (no paths).
     static func resource(_ name: String) throws -> Response {
         let parts = name.split(separator: ".")
         guard parts.count == 2, !name.contains("/"), let type = contentTypes[String(parts[1])],
-            let url = Bundle.module.url(forResource: String(parts[0]), withExtension: String(parts[1]), subdirectory: "Page"),
+            let url = Bundle.module.url(
+                forResource: String(parts[0]), withExtension: String(parts[1]), subdirectory: "Page"),
             let data = try? Data(contentsOf: url)
         else { throw HTTPError(.notFound) }
         return Response(
-            status: .ok, headers: [.contentType: type, .cacheControl: "no-store"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+            status: .ok, headers: [.contentType: type, .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
     /// The declared flows (steps and the screens they show, with their steppers), the graph
@@ -48,13 +52,21 @@ enum StudioPage {
         let graph = FlowGraph.declared(config)
         let document: WireParams = [
             "config": .string(configPath ?? ""), "allow_publish": .bool(allowPublish), "flows": .map(flows),
-            "reactors": .list(config.reactors.sorted { $0.key < $1.key }.flatMap { host in host.value.serves.map { .string($0) } }),
+            "reactors": .list(
+                config.reactors.sorted { $0.key < $1.key }.flatMap { host in host.value.serves.map { .string($0) } }),
             "graph": .map([
-                "nodes": .list(graph.nodes.map { node in
-                    .map(["id": .string(node.id), "label": .string(node.label.replacingOccurrences(of: "\\n", with: "\n")),
-                          "shape": .string(node.shape.rawValue), "group": node.group.map { .string($0) } ?? .null])
-                }),
-                "edges": .list(graph.edges.map { .map(["from": .string($0.from), "to": .string($0.to), "label": .string($0.label)]) }),
+                "nodes": .list(
+                    graph.nodes.map { node in
+                        .map([
+                            "id": .string(node.id),
+                            "label": .string(node.label.replacingOccurrences(of: "\\n", with: "\n")),
+                            "shape": .string(node.shape.rawValue), "group": node.group.map { .string($0) } ?? .null,
+                        ])
+                    }),
+                "edges": .list(
+                    graph.edges.map {
+                        .map(["from": .string($0.from), "to": .string($0.to), "label": .string($0.label)])
+                    }),
             ]),
         ]
         return (try? WireJSON.string(.map(document))) ?? "{}"

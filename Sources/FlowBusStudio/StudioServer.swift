@@ -41,7 +41,9 @@ public struct StudioServer: Sendable {
     /// - Throws: ``StudioError`` when a non-loopback address is asked for without a token.
     public init(config: FlowBusConfig, configPath: String?, options: Options, logger: Logger) throws {
         if !options.isLoopback && (options.token ?? "").isEmpty {
-            throw StudioError("binding to \(options.host) lets other machines see the bus: give --token SECRET (pages then open with ?token=SECRET)")
+            throw StudioError(
+                "binding to \(options.host) lets other machines see the bus: give --token SECRET (pages then open with ?token=SECRET)"
+            )
         }
         self.config = config
         self.configPath = configPath
@@ -59,7 +61,8 @@ public struct StudioServer: Sendable {
             feed.stop()
             driver?.stop()
         }
-        let pageConfig = StudioPage.configJSON(config: config, configPath: configPath, allowPublish: options.allowPublish)
+        let pageConfig = StudioPage.configJSON(
+            config: config, configPath: configPath, allowPublish: options.allowPublish)
         let token = options.token
         let options = self.options
         let logger = self.logger
@@ -71,18 +74,26 @@ public struct StudioServer: Sendable {
             try StudioPage.resource(context.parameters.require("file"))
         }
         router.get("/api/config") { _, _ in
-            Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: pageConfig)))
+            Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: pageConfig)))
         }
         router.post("/api/recording") { request, _ in
             let body = try await request.body.collect(upTo: 512 << 20)
-            let path = FileManager.default.temporaryDirectory.appendingPathComponent("studio-\(UUID().uuidString).fbrec").path
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "studio-\(UUID().uuidString).fbrec"
+            ).path
             try Data(body.readableBytesView).write(to: URL(fileURLWithPath: path))
             defer { try? FileManager.default.removeItem(atPath: path) }
             do {
                 let json = try RecordingTimeline.json(path: path)
-                return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: json)))
+                return Response(
+                    status: .ok, headers: [.contentType: "application/json"],
+                    body: .init(byteBuffer: ByteBuffer(string: json)))
             } catch {
-                return Response(status: .badRequest, headers: [.contentType: "text/plain"], body: .init(byteBuffer: ByteBuffer(string: "\(error)")))
+                return Response(
+                    status: .badRequest, headers: [.contentType: "text/plain"],
+                    body: .init(byteBuffer: ByteBuffer(string: "\(error)")))
             }
         }
         router.ws("/ws") { request, _ in
@@ -105,7 +116,8 @@ public struct StudioServer: Sendable {
 
         let app = Application(
             router: router,
-            server: .http1WebSocketUpgrade(webSocketRouter: router, configuration: .init(ws: .init(maxFrameSize: 1 << 20))),
+            server: .http1WebSocketUpgrade(
+                webSocketRouter: router, configuration: .init(ws: .init(maxFrameSize: 1 << 20))),
             configuration: .init(address: .hostname(options.host, port: options.port), serverName: "flowbus-studio"),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? options.port) },
             logger: logger
@@ -124,9 +136,12 @@ public struct StudioError: Error, CustomStringConvertible, Sendable {
 struct TokenMiddleware<Context: RequestContext>: RouterMiddleware {
     let token: String?
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         guard tokenAllows(request, token: token) else {
-            return Response(status: .unauthorized, body: .init(byteBuffer: ByteBuffer(string: "open the studio with ?token=…\n")))
+            return Response(
+                status: .unauthorized, body: .init(byteBuffer: ByteBuffer(string: "open the studio with ?token=…\n")))
         }
         return try await next(request, context)
     }

@@ -26,7 +26,8 @@ struct StudioSession: Sendable {
         var hello = "{\"type\":\"hello\",\"allow_publish\":\(driver != nil),\"events\":["
         hello += welcome.recent.map(\.json).joined(separator: ",")
         hello += "],\"statuses\":[" + welcome.statuses.map { Self.statusJSON($0) }.joined(separator: ",")
-        hello += "],\"states\":[" + welcome.states.values.sorted { $0.id < $1.id }.map(\.json).joined(separator: ",") + "]}"
+        hello +=
+            "],\"states\":[" + welcome.states.values.sorted { $0.id < $1.id }.map(\.json).joined(separator: ",") + "]}"
         try await outbound.write(.text(hello))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
@@ -34,7 +35,8 @@ struct StudioSession: Sendable {
                     try await Task.sleep(for: options.flushInterval)
                     let batch = hub.drain(welcome.clientID)
                     if !batch.events.isEmpty || batch.dropped > 0 {
-                        let text = "{\"type\":\"events\",\"dropped\":\(batch.dropped),\"throttled_total\":\(hub.throttledTotal),\"events\":["
+                        let text =
+                            "{\"type\":\"events\",\"dropped\":\(batch.dropped),\"throttled_total\":\(hub.throttledTotal),\"events\":["
                             + batch.events.map(\.json).joined(separator: ",") + "]}"
                         try await outbound.write(.text(text))
                     }
@@ -65,7 +67,9 @@ struct StudioSession: Sendable {
             return Self.reply(ref: .null, ok: false, "not a JSON object with an op")
         }
         let ref = map["ref"] ?? .null
-        guard let driver else { return Self.reply(ref: ref, ok: false, "publishing is off: start the studio with --allow-publish") }
+        guard let driver else {
+            return Self.reply(ref: ref, ok: false, "publishing is off: start the studio with --allow-publish")
+        }
         let topic = ["step": "/flowbus/step", "deeplink": "/flowbus/deeplink", "action": "/flowbus/action"][op] ?? op
         switch FoxgloveBridge.request(topic: topic, map) {
         case .publish(let request):
@@ -86,10 +90,15 @@ struct StudioSession: Sendable {
         let welcome = hub.connect()
         defer { hub.disconnect(welcome.clientID) }
         let bridge = BridgeBox()
-        try await outbound.write(.text(FoxgloveBridge.serverInfo(allowPublish: driver != nil, sessionID: "\(welcome.clientID)-\(UUID().uuidString.prefix(8))")))
+        try await outbound.write(
+            .text(
+                FoxgloveBridge.serverInfo(
+                    allowPublish: driver != nil, sessionID: "\(welcome.clientID)-\(UUID().uuidString.prefix(8))")))
         var initial = bridge.withBridge { $0.channels }
         for event in welcome.states.values.sorted(by: { $0.id < $1.id }) {
-            if let channel = bridge.withBridge({ $0.channel(kind: event.kind, reactor: event.reactor).new }) { initial.append(channel) }
+            if let channel = bridge.withBridge({ $0.channel(kind: event.kind, reactor: event.reactor).new }) {
+                initial.append(channel)
+            }
         }
         try await outbound.write(.text(FoxgloveBridge.advertise(initial)))
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -98,15 +107,19 @@ struct StudioSession: Sendable {
                     try await Task.sleep(for: options.flushInterval)
                     let batch = hub.drain(welcome.clientID)
                     if batch.dropped > 0 {
-                        try await outbound.write(.text(FoxgloveBridge.status(level: 1, "throttled: \(batch.dropped) events not sent")))
+                        try await outbound.write(
+                            .text(FoxgloveBridge.status(level: 1, "throttled: \(batch.dropped) events not sent")))
                     }
                     for event in batch.events {
-                        let (channelID, new) = bridge.withBridge { $0.channel(kind: event.kind, reactor: event.reactor) }
+                        let (channelID, new) = bridge.withBridge {
+                            $0.channel(kind: event.kind, reactor: event.reactor)
+                        }
                         if let new { try await outbound.write(.text(FoxgloveBridge.advertise([new]))) }
                         guard let channelID else { continue }
                         let now = UInt64(Date().timeIntervalSince1970 * 1e9)
                         for subscription in bridge.withBridge({ $0.subscribers(of: channelID) }) {
-                            let frame = FoxgloveBridge.messageData(subscription: subscription, timestampNanoseconds: now, payload: event.json)
+                            let frame = FoxgloveBridge.messageData(
+                                subscription: subscription, timestampNanoseconds: now, payload: event.json)
                             try await outbound.write(.binary(ByteBuffer(bytes: frame)))
                         }
                     }
@@ -116,16 +129,23 @@ struct StudioSession: Sendable {
                 for try await message in inbound.messages(maxSize: 1 << 20) {
                     let request: FoxgloveBridge.ClientRequest
                     switch message {
-                    case .text(let text): request = bridge.withBridge { $0.handle(text: text, allowPublish: driver != nil) }
-                    case .binary(let buffer): request = bridge.withBridge { $0.handle(binary: Array(buffer.readableBytesView), allowPublish: driver != nil) }
+                    case .text(let text):
+                        request = bridge.withBridge { $0.handle(text: text, allowPublish: driver != nil) }
+                    case .binary(let buffer):
+                        request = bridge.withBridge {
+                            $0.handle(binary: Array(buffer.readableBytesView), allowPublish: driver != nil)
+                        }
                     }
                     switch request {
                     case .handled: break
-                    case .problem(let problem): try await outbound.write(.text(FoxgloveBridge.status(level: 2, problem)))
+                    case .problem(let problem):
+                        try await outbound.write(.text(FoxgloveBridge.status(level: 2, problem)))
                     case .publish(let request):
                         guard let driver else { break }
                         let outcome = await driver.perform(request)
-                        if !outcome.ok { try await outbound.write(.text(FoxgloveBridge.status(level: 2, outcome.text))) }
+                        if !outcome.ok {
+                            try await outbound.write(.text(FoxgloveBridge.status(level: 2, outcome.text)))
+                        }
                     }
                 }
             }

@@ -20,13 +20,16 @@ final class ProcessWatch: @unchecked Sendable {
     /// Throws for the first process that died unexpectedly and was not reported yet.
     func check(_ context: @autoclosure () -> String) throws(ProcessDied) {
         let dead = lock.withLock { () -> ManagedProcess? in
-            guard let process = members.first(where: { $0.diedUnexpectedly && !reported.contains(ObjectIdentifier($0)) }) else { return nil }
+            guard
+                let process = members.first(where: { $0.diedUnexpectedly && !reported.contains(ObjectIdentifier($0)) })
+            else { return nil }
             reported.insert(ObjectIdentifier(process))
             return process
         }
         guard let dead, let termination = dead.termination else { return }
         throw ProcessDied(
-            name: dead.name, processIdentifier: dead.processIdentifier, termination: termination, outputTail: dead.outputTail(),
+            name: dead.name, processIdentifier: dead.processIdentifier, termination: termination,
+            outputTail: dead.outputTail(),
             context: context())
     }
 
@@ -47,16 +50,22 @@ final class BusFeed {
     let heartbeat: Duration
     private var lastHeartbeat: Int64 = .min
 
-    init(endpoint: String, topics: [String], config: FlowBusConfig, publisher: String, watch: ProcessWatch, timeout: Duration) throws {
+    init(
+        endpoint: String, topics: [String], config: FlowBusConfig, publisher: String, watch: ProcessWatch,
+        timeout: Duration
+    ) throws {
         subscriber = try BusSubscriber(endpoint: endpoint, topics: topics, includeHeartbeats: true, curve: config.curve)
         self.watch = watch
         self.publisher = publisher
         heartbeat = .milliseconds(config.heartbeatMilliseconds)
         let deadline = ContinuousClock.now + timeout
-        while try !subscriber.waitUntilConnected(timeout: min(.milliseconds(100), ContinuousClock.now.duration(to: deadline))) {
+        while try !subscriber.waitUntilConnected(
+            timeout: min(.milliseconds(100), ContinuousClock.now.duration(to: deadline)))
+        {
             try watch.check("while a trace waited to connect to \(publisher)")
             guard ContinuousClock.now < deadline else {
-                throw HarnessError("no heartbeat from \(publisher) on \(endpoint) within \(readable(timeout)): is it running?")
+                throw HarnessError(
+                    "no heartbeat from \(publisher) on \(endpoint) within \(readable(timeout)): is it running?")
             }
         }
     }
@@ -95,7 +104,8 @@ final class BusFeed {
             }
             guard now < deadline else {
                 try watch.check(context())
-                throw HarnessError("no heartbeat from \(publisher) within \(readable(timeout)) \(context()): is it still running?")
+                throw HarnessError(
+                    "no heartbeat from \(publisher) within \(readable(timeout)) \(context()): is it still running?")
             }
             if let received = try next(timeout: .milliseconds(50), context()) { try take(received) }
         }

@@ -66,7 +66,8 @@ enum MatchOutcome: Equatable {
 }
 
 func match<Expected, Actual>(
-    _ expected: [Expected], in actual: [Actual], exhaustive: Bool, skip: (Actual) -> Bool, matches: (Expected, Actual) -> Bool
+    _ expected: [Expected], in actual: [Actual], exhaustive: Bool, skip: (Actual) -> Bool,
+    matches: (Expected, Actual) -> Bool
 ) -> MatchOutcome {
     guard !expected.isEmpty else { return .matched(through: -1) }
     var next = 0
@@ -85,7 +86,8 @@ func match<Expected, Actual>(
 /// `  ` both, `- ` expected but not received, `+ ` received but not expected (exhaustive) or
 /// `~ ` received and skipped (relaxed, or ignored).
 func renderDiff<Expected, Actual>(
-    expected: [Expected], actual: [Actual], exhaustive: Bool, skip: (Actual) -> Bool, matches: (Expected, Actual) -> Bool,
+    expected: [Expected], actual: [Actual], exhaustive: Bool, skip: (Actual) -> Bool,
+    matches: (Expected, Actual) -> Bool,
     describeExpected: (Expected) -> String, describeActual: (Actual) -> String
 ) -> String {
     let kept = actual.indices.filter { !skip(actual[$0]) }
@@ -95,7 +97,9 @@ func renderDiff<Expected, Actual>(
     if n > 0, m > 0 {
         for i in stride(from: n - 1, through: 0, by: -1) {
             for j in stride(from: m - 1, through: 0, by: -1) {
-                lengths[i][j] = matches(expected[i], actual[kept[j]]) ? lengths[i + 1][j + 1] + 1 : max(lengths[i + 1][j], lengths[i][j + 1])
+                lengths[i][j] =
+                    matches(expected[i], actual[kept[j]])
+                    ? lengths[i + 1][j + 1] + 1 : max(lengths[i + 1][j], lengths[i][j + 1])
             }
         }
     }
@@ -126,7 +130,8 @@ func renderDiff<Expected, Actual>(
         }
     }
     flushSkipped(upTo: actual.count)
-    let legend = exhaustive
+    let legend =
+        exhaustive
         ? "(- expected but not received, + received but not expected)"
         : "(- expected but not received, ~ received and skipped)"
     return legend + "\n" + (lines.isEmpty ? "    (nothing)" : lines.joined(separator: "\n"))

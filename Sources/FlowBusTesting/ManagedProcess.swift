@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -27,13 +28,16 @@ public final class ManagedProcess: @unchecked Sendable {
         public var description: String {
             switch self {
             case .exited(let status): "exited with status \(status)"
-            case .signalled(let signal): "was killed by signal \(signal)\(Self.signalNames[signal].map { " (\($0))" } ?? "")"
+            case .signalled(let signal):
+                "was killed by signal \(signal)\(Self.signalNames[signal].map { " (\($0))" } ?? "")"
             }
         }
 
         static let signalNames: [Int32: String] = [
-            SIGHUP: "SIGHUP", SIGINT: "SIGINT", SIGQUIT: "SIGQUIT", SIGILL: "SIGILL", SIGTRAP: "SIGTRAP", SIGABRT: "SIGABRT",
-            SIGBUS: "SIGBUS", SIGFPE: "SIGFPE", SIGKILL: "SIGKILL", SIGSEGV: "SIGSEGV", SIGPIPE: "SIGPIPE", SIGTERM: "SIGTERM",
+            SIGHUP: "SIGHUP", SIGINT: "SIGINT", SIGQUIT: "SIGQUIT", SIGILL: "SIGILL", SIGTRAP: "SIGTRAP",
+            SIGABRT: "SIGABRT",
+            SIGBUS: "SIGBUS", SIGFPE: "SIGFPE", SIGKILL: "SIGKILL", SIGSEGV: "SIGSEGV", SIGPIPE: "SIGPIPE",
+            SIGTERM: "SIGTERM",
         ]
     }
 
@@ -86,7 +90,9 @@ public final class ManagedProcess: @unchecked Sendable {
         do {
             try process.run()
         } catch {
-            throw HarnessError("cannot start \(name) from \(executable.path): \(error.localizedDescription); build it first (swift build)")
+            throw HarnessError(
+                "cannot start \(name) from \(executable.path): \(error.localizedDescription); build it first (swift build)"
+            )
         }
     }
 
@@ -118,7 +124,8 @@ public final class ManagedProcess: @unchecked Sendable {
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
             let trimmed = lines.last == "" ? lines.dropLast() : lines[...]
             let kept = trimmed.suffix(count)
-            return (kept.count < trimmed.count ? "[… \(trimmed.count - kept.count) earlier lines]\n" : "") + kept.joined(separator: "\n")
+            return (kept.count < trimmed.count ? "[… \(trimmed.count - kept.count) earlier lines]\n" : "")
+                + kept.joined(separator: "\n")
         }
         guard errorURL != outputURL else { return tail(output) }
         return "stdout:\n\(tail(output))\nstderr:\n\(tail(errorOutput))"
@@ -133,7 +140,8 @@ public final class ManagedProcess: @unchecked Sendable {
     public var termination: Termination? {
         lock.withLock {
             guard !process.isRunning else { return nil }
-            return process.terminationReason == .exit ? .exited(process.terminationStatus) : .signalled(process.terminationStatus)
+            return process.terminationReason == .exit
+                ? .exited(process.terminationStatus) : .signalled(process.terminationStatus)
         }
     }
 
@@ -161,7 +169,11 @@ public final class ManagedProcess: @unchecked Sendable {
             stopRequested = true
             if process.isRunning { process.terminate() }
         }
-        return waitForExit(timeout: timeout) ?? { kill(); return nil }()
+        return waitForExit(timeout: timeout)
+            ?? {
+                kill()
+                return nil
+            }()
     }
 
     /// Sends SIGKILL (a crash, as far as the process can tell).
@@ -219,18 +231,21 @@ extension ManagedProcess {
         name: String, executable: URL, arguments: [String], environment: [String: String] = [:], in directory: URL,
         mayExit: Bool = false
     ) throws {
-        let stem = name.replacingOccurrences(of: " ", with: "-").replacingOccurrences(of: "/", with: "-")
+        let stem =
+            name.replacingOccurrences(of: " ", with: "-").replacingOccurrences(of: "/", with: "-")
             + "-" + String(UInt32.random(in: 0 ... .max), radix: 16)
         try self.init(
             name: name, executable: executable, arguments: arguments, environment: environment,
-            outputURL: directory.appendingPathComponent(stem + ".out"), errorURL: directory.appendingPathComponent(stem + ".err"),
+            outputURL: directory.appendingPathComponent(stem + ".out"),
+            errorURL: directory.appendingPathComponent(stem + ".err"),
             currentDirectory: directory, mayExit: mayExit)
     }
 
     /// Starts `python3` (the one on `PATH`) with `arguments`, as ``init(name:executable:arguments:environment:in:mayExit:)`` does.
     public static func python3(name: String, arguments: [String], in directory: URL) throws -> ManagedProcess {
         try ManagedProcess(
-            name: name, executable: URL(fileURLWithPath: "/usr/bin/env"), arguments: ["python3"] + arguments, in: directory,
+            name: name, executable: URL(fileURLWithPath: "/usr/bin/env"), arguments: ["python3"] + arguments,
+            in: directory,
             mayExit: true)
     }
 }
@@ -266,7 +281,9 @@ public enum BuiltProducts {
     public static func executable(_ name: String) throws -> URL {
         let url = directory.appendingPathComponent(name)
         guard FileManager.default.isExecutableFile(atPath: url.path) else {
-            throw HarnessError("\(name) is not built in \(directory.path): run `swift build --product \(name)` (a dependency's executable is built only when named), or set FLOWBUS_BIN_DIR")
+            throw HarnessError(
+                "\(name) is not built in \(directory.path): run `swift build --product \(name)` (a dependency's executable is built only when named), or set FLOWBUS_BIN_DIR"
+            )
         }
         return url
     }

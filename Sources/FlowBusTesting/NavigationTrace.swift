@@ -46,7 +46,8 @@ public struct Navigation: Hashable, Sendable, CustomStringConvertible, Expressib
             body = body[..<at.lowerBound]
         }
         if let dot = body.firstIndex(of: ".") {
-            self.init(flow: String(body[..<dot]), step: String(body[body.index(after: dot)...]), presentable: presentable)
+            self.init(
+                flow: String(body[..<dot]), step: String(body[body.index(after: dot)...]), presentable: presentable)
         } else {
             // Not Flow.step: kept whole, so that it matches nothing and the failure shows it.
             self.init(flow: String(body), step: "", presentable: presentable)
@@ -60,7 +61,8 @@ public struct Navigation: Hashable, Sendable, CustomStringConvertible, Expressib
 
     /// Whether `event` is what this expectation describes.
     public func matches(_ event: Navigation) -> Bool {
-        flow == event.flow && Self.normalized(step) == Self.normalized(event.step) && (presentable == nil || presentable == event.presentable)
+        flow == event.flow && Self.normalized(step) == Self.normalized(event.step)
+            && (presentable == nil || presentable == event.presentable)
     }
 
     public var description: String {
@@ -74,7 +76,13 @@ public struct Navigation: Hashable, Sendable, CustomStringConvertible, Expressib
         var escaped = false
         for character in step {
             if quoted {
-                if escaped { escaped = false } else if character == "\\" { escaped = true } else if character == "\"" { quoted = false }
+                if escaped {
+                    escaped = false
+                } else if character == "\\" {
+                    escaped = true
+                } else if character == "\"" {
+                    quoted = false
+                }
             } else if character == "\"" {
                 quoted = true
             } else if character.isWhitespace {
@@ -118,11 +126,15 @@ public final class NavigationTrace {
     private let feed: BusFeed
     private let ignored: (Navigation) -> Bool
 
-    init(topology: TestTopology, exhaustivity: Exhaustivity, diagnostics: Bool, ignoring: @escaping (Navigation) -> Bool, timeout: Duration) throws {
+    init(
+        topology: TestTopology, exhaustivity: Exhaustivity, diagnostics: Bool, ignoring: @escaping (Navigation) -> Bool,
+        timeout: Duration
+    ) throws {
         self.exhaustivity = exhaustivity
         ignored = ignoring
         feed = try BusFeed(
-            endpoint: topology.config.endpoints.events, topics: ["nav/did/"] + (diagnostics ? ["diag/"] : []), config: topology.config,
+            endpoint: topology.config.endpoints.events, topics: ["nav/did/"] + (diagnostics ? ["diag/"] : []),
+            config: topology.config,
             publisher: "flowd", watch: topology.watch, timeout: timeout)
     }
 
@@ -138,15 +150,20 @@ public final class NavigationTrace {
     /// received. Relaxed: they come in this order, others in between are skipped. Either way the
     /// navigations up to the last expected one count as asserted.
     public func expect(
-        _ expected: [Navigation], exhaustivity: Exhaustivity? = nil, ignoring: [Navigation] = [], timeout: Duration = .seconds(10),
+        _ expected: [Navigation], exhaustivity: Exhaustivity? = nil, ignoring: [Navigation] = [],
+        timeout: Duration = .seconds(10),
         sourceLocation: SourceLocation = #_sourceLocation
     ) throws {
         if let bad = expected.first(where: { $0.step.isEmpty }) {
-            throw ExpectationFailure("'\(bad.flow)' is not written Flow.step, e.g. \"MainFlow.apiKeyIsComplete\"", sourceLocation: sourceLocation)
+            throw ExpectationFailure(
+                "'\(bad.flow)' is not written Flow.step, e.g. \"MainFlow.apiKeyIsComplete\"",
+                sourceLocation: sourceLocation)
         }
         let exhaustive = (exhaustivity ?? self.exhaustivity) == .on
         let skip = { (event: Navigation) in ignoring.contains { $0.matches(event) } }
-        let outcome = { match(expected, in: self.pendingNavigations, exhaustive: exhaustive, skip: skip) { $0.matches($1) } }
+        let outcome = {
+            match(expected, in: self.pendingNavigations, exhaustive: exhaustive, skip: skip) { $0.matches($1) }
+        }
         let firstDiagnostic = diagnostics.count
         let deadline = ContinuousClock.now + timeout
         var result = outcome()
@@ -157,7 +174,9 @@ public final class NavigationTrace {
                 explanation = refusal
                 break
             }
-            if let received = try feed.next(timeout: ContinuousClock.now.duration(to: deadline), "while waiting for \(expected.count) navigation(s)") {
+            if let received = try feed.next(
+                timeout: ContinuousClock.now.duration(to: deadline), "while waiting for \(expected.count) navigation(s)"
+            ) {
                 take(received)
                 result = outcome()
             }
@@ -169,27 +188,37 @@ public final class NavigationTrace {
         // Whatever flowd published until now belongs in the diff.
         try? feed.settle("while completing a failed expectation") { take($0) }
         let diff = renderDiff(
-            expected: expected, actual: pendingNavigations, exhaustive: exhaustive, skip: skip, matches: { $0.matches($1) },
+            expected: expected, actual: pendingNavigations, exhaustive: exhaustive, skip: skip,
+            matches: { $0.matches($1) },
             describeExpected: \.description, describeActual: \.description)
-        let why = if let explanation {
-            "flowd refused a step the trace awaits (\(explanation.reason.rawValue))"
-        } else if result == .mismatch {
-            "the navigation trace differs"
-        } else {
-            "expected navigations did not all arrive within \(readable(timeout))"
-        }
+        let why =
+            if let explanation {
+                "flowd refused a step the trace awaits (\(explanation.reason.rawValue))"
+            } else if result == .mismatch {
+                "the navigation trace differs"
+            } else {
+                "expected navigations did not all arrive within \(readable(timeout))"
+            }
         let meanwhile = diagnostics.dropFirst(firstDiagnostic).map { "  ! \(MessageFormatter.line(.diagnostic($0)))" }
-        let received = meanwhile.isEmpty ? "\ndiagnostics received meanwhile: none" : "\ndiagnostics received meanwhile:\n" + meanwhile.joined(separator: "\n")
+        let received =
+            meanwhile.isEmpty
+            ? "\ndiagnostics received meanwhile: none"
+            : "\ndiagnostics received meanwhile:\n" + meanwhile.joined(separator: "\n")
         throw ExpectationFailure(
-            "\(why) (\(exhaustive ? "exhaustive" : "in order, others skipped")):\n\(diff)\(received)", sourceLocation: sourceLocation)
+            "\(why) (\(exhaustive ? "exhaustive" : "in order, others skipped")):\n\(diff)\(received)",
+            sourceLocation: sourceLocation)
     }
 
     /// A diagnostic received since `index` that refuses the step of the first expected
     /// navigation not received yet (same step, and same flow when it names one).
-    private func refusal(ofAwaited expected: [Navigation], skip: (Navigation) -> Bool, since index: Int) -> DiagnosticMessage? {
+    private func refusal(
+        ofAwaited expected: [Navigation], skip: (Navigation) -> Bool, since index: Int
+    ) -> DiagnosticMessage? {
         let received = pendingNavigations.filter { !skip($0) }
         var position = 0
-        for navigation in received where position < expected.count && expected[position].matches(navigation) { position += 1 }
+        for navigation in received where position < expected.count && expected[position].matches(navigation) {
+            position += 1
+        }
         guard position < expected.count else { return nil }
         let awaited = expected[position]
         return diagnostics.dropFirst(index).first { diagnostic in
@@ -205,7 +234,8 @@ public final class NavigationTrace {
     /// - Returns: the diagnostic, for its details.
     @discardableResult
     public func expectDiagnostic(
-        _ reason: DiagnosticReason, stepper: String? = nil, exhaustivity: Exhaustivity? = nil, timeout: Duration = .seconds(10),
+        _ reason: DiagnosticReason, stepper: String? = nil, exhaustivity: Exhaustivity? = nil,
+        timeout: Duration = .seconds(10),
         sourceLocation: SourceLocation = #_sourceLocation
     ) throws -> DiagnosticMessage {
         let exhaustive = (exhaustivity ?? self.exhaustivity) == .on
@@ -222,10 +252,13 @@ public final class NavigationTrace {
             }
             if exhaustive, let first = pendingDiagnostics.first {
                 throw ExpectationFailure(
-                    "expected diagnostic \(wanted), but the next one is:\n  \(MessageFormatter.line(.diagnostic(first)))", sourceLocation: sourceLocation)
+                    "expected diagnostic \(wanted), but the next one is:\n  \(MessageFormatter.line(.diagnostic(first)))",
+                    sourceLocation: sourceLocation)
             }
             guard ContinuousClock.now < deadline else { break }
-            if let received = try feed.next(timeout: ContinuousClock.now.duration(to: deadline), "while waiting for diagnostic \(wanted)") {
+            if let received = try feed.next(
+                timeout: ContinuousClock.now.duration(to: deadline), "while waiting for diagnostic \(wanted)")
+            {
                 take(received)
             }
         }
@@ -245,14 +278,20 @@ public final class NavigationTrace {
         try feed.settle("while checking that nothing more was published") { take($0) }
         var problems: [String] = []
         if !malformed.isEmpty {
-            problems.append("malformed messages on flowd's events endpoint:\n" + malformed.map { "  \($0)" }.joined(separator: "\n"))
+            problems.append(
+                "malformed messages on flowd's events endpoint:\n" + malformed.map { "  \($0)" }.joined(separator: "\n")
+            )
         }
         if !pendingNavigations.isEmpty {
-            problems.append("navigations received but not asserted:\n" + pendingNavigations.map { "  + \($0)" }.joined(separator: "\n"))
+            problems.append(
+                "navigations received but not asserted:\n"
+                    + pendingNavigations.map { "  + \($0)" }.joined(separator: "\n"))
         }
         if !pendingDiagnostics.isEmpty {
-            problems.append("diagnostics received but not asserted:\n"
-                + pendingDiagnostics.map { "  + \(MessageFormatter.line(.diagnostic($0)))" }.joined(separator: "\n"))
+            problems.append(
+                "diagnostics received but not asserted:\n"
+                    + pendingDiagnostics.map { "  + \(MessageFormatter.line(.diagnostic($0)))" }.joined(separator: "\n")
+            )
         }
         guard problems.isEmpty else {
             // Reported once: the end of the test does not report them again.

@@ -73,7 +73,9 @@ public enum IP {
         process.waitUntilExit()
         guard process.terminationReason == .exit, process.terminationStatus == 0 else {
             let said = text.trimmingCharacters(in: .whitespacesAndNewlines)
-            throw Failure(description: "`ip \(arguments.joined(separator: " "))` failed (status \(process.terminationStatus)): \(said)")
+            throw Failure(
+                description:
+                    "`ip \(arguments.joined(separator: " "))` failed (status \(process.terminationStatus)): \(said)")
         }
         return text
     }
@@ -108,7 +110,8 @@ public final class Network {
             for (index, host) in hosts.enumerated() {
                 let namespace = try add(host)
                 let port = "p\(index)"
-                try IP.run(ip, ["-n", lan, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", namespace])
+                try IP.run(
+                    ip, ["-n", lan, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", namespace])
                 try IP.run(ip, ["-n", lan, "link", "set", port, "master", "br0", "up"])
                 try IP.run(ip, ["-n", namespace, "link", "set", "lo", "up"])
                 try IP.run(ip, ["-n", namespace, "address", "add", "\(address(of: host))/24", "dev", "eth0"])
@@ -152,11 +155,12 @@ public final class Network {
     private static func removeLeftovers(ip: URL) {
         let listed = (try? IP.run(ip, ["netns", "list"])) ?? ""
         for line in listed.split(separator: "\n") {
-            guard let name = line.split(separator: " ").first.map(String.init), name.hasPrefix("\(prefix)-") else { continue }
+            guard let name = line.split(separator: " ").first.map(String.init), name.hasPrefix("\(prefix)-") else {
+                continue
+            }
             let parts = name.split(separator: "-")
             guard parts.count >= 3, let pid = pid_t(parts[1]), pid != getpid() else { continue }
             if kill(pid, 0) != 0 && errno == ESRCH { delete(name, ip: ip) }
         }
     }
 }
-

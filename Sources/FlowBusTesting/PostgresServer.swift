@@ -15,7 +15,8 @@ public final class PostgresServer: @unchecked Sendable {
 
     /// Why no server can be started here, nil when one can.
     public static var unavailableReason: String? {
-        findBinaries() == nil ? "PostgreSQL's binaries are not installed (scripts/bootstrap installs postgresql-15)" : nil
+        findBinaries() == nil
+            ? "PostgreSQL's binaries are not installed (scripts/bootstrap installs postgresql-15)" : nil
     }
 
     /// Creates the cluster and starts the server; returns once it accepts connections.
@@ -28,7 +29,8 @@ public final class PostgresServer: @unchecked Sendable {
         guard let binaries = Self.findBinaries() else { throw HarnessError(Self.unavailableReason ?? "no PostgreSQL") }
         self.binaries = binaries
         runAs = getuid() == 0 ? "postgres" : nil
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("flowbus-pg-\(UUID().uuidString.prefix(8))")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "flowbus-pg-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         self.directory = directory
         self.port = port ?? Self.freePort()
@@ -43,9 +45,14 @@ public final class PostgresServer: @unchecked Sendable {
             let rules = try String(contentsOf: hba, encoding: .utf8) + "host all all samenet trust\n"
             try rules.write(to: hba, atomically: false, encoding: .utf8)
         }
-        try runBinary(wrap, ["pg_ctl", "-D", data, "-l", directory.appendingPathComponent("server.log").path, "-w", "-t", "30",
-            "-o", "-c listen_addresses=\(host) -p \(self.port) -k \(directory.path)\(durable ? "" : " -c fsync=off") -c max_connections=50",
-            "start"])
+        try runBinary(
+            wrap,
+            [
+                "pg_ctl", "-D", data, "-l", directory.appendingPathComponent("server.log").path, "-w", "-t", "30",
+                "-o",
+                "-c listen_addresses=\(host) -p \(self.port) -k \(directory.path)\(durable ? "" : " -c fsync=off") -c max_connections=50",
+                "start",
+            ])
     }
 
     /// Creates a database; returns its URL.
@@ -56,7 +63,9 @@ public final class PostgresServer: @unchecked Sendable {
 
     /// Stops the server at once and removes its files.
     public func stop() {
-        _ = try? runBinary(["pg_ctl", "-D", directory.appendingPathComponent("data").path, "-m", "immediate", "-w", "stop"])
+        _ = try? runBinary([
+            "pg_ctl", "-D", directory.appendingPathComponent("data").path, "-m", "immediate", "-w", "stop",
+        ])
         try? FileManager.default.removeItem(at: directory)
     }
 
@@ -80,7 +89,9 @@ public final class PostgresServer: @unchecked Sendable {
     /// which can miss the end of a command whose child (the server) lives on.
     private static func run(_ command: [String]) throws {
         // A file, not a pipe: the server pg_ctl starts would hold a pipe open for good.
-        let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("flowbus-pg-\(UUID().uuidString).out").path
+        let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "flowbus-pg-\(UUID().uuidString).out"
+        ).path
         defer { unlink(outputPath) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -92,7 +103,9 @@ public final class PostgresServer: @unchecked Sendable {
         let arguments = command.map { strdup($0) } + [nil]
         defer { arguments.forEach { free($0) } }
         let spawned = posix_spawn(&pid, command[0], &actions, nil, arguments, environ)
-        guard spawned == 0 else { throw HarnessError("cannot start \(command[0]): \(String(cString: strerror(spawned)))") }
+        guard spawned == 0 else {
+            throw HarnessError("cannot start \(command[0]): \(String(cString: strerror(spawned)))")
+        }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""

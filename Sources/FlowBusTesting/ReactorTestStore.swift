@@ -54,13 +54,17 @@ public final class ReactorTestStore<R: Reactor>: Sendable where R.State: Equatab
     public var state: R.State { store.currentState }
 
     /// Sends `action` and asserts that the states it produces synchronously are `expected`, in order.
-    public func send(_ action: R.Action, _ expected: R.State..., sourceLocation: SourceLocation = #_sourceLocation) async {
+    public func send(
+        _ action: R.Action, _ expected: R.State..., sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
         await store.sendAndWait(action)
         await assertNext(expected, timeout: .zero, what: "after sending \(action)", sourceLocation: sourceLocation)
     }
 
     /// Asserts that the next states (e.g. from asynchronous mutations) are `expected`, waiting up to `timeout`.
-    public func receive(_ expected: R.State..., timeout: Duration = .seconds(2), sourceLocation: SourceLocation = #_sourceLocation) async {
+    public func receive(
+        _ expected: R.State..., timeout: Duration = .seconds(2), sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
         await assertNext(expected, timeout: timeout, what: "received", sourceLocation: sourceLocation)
     }
 
@@ -71,7 +75,9 @@ public final class ReactorTestStore<R: Reactor>: Sendable where R.State: Equatab
             try? await Task.sleep(for: .milliseconds(1))
         }
         if store.hasWorkInFlight, exhaustivity == .on {
-            Issue.record("mutation work is still running at the end of the test: assert its states with receive, or cancel it", sourceLocation: sourceLocation)
+            Issue.record(
+                "mutation work is still running at the end of the test: assert its states with receive, or cancel it",
+                sourceLocation: sourceLocation)
         }
         let left = pending.drain()
         if !left.isEmpty, exhaustivity == .on {
@@ -79,14 +85,18 @@ public final class ReactorTestStore<R: Reactor>: Sendable where R.State: Equatab
         }
     }
 
-    private func assertNext(_ expected: [R.State], timeout: Duration, what: String, sourceLocation: SourceLocation) async {
+    private func assertNext(
+        _ expected: [R.State], timeout: Duration, what: String, sourceLocation: SourceLocation
+    ) async {
         let deadline = ContinuousClock.now + timeout
         var matched = 0
         while matched < expected.count {
             let next = pending.popFirst()
             guard let next else {
                 if ContinuousClock.now >= deadline {
-                    Issue.record("\(what): expected \(expected[matched...]), but no further state arrived within \(timeout)", sourceLocation: sourceLocation)
+                    Issue.record(
+                        "\(what): expected \(expected[matched...]), but no further state arrived within \(timeout)",
+                        sourceLocation: sourceLocation)
                     return
                 }
                 try? await Task.sleep(for: .milliseconds(1))
@@ -95,7 +105,9 @@ public final class ReactorTestStore<R: Reactor>: Sendable where R.State: Equatab
             if next == expected[matched] {
                 matched += 1
             } else if exhaustivity == .on {
-                Issue.record("\(what): state \(matched + 1) is \(next), expected \(expected[matched])", sourceLocation: sourceLocation)
+                Issue.record(
+                    "\(what): state \(matched + 1) is \(next), expected \(expected[matched])",
+                    sourceLocation: sourceLocation)
                 return
             }
         }
@@ -112,17 +124,25 @@ public final class RemoteReactorTestStore<State: Decodable & Equatable> {
     public private(set) var snapshot: (sequence: UInt64, state: State)?
 
     /// Connects a view to `reactorID` of `config` and takes its snapshot as the starting point.
-    public init(reactorID: String, config: FlowBusConfig, as type: State.Type = State.self, exhaustivity: Exhaustivity = .on,
-                timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation) throws {
+    public init(
+        reactorID: String, config: FlowBusConfig, as type: State.Type = State.self, exhaustivity: Exhaustivity = .on,
+        timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         view = try ReactorView(reactorID: reactorID, config: config)
         self.exhaustivity = exhaustivity
         snapshot = try view.next(State.self, timeout: timeout)
-        if snapshot == nil { Issue.record("no snapshot of \(reactorID) within \(timeout): is its reactor host running?", sourceLocation: sourceLocation) }
+        if snapshot == nil {
+            Issue.record(
+                "no snapshot of \(reactorID) within \(timeout): is its reactor host running?",
+                sourceLocation: sourceLocation)
+        }
     }
 
     /// Sends an action (name and params), waits for its acknowledgement, and asserts the states that follow.
-    public func send(_ name: String, _ params: WireParams = [:], expecting expected: [State], timeout: Duration = .seconds(5),
-                     sourceLocation: SourceLocation = #_sourceLocation) throws {
+    public func send(
+        _ name: String, _ params: WireParams = [:], expecting expected: [State], timeout: Duration = .seconds(5),
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         let sequence = try view.send(name, params)
         if try !view.waitForAcknowledgement(timeout: timeout) {
             Issue.record("action \(name) was not acknowledged within \(timeout)", sourceLocation: sourceLocation)
@@ -135,18 +155,24 @@ public final class RemoteReactorTestStore<State: Decodable & Equatable> {
     }
 
     /// Asserts the next states, waiting up to `timeout` for them.
-    public func receive(_ expected: [State], timeout: Duration = .seconds(5), sourceLocation: SourceLocation = #_sourceLocation) throws {
+    public func receive(
+        _ expected: [State], timeout: Duration = .seconds(5), sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         let deadline = ContinuousClock.now + timeout
         var matched = 0
         while matched < expected.count {
             guard let next = try view.next(State.self, timeout: ContinuousClock.now.duration(to: deadline)) else {
-                Issue.record("expected \(expected[matched...]), but no further state arrived within \(timeout)", sourceLocation: sourceLocation)
+                Issue.record(
+                    "expected \(expected[matched...]), but no further state arrived within \(timeout)",
+                    sourceLocation: sourceLocation)
                 return
             }
             if next.state == expected[matched] {
                 matched += 1
             } else if exhaustivity == .on {
-                Issue.record("state \(next.sequence) is \(next.state), expected \(expected[matched])", sourceLocation: sourceLocation)
+                Issue.record(
+                    "state \(next.sequence) is \(next.state), expected \(expected[matched])",
+                    sourceLocation: sourceLocation)
                 return
             }
         }

@@ -39,12 +39,14 @@ public final class StateTrace<State: Decodable & Equatable> {
 
     init(topology: TestTopology, reactorID: String, exhaustivity: Exhaustivity, timeout: Duration) throws {
         guard let host = topology.config.reactorHost(for: reactorID) else {
-            throw HarnessError("no reactor host of the topology serves \(reactorID): list it under reactors.<host>.serves")
+            throw HarnessError(
+                "no reactor host of the topology serves \(reactorID): list it under reactors.<host>.serves")
         }
         self.reactorID = reactorID
         self.exhaustivity = exhaustivity
         feed = try BusFeed(
-            endpoint: host.spec.states, topics: [Topic.state(reactorID), "diag/"], config: topology.config, publisher: "reactor host \(host.name)",
+            endpoint: host.spec.states, topics: [Topic.state(reactorID), "diag/"], config: topology.config,
+            publisher: "reactor host \(host.name)",
             watch: topology.watch, timeout: timeout)
         // The subscription is active: live states from here on arrive on `feed`. The snapshot
         // says where they start (the Clone pattern).
@@ -55,14 +57,17 @@ public final class StateTrace<State: Decodable & Equatable> {
             snapshot = try view.next(timeout: min(.milliseconds(100), ContinuousClock.now.duration(to: deadline)))
             try topology.watch.check("while a state trace waited for the snapshot of \(reactorID)")
             if snapshot == nil, ContinuousClock.now >= deadline {
-                throw HarnessError("no snapshot of \(reactorID) from reactor host \(host.name) within \(readable(timeout))")
+                throw HarnessError(
+                    "no snapshot of \(reactorID) from reactor host \(host.name) within \(readable(timeout))")
             }
         }
         guard let snapshot else { throw HarnessError("no snapshot of \(reactorID)") }
         do {
             initial = try snapshot.decode(State.self)
         } catch {
-            throw HarnessError("the snapshot of \(reactorID) does not decode as \(State.self): \(error)\nit is \(snapshot.state.displayText)")
+            throw HarnessError(
+                "the snapshot of \(reactorID) does not decode as \(State.self): \(error)\nit is \(snapshot.state.displayText)"
+            )
         }
         initialSequence = snapshot.sequence
         last = (snapshot.envelope.source, snapshot.sequence)
@@ -77,7 +82,8 @@ public final class StateTrace<State: Decodable & Equatable> {
     /// Asserts the next states, waiting up to `timeout` for them: exactly the next ones
     /// (exhaustive), or in this order with others skipped (relaxed).
     public func expect(
-        _ expected: [State], exhaustivity: Exhaustivity? = nil, timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation
+        _ expected: [State], exhaustivity: Exhaustivity? = nil, timeout: Duration = .seconds(10),
+        sourceLocation: SourceLocation = #_sourceLocation
     ) throws {
         let exhaustive = (exhaustivity ?? self.exhaustivity) == .on
         let outcome = { match(expected, in: self.pending, exhaustive: exhaustive, skip: { _ in false }, matches: ==) }
@@ -85,8 +91,13 @@ public final class StateTrace<State: Decodable & Equatable> {
         let deadline = ContinuousClock.now + timeout
         var result = outcome()
         // Exhaustive: a refused action of this reactor explains the miss; waiting on is pointless.
-        while result == .incomplete, problems.isEmpty, !(exhaustive && refusals.count > firstRefusal), ContinuousClock.now < deadline {
-            if let received = try feed.next(timeout: ContinuousClock.now.duration(to: deadline), "while waiting for \(expected.count) state(s) of \(reactorID)") {
+        while result == .incomplete, problems.isEmpty, !(exhaustive && refusals.count > firstRefusal),
+            ContinuousClock.now < deadline
+        {
+            if let received = try feed.next(
+                timeout: ContinuousClock.now.duration(to: deadline),
+                "while waiting for \(expected.count) state(s) of \(reactorID)")
+            {
                 take(received)
                 result = outcome()
             }
@@ -100,13 +111,20 @@ public final class StateTrace<State: Decodable & Equatable> {
             expected: expected, actual: pending, exhaustive: exhaustive, skip: { _ in false }, matches: ==,
             describeExpected: { String(describing: $0) }, describeActual: { String(describing: $0) })
         let meanwhile = refusals.dropFirst(firstRefusal).map { "  ! \(MessageFormatter.line(.diagnostic($0)))" }
-        let why = !problems.isEmpty ? problems.joined(separator: "\n")
-            : result == .mismatch ? "the states of \(reactorID) differ"
-            : !meanwhile.isEmpty && exhaustive ? "the reactor host refused an action of \(reactorID)"
-            : "expected states of \(reactorID) did not all arrive within \(readable(timeout))"
-        let received = "\ndiagnostics received meanwhile:" + (meanwhile.isEmpty ? " none" : "\n" + meanwhile.joined(separator: "\n"))
+        let why =
+            !problems.isEmpty
+            ? problems.joined(separator: "\n")
+            : result == .mismatch
+                ? "the states of \(reactorID) differ"
+                : !meanwhile.isEmpty && exhaustive
+                    ? "the reactor host refused an action of \(reactorID)"
+                    : "expected states of \(reactorID) did not all arrive within \(readable(timeout))"
+        let received =
+            "\ndiagnostics received meanwhile:"
+            + (meanwhile.isEmpty ? " none" : "\n" + meanwhile.joined(separator: "\n"))
         throw ExpectationFailure(
-            "\(why) (\(exhaustive ? "exhaustive" : "in order, others skipped")):\n\(diff)\(received)", sourceLocation: sourceLocation)
+            "\(why) (\(exhaustive ? "exhaustive" : "in order, others skipped")):\n\(diff)\(received)",
+            sourceLocation: sourceLocation)
     }
 
     /// Waits until everything the host published so far has arrived (a heartbeat sent after
@@ -117,7 +135,9 @@ public final class StateTrace<State: Decodable & Equatable> {
         try feed.settle("while checking that \(reactorID) published nothing more") { take($0) }
         var lines = problems
         if !pending.isEmpty {
-            lines.append("states of \(reactorID) received but not asserted:\n" + pending.map { "  + \($0)" }.joined(separator: "\n"))
+            lines.append(
+                "states of \(reactorID) received but not asserted:\n"
+                    + pending.map { "  + \($0)" }.joined(separator: "\n"))
         }
         guard lines.isEmpty else {
             // Reported once: the end of the test does not report them again.
@@ -129,7 +149,9 @@ public final class StateTrace<State: Decodable & Equatable> {
 
     /// Reads what has arrived without waiting (e.g. before looking at ``states``).
     public func poll() throws {
-        while let received = try feed.next(timeout: .zero, "while reading the states of \(reactorID)") { take(received) }
+        while let received = try feed.next(timeout: .zero, "while reading the states of \(reactorID)") {
+            take(received)
+        }
     }
 
     private func take(_ received: BusSubscriber.Received) {
@@ -138,7 +160,9 @@ public final class StateTrace<State: Decodable & Equatable> {
             return
         }
         guard case .message(.state(let message)) = received, message.reactorID == reactorID else {
-            if case .malformed(let error) = received { problems.append("a malformed message arrived on the states endpoint: \(error)") }
+            if case .malformed(let error) = received {
+                problems.append("a malformed message arrived on the states endpoint: \(error)")
+            }
             return
         }
         let (source, sequence) = (message.envelope.source, message.envelope.sequence)
@@ -146,7 +170,8 @@ public final class StateTrace<State: Decodable & Equatable> {
             // Already in the snapshot, or a repeat.
             guard sequence > last.sequence else { return }
             if sequence != last.sequence + 1 {
-                problems.append("states of \(reactorID) were lost: the sequence jumped from \(last.sequence) to \(sequence)")
+                problems.append(
+                    "states of \(reactorID) were lost: the sequence jumped from \(last.sequence) to \(sequence)")
             }
         }
         last = (source, sequence)
@@ -155,7 +180,9 @@ public final class StateTrace<State: Decodable & Equatable> {
             states.append(state)
             pending.append(state)
         } catch {
-            problems.append("state \(sequence) of \(reactorID) does not decode as \(State.self): \(error); it is \(message.state.displayText)")
+            problems.append(
+                "state \(sequence) of \(reactorID) does not decode as \(State.self): \(error); it is \(message.state.displayText)"
+            )
         }
     }
 }

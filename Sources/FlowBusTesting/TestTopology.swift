@@ -4,6 +4,7 @@ import FlowBusTools
 import FlowBusWire
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -48,11 +49,15 @@ public final class TestTopology: @unchecked Sendable {
         directory = try Self.makeDirectory()
         let path = directory.appendingPathComponent("topology.yaml").path
         var yaml = configYAML
-        if let heartbeat { yaml = Self.setting("heartbeatMilliseconds", to: "\(wholeMilliseconds(heartbeat))", in: yaml) }
+        if let heartbeat {
+            yaml = Self.setting("heartbeatMilliseconds", to: "\(wholeMilliseconds(heartbeat))", in: yaml)
+        }
         do {
             try yaml.write(toFile: path, atomically: true, encoding: .utf8)
             configPath = path
-            let environment = ProcessInfo.processInfo.environment.merging(["FLOWBUS_RUN_DIR": directory.path, FlowBusConfig.pathVariable: path]) { _, new in new }
+            let environment = ProcessInfo.processInfo.environment.merging([
+                "FLOWBUS_RUN_DIR": directory.path, FlowBusConfig.pathVariable: path,
+            ]) { _, new in new }
             config = try FlowBusConfig.load(path: path, environment: environment)
         } catch let error as ConfigError {
             try? FileManager.default.removeItem(at: directory)
@@ -67,12 +72,15 @@ public final class TestTopology: @unchecked Sendable {
     /// run `swift test` from the package root), with endpoints in a fresh directory.
     /// `appending` adds YAML (e.g. a `persistence:` section). The heartbeat is 50 ms unless
     /// `heartbeat` says otherwise (nil: the file's).
-    public convenience init(configFile: String, appending: String = "", heartbeat: Duration? = .milliseconds(50)) throws {
+    public convenience init(configFile: String, appending: String = "", heartbeat: Duration? = .milliseconds(50)) throws
+    {
         let text: String
         do {
             text = try String(contentsOfFile: configFile, encoding: .utf8)
         } catch {
-            throw HarnessError("cannot read \(configFile) (from \(FileManager.default.currentDirectoryPath)): \(error.localizedDescription)")
+            throw HarnessError(
+                "cannot read \(configFile) (from \(FileManager.default.currentDirectoryPath)): \(error.localizedDescription)"
+            )
         }
         try self.init(configYAML: text + (appending.isEmpty ? "" : "\n" + appending + "\n"), heartbeat: heartbeat)
     }
@@ -116,8 +124,13 @@ public final class TestTopology: @unchecked Sendable {
         let label = name ?? executable
         let environment = self.environment.merging(extra) { _, new in new }
         let searchEnvironment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        guard let url = Launcher.resolve(executable, searchDirectories: [BuiltProducts.directory], environment: searchEnvironment) else {
-            throw HarnessError("\(executable) is neither built in \(BuiltProducts.directory.path) (run `swift build`, or set FLOWBUS_BIN_DIR) nor in PATH")
+        guard
+            let url = Launcher.resolve(
+                executable, searchDirectories: [BuiltProducts.directory], environment: searchEnvironment)
+        else {
+            throw HarnessError(
+                "\(executable) is neither built in \(BuiltProducts.directory.path) (run `swift build`, or set FLOWBUS_BIN_DIR) nor in PATH"
+            )
         }
         let stem = label.replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: " ", with: "_")
         let process = try ManagedProcess(
@@ -131,15 +144,21 @@ public final class TestTopology: @unchecked Sendable {
     /// Starts `flowd` on this topology and waits until it answers status queries.
     @discardableResult
     public func startFlowd(arguments: [String] = [], timeout: Duration = .seconds(20)) throws -> ManagedProcess {
-        try start("flowd", arguments: ["--config", configPath] + arguments, ready: LaunchSpec.Readiness(control: true), timeout: timeout)
+        try start(
+            "flowd", arguments: ["--config", configPath] + arguments, ready: LaunchSpec.Readiness(control: true),
+            timeout: timeout)
     }
 
     /// Starts reactor host `host` of the config (`reactor-host --config FILE --host HOST`, or
     /// another executable taking the same options) and waits for its first heartbeat.
     @discardableResult
-    public func startReactorHost(_ host: String, executable: String = "reactor-host", arguments: [String] = [], timeout: Duration = .seconds(20)) throws -> ManagedProcess {
+    public func startReactorHost(
+        _ host: String, executable: String = "reactor-host", arguments: [String] = [], timeout: Duration = .seconds(20)
+    ) throws -> ManagedProcess {
         guard config.reactors[host] != nil else {
-            throw HarnessError("the topology declares no reactor host \(host) (declared: \(config.reactors.keys.sorted().joined(separator: ", ")))")
+            throw HarnessError(
+                "the topology declares no reactor host \(host) (declared: \(config.reactors.keys.sorted().joined(separator: ", ")))"
+            )
         }
         return try start(
             executable, arguments: ["--config", configPath, "--host", host] + arguments, name: host,
@@ -160,9 +179,11 @@ public final class TestTopology: @unchecked Sendable {
             let launchEnvironment = ProcessInfo.processInfo.environment
                 .merging(["FLOWBUS_RUN_DIR": directory.path, FlowBusConfig.pathVariable: configPath]) { _, new in new }
                 .merging(environment) { _, new in new }
-            let launchConfig = try FlowBusConfig.load(path: configPath, environment: launchEnvironment, expandingLaunch: true)
+            let launchConfig = try FlowBusConfig.load(
+                path: configPath, environment: launchEnvironment, expandingLaunch: true)
             ordered = try Launcher(
-                config: launchConfig, options: LaunchOptions(searchDirectories: [BuiltProducts.directory], environment: launchEnvironment),
+                config: launchConfig,
+                options: LaunchOptions(searchDirectories: [BuiltProducts.directory], environment: launchEnvironment),
                 source: configPath
             ).specs
         } catch {
@@ -171,7 +192,8 @@ public final class TestTopology: @unchecked Sendable {
         var wanted = Set(names ?? ordered.map(\.name))
         if let names {
             for name in names where !ordered.contains(where: { $0.name == name }) {
-                throw HarnessError("the launch: section has no entry \(name) (it has \(ordered.map(\.name).joined(separator: ", ")))")
+                throw HarnessError(
+                    "the launch: section has no entry \(name) (it has \(ordered.map(\.name).joined(separator: ", ")))")
             }
             // Dependencies first in `ordered`: walking it backwards reaches each before its own.
             for spec in ordered.reversed() where wanted.contains(spec.name) { wanted.formUnion(spec.after) }
@@ -179,20 +201,26 @@ public final class TestTopology: @unchecked Sendable {
         var started: [ManagedProcess] = []
         for spec in ordered where wanted.contains(spec.name) {
             let timeout = Duration.milliseconds(spec.ready?.timeoutMs ?? 30_000)
-            started.append(try start(
-                spec.command[0], arguments: Array(spec.command.dropFirst()), name: spec.name, environment: spec.env, ready: spec.ready,
-                mayExit: spec.oneShot, timeout: timeout))
+            started.append(
+                try start(
+                    spec.command[0], arguments: Array(spec.command.dropFirst()), name: spec.name, environment: spec.env,
+                    ready: spec.ready,
+                    mayExit: spec.oneShot, timeout: timeout))
             if spec.oneShot, spec.ready == nil { try waitForOneShot(started[started.count - 1], timeout: timeout) }
         }
         return started
     }
 
     /// Runs an executable to completion and returns its exit status and output.
-    public func run(_ executable: String, _ arguments: [String], timeout: Duration = .seconds(30)) throws -> (status: Int32, output: String) {
+    public func run(
+        _ executable: String, _ arguments: [String], timeout: Duration = .seconds(30)
+    ) throws -> (status: Int32, output: String) {
         let process = try start(executable, arguments: arguments, mayExit: true)
         guard let status = process.waitForExit(timeout: timeout) else {
             process.kill()
-            throw HarnessError("\(executable) \(arguments.joined(separator: " ")) did not finish within \(readable(timeout)):\n\(process.outputTail())")
+            throw HarnessError(
+                "\(executable) \(arguments.joined(separator: " ")) did not finish within \(readable(timeout)):\n\(process.outputTail())"
+            )
         }
         return (status, process.output)
     }
@@ -207,7 +235,8 @@ public final class TestTopology: @unchecked Sendable {
     public func summary(lines: Int = 20) -> String {
         processes.map { process in
             let state = process.termination.map(\.description) ?? "running"
-            return "--- \(process.name) (pid \(process.processIdentifier), \(state)):\n\(process.outputTail(lines: lines))"
+            return
+                "--- \(process.name) (pid \(process.processIdentifier), \(state)):\n\(process.outputTail(lines: lines))"
         }.joined(separator: "\n")
     }
 
@@ -222,10 +251,14 @@ public final class TestTopology: @unchecked Sendable {
     ///   reads but does not apply (`not-visible`, `unbound-stepper`, …) is a diagnostic on the
     ///   events endpoint: assert it with ``NavigationTrace/expectDiagnostic(_:stepper:exhaustivity:timeout:sourceLocation:)``.
     @discardableResult
-    public func step(_ name: String, _ params: WireParams = [:], as stepperID: String, timeout: Duration = .seconds(10)) throws -> UInt64 {
+    public func step(
+        _ name: String, _ params: WireParams = [:], as stepperID: String, timeout: Duration = .seconds(10)
+    ) throws -> UInt64 {
         let publisher = try stepPublisher(stepperID)
         let sequence = try publisher.publish(name, params)
-        try awaitAcknowledgement(of: publisher, sequence: sequence, what: "step \(MessageFormatter.step(name, params)) from \(stepperID)", timeout: timeout)
+        try awaitAcknowledgement(
+            of: publisher, sequence: sequence, what: "step \(MessageFormatter.step(name, params)) from \(stepperID)",
+            timeout: timeout)
         return sequence
     }
 
@@ -238,10 +271,13 @@ public final class TestTopology: @unchecked Sendable {
 
     /// Sends a deep link (to every active flow) and waits for flowd's acknowledgement.
     @discardableResult
-    public func deepLink(_ name: String, _ params: WireParams = [:], timeout: Duration = .seconds(10)) throws -> UInt64 {
+    public func deepLink(_ name: String, _ params: WireParams = [:], timeout: Duration = .seconds(10)) throws -> UInt64
+    {
         let publisher = try stepPublisher("flowbus-testing/deeplink")
         let sequence = try publisher.publishDeepLink(name, params)
-        try awaitAcknowledgement(of: publisher, sequence: sequence, what: "deep link \(MessageFormatter.step(name, params))", timeout: timeout)
+        try awaitAcknowledgement(
+            of: publisher, sequence: sequence, what: "deep link \(MessageFormatter.step(name, params))",
+            timeout: timeout)
         return sequence
     }
 
@@ -256,16 +292,21 @@ public final class TestTopology: @unchecked Sendable {
     /// when it returns.
     /// - Throws: ``Refused`` if the host refused it (`bad-action`, `unknown-reactor`, …).
     @discardableResult
-    public func send(_ action: String, _ params: WireParams = [:], to reactorID: String, timeout: Duration = .seconds(10)) throws -> UInt64 {
+    public func send(
+        _ action: String, _ params: WireParams = [:], to reactorID: String, timeout: Duration = .seconds(10)
+    ) throws -> UInt64 {
         let view = try reactorView(reactorID)
         let sequence = try view.send(action, params)
-        try awaitAcknowledgement(of: view, sequence: sequence, what: "action \(MessageFormatter.step(action, params)) to \(reactorID)", timeout: timeout)
+        try awaitAcknowledgement(
+            of: view, sequence: sequence, what: "action \(MessageFormatter.step(action, params)) to \(reactorID)",
+            timeout: timeout)
         return sequence
     }
 
     /// Sends a Swift enum action through its Codable form (`LoginAction.submit(apiKey: "k")`).
     @discardableResult
-    public func send(_ action: some Encodable, to reactorID: String, timeout: Duration = .seconds(10)) throws -> UInt64 {
+    public func send(_ action: some Encodable, to reactorID: String, timeout: Duration = .seconds(10)) throws -> UInt64
+    {
         let form = try canonicalForm(action)
         return try send(form.name, form.params, to: reactorID, timeout: timeout)
     }
@@ -276,10 +317,12 @@ public final class TestTopology: @unchecked Sendable {
     /// Navigations matching `ignoring` are not recorded at all. The trace is checked when
     /// ``withTopology(_:sourceLocation:_:)`` ends (with ``Exhaustivity/on``: nothing unasserted).
     public func navigationTrace(
-        exhaustivity: Exhaustivity = .on, diagnostics: Bool = true, ignoring: @escaping (Navigation) -> Bool = { _ in false },
+        exhaustivity: Exhaustivity = .on, diagnostics: Bool = true,
+        ignoring: @escaping (Navigation) -> Bool = { _ in false },
         timeout: Duration = .seconds(20)
     ) throws -> NavigationTrace {
-        let trace = try NavigationTrace(topology: self, exhaustivity: exhaustivity, diagnostics: diagnostics, ignoring: ignoring, timeout: timeout)
+        let trace = try NavigationTrace(
+            topology: self, exhaustivity: exhaustivity, diagnostics: diagnostics, ignoring: ignoring, timeout: timeout)
         lock.withLock { traces.append(trace) }
         return trace
     }
@@ -287,9 +330,11 @@ public final class TestTopology: @unchecked Sendable {
     /// Starts recording the states of `reactorID`, from its snapshot on; returns once the
     /// snapshot arrived. Checked when ``withTopology(_:sourceLocation:_:)`` ends, like a navigation trace.
     public func stateTrace<State: Decodable & Equatable>(
-        of reactorID: String, as type: State.Type = State.self, exhaustivity: Exhaustivity = .on, timeout: Duration = .seconds(20)
+        of reactorID: String, as type: State.Type = State.self, exhaustivity: Exhaustivity = .on,
+        timeout: Duration = .seconds(20)
     ) throws -> StateTrace<State> {
-        let trace = try StateTrace<State>(topology: self, reactorID: reactorID, exhaustivity: exhaustivity, timeout: timeout)
+        let trace = try StateTrace<State>(
+            topology: self, reactorID: reactorID, exhaustivity: exhaustivity, timeout: timeout)
         lock.withLock { traces.append(trace) }
         return trace
     }
@@ -299,7 +344,8 @@ public final class TestTopology: @unchecked Sendable {
         let subscriber = try BusSubscriber(endpoint: config.endpoints.events, topics: topics, curve: config.curve)
         guard try subscriber.waitUntilConnected(timeout: timeout) else {
             try checkProcesses()
-            throw HarnessError("no heartbeat from flowd's events endpoint \(config.endpoints.events) within \(readable(timeout))")
+            throw HarnessError(
+                "no heartbeat from flowd's events endpoint \(config.endpoints.events) within \(readable(timeout))")
         }
         return subscriber
     }
@@ -334,7 +380,8 @@ public final class TestTopology: @unchecked Sendable {
             }
         }
         guard failures.isEmpty else {
-            throw ExpectationFailure("at the end of the test: " + failures.joined(separator: "\n"), sourceLocation: sourceLocation)
+            throw ExpectationFailure(
+                "at the end of the test: " + failures.joined(separator: "\n"), sourceLocation: sourceLocation)
         }
     }
 
@@ -361,7 +408,8 @@ public final class TestTopology: @unchecked Sendable {
         stopAll()
         for process in processes { process.preserveOutput() }
         if let keep = ProcessInfo.processInfo.environment["FLOWBUS_KEEP_TEST_DIR"], !keep.isEmpty, keep != "0" {
-            FileHandle.standardError.write(Data("FlowBusTesting: kept \(directory.path) (FLOWBUS_KEEP_TEST_DIR)\n".utf8))
+            FileHandle.standardError.write(
+                Data("FlowBusTesting: kept \(directory.path) (FLOWBUS_KEEP_TEST_DIR)\n".utf8))
         } else {
             try? FileManager.default.removeItem(at: directory)
         }
@@ -383,16 +431,21 @@ public final class TestTopology: @unchecked Sendable {
         return view
     }
 
-    private func awaitAcknowledgement(of publisher: StepPublisher, sequence: UInt64, what: String, timeout: Duration) throws {
+    private func awaitAcknowledgement(
+        of publisher: StepPublisher, sequence: UInt64, what: String, timeout: Duration
+    ) throws {
         let deadline = ContinuousClock.now + timeout
         while try !publisher.waitForAcknowledgement(timeout: .milliseconds(50)) {
             try watch.check("while waiting for flowd to acknowledge the \(what)")
             guard ContinuousClock.now < deadline else {
-                throw HarnessError("flowd did not acknowledge the \(what) within \(readable(timeout)): is it running on \(config.endpoints.ingress)?")
+                throw HarnessError(
+                    "flowd did not acknowledge the \(what) within \(readable(timeout)): is it running on \(config.endpoints.ingress)?"
+                )
             }
         }
         let refusal = publisher.refusals.last {
-            $0.details["source"]?.stringValue == publisher.sourceID && $0.details["sequence"]?.intValue == Int64(clamping: sequence)
+            $0.details["source"]?.stringValue == publisher.sourceID
+                && $0.details["sequence"]?.intValue == Int64(clamping: sequence)
         }
         if let refusal { throw Refused(what: "the \(what)", diagnostic: refusal) }
     }
@@ -402,7 +455,8 @@ public final class TestTopology: @unchecked Sendable {
         while try !view.waitForAcknowledgement(timeout: .milliseconds(50)) {
             try watch.check("while waiting for the reactor host to acknowledge the \(what)")
             guard ContinuousClock.now < deadline else {
-                throw HarnessError("the reactor host did not acknowledge the \(what) within \(readable(timeout)): is it running?")
+                throw HarnessError(
+                    "the reactor host did not acknowledge the \(what) within \(readable(timeout)): is it running?")
             }
         }
         if let refusal = view.refusal(for: sequence) { throw Refused(what: "the \(what)", diagnostic: refusal) }
@@ -411,10 +465,15 @@ public final class TestTopology: @unchecked Sendable {
     private func waitUntilReady(_ process: ManagedProcess, _ ready: LaunchSpec.Readiness?, timeout: Duration) throws {
         guard let ready else { return }
         let deadline = ContinuousClock.now + timeout
-        let how = ready.control == true ? "control" : ready.heartbeat.map { "heartbeat \($0)" } ?? ready.logLine.map { "log line /\($0)/" }
-            ?? ready.delayMs.map { "\($0) ms delay" } ?? "started"
+        let how =
+            ready.control == true
+            ? "control"
+            : ready.heartbeat.map { "heartbeat \($0)" } ?? ready.logLine.map { "log line /\($0)/" }
+                ?? ready.delayMs.map { "\($0) ms delay" } ?? "started"
         func alive() throws {
-            if process.diedUnexpectedly || (process.mayExit && !process.isRunning && process.termination?.isSuccess != true) {
+            if process.diedUnexpectedly
+                || (process.mayExit && !process.isRunning && process.termination?.isSuccess != true)
+            {
                 try watch.check("while starting (waiting for \(how))")
                 if let termination = process.termination {
                     throw ProcessDied(
@@ -424,17 +483,23 @@ public final class TestTopology: @unchecked Sendable {
             }
         }
         func notReady() -> HarnessError {
-            HarnessError("\(process.name) was not ready (\(how)) within \(readable(timeout)); its last output:\n\(process.outputTail())")
+            HarnessError(
+                "\(process.name) was not ready (\(how)) within \(readable(timeout)); its last output:\n\(process.outputTail())"
+            )
         }
         if let host = ready.heartbeat {
-            guard let spec = config.reactors[host] else { throw HarnessError("ready.heartbeat names reactor host \(host), which the topology does not declare") }
+            guard let spec = config.reactors[host] else {
+                throw HarnessError("ready.heartbeat names reactor host \(host), which the topology does not declare")
+            }
             let probe = try BusSubscriber(endpoint: spec.states, topics: ["hb/"], curve: config.curve)
             while try !probe.waitUntilConnected(timeout: .milliseconds(100)) {
                 try alive()
                 guard ContinuousClock.now < deadline else { throw notReady() }
             }
         } else if ready.control == true {
-            while (try? StatusClient.fetch(endpoint: config.endpoints.control, curve: config.curve, timeout: .milliseconds(200))) == nil {
+            while (try? StatusClient.fetch(
+                endpoint: config.endpoints.control, curve: config.curve, timeout: .milliseconds(200))) == nil
+            {
                 try alive()
                 guard ContinuousClock.now < deadline else { throw notReady() }
             }
@@ -456,11 +521,14 @@ public final class TestTopology: @unchecked Sendable {
 
     private func waitForOneShot(_ process: ManagedProcess, timeout: Duration) throws {
         guard process.waitForExit(timeout: timeout) != nil else {
-            throw HarnessError("one-shot \(process.name) did not finish within \(readable(timeout)); its last output:\n\(process.outputTail())")
+            throw HarnessError(
+                "one-shot \(process.name) did not finish within \(readable(timeout)); its last output:\n\(process.outputTail())"
+            )
         }
         if let termination = process.termination, !termination.isSuccess {
             throw ProcessDied(
-                name: process.name, processIdentifier: process.processIdentifier, termination: termination, outputTail: process.outputTail(),
+                name: process.name, processIdentifier: process.processIdentifier, termination: termination,
+                outputTail: process.outputTail(),
                 context: "(a one-shot of the launch: section, which must exit with status 0)")
         }
     }
@@ -506,7 +574,8 @@ public final class TestTopology: @unchecked Sendable {
 /// ```
 @discardableResult
 public func withTopology<Result>(
-    _ topology: @autoclosure () throws -> TestTopology, sourceLocation: SourceLocation = #_sourceLocation, _ body: (TestTopology) throws -> Result
+    _ topology: @autoclosure () throws -> TestTopology, sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: (TestTopology) throws -> Result
 ) throws -> Result {
     let topology = try topology()
     defer { topology.tearDown() }
@@ -523,16 +592,20 @@ public func withTopology<Result>(
 /// ``withTopology(_:sourceLocation:_:)`` on a config file (see ``TestTopology/init(configFile:appending:heartbeat:)``).
 @discardableResult
 public func withTopology<Result>(
-    configFile: String, appending: String = "", heartbeat: Duration? = .milliseconds(50), sourceLocation: SourceLocation = #_sourceLocation,
+    configFile: String, appending: String = "", heartbeat: Duration? = .milliseconds(50),
+    sourceLocation: SourceLocation = #_sourceLocation,
     _ body: (TestTopology) throws -> Result
 ) throws -> Result {
-    try withTopology(try TestTopology(configFile: configFile, appending: appending, heartbeat: heartbeat), sourceLocation: sourceLocation, body)
+    try withTopology(
+        try TestTopology(configFile: configFile, appending: appending, heartbeat: heartbeat),
+        sourceLocation: sourceLocation, body)
 }
 
 /// ``withTopology(_:sourceLocation:_:)`` on a topology built in code.
 @discardableResult
 public func withTopology<Result>(
-    _ builder: TopologyBuilder, sourceLocation: SourceLocation = #_sourceLocation, _ body: (TestTopology) throws -> Result
+    _ builder: TopologyBuilder, sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: (TestTopology) throws -> Result
 ) throws -> Result {
     try withTopology(try TestTopology(builder), sourceLocation: sourceLocation, body)
 }
@@ -544,15 +617,19 @@ private func reportOutputs(of topology: TestTopology, after error: any Error, so
     let shown = topology.processes.filter { !topology.watch.wasReported($0) }
     guard !shown.isEmpty else { return }
     let test = Test.current.map { "\($0.name), " } ?? ""
-    let text = "FlowBusTesting: \(test)\(sourceLocation.fileID):\(sourceLocation.line) failed (\(type(of: error))); the topology's processes:\n" + shown.map { process in
-        "--- \(process.name) (pid \(process.processIdentifier), \(process.termination.map(\.description) ?? "running")):\n\(process.outputTail(lines: 30))"
-    }.joined(separator: "\n")
+    let text =
+        "FlowBusTesting: \(test)\(sourceLocation.fileID):\(sourceLocation.line) failed (\(type(of: error))); the topology's processes:\n"
+        + shown.map { process in
+            "--- \(process.name) (pid \(process.processIdentifier), \(process.termination.map(\.description) ?? "running")):\n\(process.outputTail(lines: 30))"
+        }.joined(separator: "\n")
     FileHandle.standardError.write(Data((text + "\n").utf8))
 }
 
 extension BusSubscriber {
     /// Collects messages until `count` matched `filter` or `timeout` passed.
-    public func collect(_ count: Int, timeout: Duration = .seconds(10), where filter: (WireMessage) -> Bool = { _ in true }) throws -> [WireMessage] {
+    public func collect(
+        _ count: Int, timeout: Duration = .seconds(10), where filter: (WireMessage) -> Bool = { _ in true }
+    ) throws -> [WireMessage] {
         var messages: [WireMessage] = []
         let deadline = ContinuousClock.now + timeout
         while messages.count < count {

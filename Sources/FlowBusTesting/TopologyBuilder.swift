@@ -32,7 +32,8 @@ public struct TopologyBuilder: Sendable {
     /// so that traces connect and settle quickly).
     public init(heartbeat: Duration = .milliseconds(50)) {
         config = FlowBusConfig(
-            endpoints: .init(ingress: Self.endpoint("ingress"), events: Self.endpoint("events"), control: Self.endpoint("control")),
+            endpoints: .init(
+                ingress: Self.endpoint("ingress"), events: Self.endpoint("events"), control: Self.endpoint("control")),
             heartbeatMilliseconds: Int(wholeMilliseconds(heartbeat)))
     }
 
@@ -44,8 +45,10 @@ public struct TopologyBuilder: Sendable {
     /// Adds the flows written in YAML, as under a config file's `flows:` key. Flows they start
     /// (`present`, `tabs`) must be among them.
     public func flows(yaml: String) throws -> Self {
-        let indented = yaml.split(separator: "\n", omittingEmptySubsequences: false).map { "  " + $0 }.joined(separator: "\n")
-        let wrapper = "endpoints: { ingress: \"ipc://x\", events: \"ipc://y\", control: \"ipc://z\" }\nflows:\n" + indented + "\n"
+        let indented = yaml.split(separator: "\n", omittingEmptySubsequences: false).map { "  " + $0 }.joined(
+            separator: "\n")
+        let wrapper =
+            "endpoints: { ingress: \"ipc://x\", events: \"ipc://y\", control: \"ipc://z\" }\nflows:\n" + indented + "\n"
         let parsed: FlowBusConfig
         do {
             parsed = try FlowBusConfig.parse(yaml: wrapper, source: "TopologyBuilder.flows(yaml:)", environment: [:])
@@ -76,17 +79,22 @@ public struct TopologyBuilder: Sendable {
     public func reactorHost(_ name: String, serves: [String]) -> Self {
         var copy = self
         copy.config.reactors[name] = .init(
-            actions: Self.endpoint("reactors-\(name)-actions"), states: Self.endpoint("reactors-\(name)-states"), serves: serves)
+            actions: Self.endpoint("reactors-\(name)-actions"), states: Self.endpoint("reactors-\(name)-states"),
+            serves: serves)
         return copy
     }
 
     /// Adds an entry to the `launch:` section (see ``LaunchSpec``), started by ``TestTopology/launch(only:)``.
     public func launch(
-        _ name: String, _ command: [String], ready: LaunchSpec.Readiness? = nil, after: [String] = [], oneShot: Bool = false,
+        _ name: String, _ command: [String], ready: LaunchSpec.Readiness? = nil, after: [String] = [],
+        oneShot: Bool = false,
         env: [String: String] = [:]
     ) -> Self {
         var copy = self
-        copy.config.launch = (config.launch ?? []) + [LaunchSpec(name: name, command: command, ready: ready, after: after, oneShot: oneShot, env: env)]
+        copy.config.launch =
+            (config.launch ?? []) + [
+                LaunchSpec(name: name, command: command, ready: ready, after: after, oneShot: oneShot, env: env)
+            ]
         return copy
     }
 

@@ -54,7 +54,10 @@ public struct FlowGraph: Sendable {
         var graph = FlowGraph()
         for (flowName, spec) in config.flows.sorted(by: { $0.key < $1.key }) {
             let rootID = "\(flowName)/root"
-            graph.add(Node(id: rootID, label: "\(spec.root.rawValue) \(spec.id ?? flowName.lowercased())", shape: .container, group: flowName))
+            graph.add(
+                Node(
+                    id: rootID, label: "\(spec.root.rawValue) \(spec.id ?? flowName.lowercased())", shape: .container,
+                    group: flowName))
             for (stepName, rules) in spec.steps.sorted(by: { $0.key < $1.key }) {
                 let stepID = "\(flowName).\(stepName)"
                 graph.add(Node(id: stepID, label: stepName, shape: .step, group: flowName))
@@ -71,7 +74,10 @@ public struct FlowGraph: Sendable {
     private mutating func draw(_ rule: NavigationRule, from stepID: String, in flowName: String) {
         func screen(_ spec: ScreenSpec, _ verb: String) {
             let id = "screen:\(spec.screen)"
-            add(Node(id: id, label: spec.stepper.map { "\(spec.screen)\\nstepper \($0)" } ?? spec.screen, shape: .screen, group: flowName))
+            add(
+                Node(
+                    id: id, label: spec.stepper.map { "\(spec.screen)\\nstepper \($0)" } ?? spec.screen, shape: .screen,
+                    group: flowName))
             connect(stepID, id, verb)
         }
         func child(_ spec: ChildFlowSpec, _ verb: String) {
@@ -84,7 +90,10 @@ public struct FlowGraph: Sendable {
         case .present(.flow(let spec)): child(spec, "present")
         case .tabs(let tabs):
             let id = "tabs:\(tabs.id)"
-            add(Node(id: id, label: tabs.stepper.map { "tabs \(tabs.id)\\nstepper \($0)" } ?? "tabs \(tabs.id)", shape: .container, group: flowName))
+            add(
+                Node(
+                    id: id, label: tabs.stepper.map { "tabs \(tabs.id)\\nstepper \($0)" } ?? "tabs \(tabs.id)",
+                    shape: .container, group: flowName))
             connect(stepID, id, "tabs")
             for spec in tabs.flows { connect(id, "\(spec.flow).\(spec.step)", spec.flow) }
         case .selectTab(let index): connect(stepID, "\(flowName)/root", "selectTab \(index)")
@@ -92,8 +101,12 @@ public struct FlowGraph: Sendable {
         case .popToRoot: connect(stepID, "\(flowName)/root", "popToRoot")
         case .dismiss: connect(stepID, "\(flowName)/root", "dismiss")
         case .forwardToCurrent(let step): connect(stepID, "\(flowName).\(step)", "forward")
-        case .forwardToParent(let step): add(Node(id: "parent.\(step)", label: "parent: \(step)", shape: .flow)); connect(stepID, "parent.\(step)", "forward to parent")
-        case .end(let step): add(Node(id: "parent.\(step)", label: "parent: \(step)", shape: .flow)); connect(stepID, "parent.\(step)", "end")
+        case .forwardToParent(let step):
+            add(Node(id: "parent.\(step)", label: "parent: \(step)", shape: .flow))
+            connect(stepID, "parent.\(step)", "forward to parent")
+        case .end(let step):
+            add(Node(id: "parent.\(step)", label: "parent: \(step)", shape: .flow))
+            connect(stepID, "parent.\(step)", "end")
         case .none: break
         }
     }
@@ -103,7 +116,9 @@ public struct FlowGraph: Sendable {
     public static func live(_ status: WireParams) -> FlowGraph {
         var graph = FlowGraph()
         for flow in status["flows"]?.listValue ?? [] {
-            guard let flow = flow.mapValue, let flowID = flow["id"]?.stringValue, let root = flow["root"] else { continue }
+            guard let flow = flow.mapValue, let flowID = flow["id"]?.stringValue, let root = flow["root"] else {
+                continue
+            }
             graph.drawTree(root, group: flowID, parent: nil)
         }
         return graph
@@ -114,7 +129,10 @@ public struct FlowGraph: Sendable {
         let kind = node["kind"]?.stringValue ?? "screen"
         let nodeID = "\(group):\(id)"
         let shape: Shape = kind == "screen" ? .screen : .container
-        add(Node(id: nodeID, label: "\(kind) \(id)", shape: shape, group: group, dimmed: node["visible"]?.boolValue != true))
+        add(
+            Node(
+                id: nodeID, label: "\(kind) \(id)", shape: shape, group: group,
+                dimmed: node["visible"]?.boolValue != true))
         if let parent { connect(parent, nodeID, verb) }
         if let child = node["flow"]?.stringValue {
             // The child flow's tree is drawn in its own cluster, rooted at this same presentable.
@@ -128,12 +146,13 @@ public struct FlowGraph: Sendable {
     public var dot: String {
         func quote(_ text: String) -> String { "\"" + text.replacingOccurrences(of: "\"", with: "\\\"") + "\"" }
         func attributes(_ node: Node) -> String {
-            let shape = switch node.shape {
-            case .step: "ellipse"
-            case .screen: "box"
-            case .container: "box3d"
-            case .flow: "octagon"
-            }
+            let shape =
+                switch node.shape {
+                case .step: "ellipse"
+                case .screen: "box"
+                case .container: "box3d"
+                case .flow: "octagon"
+                }
             return "[label=\(quote(node.label)), shape=\(shape)\(node.dimmed ? ", style=dashed, fontcolor=gray" : "")]"
         }
         var lines = ["digraph flowbus {", "  rankdir=LR;", "  node [fontname=Helvetica];"]
@@ -146,7 +165,9 @@ public struct FlowGraph: Sendable {
         }
         for node in groups[nil] ?? [] { lines.append("  \(quote(node.id)) \(attributes(node));") }
         for edge in edges {
-            lines.append("  \(quote(edge.from)) -> \(quote(edge.to))\(edge.label.isEmpty ? "" : " [label=\(quote(edge.label))]");")
+            lines.append(
+                "  \(quote(edge.from)) -> \(quote(edge.to))\(edge.label.isEmpty ? "" : " [label=\(quote(edge.label))]");"
+            )
         }
         lines.append("}")
         return lines.joined(separator: "\n")
@@ -156,9 +177,14 @@ public struct FlowGraph: Sendable {
     public var mermaid: String {
         var ids: [String: String] = [:]
         for (index, node) in nodes.enumerated() { ids[node.id] = "n\(index)" }
-        func name(_ id: String) -> String { ids[id] ?? "x_" + id.map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined() }
+        func name(_ id: String) -> String {
+            ids[id] ?? "x_" + id.map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined()
+        }
         func box(_ node: Node) -> String {
-            let label = "\"" + node.label.replacingOccurrences(of: "\\n", with: "<br/>").replacingOccurrences(of: "\"", with: "'") + "\""
+            let label =
+                "\""
+                + node.label.replacingOccurrences(of: "\\n", with: "<br/>").replacingOccurrences(of: "\"", with: "'")
+                + "\""
             return switch node.shape {
             case .step: "\(name(node.id))([\(label)])"
             case .screen: "\(name(node.id))[\(label)]"
@@ -169,7 +195,8 @@ public struct FlowGraph: Sendable {
         var lines = ["flowchart LR"]
         let groups = Dictionary(grouping: nodes, by: \.group)
         for group in groups.keys.compactMap({ $0 }).sorted() {
-            lines.append("  subgraph \(group.map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined())[\"\(group)\"]")
+            lines.append(
+                "  subgraph \(group.map { $0.isLetter || $0.isNumber ? String($0) : "_" }.joined())[\"\(group)\"]")
             for node in groups[group] ?? [] { lines.append("    \(box(node))") }
             lines.append("  end")
         }
@@ -178,7 +205,12 @@ public struct FlowGraph: Sendable {
             lines.append("  \(name(edge.from)) -->\(edge.label.isEmpty ? "" : "|\"\(edge.label)\"|") \(name(edge.to))")
         }
         let dimmed = nodes.filter(\.dimmed).map { name($0.id) }
-        if !dimmed.isEmpty { lines += ["  classDef hidden stroke-dasharray: 4 4,color:#888;", "  class \(dimmed.joined(separator: ",")) hidden;"] }
+        if !dimmed.isEmpty {
+            lines += [
+                "  classDef hidden stroke-dasharray: 4 4,color:#888;",
+                "  class \(dimmed.joined(separator: ",")) hidden;",
+            ]
+        }
         return lines.joined(separator: "\n")
     }
 }

@@ -50,9 +50,10 @@ public enum JournalRepair {
         let intact = messages == ["ok"]
         let entries = (try? database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM entry") }) ?? nil
         let sources = (try? database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM source") }) ?? nil
-        let checkpoint = (try? database.read { db in
-            try Int64.fetchOne(db, sql: "SELECT entry FROM checkpoint ORDER BY id DESC LIMIT 1")
-        }) ?? nil
+        let checkpoint =
+            (try? database.read { db in
+                try Int64.fetchOne(db, sql: "SELECT entry FROM checkpoint ORDER BY id DESC LIMIT 1")
+            }) ?? nil
         return Report(
             isIntact: intact, problems: intact ? [] : messages, entries: entries ?? 0, sources: sources ?? 0,
             checkpointEntry: checkpoint)
@@ -74,10 +75,14 @@ public enum JournalRepair {
         let minID: Int64?
         do {
             (minID, maxID) = try damaged.read { db in
-                (try Int64.fetchOne(db, sql: "SELECT min(id) FROM entry"), try Int64.fetchOne(db, sql: "SELECT max(id) FROM entry"))
+                (
+                    try Int64.fetchOne(db, sql: "SELECT min(id) FROM entry"),
+                    try Int64.fetchOne(db, sql: "SELECT max(id) FROM entry")
+                )
             }
         } catch {
-            throw JournalError.damaged(path: path, cause: "its entries cannot even be counted (\(error)); nothing can be salvaged")
+            throw JournalError.damaged(
+                path: path, cause: "its entries cannot even be counted (\(error)); nothing can be salvaged")
         }
         var result = Salvage(entries: 0, sources: 0, checkpoint: nil, unreadable: [])
         // Ranges still to read, narrowed where a read fails, down to single ids.
@@ -90,9 +95,11 @@ public enum JournalRepair {
             if upper < range.upperBound { pending.insert((upper + 1)...range.upperBound, at: 0) }
             do {
                 let entries = try damaged.read { db in
-                    try Row.fetchAll(db, sql: """
-                        SELECT kind, target, name, params, source, sequence, id FROM entry WHERE id BETWEEN ? AND ? ORDER BY id
-                        """, arguments: [chunk.lowerBound, chunk.upperBound])
+                    try Row.fetchAll(
+                        db,
+                        sql: """
+                            SELECT kind, target, name, params, source, sequence, id FROM entry WHERE id BETWEEN ? AND ? ORDER BY id
+                            """, arguments: [chunk.lowerBound, chunk.upperBound])
                 }
                 var ids: [Int64] = []
                 let records = entries.compactMap { row -> StepJournal.Record? in
@@ -113,20 +120,24 @@ public enum JournalRepair {
                 }
             }
         }
-        let sources = (try? damaged.read { db in
-            try Row.fetchAll(db, sql: "SELECT id, lastSequence FROM source").map { row -> (String, UInt64) in
-                (row[0], UInt64(bitPattern: row[1]))
-            }
-        }) ?? []
+        let sources =
+            (try? damaged.read { db in
+                try Row.fetchAll(db, sql: "SELECT id, lastSequence FROM source").map { row -> (String, UInt64) in
+                    (row[0], UInt64(bitPattern: row[1]))
+                }
+            }) ?? []
         try target.append([], lastSequences: Dictionary(sources, uniquingKeysWith: max))
         result.sources = sources.count
-        let hasCheckpoint = (try? damaged.read { db in try Bool.fetchOne(db, sql: "SELECT count(*) > 0 FROM checkpoint") }) ?? nil
+        let hasCheckpoint =
+            (try? damaged.read { db in try Bool.fetchOne(db, sql: "SELECT count(*) > 0 FROM checkpoint") }) ?? nil
         if hasCheckpoint == true {
             do {
                 let checkpoint = try damaged.read { db in
-                    try Row.fetchOne(db, sql: "SELECT entry, created, state FROM checkpoint ORDER BY id DESC LIMIT 1").map { row in
-                        StepJournal.Checkpoint(entry: row[0], created: Date(timeIntervalSince1970: row[1]), state: row[2])
-                    }
+                    try Row.fetchOne(db, sql: "SELECT entry, created, state FROM checkpoint ORDER BY id DESC LIMIT 1")
+                        .map { row in
+                            StepJournal.Checkpoint(
+                                entry: row[0], created: Date(timeIntervalSince1970: row[1]), state: row[2])
+                        }
                 }
                 if let checkpoint {
                     try target.store(checkpoint)

@@ -31,10 +31,12 @@ public struct LaunchOptions: Sendable {
     /// Writes one line of output (prefix included).
     public var output: @Sendable (String) -> Void
 
-    public init(duration: Duration? = nil, untilExit: String? = nil, stopTimeout: Duration = .seconds(5), colour: Bool = false,
-                searchDirectories: [URL] = [], environment: [String: String] = ProcessInfo.processInfo.environment,
-                including: Set<String> = [],
-                output: @escaping @Sendable (String) -> Void = { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) }) {
+    public init(
+        duration: Duration? = nil, untilExit: String? = nil, stopTimeout: Duration = .seconds(5), colour: Bool = false,
+        searchDirectories: [URL] = [], environment: [String: String] = ProcessInfo.processInfo.environment,
+        including: Set<String> = [],
+        output: @escaping @Sendable (String) -> Void = { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) }
+    ) {
         self.duration = duration
         self.untilExit = untilExit
         self.stopTimeout = stopTimeout
@@ -68,17 +70,22 @@ public final class Launcher: Sendable {
     package let printer: LinePrinter
 
     /// Validates `config.launch` (names, `after`, readiness, commands) without starting anything.
-    public init(config: FlowBusConfig, options: LaunchOptions = LaunchOptions(), source: String = "config") throws(ConfigError) {
+    public init(
+        config: FlowBusConfig, options: LaunchOptions = LaunchOptions(), source: String = "config"
+    ) throws(ConfigError) {
         guard let declared = config.launch, !declared.isEmpty else {
             throw ConfigError("\(source): no launch: section lists processes to start")
         }
         let optionalNames = declared.filter(\.optional).map(\.name)
         for name in options.including.sorted() where !optionalNames.contains(name) {
             throw ConfigError(
-                "--with \(name): no optional launch entry of that name (\(optionalNames.isEmpty ? "the file has none; mark one optional: true" : "optional: \(optionalNames.joined(separator: ", "))"))")
+                "--with \(name): no optional launch entry of that name (\(optionalNames.isEmpty ? "the file has none; mark one optional: true" : "optional: \(optionalNames.joined(separator: ", "))"))"
+            )
         }
         // `--until-exit NAME` starts NAME too: waiting for an entry implies running it.
-        let launch = declared.filter { !$0.optional || options.including.contains($0.name) || $0.name == options.untilExit }
+        let launch = declared.filter {
+            !$0.optional || options.including.contains($0.name) || $0.name == options.untilExit
+        }
         var names = Set<String>()
         for (index, spec) in launch.enumerated() {
             let at = "\(source): launch[\(index)] \(spec.name)"
@@ -88,50 +95,71 @@ public final class Launcher: Sendable {
             guard !spec.command.isEmpty, !spec.command[0].isEmpty else { throw ConfigError("\(at): command is empty") }
             if let ready = spec.ready {
                 guard ready.kinds.count == 1 else {
-                    throw ConfigError("\(at): ready needs exactly one of control, heartbeat, logLine, delayMs (has \(ready.kinds.count))")
+                    throw ConfigError(
+                        "\(at): ready needs exactly one of control, heartbeat, logLine, delayMs (has \(ready.kinds.count))"
+                    )
                 }
                 if let host = ready.heartbeat, config.reactors[host] == nil {
-                    throw ConfigError("\(at): ready.heartbeat names reactor host '\(host)', which is not declared under reactors")
+                    throw ConfigError(
+                        "\(at): ready.heartbeat names reactor host '\(host)', which is not declared under reactors")
                 }
                 if let pattern = ready.logLine {
-                    do { _ = try Regex(pattern) } catch { throw ConfigError("\(at): ready.logLine '\(pattern)' is not a regular expression: \(error)") }
+                    do { _ = try Regex(pattern) } catch {
+                        throw ConfigError("\(at): ready.logLine '\(pattern)' is not a regular expression: \(error)")
+                    }
                 }
             }
             if let restart = spec.restart {
-                guard !spec.oneShot else { throw ConfigError("\(at): a oneShot process is not restarted: remove restart") }
-                guard restart.maxRetries >= 0, restart.backoffMs >= 0 else { throw ConfigError("\(at): restart needs maxRetries and backoffMs >= 0") }
+                guard !spec.oneShot else {
+                    throw ConfigError("\(at): a oneShot process is not restarted: remove restart")
+                }
+                guard restart.maxRetries >= 0, restart.backoffMs >= 0 else {
+                    throw ConfigError("\(at): restart needs maxRetries and backoffMs >= 0")
+                }
             }
         }
         for spec in launch {
             for dependency in spec.after where optionalNames.contains(dependency) && !names.contains(dependency) {
-                throw ConfigError("\(source): launch \(spec.name) is after '\(dependency)', an optional entry: start it too with --with \(dependency)")
+                throw ConfigError(
+                    "\(source): launch \(spec.name) is after '\(dependency)', an optional entry: start it too with --with \(dependency)"
+                )
             }
             for dependency in spec.after where !names.contains(dependency) || dependency == spec.name {
-                throw ConfigError("\(source): launch \(spec.name) is after '\(dependency)', which is not another launch entry")
+                throw ConfigError(
+                    "\(source): launch \(spec.name) is after '\(dependency)', which is not another launch entry")
             }
         }
         // Dependencies first; otherwise as written.
         var ordered: [LaunchSpec] = []
         var placed = Set<String>()
         while ordered.count < launch.count {
-            guard let next = launch.first(where: { !placed.contains($0.name) && $0.after.allSatisfy(placed.contains) }) else {
+            guard let next = launch.first(where: { !placed.contains($0.name) && $0.after.allSatisfy(placed.contains) })
+            else {
                 let cycle = launch.filter { !placed.contains($0.name) }.map(\.name)
-                throw ConfigError("\(source): launch entries depend on each other in a cycle: \(cycle.joined(separator: ", "))")
+                throw ConfigError(
+                    "\(source): launch entries depend on each other in a cycle: \(cycle.joined(separator: ", "))")
             }
             ordered.append(next)
             placed.insert(next.name)
         }
         if let name = options.untilExit {
             guard let spec = launch.first(where: { $0.name == name }) else {
-                throw ConfigError("--until-exit \(name): no launch entry of that name (\(launch.map(\.name).joined(separator: ", ")))")
+                throw ConfigError(
+                    "--until-exit \(name): no launch entry of that name (\(launch.map(\.name).joined(separator: ", ")))"
+                )
             }
             guard spec.oneShot else { throw ConfigError("--until-exit \(name): it is not oneShot: true") }
         }
         var executables: [URL] = []
         for spec in ordered {
-            guard let url = Self.resolve(spec.command[0], searchDirectories: options.searchDirectories, environment: options.environment) else {
+            guard
+                let url = Self.resolve(
+                    spec.command[0], searchDirectories: options.searchDirectories, environment: options.environment)
+            else {
                 let beside = options.searchDirectories.map(\.path).joined(separator: ", ")
-                throw ConfigError("\(source): launch \(spec.name): '\(spec.command[0])' is not an executable\(beside.isEmpty ? "" : " in \(beside)") or in PATH")
+                throw ConfigError(
+                    "\(source): launch \(spec.name): '\(spec.command[0])' is not an executable\(beside.isEmpty ? "" : " in \(beside)") or in PATH"
+                )
             }
             executables.append(url)
         }
@@ -148,10 +176,13 @@ public final class Launcher: Sendable {
         if command.contains("/") {
             return manager.isExecutableFile(atPath: command) ? URL(fileURLWithPath: command) : nil
         }
-        let path = (environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":").map { URL(fileURLWithPath: String($0)) }
+        let path = (environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":").map {
+            URL(fileURLWithPath: String($0))
+        }
         return (searchDirectories + path).map { $0.appendingPathComponent(command) }.first { url in
             var isDirectory: ObjCBool = false
-            return manager.fileExists(atPath: url.path, isDirectory: &isDirectory) && !isDirectory.boolValue && manager.isExecutableFile(atPath: url.path)
+            return manager.fileExists(atPath: url.path, isDirectory: &isDirectory) && !isDirectory.boolValue
+                && manager.isExecutableFile(atPath: url.path)
         }
     }
 
@@ -428,24 +459,38 @@ package final class LaunchSession {
             }
             if ready.control == true {
                 while !token.isCancelled, ContinuousClock.now < deadline {
-                    if (try? StatusClient.fetch(endpoints: config.controlEndpoints, curve: config.curve, timeout: .milliseconds(200))) != nil {
+                    if (try? StatusClient.fetch(
+                        endpoints: config.controlEndpoints, curve: config.curve, timeout: .milliseconds(200))) != nil
+                    {
                         return done(.ready(index: index, generation: generation))
                     }
                     Thread.sleep(forTimeInterval: 0.02)
                 }
-                return done(.notReady(index: index, generation: generation, reason: "flowd did not answer on \(FlowBusConfig.either(config.controlEndpoints)) within \(timeout)"))
+                return done(
+                    .notReady(
+                        index: index, generation: generation,
+                        reason:
+                            "flowd did not answer on \(FlowBusConfig.either(config.controlEndpoints)) within \(timeout)"
+                    ))
             }
             if let host = ready.heartbeat, let spec = config.reactors[host] {
                 do {
                     let subscriber = try BusSubscriber(endpoint: spec.states, topics: ["hb/"], curve: config.curve)
                     while !token.isCancelled, ContinuousClock.now < deadline {
-                        if try subscriber.waitUntilConnected(timeout: min(.milliseconds(250), ContinuousClock.now.duration(to: deadline))) {
+                        if try subscriber.waitUntilConnected(
+                            timeout: min(.milliseconds(250), ContinuousClock.now.duration(to: deadline)))
+                        {
                             return done(.ready(index: index, generation: generation))
                         }
                     }
-                    return done(.notReady(index: index, generation: generation, reason: "no heartbeat on \(spec.states) within \(timeout)"))
+                    return done(
+                        .notReady(
+                            index: index, generation: generation,
+                            reason: "no heartbeat on \(spec.states) within \(timeout)"))
                 } catch {
-                    return done(.notReady(index: index, generation: generation, reason: "cannot watch \(spec.states): \(error)"))
+                    return done(
+                        .notReady(index: index, generation: generation, reason: "cannot watch \(spec.states): \(error)")
+                    )
                 }
             }
         }
@@ -457,11 +502,15 @@ package final class LaunchSession {
             say("\(reason): stopping")
             if outcome == nil { outcome = 0 }
         case .ready(let index, let generation):
-            guard generation == members[index].generation, members[index].process != nil, !members[index].ready else { return }
+            guard generation == members[index].generation, members[index].process != nil, !members[index].ready else {
+                return
+            }
             markReady(index, how: specs[index].ready?.kinds.first ?? "started")
             if specs[index].restart != nil { members[index].startedAt = .now }
         case .notReady(let index, let generation, let reason):
-            guard generation == members[index].generation, members[index].process != nil, !members[index].ready else { return }
+            guard generation == members[index].generation, members[index].process != nil, !members[index].ready else {
+                return
+            }
             say("\(specs[index].name) is not ready: \(reason): killing it")
             send(index, SIGKILL)
         case .exited(let index, let generation, let status, let signalled):
@@ -500,7 +549,8 @@ package final class LaunchSession {
             outcome = 1
             return
         }
-        if let startedAt = members[index].startedAt, startedAt.duration(to: .now) >= .milliseconds(policy.resetAfterMs) {
+        if let startedAt = members[index].startedAt, startedAt.duration(to: .now) >= .milliseconds(policy.resetAfterMs)
+        {
             members[index].retries = 0
         }
         guard members[index].retries < policy.maxRetries else {
@@ -510,7 +560,9 @@ package final class LaunchSession {
         }
         members[index].retries += 1
         let delay = policy.delay(forAttempt: members[index].retries)
-        say("\(spec.name) \(what); restarting in \(delay.nanoseconds / 1_000_000) ms (retry \(members[index].retries) of \(policy.maxRetries))")
+        say(
+            "\(spec.name) \(what); restarting in \(delay.nanoseconds / 1_000_000) ms (retry \(members[index].retries) of \(policy.maxRetries))"
+        )
         members[index].restartAt = .now + delay
     }
 
@@ -567,7 +619,8 @@ package final class LaunchSession {
         while members[index].process != nil {
             guard let event = launcher.events.next(until: deadline) else { return false }
             guard case .exited(let other, let generation, let status, let signalled) = event,
-                  generation == members[other].generation, members[other].process != nil else { continue }
+                generation == members[other].generation, members[other].process != nil
+            else { continue }
             members[other].process = nil
             members[other].lastStatus = (status, signalled)
             killLeftovers(other)

@@ -94,7 +94,8 @@ public final class BusRecording {
         public var durationNanoseconds: Int64?
 
         public init(
-            recorder: String, configPath: String?, endpoints: [Endpoint], topics: [String], startedAt: Int64 = Envelope.now()
+            recorder: String, configPath: String?, endpoints: [Endpoint], topics: [String],
+            startedAt: Int64 = Envelope.now()
         ) {
             formatVersion = BusRecording.formatVersion
             protocolVersion = Int(Envelope.currentVersion)
@@ -143,7 +144,10 @@ public final class BusRecording {
             }
         }
 
-        package init(id: Int64, time: Int64, endpoint: String, topic: String, kind: MessageKind?, source: String, sequence: UInt64, frames: FrameBuffer) {
+        package init(
+            id: Int64, time: Int64, endpoint: String, topic: String, kind: MessageKind?, source: String,
+            sequence: UInt64, frames: FrameBuffer
+        ) {
             self.id = id
             self.time = time
             self.endpoint = endpoint
@@ -187,7 +191,9 @@ public final class BusRecording {
         public var reactorStepCount: Int
         /// Messages `flowctl play` sends (steps, actions and deep links, without the steps from
         /// reactors).
-        public var inputCount: Int { BusRecording.inputKinds.reduce(0) { $0 + (kinds["\($1)"] ?? 0) } - reactorStepCount }
+        public var inputCount: Int {
+            BusRecording.inputKinds.reduce(0) { $0 + (kinds["\($1)"] ?? 0) } - reactorStepCount
+        }
     }
 
     /// A recorded input of the topology, as `flowctl play` replays it.
@@ -219,10 +225,14 @@ public final class BusRecording {
     /// Creates a new recording at `path`.
     /// - Parameter overwrite: replace an existing file (else that is an error).
     /// - Throws: ``RecordingError`` saying what to do.
-    public static func create(path: String, metadata: Metadata, overwrite: Bool = false) throws(RecordingError) -> BusRecording {
+    public static func create(
+        path: String, metadata: Metadata, overwrite: Bool = false
+    ) throws(RecordingError) -> BusRecording {
         let manager = FileManager.default
         if manager.fileExists(atPath: path) {
-            guard overwrite else { throw RecordingError("\(path) exists: pass --force to replace it, or name another file") }
+            guard overwrite else {
+                throw RecordingError("\(path) exists: pass --force to replace it, or name another file")
+            }
             for file in [path, path + "-wal", path + "-shm"] where manager.fileExists(atPath: file) {
                 do {
                     try manager.removeItem(atPath: file)
@@ -251,23 +261,24 @@ public final class BusRecording {
                 try db.execute(sql: "PRAGMA application_id = \(applicationID)")
             }
             try database.write { db in
-                try db.execute(sql: """
-                    CREATE TABLE meta (
-                        key TEXT PRIMARY KEY NOT NULL,
-                        value TEXT NOT NULL
-                    ) WITHOUT ROWID;
-                    CREATE TABLE message (
-                        id INTEGER PRIMARY KEY,
-                        time_ns INTEGER NOT NULL,
-                        endpoint TEXT NOT NULL,
-                        topic TEXT NOT NULL,
-                        kind INTEGER NOT NULL,
-                        source TEXT NOT NULL,
-                        sequence INTEGER NOT NULL,
-                        frames BLOB NOT NULL
-                    );
-                    CREATE INDEX message_kind ON message (kind);
-                    """)
+                try db.execute(
+                    sql: """
+                        CREATE TABLE meta (
+                            key TEXT PRIMARY KEY NOT NULL,
+                            value TEXT NOT NULL
+                        ) WITHOUT ROWID;
+                        CREATE TABLE message (
+                            id INTEGER PRIMARY KEY,
+                            time_ns INTEGER NOT NULL,
+                            endpoint TEXT NOT NULL,
+                            topic TEXT NOT NULL,
+                            kind INTEGER NOT NULL,
+                            source TEXT NOT NULL,
+                            sequence INTEGER NOT NULL,
+                            frames BLOB NOT NULL
+                        );
+                        CREATE INDEX message_kind ON message (kind);
+                        """)
                 try writeMeta(metadata.rows, db)
             }
             return BusRecording(path: path, database: database, metadata: metadata)
@@ -284,9 +295,10 @@ public final class BusRecording {
         guard !messages.isEmpty else { return [] }
         do {
             return try database.write { db in
-                let insert = try db.cachedStatement(sql: """
-                    INSERT INTO message (time_ns, endpoint, topic, kind, source, sequence, frames) VALUES (?, ?, ?, ?, ?, ?, ?)
-                    """)
+                let insert = try db.cachedStatement(
+                    sql: """
+                        INSERT INTO message (time_ns, endpoint, topic, kind, source, sequence, frames) VALUES (?, ?, ?, ?, ?, ?, ?)
+                        """)
                 var stored = messages
                 for index in stored.indices {
                     let message = stored[index]
@@ -367,13 +379,16 @@ public final class BusRecording {
             throw RecordingError("cannot read \(path): \(error)")
         }
         guard hasMeta, rows["format"] == format else {
-            throw RecordingError("\(notARecording) (an SQLite database without a \(format) meta table, e.g. a journal): \(fix)")
+            throw RecordingError(
+                "\(notARecording) (an SQLite database without a \(format) meta table, e.g. a journal): \(fix)")
         }
         guard let version = rows["format_version"].flatMap(Int.init) else {
-            throw RecordingError("\(path) has no readable format_version: the file is damaged; record it again with `flowctl record`")
+            throw RecordingError(
+                "\(path) has no readable format_version: the file is damaged; record it again with `flowctl record`")
         }
         guard version == formatVersion else {
-            let advice = version > formatVersion
+            let advice =
+                version > formatVersion
                 ? "it is newer than this flowctl reads (\(formatVersion)): use the flowctl that recorded it, or a newer one"
                 : "this flowctl reads format \(formatVersion) only: record it again with `flowctl record`"
             throw RecordingError("\(path) is a recording in format version \(version); \(advice)")
@@ -386,7 +401,9 @@ public final class BusRecording {
 
     /// Up to `limit` messages after the one with id `after`, in arrival order; only those of
     /// `kinds` if given.
-    public func messages(after: Int64 = 0, kinds: [MessageKind]? = nil, limit: Int = 4096) throws(RecordingError) -> [Message] {
+    public func messages(
+        after: Int64 = 0, kinds: [MessageKind]? = nil, limit: Int = 4096
+    ) throws(RecordingError) -> [Message] {
         var sql = "SELECT id, time_ns, endpoint, topic, kind, source, sequence, frames FROM message WHERE id > ?"
         if let kinds {
             sql += " AND kind IN (\(kinds.isEmpty ? "NULL" : kinds.map { String($0.rawValue) }.joined(separator: ",")))"
@@ -404,9 +421,11 @@ public final class BusRecording {
                         throw RecordingError("message \(id) of \(path) has damaged frames")
                     }
                     let rawKind: Int = row[4]
-                    messages.append(Message(
-                        id: id, time: row[1], endpoint: row[2], topic: row[3], kind: MessageKind(rawValue: UInt8(clamping: rawKind)),
-                        source: row[5], sequence: UInt64(bitPattern: row[6]), frames: frames))
+                    messages.append(
+                        Message(
+                            id: id, time: row[1], endpoint: row[2], topic: row[3],
+                            kind: MessageKind(rawValue: UInt8(clamping: rawKind)),
+                            source: row[5], sequence: UInt64(bitPattern: row[6]), frames: frames))
                 }
                 return messages
             }
@@ -427,7 +446,11 @@ public final class BusRecording {
             let page = try messages(after: after, kinds: Self.inputKinds)
             guard let last = page.last else { break }
             for message in page {
-                inputs.append(Input(message: message, isFromReactor: Self.isReactorStep(kind: message.kind, source: message.source, suffixes: suffixes)))
+                inputs.append(
+                    Input(
+                        message: message,
+                        isFromReactor: Self.isReactorStep(
+                            kind: message.kind, source: message.source, suffixes: suffixes)))
             }
             after = last.id
         }
@@ -453,17 +476,26 @@ public final class BusRecording {
     /// an endpoint (made with `--topics` leaving `action/` out, or before hosts re-published
     /// actions) marks none of that endpoint's hosts, and its steps are replayed as steps.
     private func reactorStepSuffixes() throws(RecordingError) -> Set<Substring> {
-        let hostKinds = [MessageKind.state, .snapshot, .diagnostic, .heartbeat].map { String($0.rawValue) }.joined(separator: ",")
+        let hostKinds = [MessageKind.state, .snapshot, .diagnostic, .heartbeat].map { String($0.rawValue) }.joined(
+            separator: ",")
         let known = metadata.reactorHosts
         do {
             return try database.read { db in
-                let withActions = Set(try String.fetchAll(db, sql: "SELECT DISTINCT endpoint FROM message WHERE kind = ?", arguments: [Int(MessageKind.action.rawValue)]))
+                let withActions = Set(
+                    try String.fetchAll(
+                        db, sql: "SELECT DISTINCT endpoint FROM message WHERE kind = ?",
+                        arguments: [Int(MessageKind.action.rawValue)]))
                 guard !withActions.isEmpty else { return [] }
                 var hosts = known
-                for row in try Row.fetchAll(db, sql: "SELECT DISTINCT endpoint, source FROM message WHERE kind IN (\(hostKinds)) AND endpoint != 'events'") {
+                for row in try Row.fetchAll(
+                    db,
+                    sql:
+                        "SELECT DISTINCT endpoint, source FROM message WHERE kind IN (\(hostKinds)) AND endpoint != 'events'"
+                ) {
                     hosts.append(ReactorHost(endpoint: row[0], source: row[1]))
                 }
-                return Set(hosts.filter { withActions.contains($0.endpoint) }.compactMap { Self.sourceSuffix($0.source) })
+                return Set(
+                    hosts.filter { withActions.contains($0.endpoint) }.compactMap { Self.sourceSuffix($0.source) })
             }
         } catch {
             throw RecordingError("cannot read \(path): \(error)")
@@ -491,7 +523,8 @@ public final class BusRecording {
                 var kinds: [String: Int] = [:]
                 for row in try Row.fetchAll(db, sql: "SELECT kind, count(*) FROM message GROUP BY kind") {
                     let raw: Int = row[0]
-                    kinds[MessageKind(rawValue: UInt8(clamping: raw)).map { "\($0)" } ?? "malformed", default: 0] += row[1]
+                    kinds[MessageKind(rawValue: UInt8(clamping: raw)).map { "\($0)" } ?? "malformed", default: 0] +=
+                        row[1]
                 }
                 let count: Int = totals?[0] ?? 0
                 // min and max are NULL without messages.
@@ -499,14 +532,18 @@ public final class BusRecording {
                 let last: Int64? = totals.flatMap { $0[2] }
                 var reactorSteps = 0
                 if !suffixes.isEmpty {
-                    let rows = try Row.fetchAll(db, sql: "SELECT source, count(*) FROM message WHERE kind = ? GROUP BY source", arguments: [Int(MessageKind.step.rawValue)])
+                    let rows = try Row.fetchAll(
+                        db, sql: "SELECT source, count(*) FROM message WHERE kind = ? GROUP BY source",
+                        arguments: [Int(MessageKind.step.rawValue)])
                     for row in rows where Self.isReactorStep(kind: .step, source: row[0], suffixes: suffixes) {
                         reactorSteps += row[1] as Int
                     }
                 }
                 return Summary(
-                    path: path, fileBytes: fileBytes, metadata: metadata, messageCount: count, firstTime: first, lastTime: last,
-                    topics: try counts("topic"), kinds: kinds, endpoints: try counts("endpoint"), reactorStepCount: reactorSteps)
+                    path: path, fileBytes: fileBytes, metadata: metadata, messageCount: count, firstTime: first,
+                    lastTime: last,
+                    topics: try counts("topic"), kinds: kinds, endpoints: try counts("endpoint"),
+                    reactorStepCount: reactorSteps)
             }
         } catch {
             throw RecordingError("cannot read \(path): \(error)")
@@ -526,7 +563,9 @@ public final class BusRecording {
     public static func interleave(_ batches: [[Message]]) -> [Message] {
         let nonEmpty = batches.filter { !$0.isEmpty }
         guard nonEmpty.count > 1 else { return nonEmpty.first ?? [] }
-        let stamps = nonEmpty.map { batch in batch.map { (try? RoutedHeader.decode(from: $0.frames))?.envelope.timestamp ?? .min } }
+        let stamps = nonEmpty.map { batch in
+            batch.map { (try? RoutedHeader.decode(from: $0.frames))?.envelope.timestamp ?? .min }
+        }
         var heads = [Int](repeating: 0, count: nonEmpty.count)
         var merged: [Message] = []
         merged.reserveCapacity(nonEmpty.reduce(0) { $0 + $1.count })
@@ -585,11 +624,14 @@ extension BusRecording: Sendable {}
 
 extension BusRecording.Metadata {
     fileprivate var rows: [(String, String)] {
-        let endpointList = WireValue.list(endpoints.map { .map(["name": .string($0.name), "address": .string($0.address)]) })
+        let endpointList = WireValue.list(
+            endpoints.map { .map(["name": .string($0.name), "address": .string($0.address)]) })
         var rows: [(String, String)] = [
-            ("format", BusRecording.format), ("format_version", String(formatVersion)), ("protocol_version", String(protocolVersion)),
+            ("format", BusRecording.format), ("format_version", String(formatVersion)),
+            ("protocol_version", String(protocolVersion)),
             ("recorder", recorder), ("endpoints", (try? WireJSON.string(endpointList)) ?? "[]"),
-            ("topics", (try? WireJSON.string(.list(topics.map(WireValue.string)))) ?? "[]"), ("started_at_us", String(startedAt)),
+            ("topics", (try? WireJSON.string(.list(topics.map(WireValue.string)))) ?? "[]"),
+            ("started_at_us", String(startedAt)),
             reactorHostsRow,
         ]
         if let configPath { rows.append(("config", configPath)) }
@@ -599,21 +641,26 @@ extension BusRecording.Metadata {
     }
 
     fileprivate var reactorHostsRow: (String, String) {
-        let list = WireValue.list(reactorHosts.map { .map(["endpoint": .string($0.endpoint), "source": .string($0.source)]) })
+        let list = WireValue.list(
+            reactorHosts.map { .map(["endpoint": .string($0.endpoint), "source": .string($0.source)]) })
         return ("reactor_hosts", (try? WireJSON.string(list)) ?? "[]")
     }
 
     fileprivate init?(rows: [String: String]) {
-        guard let version = rows["format_version"].flatMap(Int.init), let started = rows["started_at_us"].flatMap(Int64.init),
+        guard let version = rows["format_version"].flatMap(Int.init),
+            let started = rows["started_at_us"].flatMap(Int64.init),
             let endpointsText = rows["endpoints"], let endpointValues = (try? WireJSON.decode(endpointsText))?.listValue
         else { return nil }
         var endpoints: [BusRecording.Endpoint] = []
         for value in endpointValues {
-            guard let name = value.mapValue?["name"]?.stringValue, let address = value.mapValue?["address"]?.stringValue else { return nil }
+            guard let name = value.mapValue?["name"]?.stringValue, let address = value.mapValue?["address"]?.stringValue
+            else { return nil }
             endpoints.append(BusRecording.Endpoint(name: name, address: address))
         }
         let topics = rows["topics"].flatMap { try? WireJSON.decode($0) }?.listValue?.compactMap(\.stringValue) ?? []
-        self.init(recorder: rows["recorder"] ?? "?", configPath: rows["config"], endpoints: endpoints, topics: topics, startedAt: started)
+        self.init(
+            recorder: rows["recorder"] ?? "?", configPath: rows["config"], endpoints: endpoints, topics: topics,
+            startedAt: started)
         formatVersion = version
         protocolVersion = rows["protocol_version"].flatMap(Int.init) ?? Int(Envelope.currentVersion)
         endedAt = rows["ended_at_us"].flatMap(Int64.init)
@@ -621,7 +668,9 @@ extension BusRecording.Metadata {
         // Absent in recordings made before hosts were noted.
         let hostValues = rows["reactor_hosts"].flatMap { try? WireJSON.decode($0) }?.listValue ?? []
         reactorHosts = hostValues.compactMap { value in
-            guard let endpoint = value.mapValue?["endpoint"]?.stringValue, let source = value.mapValue?["source"]?.stringValue else { return nil }
+            guard let endpoint = value.mapValue?["endpoint"]?.stringValue,
+                let source = value.mapValue?["source"]?.stringValue
+            else { return nil }
             return BusRecording.ReactorHost(endpoint: endpoint, source: source)
         }
     }

@@ -149,7 +149,8 @@ func validateName(_ name: String, field: String, max: Int) throws(WireError) {
     if count == 0 { throw .malformed("\(field) is empty") }
     if count > max { throw WireError(.oversize, "\(field) is \(count) bytes, at most \(max) allowed") }
     for byte in name.utf8 where !isNameByte(byte) {
-        throw .malformed("\(field) \(quoted(name)) contains byte 0x\(WireHex.string([byte])), only [A-Za-z0-9_.:-] allowed")
+        throw .malformed(
+            "\(field) \(quoted(name)) contains byte 0x\(WireHex.string([byte])), only [A-Za-z0-9_.:-] allowed")
     }
 }
 

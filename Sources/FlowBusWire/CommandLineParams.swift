@@ -53,7 +53,8 @@ public enum CommandLineParams {
         guard let isInteger = jsonNumberShape(bytes) else { return .string(text) }
         if isInteger {
             guard let value = Int64(text) else {
-                throw ParamSyntaxError(message: "\(text) does not fit a signed 64-bit int; write \(text).0 to send a double")
+                throw ParamSyntaxError(
+                    message: "\(text) does not fit a signed 64-bit int; write \(text).0 to send a double")
             }
             return .int(value)
         }
@@ -69,7 +70,9 @@ public enum CommandLineParams {
         var index = 0
         func digits() -> Int {
             let start = index
-            while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") { index += 1 }
+            while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
+                index += 1
+            }
             return index - start
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
@@ -84,7 +87,9 @@ public enum CommandLineParams {
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
             index += 1
-            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+                index += 1
+            }
             if digits() == 0 { return nil }
             isInteger = false
         }

@@ -140,11 +140,13 @@ public struct Envelope: Sendable, Hashable {
         let sourceCount = Int(try reader.u8("source length"))
         if sourceCount == 0 { throw .malformed("envelope source length is 0, at least 1 expected") }
         if sourceCount > limits.maxSourceBytes {
-            throw WireError(.oversize, "envelope source is \(sourceCount) bytes, at most \(limits.maxSourceBytes) allowed")
+            throw WireError(
+                .oversize, "envelope source is \(sourceCount) bytes, at most \(limits.maxSourceBytes) allowed")
         }
         if bytes.count != fixedSize + sourceCount {
             throw .malformed(
-                "envelope is \(bytes.count) bytes, \(fixedSize + sourceCount) expected for a \(sourceCount)-byte source")
+                "envelope is \(bytes.count) bytes, \(fixedSize + sourceCount) expected for a \(sourceCount)-byte source"
+            )
         }
         let sourceBytes = try reader.slice(sourceCount, "source")
         guard let source = validUTF8(sourceBytes) else {

@@ -52,7 +52,9 @@ public enum FBV {
     }
 
     /// The encoding of `value`.
-    public static func encode(_ value: WireValue, maxDepth: Int = WireLimits.default.maxDepth) throws(WireError) -> [UInt8] {
+    public static func encode(
+        _ value: WireValue, maxDepth: Int = WireLimits.default.maxDepth
+    ) throws(WireError) -> [UInt8] {
         var bytes: [UInt8] = []
         try encode(value, into: &bytes, maxDepth: maxDepth)
         return bytes
@@ -65,7 +67,9 @@ public enum FBV {
         try writeMap(params, into: &bytes, depth: 1, maxDepth: maxDepth)
     }
 
-    private static func write(_ value: WireValue, into bytes: inout [UInt8], depth: Int, maxDepth: Int) throws(WireError) {
+    private static func write(
+        _ value: WireValue, into bytes: inout [UInt8], depth: Int, maxDepth: Int
+    ) throws(WireError) {
         switch value {
         case .null: bytes.append(Tag.null.rawValue)
         case .bool(let flag): bytes.append(flag ? Tag.true.rawValue : Tag.false.rawValue)
@@ -121,7 +125,9 @@ public enum FBV {
 
     /// Decodes exactly one value filling `bytes`.
     /// - Throws: `malformed` with the offset and what is wrong.
-    public static func decode(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = WireLimits.default.maxDepth) throws(WireError) -> WireValue {
+    public static func decode(
+        _ bytes: UnsafeRawBufferPointer, maxDepth: Int = WireLimits.default.maxDepth
+    ) throws(WireError) -> WireValue {
         var reader = ByteReader(bytes, what: "FBV value")
         let value = try read(&reader, depth: 0, maxDepth: maxDepth)
         if !reader.isAtEnd {
@@ -131,12 +137,16 @@ public enum FBV {
     }
 
     /// Decodes exactly one value filling `bytes`.
-    public static func decode(_ bytes: [UInt8], maxDepth: Int = WireLimits.default.maxDepth) throws(WireError) -> WireValue {
+    public static func decode(
+        _ bytes: [UInt8], maxDepth: Int = WireLimits.default.maxDepth
+    ) throws(WireError) -> WireValue {
         try withRawBytes(bytes) { (raw) throws(WireError) in try decode(raw, maxDepth: maxDepth) }
     }
 
     /// Decodes exactly one value filling `bytes`.
-    public static func decode(_ bytes: ArraySlice<UInt8>, maxDepth: Int = WireLimits.default.maxDepth) throws(WireError) -> WireValue {
+    public static func decode(
+        _ bytes: ArraySlice<UInt8>, maxDepth: Int = WireLimits.default.maxDepth
+    ) throws(WireError) -> WireValue {
         try withRawBytes(bytes) { (raw) throws(WireError) in try decode(raw, maxDepth: maxDepth) }
     }
 
@@ -153,10 +163,14 @@ public enum FBV {
             let count = Int(try reader.u32("string length"))
             let start = reader.offset
             let raw = try reader.slice(count, "string")
-            guard let text = validUTF8(raw) else { throw .malformed("FBV string at offset \(start) is not valid UTF-8") }
+            guard let text = validUTF8(raw) else {
+                throw .malformed("FBV string at offset \(start) is not valid UTF-8")
+            }
             return .string(text)
         case Tag.list.rawValue:
-            if depth + 1 > maxDepth { throw .malformed("FBV value nests deeper than \(maxDepth) levels at offset \(tagOffset)") }
+            if depth + 1 > maxDepth {
+                throw .malformed("FBV value nests deeper than \(maxDepth) levels at offset \(tagOffset)")
+            }
             let count = Int(try reader.u32("list count"))
             // Every element takes at least one byte: refuse impossible counts before allocating.
             try reader.need(count, for: "list of \(count) element(s)")
@@ -165,7 +179,9 @@ public enum FBV {
             for _ in 0..<count { elements.append(try read(&reader, depth: depth + 1, maxDepth: maxDepth)) }
             return .list(elements)
         case Tag.map.rawValue:
-            if depth + 1 > maxDepth { throw .malformed("FBV value nests deeper than \(maxDepth) levels at offset \(tagOffset)") }
+            if depth + 1 > maxDepth {
+                throw .malformed("FBV value nests deeper than \(maxDepth) levels at offset \(tagOffset)")
+            }
             let count = Int(try reader.u32("map count"))
             // Every entry takes at least three bytes (key length and a tag).
             try reader.need(count * 3, for: "map of \(count) entr(ies)")
@@ -175,7 +191,9 @@ public enum FBV {
                 let keyCount = Int(try reader.u16("key length"))
                 let keyOffset = reader.offset
                 let rawKey = try reader.slice(keyCount, "key")
-                guard let key = validUTF8(rawKey) else { throw .malformed("FBV map key at offset \(keyOffset) is not valid UTF-8") }
+                guard let key = validUTF8(rawKey) else {
+                    throw .malformed("FBV map key at offset \(keyOffset) is not valid UTF-8")
+                }
                 let value = try read(&reader, depth: depth + 1, maxDepth: maxDepth)
                 if entries.updateValue(value, forKey: key) != nil {
                     throw .malformed("FBV map has duplicate key \(quoted(key)) at offset \(keyOffset)")

@@ -193,33 +193,33 @@ func hexNibble(_ char: UInt8) -> UInt8? {
 
 /// Hexadecimal helpers, as used by the golden vector files and by logs.
 public enum WireHex {
-/// Lowercase hexadecimal digits of `bytes`, two per byte.
-public static func string(_ bytes: some Sequence<UInt8>) -> String {
-    let digits: [UInt8] = Array("0123456789abcdef".utf8)
-    var out: [UInt8] = []
-    out.reserveCapacity(bytes.underestimatedCount * 2)
-    for byte in bytes {
-        out.append(digits[Int(byte >> 4)])
-        out.append(digits[Int(byte & 0x0F)])
-    }
-    return String(decoding: out, as: UTF8.self)
-}
-
-/// The bytes spelled by hexadecimal digits (upper or lower case), or `nil` for an odd count or a
-/// non-hex character. Whitespace is not allowed.
-public static func bytes(_ hex: some StringProtocol) -> [UInt8]? {
-    var bytes: [UInt8] = []
-    bytes.reserveCapacity(hex.utf8.count / 2)
-    var pending: UInt8? = nil
-    for char in hex.utf8 {
-        guard let nibble = hexNibble(char) else { return nil }
-        if let high = pending {
-            bytes.append(high << 4 | nibble)
-            pending = nil
-        } else {
-            pending = nibble
+    /// Lowercase hexadecimal digits of `bytes`, two per byte.
+    public static func string(_ bytes: some Sequence<UInt8>) -> String {
+        let digits: [UInt8] = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.underestimatedCount * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
         }
+        return String(decoding: out, as: UTF8.self)
     }
-    return pending == nil ? bytes : nil
-}
+
+    /// The bytes spelled by hexadecimal digits (upper or lower case), or `nil` for an odd count or a
+    /// non-hex character. Whitespace is not allowed.
+    public static func bytes(_ hex: some StringProtocol) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(hex.utf8.count / 2)
+        var pending: UInt8? = nil
+        for char in hex.utf8 {
+            guard let nibble = hexNibble(char) else { return nil }
+            if let high = pending {
+                bytes.append(high << 4 | nibble)
+                pending = nil
+            } else {
+                pending = nibble
+            }
+        }
+        return pending == nil ? bytes : nil
+    }
 }

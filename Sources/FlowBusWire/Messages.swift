@@ -472,7 +472,8 @@ public struct StatusRequest: WireMessageEncodable, Hashable {
     public var topic: String { Topic.status }
 
     public func encode(into buffer: inout FrameBuffer) throws(WireError) {
-        let contentType: ContentType = params.isEmpty ? .none : (envelope.contentType == .none ? .json : envelope.contentType)
+        let contentType: ContentType =
+            params.isEmpty ? .none : (envelope.contentType == .none ? .json : envelope.contentType)
         try buffer.writeMessage { (out) throws(WireError) in
             try out.writeTopic(.status, id: "")
             try out.writeEnvelope(envelope, kind: kind, contentType: contentType)
@@ -579,7 +580,9 @@ extension FrameBuffer {
         }
     }
 
-    mutating func writeEnvelope(_ envelope: Envelope, kind: MessageKind, contentType: ContentType? = nil) throws(WireError) {
+    mutating func writeEnvelope(
+        _ envelope: Envelope, kind: MessageKind, contentType: ContentType? = nil
+    ) throws(WireError) {
         var copy = envelope
         if let contentType { copy.contentType = contentType }
         copy.version = Envelope.currentVersion

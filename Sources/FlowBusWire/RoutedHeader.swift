@@ -23,7 +23,8 @@ public struct RoutedHeader: Sendable, Hashable {
     /// `limits.maxFrameBytes` (`oversize`); a UTF-8 topic of 1...`maxTopicBytes` bytes with a known
     /// prefix and a non-empty id; a valid envelope; the topic prefix matching the kind
     /// (`malformed`). The number of body frames is checked by the full decoders.
-    public static func decode(from buffer: FrameBuffer, limits: WireLimits = .default) throws(WireError) -> RoutedHeader {
+    public static func decode(from buffer: FrameBuffer, limits: WireLimits = .default) throws(WireError) -> RoutedHeader
+    {
         if buffer.count < 2 {
             throw .malformed("message has \(buffer.count) frame(s), at least 2 (topic, envelope) expected")
         }
@@ -32,7 +33,8 @@ public struct RoutedHeader: Sendable, Hashable {
         }
         for index in 0..<buffer.count where buffer.frameSize(index) > limits.maxFrameBytes {
             throw WireError(
-                .oversize, "frame \(index) is \(buffer.frameSize(index)) bytes, at most \(limits.maxFrameBytes) allowed")
+                .oversize, "frame \(index) is \(buffer.frameSize(index)) bytes, at most \(limits.maxFrameBytes) allowed"
+            )
         }
         let topic = try buffer.withFrame(0) { (raw) throws(WireError) in
             try decodeText(raw, field: "topic", min: 1, max: limits.maxTopicBytes)
@@ -46,7 +48,8 @@ public struct RoutedHeader: Sendable, Hashable {
         let expected = envelope.kind.topicPrefix
         if prefix != expected {
             throw .malformed(
-                "topic \(quoted(topic)) does not match kind \(envelope.kind) (\(expected.hasID ? expected.rawValue + "/<id>" : expected.rawValue) expected)")
+                "topic \(quoted(topic)) does not match kind \(envelope.kind) (\(expected.hasID ? expected.rawValue + "/<id>" : expected.rawValue) expected)"
+            )
         }
         return RoutedHeader(topic: topic, topicPrefix: prefix, topicID: topic[idStart...], envelope: envelope)
     }
@@ -111,7 +114,8 @@ public struct WirePayload: Sendable, Hashable {
     }
 }
 
-func decodeBodyValue(_ bytes: ArraySlice<UInt8>, contentType: ContentType, maxDepth: Int) throws(WireError) -> WireValue {
+func decodeBodyValue(_ bytes: ArraySlice<UInt8>, contentType: ContentType, maxDepth: Int) throws(WireError) -> WireValue
+{
     switch contentType {
     case .none:
         throw .malformed("a \(bytes.count)-byte value frame with content type none")
@@ -136,7 +140,9 @@ public struct NamedMessageView: Sendable, Hashable {
     /// Decodes a step, deep link or action without decoding its params.
     /// - Throws: `malformed` if the message is of another kind, has the wrong number of frames
     ///   or an invalid name; see ``RoutedHeader/decode(from:limits:)``.
-    public static func decode(from buffer: FrameBuffer, limits: WireLimits = .default) throws(WireError) -> NamedMessageView {
+    public static func decode(
+        from buffer: FrameBuffer, limits: WireLimits = .default
+    ) throws(WireError) -> NamedMessageView {
         let header = try RoutedHeader.decode(from: buffer, limits: limits)
         return try decode(from: buffer, header: header, limits: limits)
     }
@@ -178,7 +184,8 @@ extension FrameBuffer {
                 throw WireError(.oversize, "\(label()) is \(raw.count) bytes, at most \(limits.maxNameBytes) allowed")
             }
             for (offset, byte) in raw.enumerated() where !isNameByte(byte) {
-                throw .malformed("\(label()) has byte 0x\(WireHex.string([byte])) at offset \(offset), only [A-Za-z0-9_.:-] allowed")
+                throw .malformed(
+                    "\(label()) has byte 0x\(WireHex.string([byte])) at offset \(offset), only [A-Za-z0-9_.:-] allowed")
             }
             return String(decoding: raw, as: UTF8.self)
         }
@@ -223,7 +230,8 @@ public struct ReadableEnvelope: Sendable, Hashable {
         let read: (source: String, sequence: UInt64)? = buffer.withFrame(1) { bytes in
             guard bytes.count >= Envelope.minimumSize, bytes[0] == Envelope.currentVersion else { return nil }
             let sourceCount = Int(bytes[Envelope.fixedSize - 1])
-            guard sourceCount > 0, sourceCount <= limits.maxSourceBytes, bytes.count == Envelope.fixedSize + sourceCount,
+            guard sourceCount > 0, sourceCount <= limits.maxSourceBytes,
+                bytes.count == Envelope.fixedSize + sourceCount,
                 let source = validUTF8(UnsafeRawBufferPointer(rebasing: bytes[Envelope.fixedSize...]))
             else { return nil }
             var sequence: UInt64 = 0

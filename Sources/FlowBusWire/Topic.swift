@@ -88,7 +88,10 @@ public enum Topic {
             var index = utf8.startIndex
             var matched = true
             for byte in prefix.rawValue.utf8 {
-                guard index != utf8.endIndex, utf8[index] == byte else { matched = false; break }
+                guard index != utf8.endIndex, utf8[index] == byte else {
+                    matched = false
+                    break
+                }
                 index = utf8.index(after: index)
             }
             guard matched else { continue }

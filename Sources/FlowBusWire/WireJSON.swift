@@ -23,14 +23,18 @@ public enum WireJSON {
     }
 
     /// The JSON text of `value`, as bytes.
-    public static func encode(_ value: WireValue, maxDepth: Int = WireLimits.default.maxDepth) throws(WireError) -> [UInt8] {
+    public static func encode(
+        _ value: WireValue, maxDepth: Int = WireLimits.default.maxDepth
+    ) throws(WireError) -> [UInt8] {
         var bytes: [UInt8] = []
         try encode(value, into: &bytes, maxDepth: maxDepth)
         return bytes
     }
 
     /// The JSON text of `value`, as a string.
-    public static func string(_ value: WireValue, maxDepth: Int = WireLimits.default.maxDepth) throws(WireError) -> String {
+    public static func string(
+        _ value: WireValue, maxDepth: Int = WireLimits.default.maxDepth
+    ) throws(WireError) -> String {
         String(decoding: try encode(value, maxDepth: maxDepth), as: UTF8.self)
     }
 
@@ -41,7 +45,9 @@ public enum WireJSON {
         try writeMap(params, into: &bytes, depth: 1, maxDepth: maxDepth)
     }
 
-    private static func write(_ value: WireValue, into bytes: inout [UInt8], depth: Int, maxDepth: Int) throws(WireError) {
+    private static func write(
+        _ value: WireValue, into bytes: inout [UInt8], depth: Int, maxDepth: Int
+    ) throws(WireError) {
         switch value {
         case .null: bytes.append(contentsOf: "null".utf8)
         case .bool(let flag): bytes.append(contentsOf: flag ? "true".utf8 : "false".utf8)
@@ -71,7 +77,9 @@ public enum WireJSON {
         }
     }
 
-    private static func writeMap(_ entries: [String: WireValue], into bytes: inout [UInt8], depth: Int, maxDepth: Int) throws(WireError) {
+    private static func writeMap(
+        _ entries: [String: WireValue], into bytes: inout [UInt8], depth: Int, maxDepth: Int
+    ) throws(WireError) {
         if depth > maxDepth { throw .malformed("value nests deeper than \(maxDepth) levels") }
         bytes.append(UInt8(ascii: "{"))
         if entries.count == 1, let (key, value) = entries.first {
@@ -92,7 +100,10 @@ public enum WireJSON {
     }
 
     private static func writeInt(_ number: Int64, into bytes: inout [UInt8]) {
-        if number == 0 { bytes.append(UInt8(ascii: "0")); return }
+        if number == 0 {
+            bytes.append(UInt8(ascii: "0"))
+            return
+        }
         var magnitude = number.magnitude
         if number < 0 { bytes.append(UInt8(ascii: "-")) }
         let start = bytes.count
@@ -109,13 +120,27 @@ public enum WireJSON {
         bytes.append(UInt8(ascii: "\""))
         for byte in text.utf8 {
             switch byte {
-            case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\\")); bytes.append(byte)
-            case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\")); bytes.append(byte)
-            case 0x08: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "b"))
-            case 0x0C: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "f"))
-            case 0x0A: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "n"))
-            case 0x0D: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "r"))
-            case 0x09: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "t"))
+            case UInt8(ascii: "\""):
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(byte)
+            case UInt8(ascii: "\\"):
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(byte)
+            case 0x08:
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(UInt8(ascii: "b"))
+            case 0x0C:
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(UInt8(ascii: "f"))
+            case 0x0A:
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(UInt8(ascii: "n"))
+            case 0x0D:
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(UInt8(ascii: "r"))
+            case 0x09:
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(UInt8(ascii: "t"))
             case 0x00..<0x20:
                 bytes.append(contentsOf: "\\u00".utf8)
                 bytes.append(hexDigits[Int(byte >> 4)])
@@ -130,7 +155,9 @@ public enum WireJSON {
 
     /// Decodes exactly one JSON value filling `bytes` (surrounding whitespace allowed).
     /// - Throws: `malformed` with the offset and what is wrong.
-    public static func decode(_ bytes: UnsafeRawBufferPointer, maxDepth: Int = WireLimits.default.maxDepth) throws(WireError) -> WireValue {
+    public static func decode(
+        _ bytes: UnsafeRawBufferPointer, maxDepth: Int = WireLimits.default.maxDepth
+    ) throws(WireError) -> WireValue {
         var parser = Parser(bytes: bytes, maxDepth: maxDepth)
         parser.skipWhitespace()
         let value = try parser.parseValue(depth: 0)
@@ -142,17 +169,23 @@ public enum WireJSON {
     }
 
     /// Decodes exactly one JSON value filling `bytes`.
-    public static func decode(_ bytes: [UInt8], maxDepth: Int = WireLimits.default.maxDepth) throws(WireError) -> WireValue {
+    public static func decode(
+        _ bytes: [UInt8], maxDepth: Int = WireLimits.default.maxDepth
+    ) throws(WireError) -> WireValue {
         try withRawBytes(bytes) { (raw) throws(WireError) in try decode(raw, maxDepth: maxDepth) }
     }
 
     /// Decodes exactly one JSON value filling `bytes`.
-    public static func decode(_ bytes: ArraySlice<UInt8>, maxDepth: Int = WireLimits.default.maxDepth) throws(WireError) -> WireValue {
+    public static func decode(
+        _ bytes: ArraySlice<UInt8>, maxDepth: Int = WireLimits.default.maxDepth
+    ) throws(WireError) -> WireValue {
         try withRawBytes(bytes) { (raw) throws(WireError) in try decode(raw, maxDepth: maxDepth) }
     }
 
     /// Decodes exactly one JSON value from a string.
-    public static func decode(_ text: String, maxDepth: Int = WireLimits.default.maxDepth) throws(WireError) -> WireValue {
+    public static func decode(
+        _ text: String, maxDepth: Int = WireLimits.default.maxDepth
+    ) throws(WireError) -> WireValue {
         try decode(Array(text.utf8), maxDepth: maxDepth)
     }
 
@@ -241,8 +274,14 @@ public enum WireJSON {
                 }
                 skipWhitespace()
                 guard offset < bytes.count else { throw error("unexpected end of input in an object") }
-                if bytes[offset] == UInt8(ascii: ",") { offset += 1; continue }
-                if bytes[offset] == UInt8(ascii: "}") { offset += 1; return .map(entries) }
+                if bytes[offset] == UInt8(ascii: ",") {
+                    offset += 1
+                    continue
+                }
+                if bytes[offset] == UInt8(ascii: "}") {
+                    offset += 1
+                    return .map(entries)
+                }
                 throw error("unexpected \(describeCurrent()), ',' or '}' expected")
             }
         }
@@ -261,8 +300,14 @@ public enum WireJSON {
                 elements.append(try parseValue(depth: depth))
                 skipWhitespace()
                 guard offset < bytes.count else { throw error("unexpected end of input in an array") }
-                if bytes[offset] == UInt8(ascii: ",") { offset += 1; continue }
-                if bytes[offset] == UInt8(ascii: "]") { offset += 1; return .list(elements) }
+                if bytes[offset] == UInt8(ascii: ",") {
+                    offset += 1
+                    continue
+                }
+                if bytes[offset] == UInt8(ascii: "]") {
+                    offset += 1
+                    return .list(elements)
+                }
                 throw error("unexpected \(describeCurrent()), ',' or ']' expected")
             }
         }
@@ -333,7 +378,10 @@ public enum WireJSON {
                     if (0xD800...0xDBFF).contains(unit) {
                         guard offset + 2 <= bytes.count, bytes[offset] == UInt8(ascii: "\\"),
                             bytes[offset + 1] == UInt8(ascii: "u")
-                        else { throw error("lone high surrogate \\u\(WireHex.string([UInt8(unit >> 8), UInt8(unit & 0xFF)]))") }
+                        else {
+                            throw error(
+                                "lone high surrogate \\u\(WireHex.string([UInt8(unit >> 8), UInt8(unit & 0xFF)]))")
+                        }
                         offset += 2
                         let low = try parseHex4()
                         guard (0xDC00...0xDFFF).contains(low) else {
@@ -386,8 +434,12 @@ public enum WireJSON {
             if offset < bytes.count, bytes[offset] == UInt8(ascii: "e") || bytes[offset] == UInt8(ascii: "E") {
                 isInteger = false
                 offset += 1
-                if offset < bytes.count, bytes[offset] == UInt8(ascii: "+") || bytes[offset] == UInt8(ascii: "-") { offset += 1 }
-                guard offset < bytes.count, isDigit(bytes[offset]) else { throw error("a digit expected in an exponent") }
+                if offset < bytes.count, bytes[offset] == UInt8(ascii: "+") || bytes[offset] == UInt8(ascii: "-") {
+                    offset += 1
+                }
+                guard offset < bytes.count, isDigit(bytes[offset]) else {
+                    throw error("a digit expected in an exponent")
+                }
                 while offset < bytes.count, isDigit(bytes[offset]) { offset += 1 }
             }
             if isInteger && !overflow {

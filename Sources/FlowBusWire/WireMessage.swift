@@ -92,7 +92,8 @@ public enum WireMessage: Sendable, Hashable {
     /// - Throws: a ``WireError`` whose reason is a diagnostic reason code: `malformed`,
     ///   `unsupported-version`, `unknown-kind`, `oversize` or `bad-params` (params that do
     ///   not decode to a map).
-    public static func decode(from buffer: FrameBuffer, limits: WireLimits = .default) throws(WireError) -> WireMessage {
+    public static func decode(from buffer: FrameBuffer, limits: WireLimits = .default) throws(WireError) -> WireMessage
+    {
         let header = try RoutedHeader.decode(from: buffer, limits: limits)
         return try decode(from: buffer, header: header, limits: limits)
     }
@@ -156,7 +157,9 @@ public enum WireMessage: Sendable, Hashable {
                     container: container.isEmpty ? nil : container, presentableKind: presentableKind))
         case .diagnostic:
             let code = try buffer.name(2, field: "reason code", limits: limits)
-            if code != id { throw .malformed("topic \(quoted(header.topic)) does not match reason code \(quoted(code))") }
+            if code != id {
+                throw .malformed("topic \(quoted(header.topic)) does not match reason code \(quoted(code))")
+            }
             let value = try buffer.value(3, contentType: contentType, limits: limits)
             guard case .map(let details) = value else {
                 throw .malformed("diagnostic details (frame 3) are \(kindName(value)), a map expected")
@@ -164,7 +167,8 @@ public enum WireMessage: Sendable, Hashable {
             guard case .string = details["message"] else {
                 throw .malformed("diagnostic details (frame 3) have no string \"message\"")
             }
-            return .diagnostic(DiagnosticMessage(envelope: envelope, reason: DiagnosticReason(rawValue: code), details: details))
+            return .diagnostic(
+                DiagnosticMessage(envelope: envelope, reason: DiagnosticReason(rawValue: code), details: details))
         case .ack:
             let sequence = try buffer.withFrame(2) { (raw) throws(WireError) -> UInt64 in
                 if raw.count != 8 { throw .malformed("ack sequence (frame 2) is \(raw.count) bytes, 8 expected") }
@@ -174,12 +178,14 @@ public enum WireMessage: Sendable, Hashable {
             return .ack(Ack(envelope: envelope, acknowledgedSource: id, acknowledgedSequence: sequence))
         case .heartbeat:
             if id != envelope.source {
-                throw .malformed("heartbeat topic \(quoted(header.topic)) does not match source \(quoted(envelope.source))")
+                throw .malformed(
+                    "heartbeat topic \(quoted(header.topic)) does not match source \(quoted(envelope.source))")
             }
             return .heartbeat(Heartbeat(envelope: envelope))
         case .statusRequest:
             guard buffer.count > 2 else { return .statusRequest(StatusRequest(envelope: envelope)) }
-            let params = try WirePayload(contentType: contentType, bytes: buffer.frameBytes(2)).decodeParams(limits: limits)
+            let params = try WirePayload(contentType: contentType, bytes: buffer.frameBytes(2)).decodeParams(
+                limits: limits)
             return .statusRequest(StatusRequest(envelope: envelope, params: params))
         case .statusReply:
             if contentType != .json { throw .malformed("status reply content type is \(contentType), json expected") }

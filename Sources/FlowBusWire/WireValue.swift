@@ -77,7 +77,8 @@ extension WireValue {
         case .string(let value): return value
         case .list(let values): return "[" + values.map(\.displayText).joined(separator: ", ") + "]"
         case .map(let entries):
-            return "{" + entries.sorted { $0.key < $1.key }
+            return "{"
+                + entries.sorted { $0.key < $1.key }
                 .map { "\($0.key): \($0.value.displayText)" }.joined(separator: ", ") + "}"
         }
     }

@@ -62,7 +62,8 @@ func kindName(_ value: WireValue) -> String {
 func mismatch(_ type: Any.Type, _ value: WireValue, _ path: [any CodingKey]) -> DecodingError {
     // Names the key and the value sent: `expected String for zip, got int 75001`.
     let key = path.last.map { $0.intValue.map { " for [\($0)]" } ?? " for \($0.stringValue)" } ?? ""
-    return .typeMismatch(type, .init(codingPath: path, debugDescription: "expected \(type)\(key), got \(sentValue(value))"))
+    return .typeMismatch(
+        type, .init(codingPath: path, debugDescription: "expected \(type)\(key), got \(sentValue(value))"))
 }
 
 /// A value as a mismatch names it: its kind, then the value when short.
@@ -109,7 +110,8 @@ func unboxInteger<T: FixedWidthInteger>(_ type: T.Type, _ value: WireValue, _ pa
     switch value {
     case .int(let number):
         guard let result = T(exactly: number) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: path, debugDescription: "\(number) does not fit \(T.self)"))
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: path, debugDescription: "\(number) does not fit \(T.self)"))
         }
         return result
     case .double(let number):
@@ -204,7 +206,8 @@ struct _KeyedDecoding<Key: CodingKey>: KeyedDecodingContainerProtocol {
     ) throws -> KeyedDecodingContainer<NestedKey> {
         let inner = try value(key)
         guard case .map(let nested) = inner else { throw mismatch([String: WireValue].self, inner, path(key)) }
-        return KeyedDecodingContainer(_KeyedDecoding<NestedKey>(decoder: decoder, entries: nested, codingPath: path(key)))
+        return KeyedDecodingContainer(
+            _KeyedDecoding<NestedKey>(decoder: decoder, entries: nested, codingPath: path(key)))
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
@@ -243,7 +246,9 @@ struct _UnkeyedDecoding: UnkeyedDecodingContainer {
     private mutating func next(_ type: Any.Type) throws -> WireValue {
         guard !isAtEnd else {
             throw DecodingError.valueNotFound(
-                type, .init(codingPath: path, debugDescription: "unkeyed container is at its end (\(elements.count) elements)"))
+                type,
+                .init(
+                    codingPath: path, debugDescription: "unkeyed container is at its end (\(elements.count) elements)"))
         }
         defer { currentIndex += 1 }
         return elements[currentIndex]
@@ -258,26 +263,70 @@ struct _UnkeyedDecoding: UnkeyedDecodingContainer {
         return false
     }
 
-    mutating func decode(_ type: Bool.Type) throws -> Bool { let p = path; return try unboxBool(next(type), p) }
-    mutating func decode(_ type: String.Type) throws -> String { let p = path; return try unboxString(next(type), p) }
-    mutating func decode(_ type: Double.Type) throws -> Double { let p = path; return try unboxFloat(type, next(type), p) }
-    mutating func decode(_ type: Float.Type) throws -> Float { let p = path; return try unboxFloat(type, next(type), p) }
-    mutating func decode(_ type: Int.Type) throws -> Int { let p = path; return try unboxInteger(type, next(type), p) }
-    mutating func decode(_ type: Int8.Type) throws -> Int8 { let p = path; return try unboxInteger(type, next(type), p) }
-    mutating func decode(_ type: Int16.Type) throws -> Int16 { let p = path; return try unboxInteger(type, next(type), p) }
-    mutating func decode(_ type: Int32.Type) throws -> Int32 { let p = path; return try unboxInteger(type, next(type), p) }
-    mutating func decode(_ type: Int64.Type) throws -> Int64 { let p = path; return try unboxInteger(type, next(type), p) }
-    mutating func decode(_ type: UInt.Type) throws -> UInt { let p = path; return try unboxInteger(type, next(type), p) }
-    mutating func decode(_ type: UInt8.Type) throws -> UInt8 { let p = path; return try unboxInteger(type, next(type), p) }
-    mutating func decode(_ type: UInt16.Type) throws -> UInt16 { let p = path; return try unboxInteger(type, next(type), p) }
-    mutating func decode(_ type: UInt32.Type) throws -> UInt32 { let p = path; return try unboxInteger(type, next(type), p) }
-    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { let p = path; return try unboxInteger(type, next(type), p) }
+    mutating func decode(_ type: Bool.Type) throws -> Bool {
+        let p = path
+        return try unboxBool(next(type), p)
+    }
+    mutating func decode(_ type: String.Type) throws -> String {
+        let p = path
+        return try unboxString(next(type), p)
+    }
+    mutating func decode(_ type: Double.Type) throws -> Double {
+        let p = path
+        return try unboxFloat(type, next(type), p)
+    }
+    mutating func decode(_ type: Float.Type) throws -> Float {
+        let p = path
+        return try unboxFloat(type, next(type), p)
+    }
+    mutating func decode(_ type: Int.Type) throws -> Int {
+        let p = path
+        return try unboxInteger(type, next(type), p)
+    }
+    mutating func decode(_ type: Int8.Type) throws -> Int8 {
+        let p = path
+        return try unboxInteger(type, next(type), p)
+    }
+    mutating func decode(_ type: Int16.Type) throws -> Int16 {
+        let p = path
+        return try unboxInteger(type, next(type), p)
+    }
+    mutating func decode(_ type: Int32.Type) throws -> Int32 {
+        let p = path
+        return try unboxInteger(type, next(type), p)
+    }
+    mutating func decode(_ type: Int64.Type) throws -> Int64 {
+        let p = path
+        return try unboxInteger(type, next(type), p)
+    }
+    mutating func decode(_ type: UInt.Type) throws -> UInt {
+        let p = path
+        return try unboxInteger(type, next(type), p)
+    }
+    mutating func decode(_ type: UInt8.Type) throws -> UInt8 {
+        let p = path
+        return try unboxInteger(type, next(type), p)
+    }
+    mutating func decode(_ type: UInt16.Type) throws -> UInt16 {
+        let p = path
+        return try unboxInteger(type, next(type), p)
+    }
+    mutating func decode(_ type: UInt32.Type) throws -> UInt32 {
+        let p = path
+        return try unboxInteger(type, next(type), p)
+    }
+    mutating func decode(_ type: UInt64.Type) throws -> UInt64 {
+        let p = path
+        return try unboxInteger(type, next(type), p)
+    }
     mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
         let p = path
         return try decoder.unbox(type, next(type), at: p)
     }
 
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy type: NestedKey.Type
+    ) throws -> KeyedDecodingContainer<NestedKey> {
         let p = path
         let inner = try next([String: WireValue].self)
         guard case .map(let nested) = inner else { throw mismatch([String: WireValue].self, inner, p) }

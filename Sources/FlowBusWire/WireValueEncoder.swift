@@ -257,7 +257,9 @@ struct _UnkeyedEncoding: UnkeyedEncodingContainer {
         ref.items.append(slot)
     }
 
-    mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+    mutating func nestedContainer<NestedKey: CodingKey>(
+        keyedBy keyType: NestedKey.Type
+    ) -> KeyedEncodingContainer<NestedKey> {
         let path = nextPath
         let nested = _MapRef()
         ref.items.append(.map(nested))

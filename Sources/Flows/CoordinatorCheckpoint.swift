@@ -34,8 +34,15 @@ public struct CoordinatorCheckpoint: Codable, Sendable, Hashable {
 
         // Short keys: a large tree has hundreds of thousands of nodes and bindings.
         enum CodingKeys: String, CodingKey {
-            case name = "n", instance = "i", parent = "p", children = "c", allowStepWhenDismissed = "d", isReady = "r"
-            case readinessGroups = "g", bindings = "b", root = "o"
+            case name = "n"
+            case instance = "i"
+            case parent = "p"
+            case children = "c"
+            case allowStepWhenDismissed = "d"
+            case isReady = "r"
+            case readinessGroups = "g"
+            case bindings = "b"
+            case root = "o"
         }
     }
 
@@ -54,8 +61,16 @@ public struct CoordinatorCheckpoint: Codable, Sendable, Hashable {
         var hosted: Bool
 
         enum CodingKeys: String, CodingKey {
-            case id = "i", kind = "k", placement = "p", isDismissed = "d", reportedVisibility = "v", selected = "s"
-            case children = "c", presented = "m", rootOf = "r", hosted = "h"
+            case id = "i"
+            case kind = "k"
+            case placement = "p"
+            case isDismissed = "d"
+            case reportedVisibility = "v"
+            case selected = "s"
+            case children = "c"
+            case presented = "m"
+            case rootOf = "r"
+            case hosted = "h"
         }
     }
 
@@ -71,8 +86,14 @@ public struct CoordinatorCheckpoint: Codable, Sendable, Hashable {
         var allowStepWhenDismissed: Bool
 
         enum CodingKeys: String, CodingKey {
-            case stepper = "s", remote = "x", type = "t", flow = "f", node = "n", role = "r"
-            case allowStepWhenNotPresented = "p", allowStepWhenDismissed = "d"
+            case stepper = "s"
+            case remote = "x"
+            case type = "t"
+            case flow = "f"
+            case node = "n"
+            case role = "r"
+            case allowStepWhenNotPresented = "p"
+            case allowStepWhenDismissed = "d"
         }
     }
 
@@ -154,10 +175,11 @@ extension FlowCoordinator {
             if let index = nodeIndex[ObjectIdentifier(node)] { return index }
             let index = checkpoint.nodes.count
             nodeIndex[ObjectIdentifier(node)] = index
-            checkpoint.nodes.append(CoordinatorCheckpoint.Node(
-                id: node.presentableID, kind: node.kind.rawValue, placement: node.placement.rawValue,
-                isDismissed: node.isDismissed, reportedVisibility: node.reportedVisibility, selected: node.selected,
-                children: [], presented: nil, rootOf: nil, hosted: node.host != nil))
+            checkpoint.nodes.append(
+                CoordinatorCheckpoint.Node(
+                    id: node.presentableID, kind: node.kind.rawValue, placement: node.placement.rawValue,
+                    isDismissed: node.isDismissed, reportedVisibility: node.reportedVisibility, selected: node.selected,
+                    children: [], presented: nil, rootOf: nil, hosted: node.host != nil))
             pendingNodes.append(node)
             return index
         }
@@ -165,10 +187,11 @@ extension FlowCoordinator {
         func visit(_ record: FlowRecord, parent: Int?) {
             let index = checkpoint.flows.count
             flowIndex[ObjectIdentifier(record)] = index
-            checkpoint.flows.append(CoordinatorCheckpoint.Flow(
-                name: record.id.name, instance: record.id.instance, parent: parent, children: [],
-                allowStepWhenDismissed: record.allowStepWhenDismissed, isReady: record.isReady, readinessGroups: [],
-                bindings: [], root: -1))
+            checkpoint.flows.append(
+                CoordinatorCheckpoint.Flow(
+                    name: record.id.name, instance: record.id.instance, parent: parent, children: [],
+                    allowStepWhenDismissed: record.allowStepWhenDismissed, isReady: record.isReady, readinessGroups: [],
+                    bindings: [], root: -1))
             let children = record.children.map { child -> Int in
                 let childIndex = checkpoint.flows.count
                 visit(child, parent: index)
@@ -202,11 +225,14 @@ extension FlowCoordinator {
                 guard let flow = binding.flow, let flowPosition = flowIndex[ObjectIdentifier(flow)] else { continue }
                 let bindingPosition = checkpoint.bindings.count
                 bindingIndex[ObjectIdentifier(binding)] = bindingPosition
-                checkpoint.bindings.append(CoordinatorCheckpoint.Binding(
-                    stepper: stepperID, remote: binding.info.isRemote,
-                    type: binding.info.isRemote ? nil : "\(type(of: binding.stepper))", flow: flowPosition, node: number(binding.node),
-                    role: binding.info.role.rawValue, allowStepWhenNotPresented: binding.info.allowStepWhenNotPresented,
-                    allowStepWhenDismissed: binding.info.allowStepWhenDismissed))
+                checkpoint.bindings.append(
+                    CoordinatorCheckpoint.Binding(
+                        stepper: stepperID, remote: binding.info.isRemote,
+                        type: binding.info.isRemote ? nil : "\(type(of: binding.stepper))", flow: flowPosition,
+                        node: number(binding.node),
+                        role: binding.info.role.rawValue,
+                        allowStepWhenNotPresented: binding.info.allowStepWhenNotPresented,
+                        allowStepWhenDismissed: binding.info.allowStepWhenDismissed))
                 indices.append(bindingPosition)
             }
             checkpoint.bindingsByStepper[stepperID] = indices
@@ -257,7 +283,8 @@ extension FlowCoordinator {
             throw CheckpointError("a checkpoint can only be restored into a new coordinator")
         }
         guard checkpoint.format == CoordinatorCheckpoint.currentFormat else {
-            throw CheckpointError("checkpoint format \(checkpoint.format) is not \(CoordinatorCheckpoint.currentFormat)")
+            throw CheckpointError(
+                "checkpoint format \(checkpoint.format) is not \(CoordinatorCheckpoint.currentFormat)")
         }
         func check(_ condition: Bool, _ problem: @autoclosure () -> String) throws {
             if !condition { throw CheckpointError("the checkpoint is inconsistent: \(problem())") }
@@ -285,7 +312,9 @@ extension FlowCoordinator {
         nodes.reserveCapacity(nodeCount)
         for saved in checkpoint.nodes {
             if let flow = saved.rootOf {
-                try check(flow < flowCount && checkpoint.flows[flow].root == nodes.count, "node \(saved.id) roots a flow that does not root it")
+                try check(
+                    flow < flowCount && checkpoint.flows[flow].root == nodes.count,
+                    "node \(saved.id) roots a flow that does not root it")
                 nodes.append(flows[flow].navigationNode)
                 continue
             }
@@ -300,7 +329,9 @@ extension FlowCoordinator {
             guard let placement = NodePlacement(rawValue: saved.placement) else {
                 throw CheckpointError("node \(saved.id) has placement \(saved.placement)")
             }
-            try check(saved.children.allSatisfy { $0 < nodeCount } && (saved.presented ?? 0) < nodeCount, "node \(saved.id) links outside")
+            try check(
+                saved.children.allSatisfy { $0 < nodeCount } && (saved.presented ?? 0) < nodeCount,
+                "node \(saved.id) links outside")
             node.placement = placement
             node.isDismissed = saved.isDismissed
             node.reportedVisibility = saved.reportedVisibility
@@ -328,9 +359,13 @@ extension FlowCoordinator {
             try check(saved.children.allSatisfy { $0 < flowCount }, "flow \(saved.name) has unknown children")
             record.children = saved.children.map { records[$0] }
             record.readinessGroups = saved.readinessGroups.map { group in
-                group.map { $0 >= 0 && $0 < flowCount ? ObjectIdentifier(records[$0].flow) : ObjectIdentifier(Gone.member) }
+                group.map {
+                    $0 >= 0 && $0 < flowCount ? ObjectIdentifier(records[$0].flow) : ObjectIdentifier(Gone.member)
+                }
             }
-            record.readinessMembers = saved.readinessGroups.joined().filter { $0 >= 0 && $0 < flowCount }.map { records[$0].flow }
+            record.readinessMembers = saved.readinessGroups.joined().filter { $0 >= 0 && $0 < flowCount }.map {
+                records[$0].flow
+            }
         }
         try check(checkpoint.roots.allSatisfy { $0 < flowCount }, "unknown root flows")
         roots = checkpoint.roots.map { records[$0] }
@@ -374,7 +409,8 @@ extension FlowCoordinator {
                 allowStepWhenDismissed: saved.allowStepWhenDismissed, isRemote: saved.remote)
             let entry = stats[saved.stepper] ?? StepperStats()
             stats[saved.stepper] = entry
-            let binding = StepperBinding(stepper: stepper, info: info, flow: record, node: nodes[saved.node], stats: entry)
+            let binding = StepperBinding(
+                stepper: stepper, info: info, flow: record, node: nodes[saved.node], stats: entry)
             binding.token = stepper.steps.subscribe { [weak self, weak binding] step in
                 guard let self, let binding else { return }
                 self.stepperEmitted(step, binding: binding)
@@ -396,7 +432,8 @@ extension FlowCoordinator {
             guard let role = BindingRole(rawValue: saved.role) else { continue }
             tombstones[saved.stepper] = BindingInfo(
                 stepperID: saved.stepper, flow: FlowID(name: saved.flowName, instance: saved.flowInstance),
-                presentableID: saved.presentableID, role: role, allowStepWhenNotPresented: saved.allowStepWhenNotPresented,
+                presentableID: saved.presentableID, role: role,
+                allowStepWhenNotPresented: saved.allowStepWhenNotPresented,
                 allowStepWhenDismissed: saved.allowStepWhenDismissed, isRemote: saved.remote)
             tombstoneOrder.append(saved.stepper)
         }

@@ -1,6 +1,5 @@
 import FlowBusWire
 
-
 /// Where a step processed by a flow came from.
 public enum StepOrigin: Sendable, Hashable, CustomStringConvertible {
     /// Emitted by the stepper with this id (remote or in-process).

@@ -1,4 +1,5 @@
 import FlowBusWire
+
 /// Per-stepper counters for the status query.
 public struct StepperCounters: Sendable, Hashable {
     /// Steps that reached `navigate(to:)`.

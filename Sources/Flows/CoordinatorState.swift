@@ -1,4 +1,5 @@
 import FlowBusWire
+
 // Internal bookkeeping of the FlowCoordinator: the records that stand for RxFlow's child
 // FlowCoordinators, stepper bindings, queue entries and completion tickets.
 

@@ -1,4 +1,5 @@
 import FlowBusWire
+
 /// The identity of one coordinated flow: its name (e.g. `WishlistFlow`) and an instance
 /// number, counted per name from 1 by the coordinator, so two instances of one flow type are
 /// told apart (`WishlistFlow#1`, `WishlistFlow#2`). Events and snapshots carry `FlowID`s, never

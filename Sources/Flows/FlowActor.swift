@@ -1,4 +1,5 @@
 import FlowBusWire
+
 /// The global actor on which every part of the ``Flows`` engine runs.
 ///
 /// RxFlow runs everything on the main thread; FlowBus runs the whole engine — flows,

@@ -1,4 +1,5 @@
 import FlowBusWire
+
 /// What produces the next steps of a flow, as in RxFlow.
 public enum FlowContributor: Sendable {
     /// Binds `nextStepper` to the current flow, gated by `nextPresentable`'s visibility and

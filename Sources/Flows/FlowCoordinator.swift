@@ -1,4 +1,5 @@
 import FlowBusWire
+
 /// When ``FlowCoordinator/use(_:when:block:)`` runs its block: RxFlow's `ExecuteStrategy`.
 public enum FlowReadiness: Sendable, Hashable {
     /// At once, synchronously.
@@ -90,8 +91,11 @@ public final class FlowCoordinator {
         _ reason: DiagnosticReason, _ message: String, stepperID: String? = nil, flow: FlowID? = nil,
         presentableID: String? = nil, step: (any Step)? = nil
     ) {
-        emit(.diagnostic(Diagnostic(reason: reason, message: message, stepperID: stepperID, flow: flow,
-            presentableID: presentableID, step: step)))
+        emit(
+            .diagnostic(
+                Diagnostic(
+                    reason: reason, message: message, stepperID: stepperID, flow: flow,
+                    presentableID: presentableID, step: step)))
     }
 
     // MARK: - Decoding
@@ -126,7 +130,9 @@ public final class FlowCoordinator {
 
     /// Like ``coordinate(flow:with:allowStepWhenDismissed:)`` but does not wait: the initial
     /// steps are queued and processed in the background.
-    public func start(flow: any Flow, with stepper: any Stepper = DefaultStepper(), allowStepWhenDismissed: Bool = false) {
+    public func start(
+        flow: any Flow, with stepper: any Stepper = DefaultStepper(), allowStepWhenDismissed: Bool = false
+    ) {
         startRoot(flow, stepper: stepper, allowStepWhenDismissed: allowStepWhenDismissed, ticket: nil)
         ensurePump()
     }
@@ -214,7 +220,9 @@ public final class FlowCoordinator {
     public func report(_ report: RendererReport, for presentableID: String) {
         let nodes = liveNodes(presentableID)
         guard !nodes.isEmpty else {
-            diagnose(.unknownPresentable, "renderer reported \(report.rawValue) for \(presentableID), which is not in the tree",
+            diagnose(
+                .unknownPresentable,
+                "renderer reported \(report.rawValue) for \(presentableID), which is not in the tree",
                 presentableID: presentableID)
             return
         }
@@ -243,7 +251,9 @@ public final class FlowCoordinator {
 
     /// Runs `block` with the flows' roots at once (`.created`) or when all of them are ready
     /// (`.ready`; at once if they already are — FlowBus replays readiness, RxFlow issue #143).
-    public func use(_ flows: [any Flow], when readiness: FlowReadiness, block: @escaping @FlowActor ([any Presentable]) -> Void) {
+    public func use(
+        _ flows: [any Flow], when readiness: FlowReadiness, block: @escaping @FlowActor ([any Presentable]) -> Void
+    ) {
         let roots = flows.map(\.root)
         switch readiness {
         case .created:
@@ -332,9 +342,11 @@ public final class FlowCoordinator {
         func visit(_ record: FlowRecord) {
             flowCount += 1
             if flows.count < limit {
-                flows.append(FlowSnapshot(id: record.id, parent: record.parent?.id, children: record.children.map(\.id),
-                    isReady: record.isReady, allowStepWhenDismissed: record.allowStepWhenDismissed,
-                    root: nodeSnapshot(record.flow.navigationNode, owner: record.id, limit: limit)))
+                flows.append(
+                    FlowSnapshot(
+                        id: record.id, parent: record.parent?.id, children: record.children.map(\.id),
+                        isReady: record.isReady, allowStepWhenDismissed: record.allowStepWhenDismissed,
+                        root: nodeSnapshot(record.flow.navigationNode, owner: record.id, limit: limit)))
             }
             record.children.forEach(visit)
         }
@@ -348,7 +360,8 @@ public final class FlowCoordinator {
         bindings.sort { ($0.stepperID, $0.flow) < ($1.stepperID, $1.flow) }
         var steppers: [String: StepperCounters] = [:]
         for (stepperID, stats) in statsByStepper.prefix(limit) { steppers[stepperID] = stats.counters }
-        var snapshot = CoordinatorSnapshot(flows: flows, bindings: bindings,
+        var snapshot = CoordinatorSnapshot(
+            flows: flows, bindings: bindings,
             steppers: steppers, totals: totals, queuedSteps: queue.count)
         snapshot.flowCount = flowCount
         snapshot.bindingCount = bindingCount
@@ -358,11 +371,13 @@ public final class FlowCoordinator {
 
     private func nodeSnapshot(_ node: NavigationNode, owner: FlowID, limit: Int) -> NodeSnapshot {
         if let flow = node.rootOfFlow, flow != owner {
-            return NodeSnapshot(id: node.presentableID, kind: node.kind, placement: node.placement,
+            return NodeSnapshot(
+                id: node.presentableID, kind: node.kind, placement: node.placement,
                 isVisible: node.isVisible, reportedVisibility: node.reportedVisibility, selectedIndex: node.selected,
                 children: [], childFlow: flow, presentedStorage: [])
         }
-        return NodeSnapshot(id: node.presentableID, kind: node.kind, placement: node.placement,
+        return NodeSnapshot(
+            id: node.presentableID, kind: node.kind, placement: node.placement,
             isVisible: node.isVisible, reportedVisibility: node.reportedVisibility, selectedIndex: node.selected,
             children: node.children.prefix(limit).map { nodeSnapshot($0, owner: owner, limit: limit) }, childFlow: nil,
             presentedStorage: node.presented.map { [nodeSnapshot($0, owner: owner, limit: limit)] } ?? [])
@@ -377,7 +392,8 @@ public final class FlowCoordinator {
         }
         let node = flow.navigationNode
         guard node.placement == .detached, !node.isDismissed else {
-            diagnose(.flowError, "the root \(node.presentableID) of \(flow.flowName) is already in a tree or dismissed",
+            diagnose(
+                .flowError, "the root \(node.presentableID) of \(flow.flowName) is already in a tree or dismissed",
                 presentableID: node.presentableID)
             return
         }
@@ -388,7 +404,8 @@ public final class FlowCoordinator {
         let outer = (collected, collectingTicket)
         collected = []
         collectingTicket = ticket
-        bind(stepper, to: record, node: node, role: .flowStepper, allowStepWhenNotPresented: true,
+        bind(
+            stepper, to: record, node: node, role: .flowStepper, allowStepWhenNotPresented: true,
             allowStepWhenDismissed: allowStepWhenDismissed)
         let items = collected ?? []
         (collected, collectingTicket) = outer
@@ -404,7 +421,8 @@ public final class FlowCoordinator {
         guard bindings.contains(where: { $0.isActive && $0.info.isRemote }) else {
             if let tombstone = tombstones[stepperID] {
                 countDrop(.dismissed, stats: nil)
-                diagnose(.dismissed,
+                diagnose(
+                    .dismissed,
                     "\(stepperID) is no longer bound: its presentable \(tombstone.presentableID) was dismissed",
                     stepperID: stepperID, flow: tombstone.flow, presentableID: tombstone.presentableID, step: step)
                 ticket.outcomes.append(.dropped(.dismissed, flow: tombstone.flow))
@@ -421,8 +439,10 @@ public final class FlowCoordinator {
                 dropEmission(step, binding: binding, reason: reason)
                 ticket.outcomes.append(.dropped(reason, flow: flow.id))
             } else {
-                queue.append(makeItem(flow, step, origin: .stepper(stepperID), binding: binding, ticket: ticket,
-                    recordsOutcome: true))
+                queue.append(
+                    makeItem(
+                        flow, step, origin: .stepper(stepperID), binding: binding, ticket: ticket,
+                        recordsOutcome: true))
             }
         }
     }
@@ -436,7 +456,8 @@ public final class FlowCoordinator {
         }
         let broadcast = Broadcast(step: step)
         for root in active {
-            queue.append(makeItem(root, step, origin: .deepLink, broadcast: broadcast, ticket: ticket, recordsOutcome: true))
+            queue.append(
+                makeItem(root, step, origin: .deepLink, broadcast: broadcast, ticket: ticket, recordsOutcome: true))
         }
     }
 
@@ -460,15 +481,18 @@ public final class FlowCoordinator {
             dropEmission(step, binding: binding, reason: reason)
             return
         }
-        schedule(makeItem(flow, step, origin: .stepper(binding.info.stepperID), binding: binding,
-            ticket: collected != nil ? collectingTicket : nil, recordsOutcome: false))
+        schedule(
+            makeItem(
+                flow, step, origin: .stepper(binding.info.stepperID), binding: binding,
+                ticket: collected != nil ? collectingTicket : nil, recordsOutcome: false))
     }
 
     private func dropEmission(_ step: any Step, binding: StepperBinding, reason: DiagnosticReason) {
         countDrop(reason, stats: binding.stats)
         let info = binding.info
         let what = reason == .notVisible ? "is not visible" : "was dismissed"
-        diagnose(reason, "step \(describeStep(step)) from \(info.stepperID) dropped: \(info.presentableID) \(what)",
+        diagnose(
+            reason, "step \(describeStep(step)) from \(info.stepperID) dropped: \(info.presentableID) \(what)",
             stepperID: info.stepperID, flow: info.flow, presentableID: info.presentableID, step: step)
     }
 
@@ -483,7 +507,8 @@ public final class FlowCoordinator {
     ) -> PendingStep {
         ticket?.pending += 1
         broadcast?.pending += 1
-        return PendingStep(flow: flow, step: step, origin: origin, binding: binding, broadcast: broadcast,
+        return PendingStep(
+            flow: flow, step: step, origin: origin, binding: binding, broadcast: broadcast,
             ticket: ticket, recordsOutcome: recordsOutcome)
     }
 
@@ -567,7 +592,8 @@ public final class FlowCoordinator {
         if let broadcast = item.broadcast {
             broadcast.pending -= 1
             if broadcast.pending == 0 && broadcast.decoded == 0 {
-                diagnose(.unknownStep, "deep link \(describeStep(broadcast.step)) was understood by no flow",
+                diagnose(
+                    .unknownStep, "deep link \(describeStep(broadcast.step)) was understood by no flow",
                     step: broadcast.step)
             }
         }
@@ -576,7 +602,8 @@ public final class FlowCoordinator {
     private func drop(_ item: PendingStep, _ reason: DiagnosticReason, _ message: String) {
         if item.recordsOutcome { item.ticket?.outcomes.append(.dropped(reason, flow: item.flow.id)) }
         if item.binding != nil { countDrop(reason, stats: item.binding?.stats) }
-        diagnose(reason, message, stepperID: item.binding?.info.stepperID, flow: item.flow.id,
+        diagnose(
+            reason, message, stepperID: item.binding?.info.stepperID, flow: item.flow.id,
             presentableID: item.binding?.info.presentableID, step: item.step)
     }
 
@@ -599,12 +626,15 @@ public final class FlowCoordinator {
         do {
             step = try await record.flow.adapt(step: decoded)
         } catch {
-            diagnose(.flowError, "\(record.id) adapt(\(describeStep(decoded))) failed: \(error); navigating to NoneStep",
+            diagnose(
+                .flowError, "\(record.id) adapt(\(describeStep(decoded))) failed: \(error); navigating to NoneStep",
                 stepperID: item.binding?.info.stepperID, flow: record.id, step: decoded)
             step = NoneStep()
         }
         if isStale(item) {
-            drop(item, .dismissed, "step \(describeStep(step)) for \(record.id) dropped: the flow or presentable went away during adapt")
+            drop(
+                item, .dismissed,
+                "step \(describeStep(step)) for \(record.id) dropped: the flow or presentable went away during adapt")
             return
         }
         navigate(item, to: step)
@@ -620,7 +650,9 @@ public final class FlowCoordinator {
     private func decodeForProcessing(_ item: PendingStep) -> (any Step)? {
         let record = item.flow
         if isStale(item) {
-            drop(item, .dismissed, "step \(describeStep(item.step)) for \(record.id) dropped: the flow or presentable is gone")
+            drop(
+                item, .dismissed,
+                "step \(describeStep(item.step)) for \(record.id) dropped: the flow or presentable is gone")
             return nil
         }
         let decoded = decode(item.step, for: record)
@@ -657,7 +689,8 @@ public final class FlowCoordinator {
         currentFlow = record.id
         deferDismissals = true
 
-        let navigation = NavigationEvent(flow: record.id, step: step, origin: item.origin,
+        let navigation = NavigationEvent(
+            flow: record.id, step: step, origin: item.origin,
             presentableID: item.binding?.info.presentableID)
         emit(.willNavigate(navigation))
         let contributors = record.flow.navigate(to: step)
@@ -675,10 +708,13 @@ public final class FlowCoordinator {
         var deferred: [PendingStep] = []
         func forwardToParent(_ forwarded: any Step) {
             if let parent = record.parent, parent.isActive {
-                urgent.append(makeItem(parent, forwarded, origin: .forwardedFromChild(record.id), ticket: item.ticket,
-                    recordsOutcome: false))
+                urgent.append(
+                    makeItem(
+                        parent, forwarded, origin: .forwardedFromChild(record.id), ticket: item.ticket,
+                        recordsOutcome: false))
             } else {
-                diagnose(.noParentFlow, "\(record.id) forwarded \(describeStep(forwarded)) to its parent, but it has none",
+                diagnose(
+                    .noParentFlow, "\(record.id) forwarded \(describeStep(forwarded)) to its parent, but it has none",
                     flow: record.id, step: forwarded)
             }
         }
@@ -694,8 +730,10 @@ public final class FlowCoordinator {
                 case .forwardToParentFlow(let forwarded):
                     forwardToParent(forwarded)
                 case .forwardToCurrentFlow(let forwarded):
-                    deferred.append(makeItem(record, forwarded, origin: .forwardedToCurrentFlow, ticket: item.ticket,
-                        recordsOutcome: false))
+                    deferred.append(
+                        makeItem(
+                            record, forwarded, origin: .forwardedToCurrentFlow, ticket: item.ticket,
+                            recordsOutcome: false))
                 case .contribute(let presentable, _, _, _):
                     if let flow = presentable as? any Flow { childFlows.append(flow) }
                 }
@@ -716,7 +754,8 @@ public final class FlowCoordinator {
                 if let childFlow = presentable as? any Flow {
                     startChild(childFlow, stepper: stepper, parent: record, allowStepWhenDismissed: dismissed)
                 } else {
-                    bind(stepper, to: record, node: presentable.navigationNode, role: .presentableStepper,
+                    bind(
+                        stepper, to: record, node: presentable.navigationNode, role: .presentableStepper,
                         allowStepWhenNotPresented: notPresented, allowStepWhenDismissed: dismissed)
                 }
             }
@@ -736,8 +775,10 @@ public final class FlowCoordinator {
     private func fanOut(_ item: PendingStep, from record: FlowRecord, into items: inout [PendingStep]) {
         guard let broadcast = item.broadcast else { return }
         for child in record.children where child.isActive {
-            items.append(makeItem(child, broadcast.step, origin: .deepLink, broadcast: broadcast, ticket: item.ticket,
-                recordsOutcome: true))
+            items.append(
+                makeItem(
+                    child, broadcast.step, origin: .deepLink, broadcast: broadcast, ticket: item.ticket,
+                    recordsOutcome: true))
         }
     }
 
@@ -747,7 +788,8 @@ public final class FlowCoordinator {
         let name = flow.flowName
         let instance = (instanceCounters[name] ?? 0) + 1
         instanceCounters[name] = instance
-        let record = FlowRecord(id: FlowID(name: name, instance: instance), flow: flow, parent: parent,
+        let record = FlowRecord(
+            id: FlowID(name: name, instance: instance), flow: flow, parent: parent,
             allowStepWhenDismissed: allowStepWhenDismissed)
         recordsByObject[ObjectIdentifier(flow)] = record
         recordsByID[record.id] = record
@@ -763,25 +805,30 @@ public final class FlowCoordinator {
     /// is its flow-level stepper; allowStepWhenNotPresented is ignored, allowStepWhenDismissed inherited.
     private func startChild(_ flow: any Flow, stepper: any Stepper, parent: FlowRecord, allowStepWhenDismissed: Bool) {
         guard recordsByObject[ObjectIdentifier(flow)] == nil else {
-            diagnose(.flowError, "\(parent.id) contributed \(flow.flowName), which is already coordinated",
+            diagnose(
+                .flowError, "\(parent.id) contributed \(flow.flowName), which is already coordinated",
                 flow: parent.id, presentableID: flow.navigationNode.presentableID)
             return
         }
         guard !flow.navigationNode.isDismissed else {
-            diagnose(.flowError, "\(parent.id) contributed \(flow.flowName) whose root is dismissed",
+            diagnose(
+                .flowError, "\(parent.id) contributed \(flow.flowName) whose root is dismissed",
                 flow: parent.id, presentableID: flow.navigationNode.presentableID)
             return
         }
         let record = makeRecord(flow, parent: parent, allowStepWhenDismissed: allowStepWhenDismissed)
         parent.children.append(record)
-        bind(stepper, to: record, node: flow.navigationNode, role: .flowStepper, allowStepWhenNotPresented: true,
+        bind(
+            stepper, to: record, node: flow.navigationNode, role: .flowStepper, allowStepWhenNotPresented: true,
             allowStepWhenDismissed: allowStepWhenDismissed)
     }
 
     /// The id a binding is known by in status, counters and diagnostics. An in-process stepper
     /// keeping the default `Type@0x…` id gets one a person can read: `flow:<FlowID>` for a flow's
     /// own stepper, `<Type>:<presentable id>` for a screen's (`#2`, … while another holds it).
-    private func bindingID(of stepper: any Stepper, role: BindingRole, record: FlowRecord, node: NavigationNode) -> String {
+    private func bindingID(
+        of stepper: any Stepper, role: BindingRole, record: FlowRecord, node: NavigationNode
+    ) -> String {
         let id = stepper.stepperID
         guard !(stepper is any RemoteSteppable), id.hasPrefix("\(type(of: stepper))@0x") else { return id }
         let base = role == .flowStepper ? "flow:\(record.id)" : "\(type(of: stepper)):\(node.presentableID)"
@@ -800,7 +847,8 @@ public final class FlowCoordinator {
         allowStepWhenNotPresented: Bool, allowStepWhenDismissed: Bool
     ) {
         let stepperID = bindingID(of: stepper, role: role, record: record, node: node)
-        let info = BindingInfo(stepperID: stepperID, flow: record.id, presentableID: node.presentableID, role: role,
+        let info = BindingInfo(
+            stepperID: stepperID, flow: record.id, presentableID: node.presentableID, role: role,
             allowStepWhenNotPresented: allowStepWhenNotPresented, allowStepWhenDismissed: allowStepWhenDismissed,
             isRemote: stepper is any RemoteSteppable)
         let stats = statsByStepper[stepperID] ?? StepperStats()
@@ -885,7 +933,8 @@ public final class FlowCoordinator {
             var affected: [(stepperID: String, position: Int, binding: StepperBinding)] = []
             for (stepperID, bindings) in bindingsByStepper {
                 for (position, binding) in bindings.enumerated()
-                where binding.isActive && binding.info.role == .presentableStepper && !binding.info.allowStepWhenDismissed
+                where binding.isActive && binding.info.role == .presentableStepper
+                    && !binding.info.allowStepWhenDismissed
                     && dismissed.contains(ObjectIdentifier(binding.node))
                 {
                     affected.append((stepperID, position, binding))

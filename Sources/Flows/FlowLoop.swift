@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,7 +7,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
 
 /// What a daemon plugs into ``FlowLoop`` to do its I/O on the engine's own thread.
 ///
@@ -118,11 +119,13 @@ public final class FlowLoop: SerialExecutor, @unchecked Sendable {
     private func spawnThread() {
         let box = Unmanaged.passRetained(self)
         var thread = pthread_t()
-        let result = pthread_create(&thread, nil, { argument in
-            let loop = Unmanaged<FlowLoop>.fromOpaque(argument!).takeRetainedValue()
-            loop.run()
-            return nil
-        }, box.toOpaque())
+        let result = pthread_create(
+            &thread, nil,
+            { argument in
+                let loop = Unmanaged<FlowLoop>.fromOpaque(argument!).takeRetainedValue()
+                loop.run()
+                return nil
+            }, box.toOpaque())
         precondition(result == 0, "cannot start the FlowActor loop thread: error \(result)")
     }
 

@@ -1,4 +1,5 @@
 import FlowBusWire
+
 /// A node of the headless navigation tree: a ``Screen``, a ``NavigationStack`` or a ``TabBar``.
 ///
 /// The tree replaces UIKit's view-controller hierarchy. Flows change it from
@@ -165,7 +166,8 @@ open class NavigationNode: Presentable {
         case .stackItem:
             guard let stack = container, let index = stack.children.firstIndex(where: { $0 === self }) else { return }
             if index == 0 && emitCommands {
-                host?.navigationError("cannot pop \(presentableID): it is the root of stack \(stack.presentableID)",
+                host?.navigationError(
+                    "cannot pop \(presentableID): it is the root of stack \(stack.presentableID)",
                     presentableID: presentableID)
                 return
             }
@@ -173,7 +175,8 @@ open class NavigationNode: Presentable {
         case .tab:
             guard let tabs = container, let index = tabs.children.firstIndex(where: { $0 === self }) else { return }
             if emitCommands {
-                host?.navigationError("a tab cannot dismiss itself (\(presentableID)); use setTabs",
+                host?.navigationError(
+                    "a tab cannot dismiss itself (\(presentableID)); use setTabs",
                     presentableID: presentableID)
                 return
             }
@@ -238,7 +241,10 @@ open class NavigationNode: Presentable {
             var ancestor: NavigationNode? = self
             var cycle = false
             while let current = ancestor {
-                if current === node { cycle = true; break }
+                if current === node {
+                    cycle = true
+                    break
+                }
                 ancestor = current.container
             }
             problem = cycle ? "inserting \(node.presentableID) under \(presentableID) would make a cycle" : nil
@@ -263,11 +269,13 @@ open class NavigationNode: Presentable {
         }
     }
 
-    func command(_ verb: NavigationCommand.Verb, target: NavigationNode, container: NavigationNode?,
-        index: Int? = nil, items: [String] = [])
-    {
+    func command(
+        _ verb: NavigationCommand.Verb, target: NavigationNode, container: NavigationNode?,
+        index: Int? = nil, items: [String] = []
+    ) {
         host?.navigationCommand(
-            NavigationCommand(verb: verb, target: target.presentableID, kind: target.kind,
+            NavigationCommand(
+                verb: verb, target: target.presentableID, kind: target.kind,
                 container: container?.presentableID, index: index, items: items))
     }
 }
@@ -388,7 +396,8 @@ public final class TabBar: NavigationNode {
     public func select(_ presentable: any Presentable) {
         let node = presentable.navigationNode
         guard let index = children.firstIndex(where: { $0 === node }) else {
-            host?.navigationError("\(node.presentableID) is not a tab of \(presentableID)", presentableID: presentableID)
+            host?.navigationError(
+                "\(node.presentableID) is not a tab of \(presentableID)", presentableID: presentableID)
             return
         }
         select(index)

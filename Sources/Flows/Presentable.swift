@@ -1,4 +1,5 @@
 import FlowBusWire
+
 /// Something that can be displayed: a node of the coordinator's navigation tree, or a
 /// ``Flow`` (whose visibility is its root's).
 ///

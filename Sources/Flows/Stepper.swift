@@ -1,4 +1,5 @@
 import FlowBusWire
+
 /// A hot relay of steps, like RxFlow's `PublishRelay<Step>`: no replay, never completes.
 ///
 /// A ``Stepper`` emits with `steps.accept(step)`. Emissions go synchronously to the current

@@ -85,12 +85,13 @@ extension Mutations {
     /// - Parameter sequence: Any sendable asynchronous sequence of mutations.
     public static func sequence<S: AsyncSequence & Sendable>(_ sequence: S) -> Mutations
     where S.Element == Element {
-        Mutations(node: .operation { send in
-            for try await mutation in sequence {
-                try Task.checkCancellation()
-                send(mutation)
-            }
-        })
+        Mutations(
+            node: .operation { send in
+                for try await mutation in sequence {
+                    try Task.checkCancellation()
+                    send(mutation)
+                }
+            })
     }
 
     /// Runs each member after the previous one ended (RxSwift's `concat`).
@@ -139,7 +140,9 @@ extension Mutations {
     ///   - id: Any hashable value (an enum case, a string). Several streams may share an id.
     ///   - cancelInFlight: When true, streams already running under `id` are cancelled before
     ///     this one starts ("latest wins", RxSwift's `flatMapLatest`).
-    public func cancellable(id: some Hashable & Sendable, cancelInFlight: Bool = false)
+    public func cancellable(
+        id: some Hashable & Sendable, cancelInFlight: Bool = false
+    )
         -> Mutations
     {
         Mutations(node: .cancellable(id: CancelID(id), cancelInFlight: cancelInFlight, node))
@@ -151,7 +154,9 @@ extension Mutations {
     }
 
     /// Transforms every mutation and drops those for which `transform` returns nil.
-    public func compactMap<T: Sendable>(_ transform: @escaping @Sendable (Element) -> T?)
+    public func compactMap<T: Sendable>(
+        _ transform: @escaping @Sendable (Element) -> T?
+    )
         -> Mutations<T>
     {
         Mutations<T>(node: Self.convert(node, transform))

@@ -87,13 +87,15 @@ public final class ReactorStore<R: Reactor>: Sendable {
     ///   - restored: The state to resume from, with its sequence.
     ///   - onMutationFailure: As for ``init(_:onMutationFailure:)``.
     public convenience init(
-        _ reactor: R, restoring restored: StateSnapshot<R.State>, onMutationFailure: (@Sendable (any Error) -> Void)? = nil
+        _ reactor: R, restoring restored: StateSnapshot<R.State>,
+        onMutationFailure: (@Sendable (any Error) -> Void)? = nil
     ) {
         self.init(reactor, reducedState: restored.state, current: restored, onMutationFailure: onMutationFailure)
     }
 
     private init(
-        _ reactor: R, reducedState: R.State, current: StateSnapshot<R.State>, onMutationFailure: (@Sendable (any Error) -> Void)?
+        _ reactor: R, reducedState: R.State, current: StateSnapshot<R.State>,
+        onMutationFailure: (@Sendable (any Error) -> Void)?
     ) {
         self.reactor = reactor
         self.isStubbed = false
@@ -187,7 +189,7 @@ public final class ReactorStore<R: Reactor>: Sendable {
                     if handle.isCancelled { break }
                     self?.send(action)
                 }
-            } catch where !(error is CancellationError) {
+            } catch  where !(error is CancellationError) {
                 self?.enqueue(.failure(error))
             } catch {}
             _ = self?.core.withLock { $0.bindings.removeValue(forKey: key) }
@@ -227,7 +229,9 @@ public final class ReactorStore<R: Reactor>: Sendable {
     ///
     /// - Returns: A handle to stop observing.
     @discardableResult
-    public func observe(_ observer: @escaping @Sendable (StateSnapshot<R.State>) -> Void)
+    public func observe(
+        _ observer: @escaping @Sendable (StateSnapshot<R.State>) -> Void
+    )
         -> ReactorSubscription
     {
         let handle = CancellationHandle()
@@ -252,7 +256,9 @@ public final class ReactorStore<R: Reactor>: Sendable {
     /// assignment (even of an equal value), never on unrelated mutations (rule 6).
     ///
     /// - Parameter keyPath: The pulse's projected value, e.g. `\.$alertMessage`.
-    public func pulse<Value: Sendable>(_ keyPath: any KeyPath<R.State, Pulse<Value>> & Sendable)
+    public func pulse<Value: Sendable>(
+        _ keyPath: any KeyPath<R.State, Pulse<Value>> & Sendable
+    )
         -> AsyncStream<Value>
     {
         let tracker = PulseTracker()
@@ -516,7 +522,7 @@ struct StreamContext<R: Reactor>: Sendable {
             } onCancel: {
                 task.cancel()
             }
-        } catch where child.handle.isCancelled && !parent.isCancelled {
+        } catch  where child.handle.isCancelled && !parent.isCancelled {
             // Cancelled by id: that part ends, the enclosing stream goes on.
         }
     }
@@ -618,7 +624,9 @@ extension ReactorStore {
             return key
         }
 
-        mutating func register(ids: [CancelID], parent: MutationStream?, fromMutate: Bool)
+        mutating func register(
+            ids: [CancelID], parent: MutationStream?, fromMutate: Bool
+        )
             -> MutationStream?
         {
             if isShutDown { return nil }

@@ -21,7 +21,9 @@ public struct CurveKeyPair: Sendable, Hashable, CustomStringConvertible {
     /// Rebuilds a key pair from its secret key, deriving the public key.
     public init(secretKey: String) throws(ZMQError) {
         guard secretKey.utf8.count == 40 else {
-            throw ZMQError(operation: "derive a CURVE public key", message: "a Z85 secret key has 40 characters, this one has \(secretKey.utf8.count)")
+            throw ZMQError(
+                operation: "derive a CURVE public key",
+                message: "a Z85 secret key has 40 characters, this one has \(secretKey.utf8.count)")
         }
         var publicKey = [CChar](repeating: 0, count: 41)
         _ = try retryingInterrupts("derive a CURVE public key") { zmq_curve_public(&publicKey, secretKey) }

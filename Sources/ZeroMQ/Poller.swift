@@ -49,9 +49,10 @@ public final class Poller {
             throw ZMQError(code: ENOTSOCK, operation: "poll a closed \(socket!.type) socket")
         }
         let count = items.count
-        return Int(try items.withUnsafeMutableBufferPointer { buffer throws(ZMQError) in
-            try retryingInterrupts("poll") { zmq_poll(buffer.baseAddress, Int32(count), milliseconds) }
-        })
+        return Int(
+            try items.withUnsafeMutableBufferPointer { buffer throws(ZMQError) in
+                try retryingInterrupts("poll") { zmq_poll(buffer.baseAddress, Int32(count), milliseconds) }
+            })
     }
 
     /// What the item at `index` is ready for after the last ``poll(timeout:)``.

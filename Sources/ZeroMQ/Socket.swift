@@ -164,7 +164,9 @@ public final class Socket {
     /// Sends one frame; `more` says another frame of the same message follows.
     /// - Returns: `false` when a non-blocking send would have blocked.
     @discardableResult
-    public func send(_ bytes: UnsafeRawBufferPointer, more: Bool = false, mode: SendMode = .blocking) throws(ZMQError) -> Bool {
+    public func send(
+        _ bytes: UnsafeRawBufferPointer, more: Bool = false, mode: SendMode = .blocking
+    ) throws(ZMQError) -> Bool {
         let handle = try openHandle("send")
         var flags: Int32 = more ? ZMQ_SNDMORE : 0
         if mode == .nonBlocking { flags |= ZMQ_DONTWAIT }
@@ -225,7 +227,10 @@ public final class Socket {
         var message = zmq_msg_t()
         zmq_msg_init(&message)
         defer { zmq_msg_close(&message) }
-        guard try retryingInterruptsOrWouldBlock("receive on \(type) socket", { zmq_msg_recv(&message, handle, firstFlags) }) != nil else {
+        guard
+            try retryingInterruptsOrWouldBlock(
+                "receive on \(type) socket", { zmq_msg_recv(&message, handle, firstFlags) }) != nil
+        else {
             return false
         }
         buffer.removeAllFrames()

@@ -44,7 +44,9 @@ public final class SocketMonitor {
     public let socket: Socket
 
     /// Starts monitoring `target` for the given kinds of event (all by default).
-    public init(watching target: Socket, context: Context, events: Set<MonitorEvent.Kind> = Set(MonitorEvent.Kind.allCases)) throws(ZMQError) {
+    public init(
+        watching target: Socket, context: Context, events: Set<MonitorEvent.Kind> = Set(MonitorEvent.Kind.allCases)
+    ) throws(ZMQError) {
         let endpoint = "inproc://monitor-\(UUID().uuidString)"
         let mask = events.reduce(Int32(0)) { $0 | Int32($1.rawValue) }
         let handle = try target.openHandle("monitor")
@@ -59,12 +61,15 @@ public final class SocketMonitor {
         var frames: [[UInt8]] = []
         guard try socket.receive(into: &frames, mode: mode) else { return nil }
         guard frames.count == 2, frames[0].count == 6 else {
-            throw ZMQError(operation: "read monitor event", message: "unexpected monitor message of \(frames.count) frames")
+            throw ZMQError(
+                operation: "read monitor event", message: "unexpected monitor message of \(frames.count) frames")
         }
         // libzmq writes the event code and value in host byte order.
         let code = frames[0].withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 0, as: UInt16.self) }
         let value = frames[0].withUnsafeBytes { $0.loadUnaligned(fromByteOffset: 2, as: UInt32.self) }
-        return MonitorEvent(kind: MonitorEvent.Kind(rawValue: code), code: code, value: value, endpoint: String(decoding: frames[1], as: UTF8.self))
+        return MonitorEvent(
+            kind: MonitorEvent.Kind(rawValue: code), code: code, value: value,
+            endpoint: String(decoding: frames[1], as: UTF8.self))
     }
 
     /// Waits for the first event of `kind`, skipping others, until `timeout` milliseconds pass.
@@ -86,14 +91,16 @@ extension SocketMonitor: Sendable {}
 public enum Proxy {
     /// Forwards messages between `frontend` and `backend` (both ways), copying each to `capture`,
     /// until `control` receives `TERMINATE` or the context shuts down.
-    public static func run(frontend: Socket, backend: Socket, capture: Socket? = nil, control: Socket? = nil) throws(ZMQError) {
+    public static func run(
+        frontend: Socket, backend: Socket, capture: Socket? = nil, control: Socket? = nil
+    ) throws(ZMQError) {
         let front = try frontend.openHandle("proxy")
         let back = try backend.openHandle("proxy")
         let tap = try capture?.openHandle("proxy")
         let steer = try control?.openHandle("proxy")
         do {
             _ = try retryingInterrupts("proxy") { zmq_proxy_steerable(front, back, tap, steer) }
-        } catch where error.isContextTerminated {
+        } catch  where error.isContextTerminated {
             return
         }
     }

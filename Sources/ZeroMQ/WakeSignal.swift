@@ -25,4 +25,3 @@ public final class WakeSignal: Sendable {
         CZeroMQ_drain(fileDescriptor)
     }
 }
-

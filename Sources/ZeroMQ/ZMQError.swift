@@ -47,7 +47,9 @@ func retryingInterrupts(_ operation: @autoclosure () -> String, _ body: () -> In
 
 /// Like ``retryingInterrupts(_:_:)`` but maps EAGAIN to `nil` so would-block is a value, not an error.
 @inline(never)
-func retryingInterruptsOrWouldBlock(_ operation: @autoclosure () -> String, _ body: () -> Int32) throws(ZMQError) -> Int32? {
+func retryingInterruptsOrWouldBlock(
+    _ operation: @autoclosure () -> String, _ body: () -> Int32
+) throws(ZMQError) -> Int32? {
     while true {
         let rc = body()
         if rc >= 0 { return rc }

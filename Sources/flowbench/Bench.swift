@@ -78,16 +78,20 @@ final class Bench {
     func spawnPeer(_ name: String, role: PeerRole, arguments: [String]) throws -> [String: String] {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try selfExecutablePath())
-        process.arguments = ["peer", role.rawValue, "--name", name, "--control", controlEndpoint,
-                             "--parent", String(getpid())] + arguments
+        process.arguments =
+            [
+                "peer", role.rawValue, "--name", name, "--control", controlEndpoint,
+                "--parent", String(getpid()),
+            ] + arguments
         // Peers never write to stdout: it may carry the JSON report.
         process.standardOutput = FileHandle.standardError
         process.standardInput = FileHandle.nullDevice
         do {
             try process.run()
         } catch {
-            throw BenchError("could not start the \(role.rawValue) peer: \(error)",
-                             fix: "check that \(process.executableURL?.path ?? "flowbench") is executable")
+            throw BenchError(
+                "could not start the \(role.rawValue) peer: \(error)",
+                fix: "check that \(process.executableURL?.path ?? "flowbench") is executable")
         }
         ChildRegistry.shared.add(process.processIdentifier)
         peers[name] = PeerProcess(name: name, role: role, process: process)
@@ -112,8 +116,9 @@ final class Bench {
         do {
             try control.send(message: frames)
         } catch {
-            throw BenchError("could not reach the \(peer) peer on the control socket: \(error)",
-                             fix: "the peer has probably exited; look at its messages on stderr above")
+            throw BenchError(
+                "could not reach the \(peer) peer on the control socket: \(error)",
+                fix: "the peer has probably exited; look at its messages on stderr above")
         }
     }
 
@@ -129,7 +134,9 @@ final class Bench {
             if monotonicNanoseconds() > deadline {
                 throw BenchError(
                     "the \(peer) peer did not send \(command) within \(Int(seconds)) s",
-                    fix: "the machine may be overloaded; try fewer --messages, or --transport tcp if ipc files cannot be created in \(directory)")
+                    fix:
+                        "the machine may be overloaded; try fewer --messages, or --transport tcp if ipc files cannot be created in \(directory)"
+                )
             }
             guard let frames = try control.receiveMessage(mode: .timeout(milliseconds: 100)) else {
                 try checkPeersAlive()
@@ -139,8 +146,9 @@ final class Bench {
             let from = String(decoding: frames[0], as: UTF8.self)
             let parts = frames.dropFirst().map { String(decoding: $0, as: UTF8.self) }
             if parts.first == "error" {
-                throw BenchError("the \(from) peer failed: \(parts.dropFirst().joined(separator: " "))",
-                                 fix: "see the peer's message above; rerun with fewer --messages if it ran out of time")
+                throw BenchError(
+                    "the \(from) peer failed: \(parts.dropFirst().joined(separator: " "))",
+                    fix: "see the peer's message above; rerun with fewer --messages if it ran out of time")
             }
             pending.append((from, parts))
         }
@@ -149,7 +157,9 @@ final class Bench {
     /// Waits for a `result` message from `peer` and decodes its JSON.
     func result<T: Decodable>(_ type: T.Type, from peer: String, timeout: Double) throws -> T {
         let parts = try waitFor("result", from: peer, timeout: timeout)
-        guard parts.count >= 2 else { throw BenchError("the \(peer) peer sent an empty result", fix: "this is a bug in flowbench") }
+        guard parts.count >= 2 else {
+            throw BenchError("the \(peer) peer sent an empty result", fix: "this is a bug in flowbench")
+        }
         return try JSONDecoder().decode(T.self, from: Data(parts[1].utf8))
     }
 
@@ -158,8 +168,9 @@ final class Bench {
             let status = peer.process.terminationStatus
             peers[peer.name] = nil
             ChildRegistry.shared.remove(peer.process.processIdentifier)
-            throw BenchError("the \(peer.name) peer (\(peer.role.rawValue)) exited early with status \(status)",
-                             fix: "see its message above on stderr")
+            throw BenchError(
+                "the \(peer.name) peer (\(peer.role.rawValue)) exited early with status \(status)",
+                fix: "see its message above on stderr")
         }
         for external in externals.values where !external.process.isRunning {
             try external.checkRunning()
@@ -177,8 +188,11 @@ final class Bench {
         ready: (ExternalProcess) throws -> Bool
     ) throws -> ExternalProcess {
         let logPath = "\(directory)/\(name).log"
-        guard FileManager.default.createFile(atPath: logPath, contents: nil), let log = FileHandle(forWritingAtPath: logPath) else {
-            throw BenchError("cannot create \(logPath) for the output of \(name)", fix: "set TMPDIR to a writable directory")
+        guard FileManager.default.createFile(atPath: logPath, contents: nil),
+            let log = FileHandle(forWritingAtPath: logPath)
+        else {
+            throw BenchError(
+                "cannot create \(logPath) for the output of \(name)", fix: "set TMPDIR to a writable directory")
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
@@ -189,7 +203,8 @@ final class Bench {
         do {
             try process.run()
         } catch {
-            throw BenchError("could not start \(executable): \(error)", fix: "check that \(executable) exists and is executable")
+            throw BenchError(
+                "could not start \(executable): \(error)", fix: "check that \(executable) exists and is executable")
         }
         try? log.close()
         ChildRegistry.shared.add(process.processIdentifier)
@@ -227,14 +242,20 @@ final class Bench {
             if process.isRunning {
                 kill(process.processIdentifier, SIGKILL)
                 process.waitUntilExit()
-                FileHandle.standardError.write(Data("flowbench: \(external.name) did not stop within 5 s of SIGTERM and was killed; its output:\n\(external.output())\n".utf8))
+                FileHandle.standardError.write(
+                    Data(
+                        "flowbench: \(external.name) did not stop within 5 s of SIGTERM and was killed; its output:\n\(external.output())\n"
+                            .utf8))
                 return nil
             }
         }
         process.waitUntilExit()
         let status = process.terminationStatus
         if wasRunning && (process.terminationReason != .exit || status != 0) {
-            FileHandle.standardError.write(Data("flowbench: \(external.name) exited with status \(status) after SIGTERM; its output:\n\(external.output())\n".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    "flowbench: \(external.name) exited with status \(status) after SIGTERM; its output:\n\(external.output())\n"
+                        .utf8))
         }
         return status
     }
@@ -300,8 +321,9 @@ final class ExternalProcess {
     /// Throws, with its output, if it exited.
     func checkRunning() throws {
         guard !process.isRunning else { return }
-        throw BenchError("\(name) (\(executable)) exited early with status \(process.terminationStatus); its output:\n\(output())",
-                         fix: "see its output above")
+        throw BenchError(
+            "\(name) (\(executable)) exited early with status \(process.terminationStatus); its output:\n\(output())",
+            fix: "see its output above")
     }
 }
 
@@ -321,8 +343,9 @@ func selfExecutablePath() throws -> String {
     if let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") { return path }
     let argument0 = CommandLine.arguments[0]
     if argument0.contains("/") { return argument0 }
-    throw BenchError("cannot find the flowbench executable to start peer processes",
-                     fix: "run flowbench by its path, e.g. .build/release/flowbench")
+    throw BenchError(
+        "cannot find the flowbench executable to start peer processes",
+        fix: "run flowbench by its path, e.g. .build/release/flowbench")
 }
 
 /// Creates a private directory for ipc socket files; ipc paths must stay under ~100 bytes.
@@ -331,8 +354,9 @@ private func makeTemporaryDirectory() throws -> String {
     if base.utf8.count > 60 { base = "/tmp" }
     var template = Array("\(base)/flowbench-XXXXXX".utf8CString)
     guard let result = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-        throw BenchError("cannot create a temporary directory in \(base): \(String(cString: strerror(errno)))",
-                         fix: "set TMPDIR to a writable directory")
+        throw BenchError(
+            "cannot create a temporary directory in \(base): \(String(cString: strerror(errno)))",
+            fix: "set TMPDIR to a writable directory")
     }
     return String(cString: result)
 }

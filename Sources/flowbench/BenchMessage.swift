@@ -84,7 +84,7 @@ enum BenchMessage {
         }
         let start = received.frameStart(params)
         guard received.frameSize(params) == paramsPrefix.count + 8,
-              received.storage[start..<start + paramsPrefix.count].elementsEqual(paramsPrefix)
+            received.storage[start..<start + paramsPrefix.count].elementsEqual(paramsPrefix)
         else { return nil }
         return received.loadBigEndian(at: start + paramsPrefix.count)
     }
@@ -122,7 +122,7 @@ enum BenchMessage {
         let state = firstFrame + 2
         let start = received.frameStart(state)
         guard received.frameSize(state) == statePrefix.count + 8,
-              received.storage[start..<start + statePrefix.count].elementsEqual(statePrefix)
+            received.storage[start..<start + statePrefix.count].elementsEqual(statePrefix)
         else { return nil }
         return received.loadBigEndian(at: start + statePrefix.count)
     }

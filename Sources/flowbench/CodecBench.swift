@@ -62,8 +62,10 @@ struct CodecBench {
         // What `wire.publish` costs flowd per step whose params it encodes again (a didNavigate).
         for (key, contentType) in [("did_navigate_encode_fbv", ContentType.fbv), ("did_navigate_encode_json", .json)] {
             var event = NavigationEventMessage(
-                phase: .did, envelope: Envelope(kind: .didNavigate, contentType: contentType, sequence: 1, source: "flowd#bench"),
-                flow: "BenchFlow", stepName: step.name, params: BenchMessage.params, presentableID: BenchMessage.stepperID)
+                phase: .did,
+                envelope: Envelope(kind: .didNavigate, contentType: contentType, sequence: 1, source: "flowd#bench"),
+                flow: "BenchFlow", stepName: step.name, params: BenchMessage.params,
+                presentableID: BenchMessage.stepperID)
             try measure(key, "NavigationEventMessage.encode(into:), params in \(contentType)") {
                 event.envelope.sequence &+= 1
                 try event.encode(into: &buffer)

@@ -73,8 +73,11 @@ struct DaemonExecutable {
     func path(config: BenchConfig) throws -> String {
         if let explicit = config[keyPath: explicitPath] {
             guard FileManager.default.isExecutableFile(atPath: explicit) else {
-                throw BenchError("--\(name) \(explicit) is not an executable file",
-                                 fix: "point --\(name) at a built \(name), e.g. .build/release/\(name) (build it with `\(buildHint)`)")
+                throw BenchError(
+                    "--\(name) \(explicit) is not an executable file",
+                    fix:
+                        "point --\(name) at a built \(name), e.g. .build/release/\(name) (build it with `\(buildHint)`)"
+                )
             }
             return explicit
         }
@@ -83,7 +86,9 @@ struct DaemonExecutable {
         guard FileManager.default.isExecutableFile(atPath: candidate) else {
             throw BenchError(
                 "the \(scenario) scenario needs \(name), and there is none beside flowbench (\(candidate))",
-                fix: "build \(builds) with `\(buildHint)` (same -c and --scratch-path as flowbench), pass --\(name) PATH, or skip it with --only \(otherScenarios)")
+                fix:
+                    "build \(builds) with `\(buildHint)` (same -c and --scratch-path as flowbench), pass --\(name) PATH, or skip it with --only \(otherScenarios)"
+            )
         }
         return candidate
     }
@@ -121,7 +126,8 @@ extension DaemonPathScenario {
         do {
             try setup.config.write(toFile: configPath, atomically: true, encoding: .utf8)
         } catch {
-            throw BenchError("cannot write the \(name) config \(configPath): \(error)", fix: "set TMPDIR to a writable directory")
+            throw BenchError(
+                "cannot write the \(name) config \(configPath): \(error)", fix: "set TMPDIR to a writable directory")
         }
         let daemon = try bench.spawnProcess(
             "\(run)-\(name)", executable: executable, arguments: ["--config", configPath] + setup.arguments
@@ -130,38 +136,48 @@ extension DaemonPathScenario {
         do {
             var built = try setup.setUp?(daemon)
             built?.residentBytes = ProcFS.residentBytes(of: daemon.process.processIdentifier)
-            var receiverArguments = ["--mode", mode.rawValue, "--messages", String(expected),
-                                     "--idle-timeout", String(config.idleTimeoutMilliseconds),
-                                     "--input", "sub", "--endpoint", setup.receiverEndpoint,
-                                     "--subscribe", subscription, "--sequence-in", receiverSequence.rawValue] + hwm
+            var receiverArguments =
+                [
+                    "--mode", mode.rawValue, "--messages", String(expected),
+                    "--idle-timeout", String(config.idleTimeoutMilliseconds),
+                    "--input", "sub", "--endpoint", setup.receiverEndpoint,
+                    "--subscribe", subscription, "--sequence-in", receiverSequence.rawValue,
+                ] + hwm
             if mode == .latency { receiverArguments += ["--ack-bind", bench.bindEndpoint("\(run)-ack")] }
             let receiver = "\(run)-receiver"
             let receiverEndpoints = try bench.spawnPeer(receiver, role: .receiver, arguments: receiverArguments)
 
-            var senderArguments = ["--connect", setup.senderEndpoint, "--mode", mode.rawValue, "--shape", senderShape.rawValue,
-                                   "--sequence-in", SequenceField.params.rawValue] + hwm + setup.senderArguments
+            var senderArguments =
+                [
+                    "--connect", setup.senderEndpoint, "--mode", mode.rawValue, "--shape", senderShape.rawValue,
+                    "--sequence-in", SequenceField.params.rawValue,
+                ] + hwm + setup.senderArguments
             switch mode {
             case .throughput: senderArguments += ["--messages", String(config.messages)]
             case .latency:
                 guard let ack = receiverEndpoints["ack"] else {
                     throw BenchError("the receiver did not report its ack endpoint", fix: "this is a bug in flowbench")
                 }
-                senderArguments += ["--messages", String(config.latencySamples), "--warmup", String(config.latencyWarmup),
-                                    "--ack-connect", ack]
+                senderArguments += [
+                    "--messages", String(config.latencySamples), "--warmup", String(config.latencyWarmup),
+                    "--ack-connect", ack,
+                ]
             }
             let sender = "\(run)-sender"
             try bench.spawnPeer(sender, role: .sender, arguments: senderArguments)
 
             // Probes (sequence 0) go through the daemon until the receiver sees what they cause.
             let middle = mode == .throughput ? daemon.process.processIdentifier : nil
-            let measured = try bench.primeAndMeasure(sender: sender, receiver: receiver,
-                                                     timeout: 30 + Double(expected) / 2_000, middle: middle)
+            let measured = try bench.primeAndMeasure(
+                sender: sender, receiver: receiver,
+                timeout: 30 + Double(expected) / 2_000, middle: middle)
             if mode == .throughput, let census = setup.census {
                 built?.census = try census()
             }
             return (measured, setup.journal, built)
         } catch {
-            FileHandle.standardError.write(Data("flowbench: \(daemon.name) output (\(daemon.logPath)):\n\(daemon.output())\n".utf8))
+            FileHandle.standardError.write(
+                Data("flowbench: \(daemon.name) output (\(daemon.logPath)):\n\(daemon.output())\n".utf8))
             throw error
         }
     }

@@ -9,8 +9,10 @@ import Foundation
 struct FlowBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "flowbench",
-        abstract: "Measure libzmq one-hop and two-hop paths, steps through flowd, actions through a reactor host, and the FlowBusWire codec with FlowBus's own messages.",
-        discussion: "`flowbench` alone runs everything and prints a table; `flowbench --json` prints one JSON object. See `flowbench help run` for the options.",
+        abstract:
+            "Measure libzmq one-hop and two-hop paths, steps through flowd, actions through a reactor host, and the FlowBusWire codec with FlowBus's own messages.",
+        discussion:
+            "`flowbench` alone runs everything and prints a table; `flowbench --json` prints one JSON object. See `flowbench help run` for the options.",
         subcommands: [RunBenchmarks.self, PeerCommand.self],
         defaultSubcommand: RunBenchmarks.self
     )
@@ -20,7 +22,8 @@ struct FlowBench: ParsableCommand {
 struct RunBenchmarks: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
-        abstract: "Measure libzmq one-hop and two-hop paths, steps through flowd, actions through a reactor host, and the FlowBusWire codec with FlowBus's own messages.",
+        abstract:
+            "Measure libzmq one-hop and two-hop paths, steps through flowd, actions through a reactor host, and the FlowBusWire codec with FlowBus's own messages.",
         discussion: """
             Every path runs in real processes (flowbench starts copies of itself) and carries a real \
             FlowBus step: 4 frames (topic, envelope, name, FBV params) encoded once with FlowBusWire. \
@@ -49,16 +52,20 @@ struct RunBenchmarks: ParsableCommand {
     @Option(name: .customLong("messages"), help: "Messages per throughput measurement.")
     var messages: Int = 200_000
 
-    @Option(name: [.customLong("latency-samples"), .customLong("round-trips")],
-            help: "Measured messages per latency measurement (one in flight).")
+    @Option(
+        name: [.customLong("latency-samples"), .customLong("round-trips")],
+        help: "Measured messages per latency measurement (one in flight).")
     var latencySamples: Int = 10_000
 
     @Option(help: "Unmeasured messages before each latency measurement.")
     var latencyWarmup: Int = 500
 
-    @Option(help: ArgumentHelp(
-        "High-water mark of every data socket, in messages; the forwarder's PUB drops beyond it (counted as lost).",
-        discussion: "Default: --messages + 1000 or 100000, whichever is larger, so that a receiver falling behind a throughput run never makes PUB drop."))
+    @Option(
+        help: ArgumentHelp(
+            "High-water mark of every data socket, in messages; the forwarder's PUB drops beyond it (counted as lost).",
+            discussion:
+                "Default: --messages + 1000 or 100000, whichever is larger, so that a receiver falling behind a throughput run never makes PUB drop."
+        ))
     var hwm: Int32?
 
     @Option(help: "After the last message, how long a receiver waits for more before counting the rest as lost, in ms.")
@@ -76,29 +83,34 @@ struct RunBenchmarks: ParsableCommand {
     @Flag(inversion: .prefixedNo, help: "Measure the FlowBusWire codec.")
     var codec = true
 
-    @Option(help: ArgumentHelp(
-        "The flowd executable for the steps scenario (default: flowd beside flowbench).",
-        discussion: "Build it with `swift build -c release --product flowd`, with the -c of flowbench."))
+    @Option(
+        help: ArgumentHelp(
+            "The flowd executable for the steps scenario (default: flowd beside flowbench).",
+            discussion: "Build it with `swift build -c release --product flowd`, with the -c of flowbench."))
     var flowd: String?
 
     @Option(help: "flowd's --log-level in the steps scenario (flowd logs every didNavigate at info).")
     var flowdLogLevel: String = "info"
 
-    @Option(help: ArgumentHelp(
-        "The reactor-host executable for the reactor scenario (default: reactor-host beside flowbench).",
-        discussion: "Build it with `swift build -c release --product reactor-host`."))
+    @Option(
+        help: ArgumentHelp(
+            "The reactor-host executable for the reactor scenario (default: reactor-host beside flowbench).",
+            discussion: "Build it with `swift build -c release --product reactor-host`."))
     var reactorHost: String?
 
-    @Option(help: ArgumentHelp(
-        "Leaf flows flowd holds in the steps_at_scale scenario.",
-        discussion: "Built by setup steps before each measurement, in groups of up to 100 (each group is a flow too)."))
+    @Option(
+        help: ArgumentHelp(
+            "Leaf flows flowd holds in the steps_at_scale scenario.",
+            discussion:
+                "Built by setup steps before each measurement, in groups of up to 100 (each group is a flow too)."))
     var scaleFlows: Int = 10_000
 
     @Option(help: "Stepper bindings (screens with a remote stepper) over those flows in the steps_at_scale scenario.")
     var scaleBindings: Int = 100_000
 
-    @Option(parsing: .upToNextOption,
-            help: "Run only these scenarios, by key or id (e.g. two_hop raw.one_hop); default: all.")
+    @Option(
+        parsing: .upToNextOption,
+        help: "Run only these scenarios, by key or id (e.g. two_hop raw.one_hop); default: all.")
     var only: [String] = []
 
     @Flag(help: "Print one JSON object on stdout (the table goes to stderr).")
@@ -110,7 +122,9 @@ struct RunBenchmarks: ParsableCommand {
         guard latencyWarmup >= 0 else { throw ValidationError("--latency-warmup cannot be negative; use 0 for none") }
         if let hwm, hwm < 0 { throw ValidationError("--hwm cannot be negative; 0 means no limit") }
         guard idleTimeout >= 100 else { throw ValidationError("--idle-timeout must be at least 100 ms") }
-        guard codecSeconds > 0 && codecSeconds <= 10 else { throw ValidationError("--codec-seconds must be in (0, 10]") }
+        guard codecSeconds > 0 && codecSeconds <= 10 else {
+            throw ValidationError("--codec-seconds must be in (0, 10]")
+        }
         guard scaleFlows >= 1 else { throw ValidationError("--scale-flows must be at least 1, e.g. 10000") }
         guard scaleBindings >= 1 else { throw ValidationError("--scale-bindings must be at least 1, e.g. 100000") }
         let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
@@ -122,7 +136,8 @@ struct RunBenchmarks: ParsableCommand {
     func run() throws {
         let config = BenchConfig(
             transport: transport, messages: messages, latencySamples: latencySamples, latencyWarmup: latencyWarmup,
-            highWaterMark: hwm ?? Int32(clamping: max(100_000, messages + 1_000)), idleTimeoutMilliseconds: idleTimeout, codecSeconds: codecSeconds,
+            highWaterMark: hwm ?? Int32(clamping: max(100_000, messages + 1_000)), idleTimeoutMilliseconds: idleTimeout,
+            codecSeconds: codecSeconds,
             flowdPath: flowd, flowdLogLevel: flowdLogLevel, reactorHostPath: reactorHost,
             scaleFlows: scaleFlows, scaleBindings: scaleBindings)
         let progress = { (line: String) in FileHandle.standardError.write(Data("flowbench: \(line)\n".utf8)) }
@@ -150,8 +165,9 @@ struct RunBenchmarks: ParsableCommand {
                     }
                     scenarios = scenarios.filter { needed.contains($0.id) }
                     guard !scenarios.isEmpty else {
-                        throw BenchError("no scenario matches --only \(only.joined(separator: " "))",
-                                         fix: "use keys from the table, e.g. --only one_hop two_hop")
+                        throw BenchError(
+                            "no scenario matches --only \(only.joined(separator: " "))",
+                            fix: "use keys from the table, e.g. --only one_hop two_hop")
                     }
                 }
                 results = try runScenarios(scenarios, on: bench, progress: progress)

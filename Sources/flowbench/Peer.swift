@@ -106,7 +106,10 @@ struct SenderPeer: ParsableCommand {
     @Option(help: "Measured messages.") var messages: Int
     @Option(help: "Unmeasured messages first (latency).") var warmup: Int = 0
     @Option(help: "Frame shape.") var shape: FrameShape = .step
-    @Option(help: "Where the sequence goes: envelope, or params (withMovieId, or n of an action; envelopes then numbered 1, 2, 3…).")
+    @Option(
+        help:
+            "Where the sequence goes: envelope, or params (withMovieId, or n of an action; envelopes then numbered 1, 2, 3…)."
+    )
     var sequenceIn: SequenceField = .envelope
     @Option(help: "A file of stepper ids of one length, one a line: each step (probes too) goes from the next one.")
     var stepperIds: String?
@@ -114,7 +117,9 @@ struct SenderPeer: ParsableCommand {
     func run() throws {
         try runPeer(common, role: .sender) { context, control in
             guard sequenceIn != .state else {
-                throw BenchError("--sequence-in state is for the receiver; a sender puts it in params", fix: "this is a bug in flowbench")
+                throw BenchError(
+                    "--sequence-in state is for the receiver; a sender puts it in params",
+                    fix: "this is a bug in flowbench")
             }
             var rotation = try stepperIds.map(StepperRotation.init(file:))
             guard rotation == nil || shape == .step else {
@@ -125,8 +130,9 @@ struct SenderPeer: ParsableCommand {
             // The step's withMovieId, or the action's n: the int ending the params frame of each
             // (one frame holds the step's bytes at the offsets they have in four).
             let paramsTemplate = shape == .single ? try BenchMessage.template(.step, stepper: stepper).message : message
-            var stamp = SequenceStamp(field: sequenceIn, envelopeOffset: envelopeOffset,
-                                      paramOffset: BenchMessage.paramSequenceOffset(in: paramsTemplate))
+            var stamp = SequenceStamp(
+                field: sequenceIn, envelopeOffset: envelopeOffset,
+                paramOffset: BenchMessage.paramSequenceOffset(in: paramsTemplate))
             let data = try context.socket(.dealer)
             try data.setOptions([.sendHighWaterMark(common.hwm), .sendTimeout(10_000)])
             try data.connect(connect)
@@ -167,14 +173,18 @@ struct SenderPeer: ParsableCommand {
                     rotation?.advance(&message)
                     if sequence & 0xFFFF == 0 { try control.checkParent() }
                     guard try data.send(message: message) else {
-                        throw BenchError("send blocked for 10 s at message \(sequence)", fix: "the receiving side stopped reading; see its messages")
+                        throw BenchError(
+                            "send blocked for 10 s at message \(sequence)",
+                            fix: "the receiving side stopped reading; see its messages")
                     }
                 }
                 let elapsed = monotonicNanoseconds() - start
-                try control.sendResult(SenderReport(sent: messages, probes: probes, elapsedNanoseconds: elapsed, latency: nil, lost: 0))
+                try control.sendResult(
+                    SenderReport(sent: messages, probes: probes, elapsedNanoseconds: elapsed, latency: nil, lost: 0))
             case .latency:
-                let report = try measureLatency(data: data, ack: ack!, message: &message, stamp: &stamp,
-                                                rotation: &rotation, probes: probes, checkParent: control.checkParent)
+                let report = try measureLatency(
+                    data: data, ack: ack!, message: &message, stamp: &stamp,
+                    rotation: &rotation, probes: probes, checkParent: control.checkParent)
                 try control.sendResult(report)
             }
             _ = try control.wait(for: "stop")
@@ -198,20 +208,28 @@ struct SenderPeer: ParsableCommand {
             if index & 0x3FF == 0 { try checkParent() }
             let sent = monotonicNanoseconds()
             guard try data.send(message: message) else {
-                throw BenchError("send blocked for 10 s at message \(sequence)", fix: "the receiving side stopped reading; see its messages")
+                throw BenchError(
+                    "send blocked for 10 s at message \(sequence)",
+                    fix: "the receiving side stopped reading; see its messages")
             }
             // Wait for this message's ack; skip late acks of messages already counted as lost.
             var received: Int64? = nil
             while received == nil {
                 guard try ack.receive(into: &ackFrames, mode: .timeout(milliseconds: 1000)) else { break }
-                guard let acked = ackFrames.loadBigEndian(at: 0), let at = ackFrames.loadBigEndian(at: 8) else { continue }
+                guard let acked = ackFrames.loadBigEndian(at: 0), let at = ackFrames.loadBigEndian(at: 8) else {
+                    continue
+                }
                 if acked == sequence { received = Int64(bitPattern: at) }
             }
-            guard let received else { lost += 1; continue }
+            guard let received else {
+                lost += 1
+                continue
+            }
             if index > warmup { samples.append(received - sent) }
         }
-        return SenderReport(sent: total, probes: probes, elapsedNanoseconds: nil,
-                            latency: LatencySummary(sorting: &samples), lost: lost)
+        return SenderReport(
+            sent: total, probes: probes, elapsedNanoseconds: nil,
+            latency: LatencySummary(sorting: &samples), lost: lost)
     }
 }
 
@@ -258,8 +276,9 @@ struct StepperRotation {
     init(file: String) throws {
         let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
         guard let first = lines.first, lines.allSatisfy({ $0.utf8.count == first.utf8.count }) else {
-            throw BenchError("\(file) holds no stepper id, or ids of different lengths",
-                             fix: "this is a bug in flowbench")
+            throw BenchError(
+                "\(file) holds no stepper id, or ids of different lengths",
+                fix: "this is a bug in flowbench")
         }
         self.first = String(first)
         width = first.utf8.count
@@ -349,7 +368,10 @@ struct ReceiverPeer: ParsableCommand {
     @Option(help: "throughput or latency.") var mode: MeasureMode
     @Option(help: "Messages to expect (measured and warm-up).") var messages: Int
     @Option(help: "Give up this long after the last message, in ms.") var idleTimeout: Int = 2000
-    @Option(help: "Where the sequence is: envelope (a step), params (withMovieId of a step or didNavigate), or state (n of a bench reactor state).")
+    @Option(
+        help:
+            "Where the sequence is: envelope (a step), params (withMovieId of a step or didNavigate), or state (n of a bench reactor state)."
+    )
     var sequenceIn: SequenceField = .envelope
 
     func run() throws {
@@ -370,7 +392,9 @@ struct ReceiverPeer: ParsableCommand {
             let firstFrame = input == .router ? 1 : 0
             var ack: Socket? = nil
             if mode == .latency {
-                guard let ackBind else { throw BenchError("latency mode needs --ack-bind", fix: "this is a bug in flowbench") }
+                guard let ackBind else {
+                    throw BenchError("latency mode needs --ack-bind", fix: "this is a bug in flowbench")
+                }
                 let socket = try context.socket(.push)
                 try socket.bind(ackBind)
                 hello.append("ack=\(try socket.lastEndpoint)")
@@ -396,16 +420,24 @@ struct ReceiverPeer: ParsableCommand {
                     let sequence: UInt64?
                     switch sequenceIn {
                     case .envelope:
-                        sequence = frames.count > firstFrame
-                            ? frames.loadBigEndian(at: BenchMessage.receivedSequenceOffset(in: frames, firstFrame: firstFrame)) : nil
+                        sequence =
+                            frames.count > firstFrame
+                            ? frames.loadBigEndian(
+                                at: BenchMessage.receivedSequenceOffset(in: frames, firstFrame: firstFrame)) : nil
                     case .params:
                         sequence = BenchMessage.receivedParamSequence(in: frames, firstFrame: firstFrame)
                     case .state:
                         sequence = BenchMessage.receivedStateSequence(in: frames, firstFrame: firstFrame)
                     }
-                    guard let sequence else { report.malformed += 1; continue }
+                    guard let sequence else {
+                        report.malformed += 1
+                        continue
+                    }
                     if sequence == 0 {
-                        if !primed { primed = true; try control.send("primed") }
+                        if !primed {
+                            primed = true
+                            try control.send("primed")
+                        }
                         continue
                     }
                     if let ack {
@@ -413,7 +445,10 @@ struct ReceiverPeer: ParsableCommand {
                         ackMessage.storeBigEndian(UInt64(bitPattern: now), at: 8)
                         try ack.send(message: ackMessage)
                     }
-                    if report.received == 0 { first = now; report.bytesPerMessage = frames.byteCount - frames.frameStart(firstFrame) }
+                    if report.received == 0 {
+                        first = now
+                        report.bytesPerMessage = frames.byteCount - frames.frameStart(firstFrame)
+                    }
                     last = now
                     report.received += 1
                     if report.received & 0xFFF == 0 { try control.checkParent() }

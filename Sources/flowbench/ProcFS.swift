@@ -9,7 +9,7 @@ enum ProcFS {
     /// User + system CPU time `pid` has used so far, in seconds; `nil` if it is gone.
     static func cpuSeconds(of pid: Int32) -> Double? {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let nameEnd = stat.lastIndex(of: ")")
+            let nameEnd = stat.lastIndex(of: ")")
         else { return nil }
         // The command name (field 2) may hold spaces; after it come field 3 (state) onwards, so
         // utime and stime, fields 14 and 15, are the 12th and 13th.
@@ -31,9 +31,9 @@ enum ProcFS {
     /// A `kB` field of /proc/PID/status, in bytes.
     private static func statusBytes(_ field: String, of pid: Int32) -> Int? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }),
-              let value = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first,
-              let kilobytes = Int(value)
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }),
+            let value = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().first,
+            let kilobytes = Int(value)
         else { return nil }
         return kilobytes * 1024
     }

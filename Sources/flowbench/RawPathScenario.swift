@@ -39,22 +39,34 @@ struct RawPathScenario: Scenario {
 
         // The sender's DEALER connects to `target`; the receiver either binds it (one hop) or
         // subscribes behind a forwarder (two hops).
-        var receiverArguments = ["--mode", mode.rawValue, "--messages", String(expected),
-                                 "--idle-timeout", String(config.idleTimeoutMilliseconds)] + hwm
+        var receiverArguments =
+            [
+                "--mode", mode.rawValue, "--messages", String(expected),
+                "--idle-timeout", String(config.idleTimeoutMilliseconds),
+            ] + hwm
         if mode == .latency { receiverArguments += ["--ack-bind", bench.bindEndpoint("\(run)-ack")] }
         let target: String
         let receiverEndpoints: [String: String]
         var middle: Int32?
         switch hops {
         case .one:
-            receiverEndpoints = try bench.spawnPeer("\(run)-receiver", role: .receiver, arguments: receiverArguments + [
-                "--input", "router", "--endpoint", bench.bindEndpoint("\(run)-in")])
+            receiverEndpoints = try bench.spawnPeer(
+                "\(run)-receiver", role: .receiver,
+                arguments: receiverArguments + [
+                    "--input", "router", "--endpoint", bench.bindEndpoint("\(run)-in"),
+                ])
             target = try endpoint("in", of: receiverEndpoints)
         case .two:
-            let forwarder = try bench.spawnPeer("\(run)-forwarder", role: .forwarder, arguments: hwm + [
-                "--in-bind", bench.bindEndpoint("\(run)-in"), "--out-bind", bench.bindEndpoint("\(run)-out")])
-            receiverEndpoints = try bench.spawnPeer("\(run)-receiver", role: .receiver, arguments: receiverArguments + [
-                "--input", "sub", "--endpoint", try endpoint("out", of: forwarder)])
+            let forwarder = try bench.spawnPeer(
+                "\(run)-forwarder", role: .forwarder,
+                arguments: hwm + [
+                    "--in-bind", bench.bindEndpoint("\(run)-in"), "--out-bind", bench.bindEndpoint("\(run)-out"),
+                ])
+            receiverEndpoints = try bench.spawnPeer(
+                "\(run)-receiver", role: .receiver,
+                arguments: receiverArguments + [
+                    "--input", "sub", "--endpoint", try endpoint("out", of: forwarder),
+                ])
             target = try endpoint("in", of: forwarder)
             middle = mode == .throughput ? bench.processID(ofPeer: "\(run)-forwarder") : nil
         }
@@ -62,14 +74,17 @@ struct RawPathScenario: Scenario {
         switch mode {
         case .throughput: senderArguments += ["--messages", String(config.messages)]
         case .latency:
-            senderArguments += ["--messages", String(config.latencySamples), "--warmup", String(config.latencyWarmup),
-                                "--ack-connect", try endpoint("ack", of: receiverEndpoints)]
+            senderArguments += [
+                "--messages", String(config.latencySamples), "--warmup", String(config.latencyWarmup),
+                "--ack-connect", try endpoint("ack", of: receiverEndpoints),
+            ]
         }
         let sender = "\(run)-sender"
         let receiver = "\(run)-receiver"
         try bench.spawnPeer(sender, role: .sender, arguments: senderArguments)
-        return try bench.primeAndMeasure(sender: sender, receiver: receiver, timeout: 30 + Double(expected) / 5_000,
-                                         middle: middle)
+        return try bench.primeAndMeasure(
+            sender: sender, receiver: receiver, timeout: 30 + Double(expected) / 5_000,
+            middle: middle)
     }
 
     private func endpoint(_ name: String, of endpoints: [String: String]) throws -> String {

@@ -21,7 +21,9 @@ struct ReactorScenario: DaemonPathScenario {
     static let key = "reactor"
 
     var id: ScenarioID { ScenarioID(group: .flowbus, key: Self.key) }
-    var path: String { "view DEALER → reactor-host (ROUTER → bench reactor → XPUB) → SUB state/bench, action in, state out" }
+    var path: String {
+        "view DEALER → reactor-host (ROUTER → bench reactor → XPUB) → SUB state/bench, action in, state out"
+    }
     var baseline: ScenarioID? { .rawTwoHop }
 
     // MARK: The daemon path
@@ -45,7 +47,9 @@ struct ReactorScenario: DaemonPathScenario {
         let states = config.transport == .ipc ? bench.bindEndpoint("\(run)-states") : try bench.freeTCPEndpoint()
         return DaemonRun(
             configFile: "reactors.yaml",
-            config: hostConfig(run: run, actions: actions, states: states, directory: bench.directory, highWaterMark: config.highWaterMark),
+            config: hostConfig(
+                run: run, actions: actions, states: states, directory: bench.directory,
+                highWaterMark: config.highWaterMark),
             arguments: ["--host", Self.hostName], senderEndpoint: actions, receiverEndpoint: states,
             isReady: { try Self.isReady(actions: actions, context: bench.context) })
     }
@@ -57,7 +61,9 @@ struct ReactorScenario: DaemonPathScenario {
     /// One reactor host. The config format requires flowd's `endpoints:` too; nothing binds or
     /// connects them here (socket files that are never created). `serves` lists the example's
     /// other reactors as well, which it always hosts, so that it does not warn about them.
-    private func hostConfig(run: String, actions: String, states: String, directory: String, highWaterMark: Int32) -> String {
+    private func hostConfig(
+        run: String, actions: String, states: String, directory: String, highWaterMark: Int32
+    ) -> String {
         """
         # Written by flowbench for its reactor scenario.
         endpoints:
@@ -90,16 +96,20 @@ struct ReactorScenario: DaemonPathScenario {
         try socket.setOption(.linger(0))
         try socket.connect(actions)
         let source = "flowbench#\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let request = SnapshotRequest(reactorID: BenchMessage.reactorID,
-                                      envelope: Envelope(kind: .snapshotRequest, sequence: 1, source: source))
+        let request = SnapshotRequest(
+            reactorID: BenchMessage.reactorID,
+            envelope: Envelope(kind: .snapshotRequest, sequence: 1, source: source))
         _ = try socket.send(message: try request.encoded().frames)
         let deadline = monotonicNanoseconds() + 250_000_000
         while true {
             let left = Int((deadline - monotonicNanoseconds()) / 1_000_000)
-            guard left > 0, let frames = try socket.receiveMessage(mode: .timeout(milliseconds: left)) else { return false }
+            guard left > 0, let frames = try socket.receiveMessage(mode: .timeout(milliseconds: left)) else {
+                return false
+            }
             // The snapshot comes before the ack of the batch; skip anything else.
             if case .snapshot(let snapshot)? = try? WireMessage.decode(from: FrameBuffer(frames: frames)),
-               snapshot.reactorID == BenchMessage.reactorID {
+                snapshot.reactorID == BenchMessage.reactorID
+            {
                 return true
             }
         }

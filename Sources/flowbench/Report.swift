@@ -1,5 +1,5 @@
-import Foundation
 import FlowBusWire
+import Foundation
 import ZeroMQ
 
 /// Facts about the machine, so figures from different runs can be told apart.
@@ -11,7 +11,8 @@ struct MachineInfo: Encodable {
 
     static func current() -> MachineInfo {
         let cpuinfo = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8)) ?? ""
-        let model = cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
+        let model =
+            cpuinfo.split(separator: "\n").first { $0.hasPrefix("model name") }
             .flatMap { $0.split(separator: ":", maxSplits: 1).last }
             .map { $0.trimmingCharacters(in: .whitespaces) } ?? "unknown"
         return MachineInfo(
@@ -34,8 +35,10 @@ struct BenchReport: Encodable {
         var scaleFlows: Int
         var scaleBindings: Int
         var throughputMethod = "sender sends N messages back to back; receiver times its first to its last message"
-        var latencyMethod = "one message in flight; one-way time from the sender's CLOCK_MONOTONIC before send to the receiver's after receive (returned in an ack); nearest-rank percentiles"
-        var cpuMethod = "utime + stime from /proc/PID/stat of the middle process (raw forwarder, flowd, "
+        var latencyMethod =
+            "one message in flight; one-way time from the sender's CLOCK_MONOTONIC before send to the receiver's after receive (returned in an ack); nearest-rank percentiles"
+        var cpuMethod =
+            "utime + stime from /proc/PID/stat of the middle process (raw forwarder, flowd, "
             + "reactor-host), read before the throughput run's first message and after the receiver's report, "
             + "divided by the messages received"
     }
@@ -251,8 +254,10 @@ func renderTable(config: BenchConfig, results: [ScenarioResult], codec: [CodecRe
             """
     }
     if !results.isEmpty {
-        let header = ["scenario", "path", "bytes", "msg/s", "p50 µs", "p99 µs", "lost", "cpu µs/msg", "peak MB",
-                      "×msg/s", "×p50", "×p99", "×cpu"]
+        let header = [
+            "scenario", "path", "bytes", "msg/s", "p50 µs", "p99 µs", "lost", "cpu µs/msg", "peak MB",
+            "×msg/s", "×p50", "×p99", "×cpu",
+        ]
         var rows: [[String]] = []
         for result in results {
             let m = result.measurement
@@ -265,12 +270,14 @@ func renderTable(config: BenchConfig, results: [ScenarioResult], codec: [CodecRe
                 m.usage?.peakResidentBytes.map { String(format: "%.1f", Double($0) / 1e6) } ?? "-",
             ]
             let ratios: [Double?] = [result.throughputRatio, result.p50Ratio, result.p99Ratio, result.cpuRatio]
-            rows.append([result.id.description, result.path, String(m.messageBytes)] + figures
-                        + ratios.map { $0.map { String(format: "%.2f", $0) } ?? "" })
+            rows.append(
+                [result.id.description, result.path, String(m.messageBytes)] + figures
+                    + ratios.map { $0.map { String(format: "%.2f", $0) } ?? "" })
         }
         out += table(header: header, rows: rows, rightAligned: Set(2..<header.count))
         if results.contains(where: { $0.measurement.usage != nil }) {
-            out += "cpu µs/msg: user+system CPU time of the middle process (raw forwarder, flowd, reactor-host) "
+            out +=
+                "cpu µs/msg: user+system CPU time of the middle process (raw forwarder, flowd, reactor-host) "
                 + "over the throughput run ÷ messages received; peak MB: its VmHWM (10^6 bytes)\n"
         }
         if results.contains(where: { $0.baseline != nil }) {
@@ -282,8 +289,9 @@ func renderTable(config: BenchConfig, results: [ScenarioResult], codec: [CodecRe
         out += "\n"
     }
     if !codec.isEmpty {
-        out += table(header: ["codec", "operation", "ops/s"],
-                     rows: codec.map { [$0.key, $0.what, grouped($0.opsPerSecond)] }, rightAligned: [2])
+        out += table(
+            header: ["codec", "operation", "ops/s"],
+            rows: codec.map { [$0.key, $0.what, grouped($0.opsPerSecond)] }, rightAligned: [2])
     }
     return out
 }
@@ -300,7 +308,8 @@ private func notes(for result: ScenarioResult) -> [String] {
     if let setup = m.setup {
         var built = "built by \(setup.steps) setup steps in \(String(format: "%.1f", setup.seconds)) s"
         if let census = setup.census {
-            built = "flowd's status: \(grouped(census.flows)) live flows, \(grouped(census.bindings)) bindings "
+            built =
+                "flowd's status: \(grouped(census.flows)) live flows, \(grouped(census.bindings)) bindings "
                 + "(\(grouped(census.remoteBindings)) of remote steppers), " + built
                 + "; the status reply took \(String(format: "%.1f", census.statusSeconds)) s"
         }

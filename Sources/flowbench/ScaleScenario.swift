@@ -50,8 +50,10 @@ struct ScaleScenario: DaemonPathScenario {
         } catch {
             throw BenchError("cannot write \(steppersFile): \(error)", fix: "set TMPDIR to a writable directory")
         }
-        let config = FlowdSetup.configHeader(endpoints: endpoints, highWaterMark: bench.config.highWaterMark,
-                                             journal: nil, purpose: "its \(Self.key) scenario")
+        let config =
+            FlowdSetup.configHeader(
+                endpoints: endpoints, highWaterMark: bench.config.highWaterMark,
+                journal: nil, purpose: "its \(Self.key) scenario")
             + tree.flowsYAML()
         let context = bench.context
         return DaemonRun(
@@ -173,7 +175,8 @@ struct ScaleTree {
             for screen in 0..<steppersPerFlow {
                 let id = stepperID(group: nil, leaf: leaf, screen: screen)
                 let rule = screen == 0 ? "setRoot" : "push"
-                text += "          - \(rule): { screen: \"\(id)\", stepper: \"\(id)\", "
+                text +=
+                    "          - \(rule): { screen: \"\(id)\", stepper: \"\(id)\", "
                     + "allowStepWhenNotPresented: true }\n"
             }
             text += """
@@ -198,11 +201,13 @@ struct ScaleTree {
         let started = monotonicNanoseconds()
         for group in 0..<groups {
             let envelope = Envelope(kind: .step, contentType: .fbv, sequence: UInt64(group + 1), source: source)
-            let step = StepMessage(stepperID: Self.rootStepper, envelope: envelope, name: Self.spawnStep,
-                                   params: [Self.groupParam: .string(groupParam(group))])
+            let step = StepMessage(
+                stepperID: Self.rootStepper, envelope: envelope, name: Self.spawnStep,
+                params: [Self.groupParam: .string(groupParam(group))])
             guard try socket.send(message: try step.encoded().frames) else {
-                throw BenchError("flowd took no setup step for 10 s (step \(group + 1) of \(groups))",
-                                 fix: "see flowd's output; try a smaller --scale-flows")
+                throw BenchError(
+                    "flowd took no setup step for 10 s (step \(group + 1) of \(groups))",
+                    fix: "see flowd's output; try a smaller --scale-flows")
             }
         }
         // Generous: 10,000 leaf flows take about a second on 2 cores.
@@ -211,12 +216,14 @@ struct ScaleTree {
         while acknowledged < UInt64(groups) {
             try daemon.checkRunning()
             guard monotonicNanoseconds() - started < Int64(limit * 1e9) else {
-                throw BenchError("flowd did not acknowledge the \(groups) setup steps within \(Int(limit)) s",
-                                 fix: "see flowd's output; try a smaller --scale-flows or --scale-bindings")
+                throw BenchError(
+                    "flowd did not acknowledge the \(groups) setup steps within \(Int(limit)) s",
+                    fix: "see flowd's output; try a smaller --scale-flows or --scale-bindings")
             }
             guard let frames = try socket.receiveMessage(mode: .timeout(milliseconds: 1000)) else { continue }
             if case .ack(let ack)? = try? WireMessage.decode(from: FrameBuffer(frames: frames)),
-               ack.acknowledgedSource == source {
+                ack.acknowledgedSource == source
+            {
                 acknowledged = max(acknowledged, ack.acknowledgedSequence)
             }
         }
@@ -231,18 +238,21 @@ struct ScaleTree {
     func census(control: String, context: Context) throws -> SetupFigures.Census {
         let started = monotonicNanoseconds()
         guard let status = try FlowdSetup.status(control: control, context: context, timeout: 120),
-              let flows = status["flows"]?.listValue, let bindings = status["bindings"]?.listValue
+            let flows = status["flows"]?.listValue, let bindings = status["bindings"]?.listValue
         else {
-            throw BenchError("flowd sent no status reply within 120 s after the throughput run",
-                             fix: "see flowd's output; try a smaller --scale-flows or --scale-bindings")
+            throw BenchError(
+                "flowd sent no status reply within 120 s after the throughput run",
+                fix: "see flowd's output; try a smaller --scale-flows or --scale-bindings")
         }
         // flowd lists at most 1,000 of each; the totals count them all. Each flow binds its own
         // stepper; in this config every other binding is a screen's remote stepper.
         let flowTotal = status["flows_total"]?.intValue.map(Int.init) ?? flows.count
         let bindingTotal = status["bindings_total"]?.intValue.map(Int.init) ?? bindings.count
-        let remote = bindingTotal == bindings.count
+        let remote =
+            bindingTotal == bindings.count
             ? bindings.count { $0.mapValue?["remote"]?.boolValue == true } : bindingTotal - flowTotal
-        return SetupFigures.Census(flows: flowTotal, bindings: bindingTotal, remoteBindings: remote,
-                                   statusSeconds: rounded(Double(monotonicNanoseconds() - started) / 1e9, 3))
+        return SetupFigures.Census(
+            flows: flowTotal, bindings: bindingTotal, remoteBindings: remote,
+            statusSeconds: rounded(Double(monotonicNanoseconds() - started) / 1e9, 3))
     }
 }

@@ -203,16 +203,20 @@ func runScenarios(_ scenarios: [any Scenario], on bench: Bench, progress: (Strin
     for scenario in scenarios {
         progress("\(scenario.id): \(scenario.path)")
         let measurement = try scenario.run(on: bench)
-        var result = ScenarioResult(id: scenario.id, path: scenario.path, measurement: measurement,
-                                    baseline: scenario.baseline, reference: scenario.reference)
+        var result = ScenarioResult(
+            id: scenario.id, path: scenario.path, measurement: measurement,
+            baseline: scenario.baseline, reference: scenario.reference)
         if let baselineID = scenario.baseline, let base = results.first(where: { $0.id == baselineID })?.measurement {
             result.throughputRatio = ratio(measurement.throughputPerSecond, base.throughputPerSecond)
-            result.p50Ratio = ratio(measurement.latency.map { Double($0.p50Nanoseconds) }, base.latency.map { Double($0.p50Nanoseconds) })
-            result.p99Ratio = ratio(measurement.latency.map { Double($0.p99Nanoseconds) }, base.latency.map { Double($0.p99Nanoseconds) })
+            result.p50Ratio = ratio(
+                measurement.latency.map { Double($0.p50Nanoseconds) }, base.latency.map { Double($0.p50Nanoseconds) })
+            result.p99Ratio = ratio(
+                measurement.latency.map { Double($0.p99Nanoseconds) }, base.latency.map { Double($0.p99Nanoseconds) })
             result.cpuRatio = ratio(measurement.cpuMicrosecondsPerMessage, base.cpuMicrosecondsPerMessage)
         }
         if let referenceID = scenario.reference,
-           let reference = results.first(where: { $0.id == referenceID })?.measurement {
+            let reference = results.first(where: { $0.id == referenceID })?.measurement
+        {
             result.referenceThroughputRatio = ratio(measurement.throughputPerSecond, reference.throughputPerSecond)
         }
         results.append(result)

@@ -40,11 +40,12 @@ struct StepsScenario: DaemonPathScenario {
     var journal: Journal
 
     var id: ScenarioID {
-        let key = switch journal {
-        case .none: Self.plainKey
-        case .sqlite: Self.journaledKey
-        case .postgres: Self.postgresKey
-        }
+        let key =
+            switch journal {
+            case .none: Self.plainKey
+            case .sqlite: Self.journaledKey
+            case .postgres: Self.postgresKey
+            }
         return ScenarioID(group: .flowbus, key: key)
     }
     var path: String {
@@ -74,19 +75,24 @@ struct StepsScenario: DaemonPathScenario {
 
     func daemonRun(_ run: String, on bench: Bench) throws -> DaemonRun {
         let endpoints = try FlowdSetup.endpoints(run: run, on: bench)
-        let info: JournalInfo? = switch journal {
-        case .none: nil
-        case .sqlite:
-            JournalInfo(path: "\(bench.directory)/\(run)-journal.sqlite", synchronous: "full",
-                        fileSystem: ProcFS.fileSystemType(of: bench.directory))
-        case .postgres:
-            // A fresh database per measurement, as a fresh SQLite file.
-            JournalInfo(
-                path: try BenchPostgres.shared.database(named: run.replacingOccurrences(of: "-", with: "_")),
-                synchronous: "synchronous_commit on, fsync on", fileSystem: "PostgreSQL on 127.0.0.1", isPostgres: true)
-        }
-        let config = FlowdSetup.configHeader(endpoints: endpoints, highWaterMark: bench.config.highWaterMark,
-                                             journal: info, purpose: "its \(id.key) scenario")
+        let info: JournalInfo? =
+            switch journal {
+            case .none: nil
+            case .sqlite:
+                JournalInfo(
+                    path: "\(bench.directory)/\(run)-journal.sqlite", synchronous: "full",
+                    fileSystem: ProcFS.fileSystemType(of: bench.directory))
+            case .postgres:
+                // A fresh database per measurement, as a fresh SQLite file.
+                JournalInfo(
+                    path: try BenchPostgres.shared.database(named: run.replacingOccurrences(of: "-", with: "_")),
+                    synchronous: "synchronous_commit on, fsync on", fileSystem: "PostgreSQL on 127.0.0.1",
+                    isPostgres: true)
+            }
+        let config =
+            FlowdSetup.configHeader(
+                endpoints: endpoints, highWaterMark: bench.config.highWaterMark,
+                journal: info, purpose: "its \(id.key) scenario")
             + flows
         return DaemonRun(
             configFile: "flowd.yaml", config: config,
@@ -144,11 +150,13 @@ enum FlowdSetup {
     static func endpoints(run: String, on bench: Bench) throws -> Endpoints {
         switch bench.config.transport {
         case .ipc:
-            return Endpoints(ingress: bench.bindEndpoint("\(run)-ingress"), events: bench.bindEndpoint("\(run)-events"),
-                             control: bench.bindEndpoint("\(run)-control"))
+            return Endpoints(
+                ingress: bench.bindEndpoint("\(run)-ingress"), events: bench.bindEndpoint("\(run)-events"),
+                control: bench.bindEndpoint("\(run)-control"))
         case .tcp:
-            return Endpoints(ingress: try bench.freeTCPEndpoint(), events: try bench.freeTCPEndpoint(),
-                             control: try bench.freeTCPEndpoint())
+            return Endpoints(
+                ingress: try bench.freeTCPEndpoint(), events: try bench.freeTCPEndpoint(),
+                control: try bench.freeTCPEndpoint())
         }
     }
 
@@ -193,19 +201,22 @@ enum FlowdSetup {
         defer { socket.close() }
         try socket.setOption(.linger(0))
         try socket.connect(control)
-        let request = StatusRequest(envelope: Envelope(kind: .statusRequest, sequence: 1, source: "flowbench#\(getpid())"))
+        let request = StatusRequest(
+            envelope: Envelope(kind: .statusRequest, sequence: 1, source: "flowbench#\(getpid())"))
         _ = try socket.send(message: try request.encoded().frames)
         let wait = ReceiveMode.timeout(milliseconds: Int(timeout * 1000))
         guard let frames = try socket.receiveMessage(mode: wait) else { return nil }
         // The reply lists every flow and binding: far over the 1 MiB a bus message may have.
         let reply: WireMessage
         do {
-            reply = try WireMessage.decode(from: FrameBuffer(frames: frames),
-                                           limits: WireLimits(maxFrameBytes: 1 << 30))
+            reply = try WireMessage.decode(
+                from: FrameBuffer(frames: frames),
+                limits: WireLimits(maxFrameBytes: 1 << 30))
         } catch {
             let bytes = frames.map(\.count).reduce(0, +)
-            throw BenchError("flowd's status reply (\(bytes) bytes) cannot be decoded: \(error)",
-                             fix: "this is a bug in flowbench or flowd")
+            throw BenchError(
+                "flowd's status reply (\(bytes) bytes) cannot be decoded: \(error)",
+                fix: "this is a bug in flowbench or flowd")
         }
         guard case .statusReply(let status) = reply else { return nil }
         return status.status
@@ -215,7 +226,7 @@ enum FlowdSetup {
     /// its root flow has run its first step.
     static func binds(_ stepperID: String, control: String, context: Context) throws -> Bool {
         guard let status = try status(control: control, context: context, timeout: 0.25),
-              let bindings = status["bindings"]?.listValue
+            let bindings = status["bindings"]?.listValue
         else { return false }
         return bindings.contains { $0.mapValue?["stepper"]?.stringValue == stepperID }
     }

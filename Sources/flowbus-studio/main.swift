@@ -14,7 +14,9 @@ struct FlowBusStudioCommand: AsyncParsableCommand {
         commandName: "flowbus-studio",
         abstract: "See and drive a live FlowBus topology in a browser.")
 
-    @Option(name: .shortAndLong, help: "The topology file (default: $\(FlowBusConfig.pathVariable), else \(FlowBusConfig.defaultPath)).")
+    @Option(
+        name: .shortAndLong,
+        help: "The topology file (default: $\(FlowBusConfig.pathVariable), else \(FlowBusConfig.defaultPath)).")
     var config: String?
     @Option(help: "The port to serve on (0: any free port).") var port = 8089
     @Option(help: "The address to bind; anything but loopback needs --token.") var bind = "127.0.0.1"
@@ -24,11 +26,13 @@ struct FlowBusStudioCommand: AsyncParsableCommand {
     func run() async throws {
         #if !Studio
         throw ValidationError(
-            "flowbus-studio was built without the Studio trait: build it with `swift build --traits Studio --product flowbus-studio` (docs/STUDIO.md)")
+            "flowbus-studio was built without the Studio trait: build it with `swift build --traits Studio --product flowbus-studio` (docs/STUDIO.md)"
+        )
         #else
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = ProcessInfo.processInfo.environment["FLOWBUS_LOG"].flatMap { Logger.Level(rawValue: $0) } ?? .info
+            handler.logLevel =
+                ProcessInfo.processInfo.environment["FLOWBUS_LOG"].flatMap { Logger.Level(rawValue: $0) } ?? .info
             return handler
         }
         let path = FlowBusConfig.resolvePath(config)
@@ -45,7 +49,8 @@ struct FlowBusStudioCommand: AsyncParsableCommand {
         options.allowPublish = allowPublish
         let server: StudioServer
         do {
-            server = try StudioServer(config: topology, configPath: path, options: options, logger: Logger(label: "flowbus-studio"))
+            server = try StudioServer(
+                config: topology, configPath: path, options: options, logger: Logger(label: "flowbus-studio"))
         } catch {
             throw ValidationError("\(error)")
         }

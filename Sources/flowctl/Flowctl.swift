@@ -17,7 +17,8 @@ struct Flowctl: ParsableCommand {
         subcommands: [
             StepCommand.self, DeepLinkCommand.self, ReportCommand.self, EchoCommand.self, StatusCommand.self,
             ReactorActionCommand.self, ReactorStateCommand.self, ReactorEchoStateCommand.self,
-            LaunchCommand.self, GraphCommand.self, DoctorCommand.self, KeygenCommand.self, RecordCommand.self, PlayCommand.self, InfoCommand.self,
+            LaunchCommand.self, GraphCommand.self, DoctorCommand.self, KeygenCommand.self, RecordCommand.self,
+            PlayCommand.self, InfoCommand.self,
             JournalCommand.self,
         ]
     )
@@ -50,7 +51,11 @@ struct Flowctl: ParsableCommand {
 
 /// Where to find the topology: every command takes it.
 struct ConfigOptions: ParsableArguments {
-    @Option(name: .shortAndLong, help: "The topology file (default: $\(FlowBusConfig.pathVariable), else \(FlowBusConfig.defaultPath)); also accepted before the subcommand.")
+    @Option(
+        name: .shortAndLong,
+        help:
+            "The topology file (default: $\(FlowBusConfig.pathVariable), else \(FlowBusConfig.defaultPath)); also accepted before the subcommand."
+    )
     var config: String?
 
     func load() throws -> FlowBusConfig {
@@ -93,15 +98,21 @@ func requireAcknowledgement(_ publisher: StepPublisher, endpoint: String, timeou
 }
 
 private func noAnswer(endpoint: String, timeout: Double) -> ExitCode {
-    note("flowd did not acknowledge within \(timeout) s on \(endpoint): is it running? Start it with `flowd --config FILE`")
+    note(
+        "flowd did not acknowledge within \(timeout) s on \(endpoint): is it running? Start it with `flowd --config FILE`"
+    )
     return ExitCode(OutcomeExit.noAnswer.rawValue)
 }
 
 /// How `step` and `deeplink` wait: for the outcome (default), the ack only, or the navigation too.
 struct OutcomeOptions: ParsableArguments {
-    @Flag(help: "Return once flowd acknowledged the message, without waiting to see whether the flows applied it (exit 0 even if they drop it).")
+    @Flag(
+        help:
+            "Return once flowd acknowledged the message, without waiting to see whether the flows applied it (exit 0 even if they drop it)."
+    )
     var noWait = false
-    @Flag(help: "Also wait for the didNavigate events the message causes and print them (exit 9 if none comes in time).")
+    @Flag(
+        help: "Also wait for the didNavigate events the message causes and print them (exit 9 if none comes in time).")
     var waitNav = false
     @Option(help: "Seconds to wait for flowd's acknowledgement and the outcome.") var timeout: Double = 5
 
@@ -111,12 +122,15 @@ struct OutcomeOptions: ParsableArguments {
 
     /// Publishes through `send` and reports what became of it: prints `what` and `applied`, or
     /// says `refused: REASON: …` on standard error and exits with the class's status.
-    func publish(as stepperID: String, config: FlowBusConfig, what: String, _ send: (StepPublisher) throws -> UInt64) throws {
+    func publish(
+        as stepperID: String, config: FlowBusConfig, what: String, _ send: (StepPublisher) throws -> UInt64
+    ) throws {
         let publisher = try StepPublisher(stepperID: stepperID, config: config)
         let wait = Duration.milliseconds(Int(timeout * 1000))
         if noWait {
             _ = try send(publisher)
-            try requireAcknowledgement(publisher, endpoint: FlowBusConfig.either(config.ingressEndpoints), timeout: timeout)
+            try requireAcknowledgement(
+                publisher, endpoint: FlowBusConfig.either(config.ingressEndpoints), timeout: timeout)
             print("\(what), acknowledged")
             return
         }
@@ -129,7 +143,8 @@ struct OutcomeOptions: ParsableArguments {
             throw ExitCode(OutcomeExit.noAnswer.rawValue)
         }
         let sequence = try send(publisher)
-        guard let outcome = try watcher.outcome(of: sequence, from: publisher, navigation: waitNav, timeout: wait) else {
+        guard let outcome = try watcher.outcome(of: sequence, from: publisher, navigation: waitNav, timeout: wait)
+        else {
             throw noAnswer(endpoint: FlowBusConfig.either(config.ingressEndpoints), timeout: timeout)
         }
         switch outcome {
@@ -161,8 +176,10 @@ struct StepCommand: ParsableCommand {
 
     @OptionGroup var options: ConfigOptions
     @Argument(help: "The step's name, e.g. moviePicked.") var name: String
-    @Argument(help: "The step's parameters as key=value or key:=JSON, e.g. withMovieId=23452 zip:='\"75001\"'.") var params: [String] = []
-    @Option(name: .customLong("as"), help: "The stepper id to publish as (bound by a flow, e.g. wishlist/movies).") var stepperID: String
+    @Argument(help: "The step's parameters as key=value or key:=JSON, e.g. withMovieId=23452 zip:='\"75001\"'.")
+    var params: [String] = []
+    @Option(name: .customLong("as"), help: "The stepper id to publish as (bound by a flow, e.g. wishlist/movies).")
+    var stepperID: String
     @Flag(help: "Encode params as JSON instead of the binary form.") var json = false
     @OptionGroup var outcome: OutcomeOptions
 
@@ -190,14 +207,17 @@ struct DeepLinkCommand: ParsableCommand {
     func run() throws {
         let parsed = try parseParams(params)
         let config = try options.load()
-        try outcome.publish(as: "flowctl", config: config, what: "deep link \(MessageFormatter.step(name, parsed))") { publisher in
+        try outcome.publish(as: "flowctl", config: config, what: "deep link \(MessageFormatter.step(name, parsed))") {
+            publisher in
             try publisher.publishDeepLink(name, parsed)
         }
     }
 }
 
 struct ReportCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "report", abstract: "Report, as a renderer, that a presentable appeared, disappeared or was dismissed.")
+    static let configuration = CommandConfiguration(
+        commandName: "report",
+        abstract: "Report, as a renderer, that a presentable appeared, disappeared or was dismissed.")
 
     @OptionGroup var options: ConfigOptions
     @Argument(help: "appeared, disappeared or dismissed.") var event: String
@@ -217,7 +237,8 @@ struct ReportCommand: ParsableCommand {
 }
 
 struct EchoCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "echo", abstract: "Print messages from flowd's events endpoint.")
+    static let configuration = CommandConfiguration(
+        commandName: "echo", abstract: "Print messages from flowd's events endpoint.")
 
     enum Stream: String, ExpressibleByArgument, CaseIterable {
         case nav, did, steps, diagnostics, commands, all, state
@@ -236,12 +257,16 @@ struct EchoCommand: ParsableCommand {
     }
 
     @OptionGroup var options: ConfigOptions
-    @Argument(help: "What to watch: \(Stream.allCases.map(\.rawValue).joined(separator: ", ")) (state takes a reactor id and prints its snapshot, then each state as it changes).") var stream: Stream
+    @Argument(
+        help:
+            "What to watch: \(Stream.allCases.map(\.rawValue).joined(separator: ", ")) (state takes a reactor id and prints its snapshot, then each state as it changes)."
+    ) var stream: Stream
     @Argument(help: "For state: the reactor id, e.g. counter.") var reactorID: String?
     @Option(help: "Stop after this many messages (with --stats: this many one-second reports).") var count: Int?
     @Option(help: "Stop after this many seconds without a message.") var idleTimeout: Double?
     @Flag(help: "Print one JSON object per line.") var json = false
-    @Flag(help: "Print message rates per topic every second instead of the messages (like `ros2 topic hz`).") var stats = false
+    @Flag(help: "Print message rates per topic every second instead of the messages (like `ros2 topic hz`).")
+    var stats = false
 
     func validate() throws {
         if stream == .state, reactorID == nil {
@@ -260,12 +285,15 @@ struct EchoCommand: ParsableCommand {
             return
         }
         let config = try options.load()
-        let subscriber = try BusSubscriber(endpoints: config.eventsEndpoints, topics: stream.topics, curve: config.curve)
+        let subscriber = try BusSubscriber(
+            endpoints: config.eventsEndpoints, topics: stream.topics, curve: config.curve)
         // Messages from the first heartbeat on are all received: say so, for scripts to wait on.
         if try subscriber.waitUntilConnected(timeout: .seconds(10)) {
             note("listening on \(FlowBusConfig.either(config.eventsEndpoints)) (\(stream.rawValue))")
         } else {
-            note("no heartbeat from flowd on \(FlowBusConfig.either(config.eventsEndpoints)) yet: is it running? (start it with `flowd --config FILE`); still listening")
+            note(
+                "no heartbeat from flowd on \(FlowBusConfig.either(config.eventsEndpoints)) yet: is it running? (start it with `flowd --config FILE`); still listening"
+            )
         }
         reportOutages(of: subscriber, config: config)
         if stats {
@@ -275,7 +303,9 @@ struct EchoCommand: ParsableCommand {
         var printed = 0
         while count.map({ printed < $0 }) ?? true {
             guard let received = try subscriber.next(timeout: idleTimeout.map { .milliseconds(Int($0 * 1000)) }) else {
-                throw ClientError("no message within \(idleTimeout ?? 0) s on \(FlowBusConfig.either(config.eventsEndpoints)): is flowd running?")
+                throw ClientError(
+                    "no message within \(idleTimeout ?? 0) s on \(FlowBusConfig.either(config.eventsEndpoints)): is flowd running?"
+                )
             }
             switch received {
             case .message(let message):
@@ -298,7 +328,9 @@ extension EchoCommand {
         subscriber.onLiveness = { change in
             switch change {
             case .silent(let silentFor):
-                note("flowd silent for \(silentFor.wholeMilliseconds) ms (no heartbeat on \(endpoint)): it is down or unreachable; still listening")
+                note(
+                    "flowd silent for \(silentFor.wholeMilliseconds) ms (no heartbeat on \(endpoint)): it is down or unreachable; still listening"
+                )
             case .back(let source):
                 note("flowd heard again (\(source))")
             }
@@ -326,7 +358,9 @@ extension EchoCommand {
             windowStart = .now
             windows += 1
             let total = counts.values.reduce(0, +)
-            var lines = ["\(String(format: "%.0f", Double(total) / seconds)) msg/s over \(String(format: "%.2f", seconds)) s"]
+            var lines = [
+                "\(String(format: "%.0f", Double(total) / seconds)) msg/s over \(String(format: "%.2f", seconds)) s"
+            ]
             for (topic, n) in counts.sorted(by: { $0.value > $1.value }) {
                 lines.append("  \(topic): \(n) (\(String(format: "%.1f", Double(n) / seconds))/s)")
             }
@@ -337,13 +371,16 @@ extension EchoCommand {
 }
 
 struct StatusCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "Show flowd's flows, navigation tree, bindings and counters.")
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Show flowd's flows, navigation tree, bindings and counters.")
 
     @OptionGroup var options: ConfigOptions
     @Flag(help: "Print the status as JSON.") var json = false
-    @Flag(help: "Print flowd's metrics in Prometheus text format instead (what endpoints.metrics serves).") var metrics = false
+    @Flag(help: "Print flowd's metrics in Prometheus text format instead (what endpoints.metrics serves).")
+    var metrics = false
     @Option(help: "Seconds to wait for flowd.") var timeout: Double = 3
-    @Flag(help: "List the peers flowd holds (sources heard on ingress, reactor hosts), a page at a time, by source id.") var peers = false
+    @Flag(help: "List the peers flowd holds (sources heard on ingress, reactor hosts), a page at a time, by source id.")
+    var peers = false
     @Option(help: "With --peers: the first peer of the page (flowd says the next page's in its footer).") var offset = 0
     @Option(help: "With --peers: peers per page, at most 1000.") var limit = 100
     @Option(help: "With --peers: only source ids starting with this.") var prefix: String?
@@ -358,14 +395,18 @@ struct StatusCommand: ParsableCommand {
         // Every instance is asked: the active one answers, a standby binds nothing.
         let answers = try StatusClient.survey(
             endpoints: config.controlEndpoints, curve: config.curve, timeout: .milliseconds(Int(timeout * 1000)))
-        guard let active = answers.firstIndex(where: { $0.outcome != nil }), let outcome = answers[active].outcome else {
+        guard let active = answers.firstIndex(where: { $0.outcome != nil }), let outcome = answers[active].outcome
+        else {
             throw ClientError(
-                "flowd did not answer on \(FlowBusConfig.either(config.controlEndpoints)) within \(timeout) s: is it running? Start it with `flowd --config FILE`")
+                "flowd did not answer on \(FlowBusConfig.either(config.controlEndpoints)) within \(timeout) s: is it running? Start it with `flowd --config FILE`"
+            )
         }
         var status = try outcome.get()
         if metrics {
             guard let text = status["metrics"]?.mapValue?["prometheus"]?.stringValue else {
-                throw ClientError("flowd on \(answers[active].endpoint) returned no Prometheus text (it was started without a metrics registry)")
+                throw ClientError(
+                    "flowd on \(answers[active].endpoint) returned no Prometheus text (it was started without a metrics registry)"
+                )
             }
             print(text, terminator: "")
             return
@@ -373,12 +414,13 @@ struct StatusCommand: ParsableCommand {
         let several = answers.count > 1
         if several {
             // Which configured instance answered: flowd itself knows only its own endpoints.
-            status["instances"] = .list(answers.enumerated().map { index, answer in
-                .map([
-                    "instance": .int(Int64(index + 1)), "control": .string(answer.endpoint),
-                    "state": .string(answer.outcome == nil ? "silent" : index == active ? "active" : "answered"),
-                ])
-            })
+            status["instances"] = .list(
+                answers.enumerated().map { index, answer in
+                    .map([
+                        "instance": .int(Int64(index + 1)), "control": .string(answer.endpoint),
+                        "state": .string(answer.outcome == nil ? "silent" : index == active ? "active" : "answered"),
+                    ])
+                })
         }
         guard !json else {
             print(try WireJSON.string(.map(status)))
@@ -387,11 +429,16 @@ struct StatusCommand: ParsableCommand {
         var lines: [String] = []
         if several {
             for (index, answer) in answers.enumerated() {
-                let state = answer.outcome == nil ? "no answer (standing by, or down)" : index == active ? "active" : "answered too (two active instances: check their journals)"
+                let state =
+                    answer.outcome == nil
+                    ? "no answer (standing by, or down)"
+                    : index == active ? "active" : "answered too (two active instances: check their journals)"
                 lines.append("flowd instance \(index + 1) of \(answers.count) (\(answer.endpoint)): \(state)")
             }
         }
-        print((lines + [MessageFormatter.status(status)] + MessageFormatter.metricsSummary(status)).joined(separator: "\n"))
+        print(
+            (lines + [MessageFormatter.status(status)] + MessageFormatter.metricsSummary(status)).joined(
+                separator: "\n"))
     }
 }
 
@@ -415,7 +462,9 @@ extension StatusCommand {
                 for (source, peer) in listed.sorted(by: { $0.key < $1.key }) {
                     let entry = peer.mapValue ?? [:]
                     let alive = entry["alive"]?.boolValue == false ? "dead " : "alive"
-                    print("\(alive) \(source)  \(entry["role"]?.stringValue ?? "?")  silent \(entry["silent_ms"]?.intValue ?? 0) ms\(entry["heartbeats"]?.boolValue == true ? "  heartbeats" : "")")
+                    print(
+                        "\(alive) \(source)  \(entry["role"]?.stringValue ?? "?")  silent \(entry["silent_ms"]?.intValue ?? 0) ms\(entry["heartbeats"]?.boolValue == true ? "  heartbeats" : "")"
+                    )
                 }
                 let next = info["next"]?.intValue
                 let range = listed.isEmpty ? "none" : "\(first + 1)–\(first + Int64(listed.count))"
@@ -445,11 +494,14 @@ struct KeygenCommand: ParsableCommand {
             throw ClientError("\(path) exists: pass --force to replace it")
         }
         // Created private before the secret is written into it.
-        guard FileManager.default.createFile(atPath: secretPath, contents: nil, attributes: [.posixPermissions: 0o600]) else {
+        guard FileManager.default.createFile(atPath: secretPath, contents: nil, attributes: [.posixPermissions: 0o600])
+        else {
             throw ClientError("cannot create \(secretPath)")
         }
-        try "# FlowBus CURVE secret key of \(name): keep it private\n\(pair.secretKey)\n".write(toFile: secretPath, atomically: false, encoding: .utf8)
-        try "# FlowBus CURVE public key of \(name)\n\(pair.publicKey)\n".write(toFile: publicPath, atomically: true, encoding: .utf8)
+        try "# FlowBus CURVE secret key of \(name): keep it private\n\(pair.secretKey)\n".write(
+            toFile: secretPath, atomically: false, encoding: .utf8)
+        try "# FlowBus CURVE public key of \(name)\n\(pair.publicKey)\n".write(
+            toFile: publicPath, atomically: true, encoding: .utf8)
         print("wrote \(secretPath) (secret) and \(publicPath): public key \(pair.publicKey)")
     }
 }
@@ -457,7 +509,8 @@ struct KeygenCommand: ParsableCommand {
 struct GraphCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "graph",
-        abstract: "Draw the declared flows (or, with --live, flowd's current navigation tree) as Graphviz DOT or Mermaid.")
+        abstract:
+            "Draw the declared flows (or, with --live, flowd's current navigation tree) as Graphviz DOT or Mermaid.")
 
     enum Format: String, ExpressibleByArgument, CaseIterable {
         case dot, mermaid
@@ -475,15 +528,19 @@ struct GraphCommand: ParsableCommand {
                 "\(FlowBusConfig.resolvePath(options.config)) declares no flows: they are Swift code in your coordinator, so there is no table to draw. "
                     + "Draw the live navigation tree with `flowctl graph --live` while it runs")
         }
-        let graph = live
+        let graph =
+            live
             ? FlowGraph.live(try StatusClient.fetch(endpoints: config.controlEndpoints, curve: config.curve))
             : FlowGraph.declared(config)
         guard let svg else {
             print(format == .dot ? graph.dot : graph.mermaid)
             return
         }
-        guard let dot = ["/usr/bin/dot", "/usr/local/bin/dot"].first(where: FileManager.default.isExecutableFile(atPath:)) else {
-            throw ClientError("--svg needs Graphviz's `dot`: install it with `apt-get install graphviz`, or print DOT without --svg")
+        guard
+            let dot = ["/usr/bin/dot", "/usr/local/bin/dot"].first(where: FileManager.default.isExecutableFile(atPath:))
+        else {
+            throw ClientError(
+                "--svg needs Graphviz's `dot`: install it with `apt-get install graphviz`, or print DOT without --svg")
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: dot)
@@ -494,7 +551,9 @@ struct GraphCommand: ParsableCommand {
         input.fileHandleForWriting.write(Data(graph.dot.utf8))
         try input.fileHandleForWriting.close()
         process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw ClientError("dot failed (exit \(process.terminationStatus)) rendering \(svg)") }
+        guard process.terminationStatus == 0 else {
+            throw ClientError("dot failed (exit \(process.terminationStatus)) rendering \(svg)")
+        }
         print("wrote \(svg)")
     }
 }
@@ -511,8 +570,11 @@ extension DoctorCommand {
 
 struct DoctorCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "doctor", abstract: "Check libzmq, the config, endpoints, permissions, keys and the daemons, and say what to fix.",
-        discussion: "The config is loaded as every daemon loads it (unknown keys, missing flows and steps, {param} placeholders); each ipc endpoint's run directory must exist and be served by one process at most; a daemon that does not answer is named with the command the config's launch: section starts it with.")
+        commandName: "doctor",
+        abstract: "Check libzmq, the config, endpoints, permissions, keys and the daemons, and say what to fix.",
+        discussion:
+            "The config is loaded as every daemon loads it (unknown keys, missing flows and steps, {param} placeholders); each ipc endpoint's run directory must exist and be served by one process at most; a daemon that does not answer is named with the command the config's launch: section starts it with."
+    )
 
     @OptionGroup var options: ConfigOptions
 
@@ -523,9 +585,13 @@ struct DoctorCommand: ParsableCommand {
             if !ok { problems += 1 }
         }
         let version = ZeroMQLibrary.version
-        check(version.major > 4 || (version.major == 4 && version.minor >= 2), "libzmq \(ZeroMQLibrary.versionString) (4.2 or later needed)",
-              fix: "install libzmq3-dev 4.3 (scripts/bootstrap)")
-        check(ZeroMQLibrary.has("curve"), "libzmq has CURVE", fix: "install Debian's libzmq3-dev, which is built with CURVE")
+        check(
+            version.major > 4 || (version.major == 4 && version.minor >= 2),
+            "libzmq \(ZeroMQLibrary.versionString) (4.2 or later needed)",
+            fix: "install libzmq3-dev 4.3 (scripts/bootstrap)")
+        check(
+            ZeroMQLibrary.has("curve"), "libzmq has CURVE",
+            fix: "install Debian's libzmq3-dev, which is built with CURVE")
         let path = FlowBusConfig.resolvePath(options.config)
         let config: FlowBusConfig
         do {
@@ -536,11 +602,17 @@ struct DoctorCommand: ParsableCommand {
             throw ExitCode(1)
         }
         let several = config.flowdInstances.count > 1
-        let endpoints = config.flowdInstances.enumerated().flatMap { index, instance in
-            let prefix = several ? "flowd \(index + 1) " : ""
-            return [("\(prefix)ingress", instance.ingress), ("\(prefix)events", instance.events), ("\(prefix)control", instance.control)]
-        }
-            + config.reactors.sorted { $0.key < $1.key }.flatMap { [("\($0.key) actions", $0.value.actions), ("\($0.key) states", $0.value.states)] }
+        let endpoints =
+            config.flowdInstances.enumerated().flatMap { index, instance in
+                let prefix = several ? "flowd \(index + 1) " : ""
+                return [
+                    ("\(prefix)ingress", instance.ingress), ("\(prefix)events", instance.events),
+                    ("\(prefix)control", instance.control),
+                ]
+            }
+            + config.reactors.sorted { $0.key < $1.key }.flatMap {
+                [("\($0.key) actions", $0.value.actions), ("\($0.key) states", $0.value.states)]
+            }
         let launch = launchCommands(path: path)
         var missing: Set<String> = []
         for (name, endpoint) in endpoints where endpoint.hasPrefix("ipc://") {
@@ -548,54 +620,89 @@ struct DoctorCommand: ParsableCommand {
             let directory = (file as NSString).deletingLastPathComponent
             guard FileManager.default.fileExists(atPath: directory) else {
                 guard missing.insert(directory).inserted else { continue }
-                check(false, "\(name): run directory \(directory) exists",
-                      fix: "nothing runs there yet: a daemon creates it (mode 0700) when it starts; if yours run, they use another FLOWBUS_RUN_DIR (export the same one here)")
+                check(
+                    false, "\(name): run directory \(directory) exists",
+                    fix:
+                        "nothing runs there yet: a daemon creates it (mode 0700) when it starts; if yours run, they use another FLOWBUS_RUN_DIR (export the same one here)"
+                )
                 continue
             }
-            check(FileManager.default.isWritableFile(atPath: directory), "\(name): directory \(directory) is writable",
-                  fix: "make it yours (chown/chmod 700 \(directory)) or point FLOWBUS_RUN_DIR elsewhere")
+            check(
+                FileManager.default.isWritableFile(atPath: directory), "\(name): directory \(directory) is writable",
+                fix: "make it yours (chown/chmod 700 \(directory)) or point FLOWBUS_RUN_DIR elsewhere")
             let listeners = unixSocketListeners(boundTo: file)
             let pids = Set(listeners.flatMap(\.pids)).sorted().map(String.init).joined(separator: ", ")
-            check(listeners.count <= 1, "\(name): one process serves \(file)",
-                  fix: "\(listeners.count) sockets are bound to it (pids \(pids.isEmpty ? "not readable" : pids)): a second daemon on the same endpoints; stop all but one")
+            check(
+                listeners.count <= 1, "\(name): one process serves \(file)",
+                fix:
+                    "\(listeners.count) sockets are bound to it (pids \(pids.isEmpty ? "not readable" : pids)): a second daemon on the same endpoints; stop all but one"
+            )
             if !listeners.isEmpty, !FileManager.default.fileExists(atPath: file) {
-                check(false, "\(name): \(file) exists while pid \(pids) serves it",
-                      fix: "the socket file was removed (by another daemon stopping?): nothing can connect; restart pid \(pids)")
+                check(
+                    false, "\(name): \(file) exists while pid \(pids) serves it",
+                    fix:
+                        "the socket file was removed (by another daemon stopping?): nothing can connect; restart pid \(pids)"
+                )
             }
-            check(file.utf8.count < 108, "\(name): ipc path fits a unix socket (\(file.utf8.count) < 108 bytes)", fix: "use a shorter directory")
+            check(
+                file.utf8.count < 108, "\(name): ipc path fits a unix socket (\(file.utf8.count) < 108 bytes)",
+                fix: "use a shorter directory")
             if let mode = (try? FileManager.default.attributesOfItem(atPath: file))?[.posixPermissions] as? NSNumber {
-                check(mode.intValue & 0o077 == 0, "\(name): \(file) is private (mode \(String(mode.intValue, radix: 8)))",
-                      fix: "chmod 600 \(file), or restart the daemon that owns it")
+                check(
+                    mode.intValue & 0o077 == 0, "\(name): \(file) is private (mode \(String(mode.intValue, radix: 8)))",
+                    fix: "chmod 600 \(file), or restart the daemon that owns it")
             }
         }
         if config.security != nil {
-            check(config.curve.server != nil || config.curve.serverPublicKey != nil, "security: keys load", fix: "run `flowctl keygen NAME --dir DIR` and name the files in security:")
+            check(
+                config.curve.server != nil || config.curve.serverPublicKey != nil, "security: keys load",
+                fix: "run `flowctl keygen NAME --dir DIR` and name the files in security:")
             for secret in [config.security?.serverKey, config.security?.clientKey].compactMap({ $0 }) {
-                let file = secret.hasPrefix("/") ? secret : ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent(secret)
-                if let mode = (try? FileManager.default.attributesOfItem(atPath: file))?[.posixPermissions] as? NSNumber {
-                    check(mode.intValue & 0o077 == 0, "security: \(file) is readable by its owner only", fix: "chmod 600 \(file)")
+                let file =
+                    secret.hasPrefix("/")
+                    ? secret : ((path as NSString).deletingLastPathComponent as NSString).appendingPathComponent(secret)
+                if let mode = (try? FileManager.default.attributesOfItem(atPath: file))?[.posixPermissions] as? NSNumber
+                {
+                    check(
+                        mode.intValue & 0o077 == 0, "security: \(file) is readable by its owner only",
+                        fix: "chmod 600 \(file)")
                 }
             }
             if config.curve.server != nil {
-                check(!config.curve.allowedClients.isEmpty, "security: allowedClients lists at least one key", fix: "add client .pub files to security.allowedClients")
+                check(
+                    !config.curve.allowedClients.isEmpty, "security: allowedClients lists at least one key",
+                    fix: "add client .pub files to security.allowedClients")
             }
             let tcp = endpoints.contains { $0.1.hasPrefix("tcp://") }
-            check(tcp, "security applies to tcp endpoints", fix: "CURVE protects tcp:// only; ipc:// relies on file permissions")
+            check(
+                tcp, "security applies to tcp endpoints",
+                fix: "CURVE protects tcp:// only; ipc:// relies on file permissions")
         }
         do {
-            let status = try StatusClient.fetch(endpoints: config.controlEndpoints, curve: config.curve, timeout: .seconds(2))
+            let status = try StatusClient.fetch(
+                endpoints: config.controlEndpoints, curve: config.curve, timeout: .seconds(2))
             let flows = status["flows_total"]?.intValue.map(Int.init) ?? status["flows"]?.listValue?.count ?? 0
-            check(true, "flowd answers on \(FlowBusConfig.either(config.controlEndpoints)) (\(flows) flow(s), protocol v\(Envelope.currentVersion))", fix: "")
+            check(
+                true,
+                "flowd answers on \(FlowBusConfig.either(config.controlEndpoints)) (\(flows) flow(s), protocol v\(Envelope.currentVersion))",
+                fix: "")
         } catch {
-            let command = launch.first { $0.ready?.control == true }.map { $0.command.joined(separator: " ") } ?? "flowd --config \(path)"
-            check(false, "flowd answers on \(FlowBusConfig.either(config.controlEndpoints))", fix: "start it: \(command) (or flowctl launch \(path))")
+            let command =
+                launch.first { $0.ready?.control == true }.map { $0.command.joined(separator: " ") }
+                ?? "flowd --config \(path)"
+            check(
+                false, "flowd answers on \(FlowBusConfig.either(config.controlEndpoints))",
+                fix: "start it: \(command) (or flowctl launch \(path))")
         }
         for (name, host) in config.reactors.sorted(by: { $0.key < $1.key }) {
             let subscriber = try BusSubscriber(endpoint: host.states, topics: ["hb/"], curve: config.curve)
-            let command = launch.first { $0.ready?.heartbeat == name }.map { $0.command.joined(separator: " ") }
+            let command =
+                launch.first { $0.ready?.heartbeat == name }.map { $0.command.joined(separator: " ") }
                 ?? "reactor-host --config \(path) --host \(name)"
-            check(try subscriber.waitUntilConnected(timeout: .seconds(2)), "reactor host \(name) sends heartbeats on \(host.states)",
-                  fix: "start it: \(command)")
+            check(
+                try subscriber.waitUntilConnected(timeout: .seconds(2)),
+                "reactor host \(name) sends heartbeats on \(host.states)",
+                fix: "start it: \(command)")
         }
         emit(problems == 0 ? "all checks passed" : "\(problems) problem(s) found")
         if problems > 0 { throw ExitCode(1) }

@@ -44,7 +44,8 @@ struct JournalEntriesCommand: ParsableCommand {
         }
         let config = try options.load()
         guard let persistence = config.persistence else {
-            throw ClientError("\(FlowBusConfig.resolvePath(options.config)) has no persistence section: flowd journals nothing")
+            throw ClientError(
+                "\(FlowBusConfig.resolvePath(options.config)) has no persistence section: flowd journals nothing")
         }
         if let path = persistence.journal {
             try printEntries(of: try StepJournal.open(readingAt: path))
@@ -69,14 +70,17 @@ struct JournalEntriesCommand: ParsableCommand {
             var lines = ""
             for entry in page where target.map({ $0 == entry.target }) ?? true {
                 let params: WireValue = (try? entry.decodeParams()).map { .map($0) } ?? .string("unreadable")
-                let kind = switch entry.kind {
-                case .step: "step"
-                case .deepLink: "deeplink"
-                case .report: "report"
-                }
+                let kind =
+                    switch entry.kind {
+                    case .step: "step"
+                    case .deepLink: "deeplink"
+                    case .report: "report"
+                    }
                 let object: WireParams = [
-                    "id": .int(entry.id), "kind": .string(kind), "target": .string(entry.target), "name": .string(entry.name),
-                    "params": params, "source": .string(entry.source), "sequence": .int(Int64(clamping: entry.sequence)),
+                    "id": .int(entry.id), "kind": .string(kind), "target": .string(entry.target),
+                    "name": .string(entry.name),
+                    "params": params, "source": .string(entry.source),
+                    "sequence": .int(Int64(clamping: entry.sequence)),
                 ]
                 lines += try WireJSON.string(.map(object)) + "\n"
             }
@@ -111,7 +115,9 @@ struct JournalEntriesCommand: ParsableCommand {
 struct JournalCheckCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check",
-        abstract: "Read the whole journal without changing it: SQLite's integrity check, entries and sources. Exit 1 if damaged.")
+        abstract:
+            "Read the whole journal without changing it: SQLite's integrity check, entries and sources. Exit 1 if damaged."
+    )
 
     @Argument(help: "The journal (persistence.journal of the topology).") var file: String
 
@@ -148,7 +154,9 @@ struct JournalSalvageCommand: ParsableCommand {
         if result.unreadable.isEmpty && result.checkpoint != false {
             print("nothing was lost")
         } else {
-            let ranges = result.unreadable.map { $0.count == 1 ? "\($0.lowerBound)" : "\($0.lowerBound)-\($0.upperBound)" }
+            let ranges = result.unreadable.map {
+                $0.count == 1 ? "\($0.lowerBound)" : "\($0.lowerBound)-\($0.upperBound)"
+            }
             print("unreadable entry ids (lost): \(ranges.joined(separator: ", "))")
         }
     }

@@ -5,6 +5,7 @@ import FlowBusCoordinator
 import FlowBusDaemon
 import FlowBusTools
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,7 +13,8 @@ import Glibc
 struct LaunchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "launch",
-        abstract: "Start the processes a topology's launch: section lists, in dependency order; stop them on Ctrl-C or SIGTERM.",
+        abstract:
+            "Start the processes a topology's launch: section lists, in dependency order; stop them on Ctrl-C or SIGTERM.",
         discussion: """
             Each process waits for those it is `after` to be ready (control: flowd answers a status \
             request; heartbeat: HOST: the reactor host sends a heartbeat; logLine: REGEX; delayMs: N). \
@@ -28,10 +30,13 @@ struct LaunchCommand: ParsableCommand {
     @Argument(help: "The topology file with a launch: section.") var file: String
     @Option(name: .customLong("for"), help: "Stop everything after this many seconds.") var seconds: Double?
     @Option(help: "Stop everything when this one-shot process exits, and exit with its status.") var untilExit: String?
-    @Option(name: .customLong("with"), help: "Also start this optional: true entry (repeatable), e.g. --with journey.") var including: [String] = []
+    @Option(name: .customLong("with"), help: "Also start this optional: true entry (repeatable), e.g. --with journey.")
+    var including: [String] = []
     @Option(help: "Seconds a process gets to stop after SIGTERM before SIGKILL.") var stopTimeout: Double = 5
-    @Option(help: "Look commands up in this directory first, e.g. your package's `swift build --show-bin-path`.") var binDir: String?
-    @Flag(help: "Do not colour the prefixes (also when NO_COLOR is set or the output is not a terminal).") var noColor = false
+    @Option(help: "Look commands up in this directory first, e.g. your package's `swift build --show-bin-path`.")
+    var binDir: String?
+    @Flag(help: "Do not colour the prefixes (also when NO_COLOR is set or the output is not a terminal).") var noColor =
+        false
 
     func validate() throws {
         if let seconds, seconds <= 0 { throw ValidationError("--for needs a positive number of seconds") }
@@ -41,7 +46,8 @@ struct LaunchCommand: ParsableCommand {
     func run() throws {
         var environment = ProcessInfo.processInfo.environment
         environment[FlowBusConfig.pathVariable] = file
-        let beside = (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])).resolvingSymlinksInPath().deletingLastPathComponent()
+        let beside = (Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0]))
+            .resolvingSymlinksInPath().deletingLastPathComponent()
         // Launched scripts find flowctl and the daemons beside this flowctl first.
         let binDirectory = binDir.map { URL(fileURLWithPath: $0).standardizedFileURL }
         let search = (binDirectory.map { [$0] } ?? []) + [beside]
@@ -49,7 +55,9 @@ struct LaunchCommand: ParsableCommand {
         let launcher: Launcher
         do {
             if let binDirectory, !FileManager.default.fileExists(atPath: binDirectory.path) {
-                throw ClientError("--bin-dir \(binDirectory.path) does not exist: build first (swift build --product NAME), or pass `swift build --show-bin-path`")
+                throw ClientError(
+                    "--bin-dir \(binDirectory.path) does not exist: build first (swift build --product NAME), or pass `swift build --show-bin-path`"
+                )
             }
             let config = try FlowBusConfig.load(path: file, environment: environment, expandingLaunch: true)
             let colour = !noColor && isatty(STDOUT_FILENO) != 0 && (environment["NO_COLOR"] ?? "").isEmpty

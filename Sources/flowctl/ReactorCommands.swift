@@ -14,9 +14,12 @@ import Foundation
 private func view(of reactorID: String, options: ConfigOptions, json: Bool = false) throws -> ReactorView {
     let config = try options.load()
     guard config.reactorHost(for: reactorID) != nil else {
-        let hosts = config.reactors.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value.serves.joined(separator: ", "))" }
+        let hosts = config.reactors.sorted { $0.key < $1.key }.map {
+            "\($0.key): \($0.value.serves.joined(separator: ", "))"
+        }
         throw ClientError(
-            "no reactor host of the config serves \(reactorID) (\(hosts.isEmpty ? "the config has no reactors: section" : hosts.joined(separator: "; "))): list it, or its family such as movie/, under reactors.<host>.serves")
+            "no reactor host of the config serves \(reactorID) (\(hosts.isEmpty ? "the config has no reactors: section" : hosts.joined(separator: "; "))): list it, or its family such as movie/, under reactors.<host>.serves"
+        )
     }
     return try ReactorView(reactorID: reactorID, config: config, contentType: json ? .json : .fbv)
 }
@@ -46,11 +49,15 @@ struct ReactorActionCommand: ParsableCommand {
         let view = try view(of: reactorID, options: options, json: json)
         let sequence = try view.send(name, parsed)
         guard try view.waitForAcknowledgement(timeout: seconds(timeout)) else {
-            note("the reactor host did not acknowledge within \(timeout) s on \(view.actionsEndpoint): is it running? Start it with `reactor-host --config FILE --host NAME`")
+            note(
+                "the reactor host did not acknowledge within \(timeout) s on \(view.actionsEndpoint): is it running? Start it with `reactor-host --config FILE --host NAME`"
+            )
             throw ExitCode(OutcomeExit.noAnswer.rawValue)
         }
         if let refusal = view.refusal(for: sequence) {
-            note("action \(MessageFormatter.step(name, parsed)) refused by \(reactorID)'s host: \(refusal.reason): \(refusal.message)")
+            note(
+                "action \(MessageFormatter.step(name, parsed)) refused by \(reactorID)'s host: \(refusal.reason): \(refusal.message)"
+            )
             throw ExitCode(OutcomeExit(refusal: refusal.reason).rawValue)
         }
         print("action \(MessageFormatter.step(name, parsed)) sent to \(reactorID), acknowledged")
@@ -59,7 +66,8 @@ struct ReactorActionCommand: ParsableCommand {
 
 /// `flowctl state REACTOR_ID [--json]`: prints the reactor's current state (its snapshot).
 struct ReactorStateCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "state", abstract: "Print a reactor's current state (a snapshot).")
+    static let configuration = CommandConfiguration(
+        commandName: "state", abstract: "Print a reactor's current state (a snapshot).")
 
     @OptionGroup var options: ConfigOptions
     @Argument(help: "The reactor id, e.g. counter or movie/42.") var reactorID: String
@@ -70,7 +78,8 @@ struct ReactorStateCommand: ParsableCommand {
         let view = try view(of: reactorID, options: options)
         guard let snapshot = try view.next(timeout: seconds(timeout)) else {
             throw ClientError(
-                "no snapshot of \(reactorID) within \(timeout) s from \(view.statesEndpoint) / \(view.actionsEndpoint): is the reactor host running? Start it with `reactor-host --config FILE --host NAME`")
+                "no snapshot of \(reactorID) within \(timeout) s from \(view.statesEndpoint) / \(view.actionsEndpoint): is the reactor host running? Start it with `reactor-host --config FILE --host NAME`"
+            )
         }
         emit(json ? MessageFormatter.json(snapshot.message) : MessageFormatter.line(snapshot.message))
     }
@@ -80,7 +89,8 @@ struct ReactorStateCommand: ParsableCommand {
 /// then every live state.
 struct ReactorEchoStateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "echo-state", abstract: "Another spelling of `flowctl echo state REACTOR_ID`.", shouldDisplay: false)
+        commandName: "echo-state", abstract: "Another spelling of `flowctl echo state REACTOR_ID`.",
+        shouldDisplay: false)
 
     @OptionGroup var options: ConfigOptions
     @Argument(help: "The reactor id, e.g. counter or movie/42.") var reactorID: String
@@ -97,7 +107,8 @@ struct ReactorEchoStateCommand: ParsableCommand {
             guard let state = try view.next(timeout: wait) else {
                 if printed == 0 {
                     throw ClientError(
-                        "no snapshot of \(reactorID) within \(timeout) s from \(view.statesEndpoint): is the reactor host running? Start it with `reactor-host --config FILE --host NAME`")
+                        "no snapshot of \(reactorID) within \(timeout) s from \(view.statesEndpoint): is the reactor host running? Start it with `reactor-host --config FILE --host NAME`"
+                    )
                 }
                 throw ClientError("no state of \(reactorID) for \(idleTimeout ?? 0) s")
             }

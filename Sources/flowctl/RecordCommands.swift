@@ -7,6 +7,7 @@ import FlowBusTools
 import FlowBusWire
 import Foundation
 import ZeroMQ
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -73,7 +74,9 @@ private final class StopSignals {
         return received
     }
 
-    static func name(_ number: Int32) -> String { number == SIGINT ? "SIGINT" : number == SIGTERM ? "SIGTERM" : "signal \(number)" }
+    static func name(_ number: Int32) -> String {
+        number == SIGINT ? "SIGINT" : number == SIGTERM ? "SIGTERM" : "signal \(number)"
+    }
 }
 
 // MARK: record
@@ -82,7 +85,8 @@ private final class StopSignals {
 struct RecordCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "record",
-        abstract: "Record the messages on the bus, with their arrival times, into a file (SQLite), like `ros2 bag record`.",
+        abstract:
+            "Record the messages on the bus, with their arrival times, into a file (SQLite), like `ros2 bag record`.",
         discussion: """
             Subscribes to flowd's events endpoint (the steps and deep links flowd accepted, \
             willNavigate, didNavigate, navigation commands, diagnostics) and to the states endpoint of \
@@ -108,20 +112,28 @@ struct RecordCommand: ParsableCommand {
 
     @OptionGroup var options: ConfigOptions
     @Argument(help: "The recording to write, e.g. journey.fbrec.") var file: String
-    @Option(parsing: .upToNextOption, help: "Record only topics starting with one of these prefixes, e.g. step/ nav/did/ state/counter (default: all).")
+    @Option(
+        parsing: .upToNextOption,
+        help:
+            "Record only topics starting with one of these prefixes, e.g. step/ nav/did/ state/counter (default: all).")
     var topics: [String] = []
     @Option(name: .customLong("for"), help: "Stop after recording for this many seconds.") var duration: Double?
     @Option(help: "Stop after this many messages.") var count: Int?
     @Flag(help: "Record heartbeats (hb/) too.") var heartbeats = false
     @Flag(help: "Replace FILE if it exists.") var force = false
-    @Option(help: "Seconds to wait for a publisher's first heartbeat; once one answered, the others get 3 heartbeat intervals (at least 2 s).")
+    @Option(
+        help:
+            "Seconds to wait for a publisher's first heartbeat; once one answered, the others get 3 heartbeat intervals (at least 2 s)."
+    )
     var timeout: Double = 10
 
     func validate() throws {
         if let duration, duration <= 0 { throw ValidationError("--for needs a positive number of seconds") }
         if let count, count <= 0 { throw ValidationError("--count needs a positive number of messages") }
         if timeout <= 0 { throw ValidationError("--timeout needs a positive number of seconds") }
-        if topics.contains(where: \.isEmpty) { throw ValidationError("--topics takes non-empty prefixes; leave it out to record every topic") }
+        if topics.contains(where: \.isEmpty) {
+            throw ValidationError("--topics takes non-empty prefixes; leave it out to record every topic")
+        }
     }
 
     func run() throws {
@@ -129,12 +141,15 @@ struct RecordCommand: ParsableCommand {
         let configPath = FlowBusConfig.resolvePath(options.config)
         let absoluteConfigPath = URL(fileURLWithPath: configPath).standardizedFileURL.path
         var sources = [
-            Recorder.Source(name: "events", addresses: config.eventsEndpoints, owner: "flowd", start: "flowd --config \(configPath)"),
+            Recorder.Source(
+                name: "events", addresses: config.eventsEndpoints, owner: "flowd", start: "flowd --config \(configPath)"
+            )
         ]
         for (name, host) in config.reactors.sorted(by: { $0.key < $1.key }) {
-            sources.append(Recorder.Source(
-                name: "reactors.\(name).states", addresses: [host.states], owner: "reactor host \(name)",
-                start: "reactor-host --config \(configPath) --host \(name)", isReactorHost: true))
+            sources.append(
+                Recorder.Source(
+                    name: "reactors.\(name).states", addresses: [host.states], owner: "reactor host \(name)",
+                    start: "reactor-host --config \(configPath) --host \(name)", isReactorHost: true))
         }
         let metadata = BusRecording.Metadata(
             recorder: "flowctl record", configPath: absoluteConfigPath,
@@ -161,13 +176,18 @@ struct RecordCommand: ParsableCommand {
             recorder.close()
             for path in [file, file + "-wal", file + "-shm"] { try? FileManager.default.removeItem(atPath: path) }
             let missing = recorder.missing.map { "\($0.owner) on \($0.address) (start it with `\($0.start)`)" }
-            throw ClientError("no publisher answered within \(timeout) s: \(missing.joined(separator: "; ")); nothing recorded")
+            throw ClientError(
+                "no publisher answered within \(timeout) s: \(missing.joined(separator: "; ")); nothing recorded")
         }
         if running {
             for source in recorder.missing {
-                note("no heartbeat from \(source.owner) on \(source.address) yet: its messages are recorded once it runs (`\(source.start)`)")
+                note(
+                    "no heartbeat from \(source.owner) on \(source.address) yet: its messages are recorded once it runs (`\(source.start)`)"
+                )
             }
-            let live = recorder.liveSources.map { "\($0.owner) \($0.name == "events" ? "events" : "states") \($0.address)" }
+            let live = recorder.liveSources.map {
+                "\($0.owner) \($0.name == "events" ? "events" : "states") \($0.address)"
+            }
             emit("recording to \(file): \(live.joined(separator: ", ")) (Ctrl-C to stop)")
             recorder.markAnnounced()
             let stopAt = duration.map { ContinuousClock.now + seconds($0) }
@@ -183,7 +203,9 @@ struct RecordCommand: ParsableCommand {
         }
         let summary = try recorder.finish()
         let reason = signals.check().map { " (stopped by \(StopSignals.name($0)))" } ?? ""
-        emit("recorded \(summary.messages) message(s) on \(summary.topics) topic(s) in \(secondsText(summary.duration)) to \(file)\(reason)")
+        emit(
+            "recorded \(summary.messages) message(s) on \(summary.topics) topic(s) in \(secondsText(summary.duration)) to \(file)\(reason)"
+        )
     }
 }
 
@@ -222,7 +244,8 @@ private final class Recorder {
     private var announced = false
 
     init(
-        recording: BusRecording, sources: [Source], topics: [String], curve: CurveKeys, recordHeartbeats: Bool, limit: Int?,
+        recording: BusRecording, sources: [Source], topics: [String], curve: CurveKeys, recordHeartbeats: Bool,
+        limit: Int?,
         signals: StopSignals
     ) throws {
         self.recording = recording
@@ -291,7 +314,8 @@ private final class Recorder {
             }
             if sources[index].isReactorHost, let kind = message.kind, kind != .action {
                 // What the host publishes itself names it: play tells its steps by this source.
-                try recording.noteReactorHost(BusRecording.ReactorHost(endpoint: message.endpoint, source: message.source))
+                try recording.noteReactorHost(
+                    BusRecording.ReactorHost(endpoint: message.endpoint, source: message.source))
             }
             if message.kind == .heartbeat, !recordHeartbeats { continue }
             batches[index].append(message)
@@ -354,14 +378,22 @@ struct PlayCommand: ParsableCommand {
 
     @OptionGroup var options: ConfigOptions
     @Argument(help: "The recording to play.") var file: String
-    @Option(help: "Speed: recorded gaps are divided by it (2 plays twice as fast); 0 sends each message as soon as the previous ones are acknowledged.")
+    @Option(
+        help:
+            "Speed: recorded gaps are divided by it (2 plays twice as fast); 0 sends each message as soon as the previous ones are acknowledged."
+    )
     var rate: Double = 1
     @Flag(help: "Play again from the start at the end, until Ctrl-C.") var loop = false
-    @Option(help: "Seconds to wait for flowd's and the reactor hosts' acknowledgements, and for the steps the reactors publish.")
+    @Option(
+        help:
+            "Seconds to wait for flowd's and the reactor hosts' acknowledgements, and for the steps the reactors publish."
+    )
     var timeout: Double = 10
 
     func validate() throws {
-        if !rate.isFinite || rate < 0 { throw ValidationError("--rate needs a number ≥ 0 (1 = recorded speed, 0 = as fast as acknowledged)") }
+        if !rate.isFinite || rate < 0 {
+            throw ValidationError("--rate needs a number ≥ 0 (1 = recorded speed, 0 = as fast as acknowledged)")
+        }
         if timeout <= 0 { throw ValidationError("--timeout needs a positive number of seconds") }
     }
 
@@ -372,34 +404,42 @@ struct PlayCommand: ParsableCommand {
             do {
                 inputs.append((input.message.time, try input.message.decode(), input.isFromReactor))
             } catch {
-                note("message \(input.message.id) (\(input.message.topic)) of \(file) does not decode, skipped: \(error)")
+                note(
+                    "message \(input.message.id) (\(input.message.topic)) of \(file) does not decode, skipped: \(error)"
+                )
             }
         }
         recording.close()
         guard let first = inputs.first(where: { !$0.isFromReactor }) else {
-            emit("nothing to play: \(file) has no steps, actions or deep links (`flowctl info \(file)` shows what it has)")
+            emit(
+                "nothing to play: \(file) has no steps, actions or deep links (`flowctl info \(file)` shows what it has)"
+            )
             return
         }
         let config = try options.load()
         let configPath = FlowBusConfig.resolvePath(options.config)
-        let reactorIDs = Set(inputs.compactMap { input -> String? in
-            if case .action(let action) = input.message { return action.reactorID }
-            return nil
-        })
+        let reactorIDs = Set(
+            inputs.compactMap { input -> String? in
+                if case .action(let action) = input.message { return action.reactorID }
+                return nil
+            })
         let unserved = reactorIDs.filter { config.reactorHost(for: $0) == nil }.sorted()
         guard unserved.isEmpty else {
             throw ClientError(
-                "no reactor host of \(configPath) serves \(unserved.joined(separator: ", ")), whose actions \(file) holds: list them (or their family, e.g. movie/) under reactors.<host>.serves")
+                "no reactor host of \(configPath) serves \(unserved.joined(separator: ", ")), whose actions \(file) holds: list them (or their family, e.g. movie/) under reactors.<host>.serves"
+            )
         }
         if inputs.contains(where: { input in
             if case .action = input.message { return false }
             return true
         }) {
             do {
-                _ = try StatusClient.fetch(endpoints: config.controlEndpoints, curve: config.curve, timeout: seconds(min(timeout, 3)))
+                _ = try StatusClient.fetch(
+                    endpoints: config.controlEndpoints, curve: config.curve, timeout: seconds(min(timeout, 3)))
             } catch {
                 throw ClientError(
-                    "flowd does not answer on \(FlowBusConfig.either(config.controlEndpoints)): start it with `flowd --config \(configPath)`, then play again (play sends to \(FlowBusConfig.either(config.ingressEndpoints)))")
+                    "flowd does not answer on \(FlowBusConfig.either(config.controlEndpoints)): start it with `flowd --config \(configPath)`, then play again (play sends to \(FlowBusConfig.either(config.ingressEndpoints)))"
+                )
             }
         }
         let signals = try StopSignals()
@@ -431,16 +471,21 @@ struct PlayCommand: ParsableCommand {
                 }
             }
             let complete = try player.settle()
-            var what = "\(counts.steps) step(s), \(counts.actions) action(s) and \(counts.links) deep link(s) from \(file)"
+            var what =
+                "\(counts.steps) step(s), \(counts.actions) action(s) and \(counts.links) deep link(s) from \(file)"
             what += " in \(secondsText(nanoseconds(began.duration(to: clock.now)))) (\(rateText))"
             let passText = loop ? "pass \(pass): " : ""
             if let signal = signals.check() {
-                emit("\(passText)played \(what); stopped by \(StopSignals.name(signal))\(complete ? "" : ", the last ones unacknowledged")")
+                emit(
+                    "\(passText)played \(what); stopped by \(StopSignals.name(signal))\(complete ? "" : ", the last ones unacknowledged")"
+                )
                 // The end of a loop; an unfinished play otherwise.
                 if loop { return }
                 throw ExitCode(128 + signal)
             }
-            let fromReactors = counts.reactorSteps == 0 ? "" : "; \(counts.reactorSteps) step(s) from reactors came again through their actions"
+            let fromReactors =
+                counts.reactorSteps == 0
+                ? "" : "; \(counts.reactorSteps) step(s) from reactors came again through their actions"
             emit("\(passText)played \(what), all acknowledged\(fromReactors)")
             let refusals = player.takeRefusals()
             if !refusals.isEmpty {
@@ -478,18 +523,22 @@ private final class Player {
     /// How many refusals of each sender were reported already.
     private var reportedRefusals: [String: Int] = [:]
 
-    init(config: FlowBusConfig, configPath: String, timeout: Duration, signals: StopSignals, watchReactorSteps: Bool) throws {
+    init(
+        config: FlowBusConfig, configPath: String, timeout: Duration, signals: StopSignals, watchReactorSteps: Bool
+    ) throws {
         self.config = config
         self.configPath = configPath
         self.timeout = timeout
         self.signals = signals
         viewContext = try Context(defaultLinger: 0)
         if watchReactorSteps {
-            let events = try BusSubscriber(endpoints: config.eventsEndpoints, topics: [Topic.Prefix.step.subscription], curve: config.curve)
+            let events = try BusSubscriber(
+                endpoints: config.eventsEndpoints, topics: [Topic.Prefix.step.subscription], curve: config.curve)
             // Subscribed before anything is sent, so no step a reactor publishes is missed.
             guard try events.waitUntilConnected(timeout: timeout) else {
                 throw ClientError(
-                    "no heartbeat from flowd's events endpoint \(FlowBusConfig.either(config.eventsEndpoints)) within \(timeout): play watches it for the steps the reactors publish; start flowd with `flowd --config \(configPath)`")
+                    "no heartbeat from flowd's events endpoint \(FlowBusConfig.either(config.eventsEndpoints)) within \(timeout): play watches it for the steps the reactors publish; start flowd with `flowd --config \(configPath)`"
+                )
             }
             self.events = events
         } else {
@@ -538,7 +587,8 @@ private final class Player {
         if let currentKey, currentKey != key {
             guard try acknowledged(currentKey) else { return false }
         }
-        if case .action = message {} else {
+        if case .action = message {
+        } else {
             guard try reactorStepsArrived() else { return false }
         }
         switch message {
@@ -604,7 +654,9 @@ private final class Player {
                 who = "the reactor host at \(view.actionsEndpoint)"
             }
             for refusal in refusals.dropFirst(reportedRefusals[key] ?? 0) {
-                lines.append("\(who) refused \(refusal.details["topic"]?.stringValue ?? key): \(refusal.reason.rawValue): \(refusal.message)")
+                lines.append(
+                    "\(who) refused \(refusal.details["topic"]?.stringValue ?? key): \(refusal.reason.rawValue): \(refusal.message)"
+                )
             }
             reportedRefusals[key] = refusals.count
         }
@@ -626,7 +678,8 @@ private final class Player {
                 if signals.check() != nil { return false }
                 guard ContinuousClock.now < deadline else {
                     throw ClientError(
-                        "flowd did not acknowledge within \(timeout) on \(FlowBusConfig.either(config.ingressEndpoints)): is it still running? Start it with `flowd --config \(configPath)` and play again")
+                        "flowd did not acknowledge within \(timeout) on \(FlowBusConfig.either(config.ingressEndpoints)): is it still running? Start it with `flowd --config \(configPath)` and play again"
+                    )
                 }
                 _ = try publisher.waitForAcknowledgement(timeout: .milliseconds(100))
             }
@@ -636,7 +689,8 @@ private final class Player {
                 guard ContinuousClock.now < deadline else {
                     let host = config.reactorHost(for: view.reactorID)?.name ?? "NAME"
                     throw ClientError(
-                        "the reactor host serving \(view.reactorID) did not acknowledge within \(timeout) on \(view.actionsEndpoint): is it running? Start it with `reactor-host --config \(configPath) --host \(host)` and play again")
+                        "the reactor host serving \(view.reactorID) did not acknowledge within \(timeout) on \(view.actionsEndpoint): is it running? Start it with `reactor-host --config \(configPath) --host \(host)` and play again"
+                    )
                 }
                 // The view resends meanwhile if acks stall.
                 _ = try view.waitForAcknowledgement(timeout: view.retransmitInterval + .milliseconds(100))
@@ -672,8 +726,11 @@ private final class Player {
             for case .host(let view, _) in senders.values {
                 if let suffix = view.hostSource.flatMap(BusRecording.sourceSuffix) { hosts.insert(suffix) }
             }
-            seen.removeAll { step in BusRecording.sourceSuffix(step.envelope.source).map { !hosts.contains($0) } ?? true }
-            while let step = expected.first, let index = seen.firstIndex(where: { $0.stepperID == step.stepperID && $0.name == step.name }) {
+            seen.removeAll { step in BusRecording.sourceSuffix(step.envelope.source).map { !hosts.contains($0) } ?? true
+            }
+            while let step = expected.first,
+                let index = seen.firstIndex(where: { $0.stepperID == step.stepperID && $0.name == step.name })
+            {
                 seen.remove(at: index)
                 expected.removeFirst()
             }
@@ -682,10 +739,14 @@ private final class Player {
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else {
                 var names = Set<String>()
-                for case .host(let view, _) in senders.values { names.insert(config.reactorHost(for: view.reactorID)?.name ?? "NAME") }
-                let start = names.sorted().map { "`reactor-host --config \(configPath) --host \($0)`" }.joined(separator: ", ")
+                for case .host(let view, _) in senders.values {
+                    names.insert(config.reactorHost(for: view.reactorID)?.name ?? "NAME")
+                }
+                let start = names.sorted().map { "`reactor-host --config \(configPath) --host \($0)`" }.joined(
+                    separator: ", ")
                 throw ClientError(
-                    "flowd did not receive step \(MessageFormatter.step(missing.name, missing.params)) of stepper \(missing.stepperID) from a reactor host within \(timeout) (in the recording a reactor published it after the actions played so far): is each host fresh, or in the state it had when the recording started? Start it with \(start)")
+                    "flowd did not receive step \(MessageFormatter.step(missing.name, missing.params)) of stepper \(missing.stepperID) from a reactor host within \(timeout) (in the recording a reactor published it after the actions played so far): is each host fresh, or in the state it had when the recording started? Start it with \(start)"
+                )
             }
             try drainEvents(waiting: min(left, .milliseconds(100)))
         }
@@ -698,7 +759,8 @@ private final class Player {
 struct InfoCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "info",
-        abstract: "Summarise a recording: format, start, end, duration, size, message counts per endpoint, kind and topic (like `ros2 bag info`).",
+        abstract:
+            "Summarise a recording: format, start, end, duration, size, message counts per endpoint, kind and topic (like `ros2 bag info`).",
         discussion: """
             The inputs are what `flowctl play` sends: steps, actions and deep links, without the steps \
             reactors published while the recording holds their hosts' actions (those come again \
@@ -707,7 +769,8 @@ struct InfoCommand: ParsableCommand {
 
     @Argument(help: "The recording.") var file: String
     @Flag(help: "Print one JSON object.") var json = false
-    @Flag(help: "Then list every message with its arrival time and endpoint (with --json: one object per line).") var messages = false
+    @Flag(help: "Then list every message with its arrival time and endpoint (with --json: one object per line).")
+    var messages = false
 
     func run() throws {
         let recording = try BusRecording.open(path: file)
@@ -754,7 +817,8 @@ struct InfoCommand: ParsableCommand {
             "topics:    \(meta.topics.isEmpty ? "all" : meta.topics.joined(separator: " "))\(summary.kinds["heartbeat"] == nil ? ", heartbeats left out" : "")",
         ]
         if !meta.reactorHosts.isEmpty {
-            lines.append("hosts:     \(meta.reactorHosts.map { "\($0.source) (\($0.endpoint))" }.joined(separator: ", "))")
+            lines.append(
+                "hosts:     \(meta.reactorHosts.map { "\($0.source) (\($0.endpoint))" }.joined(separator: ", "))")
         }
         if summary.reactorStepCount > 0 {
             lines.append("reactors:  \(summary.reactorStepCount) step(s) from reactors, replayed through their actions")
@@ -765,7 +829,8 @@ struct InfoCommand: ParsableCommand {
         for endpoint in meta.endpoints {
             let name = endpoint.name.padding(toLength: nameWidth, withPad: " ", startingAt: 0)
             let count = String(summary.endpoints[endpoint.name] ?? 0)
-            lines.append("  \(name)  \(String(repeating: " ", count: countWidth - count.count))\(count)  \(endpoint.address)")
+            lines.append(
+                "  \(name)  \(String(repeating: " ", count: countWidth - count.count))\(count)  \(endpoint.address)")
         }
         lines.append("kinds:")
         for (kind, count) in ranked(summary.kinds) { lines.append("  \(kind): \(count)") }
@@ -782,15 +847,21 @@ struct InfoCommand: ParsableCommand {
             "protocol_version": .int(Int64(meta.protocolVersion)), "recorder": .string(meta.recorder),
             "config": meta.configPath.map(WireValue.string) ?? .null,
             "start_us": .int(meta.startedAt), "start": .string(timeText(meta.startedAt)),
-            "end_us": meta.endedAt.map(WireValue.int) ?? .null, "end": meta.endedAt.map { .string(timeText($0)) } ?? .null,
+            "end_us": meta.endedAt.map(WireValue.int) ?? .null,
+            "end": meta.endedAt.map { .string(timeText($0)) } ?? .null,
             "finished": .bool(summary.isFinished), "duration_ns": .int(summary.durationNanoseconds),
             "message_count": .int(Int64(summary.messageCount)), "input_count": .int(Int64(summary.inputCount)),
             "reactor_step_count": .int(Int64(summary.reactorStepCount)),
-            "reactor_hosts": .list(meta.reactorHosts.map { .map(["endpoint": .string($0.endpoint), "source": .string($0.source)]) }),
+            "reactor_hosts": .list(
+                meta.reactorHosts.map { .map(["endpoint": .string($0.endpoint), "source": .string($0.source)]) }),
             "subscribed_topics": .list(meta.topics.map(WireValue.string)),
-            "endpoints": .list(meta.endpoints.map { endpoint in
-                .map(["name": .string(endpoint.name), "address": .string(endpoint.address), "messages": .int(Int64(summary.endpoints[endpoint.name] ?? 0))])
-            }),
+            "endpoints": .list(
+                meta.endpoints.map { endpoint in
+                    .map([
+                        "name": .string(endpoint.name), "address": .string(endpoint.address),
+                        "messages": .int(Int64(summary.endpoints[endpoint.name] ?? 0)),
+                    ])
+                }),
             "kinds": .map(summary.kinds.mapValues { .int(Int64($0)) }),
             "topics": .map(summary.topics.mapValues { .int(Int64($0)) }),
         ]
@@ -809,7 +880,9 @@ struct InfoCommand: ParsableCommand {
     }
 
     static func json(_ message: BusRecording.Message) throws -> String {
-        var object: WireParams = ["id": .int(message.id), "time_ns": .int(message.time), "endpoint": .string(message.endpoint)]
+        var object: WireParams = [
+            "id": .int(message.id), "time_ns": .int(message.time), "endpoint": .string(message.endpoint),
+        ]
         do {
             object["message"] = try WireJSON.decode(MessageFormatter.json(try message.decode()))
         } catch {

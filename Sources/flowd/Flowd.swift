@@ -21,19 +21,28 @@ struct Flowd: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "flowd",
         abstract: "The FlowBus coordinator: routes steps from stepper processes to flows.",
-        discussion: "Binds the endpoints of the config, runs its flows, and publishes navigation events, commands and diagnostics. Stops cleanly on SIGTERM or SIGINT."
+        discussion:
+            "Binds the endpoints of the config, runs its flows, and publishes navigation events, commands and diagnostics. Stops cleanly on SIGTERM or SIGINT."
     )
 
-    @Option(name: .shortAndLong, help: "The topology file (default: $\(FlowBusConfig.pathVariable), else \(FlowBusConfig.defaultPath)).")
+    @Option(
+        name: .shortAndLong,
+        help: "The topology file (default: $\(FlowBusConfig.pathVariable), else \(FlowBusConfig.defaultPath)).")
     var config: String?
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
 
-    @Option(help: "Which of the instances listed under the config's endpoints this flowd is, from 1 (needed when it lists several; see docs/DEPLOYMENT.md).")
+    @Option(
+        help:
+            "Which of the instances listed under the config's endpoints this flowd is, from 1 (needed when it lists several; see docs/DEPLOYMENT.md)."
+    )
     var instance: Int?
 
-    @Flag(help: "Adopt the sequence of a stepper found ahead of the journal (its newest entries were lost), reporting how many were lost, instead of refusing its steps as journal-behind. See docs/DEPLOYMENT.md.")
+    @Flag(
+        help:
+            "Adopt the sequence of a stepper found ahead of the journal (its newest entries were lost), reporting how many were lost, instead of refusing its steps as journal-behind. See docs/DEPLOYMENT.md."
+    )
     var acceptJournalLoss = false
 
     func run() async throws {
@@ -42,7 +51,9 @@ struct Flowd: AsyncParsableCommand {
         let metrics = MetricsExposition.bootstrapPrometheus()
         let logger = Logger(label: "flowd")
         if acceptJournalLoss {
-            logger.warning("--accept-journal-loss: steppers found ahead of the journal have their sequences adopted; what the journal lost is reported, not recovered")
+            logger.warning(
+                "--accept-journal-loss: steppers found ahead of the journal have their sequences adopted; what the journal lost is reported, not recovered"
+            )
         }
         let options = HostOptions(config: config, logLevel: logLevel)
         var topology: FlowBusConfig
@@ -52,7 +63,8 @@ struct Flowd: AsyncParsableCommand {
                 try topology.selectInstance(instance)
             } else if topology.flowdInstances.count > 1 {
                 throw ConfigError(
-                    "\(options.configPath): endpoints lists \(topology.flowdInstances.count) flowd instances: say which this one is with --instance 1…\(topology.flowdInstances.count)")
+                    "\(options.configPath): endpoints lists \(topology.flowdInstances.count) flowd instances: say which this one is with --instance 1…\(topology.flowdInstances.count)"
+                )
             }
         } catch {
             // Exit 64 as for a bad argument, without the usage text: the file is what is wrong.
@@ -60,9 +72,11 @@ struct Flowd: AsyncParsableCommand {
             throw ExitCode(64)
         }
         try await FlowBusHost.run(config: topology, options: options, logger: logger) { topology, _, logger in
-            [CoordinatorService.declared(
-                config: topology, logger: logger, metrics: metrics, acceptJournalLoss: acceptJournalLoss,
-                openJournal: postgresOpener)]
+            [
+                CoordinatorService.declared(
+                    config: topology, logger: logger, metrics: metrics, acceptJournalLoss: acceptJournalLoss,
+                    openJournal: postgresOpener)
+            ]
         }
     }
 }

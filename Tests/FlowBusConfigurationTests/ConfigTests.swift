@@ -23,7 +23,9 @@ struct ConfigTests {
         #expect(fromEnvironment.heartbeatMilliseconds == 1000)
     }
 
-    @Test("endpoints may list several flowd instances: clients get all of them, flowd --instance picks its own; a shared journal is required")
+    @Test(
+        "endpoints may list several flowd instances: clients get all of them, flowd --instance picks its own; a shared journal is required"
+    )
     func severalInstances() throws {
         let instances = """
             endpoints:
@@ -31,7 +33,8 @@ struct ConfigTests {
               - { ingress: tcp://10.0.0.2:5560, events: tcp://10.0.0.2:5561, control: tcp://10.0.0.2:5562, metrics: tcp://10.0.0.2:9464 }
 
             """
-        var config = try FlowBusConfig.parse(yaml: instances + "persistence: { postgres: \"postgres://flowd@db/flowbus\" }", environment: [:])
+        var config = try FlowBusConfig.parse(
+            yaml: instances + "persistence: { postgres: \"postgres://flowd@db/flowbus\" }", environment: [:])
         #expect(config.ingressEndpoints == ["tcp://10.0.0.1:5560", "tcp://10.0.0.2:5560"])
         #expect(config.controlEndpoints == ["tcp://10.0.0.1:5562", "tcp://10.0.0.2:5562"])
         #expect(config.endpoints.ingress == "tcp://10.0.0.1:5560", "the first one, unless an instance is selected")
@@ -43,17 +46,21 @@ struct ConfigTests {
         #expect {
             try FlowBusConfig.parse(yaml: instances, environment: [:])
         } throws: { error in
-            "\(error)".contains("endpoints lists 2 flowd instances, which must share one journal") && "\(error)".contains("persistence.postgres")
+            "\(error)".contains("endpoints lists 2 flowd instances, which must share one journal")
+                && "\(error)".contains("persistence.postgres")
         }
         let shared = instances.replacingOccurrences(of: "10.0.0.2:5561", with: "10.0.0.1:5561")
         #expect {
-            try FlowBusConfig.parse(yaml: shared + "persistence: { postgres: \"postgres://flowd@db/flowbus\" }", environment: [:])
+            try FlowBusConfig.parse(
+                yaml: shared + "persistence: { postgres: \"postgres://flowd@db/flowbus\" }", environment: [:])
         } throws: { error in
             "\(error)".contains("endpoints[1].events and endpoints[0].events are both 'tcp://10.0.0.1:5561'")
         }
-        let misspelt = instances.replacingOccurrences(of: "control: tcp://10.0.0.2:5562", with: "contrl: tcp://10.0.0.2:5562")
+        let misspelt = instances.replacingOccurrences(
+            of: "control: tcp://10.0.0.2:5562", with: "contrl: tcp://10.0.0.2:5562")
         #expect {
-            try FlowBusConfig.parse(yaml: misspelt + "persistence: { postgres: \"postgres://flowd@db/flowbus\" }", environment: [:])
+            try FlowBusConfig.parse(
+                yaml: misspelt + "persistence: { postgres: \"postgres://flowd@db/flowbus\" }", environment: [:])
         } throws: { error in
             "\(error)".contains("control") && "\(error)".contains("1")
         }
@@ -66,7 +73,8 @@ struct ConfigTests {
     @Test("wire.publish picks JSON (the default) or FBV; anything else names the choices")
     func wirePublish() throws {
         #expect(try FlowBusConfig.parse(yaml: minimal, environment: [:]).wire.publish == .json)
-        #expect(try FlowBusConfig.parse(yaml: minimal + "\nwire: { publish: fbv }", environment: [:]).wire.publish == .fbv)
+        #expect(
+            try FlowBusConfig.parse(yaml: minimal + "\nwire: { publish: fbv }", environment: [:]).wire.publish == .fbv)
         #expect {
             try FlowBusConfig.parse(yaml: minimal + "\nwire: { publish: xml }", environment: [:])
         } throws: { error in
@@ -78,7 +86,9 @@ struct ConfigTests {
     func controlRateLimits() throws {
         let defaults = try FlowBusConfig.parse(yaml: minimal, environment: [:]).limits
         #expect(defaults.controlRate == 100 && defaults.controlBurst == 200)
-        let set = try FlowBusConfig.parse(yaml: minimal + "\nlimits: { controlRate: 2.5, controlBurst: 5 }", environment: [:]).limits
+        let set = try FlowBusConfig.parse(
+            yaml: minimal + "\nlimits: { controlRate: 2.5, controlBurst: 5 }", environment: [:]
+        ).limits
         #expect(set.controlRate == 2.5 && set.controlBurst == 5)
         #expect {
             try FlowBusConfig.parse(yaml: minimal + "\nlimits: { controlRate: 0 }", environment: [:])
@@ -99,66 +109,75 @@ struct ConfigTests {
         }
         // The first step carries no params.
         #expect {
-            try FlowBusConfig.parse(yaml: config("""
-                  Main:
-                    steps:
-                      start:
-                        - setRoot: { screen: "home/{user}" }
-                """), environment: [:])
+            try FlowBusConfig.parse(
+                yaml: config(
+                    """
+                      Main:
+                        steps:
+                          start:
+                            - setRoot: { screen: "home/{user}" }
+                    """), environment: [:])
         } throws: { error in
-            "\(error)".contains("flows.Main.steps.start[0].setRoot.screen 'home/{user}' uses {user}, but step 'start' of Main is reached as coordinator.step, which carries no params")
+            "\(error)".contains(
+                "flows.Main.steps.start[0].setRoot.screen 'home/{user}' uses {user}, but step 'start' of Main is reached as coordinator.step, which carries no params"
+            )
                 && "\(error)".contains("Write the id without {user}")
         }
         // Passed on to a child flow's first step, then forwarded to its parent.
         #expect {
-            try FlowBusConfig.parse(yaml: config("""
-                  Main:
-                    steps:
-                      start:
-                        - present: { flow: Child, step: open }
-                      back:
-                        - push: { screen: x, stepper: "x/{id}" }
-                  Child:
-                    steps:
-                      open:
-                        - forwardToParent: back
-                """), environment: [:])
+            try FlowBusConfig.parse(
+                yaml: config(
+                    """
+                      Main:
+                        steps:
+                          start:
+                            - present: { flow: Child, step: open }
+                          back:
+                            - push: { screen: x, stepper: "x/{id}" }
+                      Child:
+                        steps:
+                          open:
+                            - forwardToParent: back
+                    """), environment: [:])
         } throws: { error in
             "\(error)".contains("flows.Main.steps.back[0].push.stepper 'x/{id}' uses {id}")
                 && "\(error)".contains("forwarded to the parent with the params of flows.Child.steps.open[0]")
         }
         // A step reached from a stepper may carry anything: checked when it arrives (bad-params).
-        _ = try FlowBusConfig.parse(yaml: config("""
-              Main:
-                steps:
-                  start:
-                    - setRoot: { screen: home, stepper: home }
-                  picked:
-                    - push: { screen: "item/{id}" }
-                    - present: { flow: Child, step: open }
-              Child:
-                steps:
-                  open:
-                    - setRoot: { screen: "child/{id}" }
-            """), environment: [:])
+        _ = try FlowBusConfig.parse(
+            yaml: config(
+                """
+                  Main:
+                    steps:
+                      start:
+                        - setRoot: { screen: home, stepper: home }
+                      picked:
+                        - push: { screen: "item/{id}" }
+                        - present: { flow: Child, step: open }
+                  Child:
+                    steps:
+                      open:
+                        - setRoot: { screen: "child/{id}" }
+                """), environment: [:])
     }
 
     @Test("Unknown keys are refused with their path and the key they probably misspell")
     func unknownKeys() throws {
-        let yaml = minimal + """
+        let yaml =
+            minimal + """
 
-            heartbeatMilisecond: 50
-            colour: blue
-            limits: { maxSources: 10, metrics: ~ }
-            coordinator: { flow: Main, step: start }
-            flows:
-              Main:
-                root: stack
-                steps:
-                  start:
-                    - setRoot: { screen: home, steper: cart }
-                  other: [none]
-            """
+                heartbeatMilisecond: 50
+                colour: blue
+                limits: { maxSources: 10, metrics: ~ }
+                coordinator: { flow: Main, step: start }
+                flows:
+                  Main:
+                    root: stack
+                    steps:
+                      start:
+                        - setRoot: { screen: home, steper: cart }
+                      other: [none]
+                """
         #expect {
             try FlowBusConfig.parse(yaml: yaml, environment: [:])
         } throws: { error in
@@ -193,19 +212,21 @@ struct ConfigTests {
     @Test("A bad endpoint, an unknown root flow and an undeclared child flow are refused at load")
     func validation() {
         #expect(throws: ConfigError.self) {
-            try FlowBusConfig.parse(yaml: "endpoints: { ingress: http://x, events: ipc://b, control: ipc://c }", environment: [:])
+            try FlowBusConfig.parse(
+                yaml: "endpoints: { ingress: http://x, events: ipc://b, control: ipc://c }", environment: [:])
         }
         #expect {
             try FlowBusConfig.parse(yaml: minimal + "\ncoordinator: { flow: Main, step: start }\n", environment: [:])
         } throws: { "\($0)".contains("coordinator.flow 'Main' is not declared") }
-        let undeclaredChild = minimal + """
+        let undeclaredChild =
+            minimal + """
 
-            flows:
-              Main:
-                steps:
-                  go:
-                    - present: { flow: Ghost, step: start }
-            """
+                flows:
+                  Main:
+                    steps:
+                      go:
+                        - present: { flow: Ghost, step: start }
+                """
         #expect {
             try FlowBusConfig.parse(yaml: undeclaredChild, environment: [:])
         } throws: { "\($0)".contains("starts flow 'Ghost'") }
@@ -213,36 +234,45 @@ struct ConfigTests {
 
     @Test("coordinator.step and a child flow's first step must be in their flow's table, named with the fix")
     func missingSteps() {
-        let rootless = minimal + """
+        let rootless =
+            minimal + """
 
-            coordinator: { flow: Main, step: strt }
-            flows: { Main: { steps: { start: [] } } }
-            """
+                coordinator: { flow: Main, step: strt }
+                flows: { Main: { steps: { start: [] } } }
+                """
         #expect {
             try FlowBusConfig.parse(yaml: rootless, environment: [:])
         } throws: {
-            "\($0)".contains("coordinator.step 'strt' is not a step of flows.Main.steps (start): add it there, or name one of those (did you mean 'start'?)")
+            "\($0)".contains(
+                "coordinator.step 'strt' is not a step of flows.Main.steps (start): add it there, or name one of those (did you mean 'start'?)"
+            )
         }
-        let childless = minimal + """
+        let childless =
+            minimal + """
 
-            flows:
-              Main: { steps: { go: [{ present: { flow: Child, step: begin } }] } }
-              Child: { steps: { start: [] } }
-            """
+                flows:
+                  Main: { steps: { go: [{ present: { flow: Child, step: begin } }] } }
+                  Child: { steps: { start: [] } }
+                """
         #expect {
             try FlowBusConfig.parse(yaml: childless, environment: [:])
-        } throws: { "\($0)".contains("flows.Main.steps.go[0] starts Child with step 'begin', which flows.Child.steps lacks (start)") }
-        let typo = minimal + """
+        } throws: {
+            "\($0)".contains(
+                "flows.Main.steps.go[0] starts Child with step 'begin', which flows.Child.steps lacks (start)")
+        }
+        let typo =
+            minimal + """
 
-            flows: { Main: { steps: { go: [] }, params: { og: { id: int } } } }
-            """
+                flows: { Main: { steps: { go: [] }, params: { og: { id: int } } } }
+                """
         #expect {
             try FlowBusConfig.parse(yaml: typo, environment: [:])
         } throws: { "\($0)".contains("flows.Main.params.og declares params of a step flows.Main.steps lacks (go)") }
-        let badType = minimal + """
+        let badType =
+            minimal + """
 
-            flows: { Main: { steps: { go: [] }, params: { go: { id: integer } } } }
-            """
+                flows: { Main: { steps: { go: [] }, params: { go: { id: integer } } } }
+                """
         #expect {
             try FlowBusConfig.parse(yaml: badType, environment: [:])
         } throws: { "\($0)".contains("'integer' is not a param type") }
@@ -250,49 +280,59 @@ struct ConfigTests {
 
     @Test("${…} in launch: is left for `flowctl launch`; every other reader loads the file without those variables")
     func launchVariables() throws {
-        let yaml = minimal + """
+        let yaml =
+            minimal + """
 
-            launch:
-              - { name: flowd, command: ["${MY_BIN}/flowd", "--config", "${FLOWBUS_CONFIG}"] }
-            heartbeatMilliseconds: ${BEAT:-250}
-            """
+                launch:
+                  - { name: flowd, command: ["${MY_BIN}/flowd", "--config", "${FLOWBUS_CONFIG}"] }
+                heartbeatMilliseconds: ${BEAT:-250}
+                """
         let plain = try FlowBusConfig.parse(yaml: yaml, environment: [:])
         #expect(plain.heartbeatMilliseconds == 250, "sections after launch: are still expanded")
         #expect(plain.launch?.first?.command.first == "${MY_BIN}/flowd")
-        #expect(throws: ConfigError.self) { try FlowBusConfig.parse(yaml: yaml, environment: [:], expandingLaunch: true) }
-        let launched = try FlowBusConfig.parse(yaml: yaml, environment: ["MY_BIN": "/opt/bin", "FLOWBUS_CONFIG": "app.yaml"], expandingLaunch: true)
+        #expect(throws: ConfigError.self) {
+            try FlowBusConfig.parse(yaml: yaml, environment: [:], expandingLaunch: true)
+        }
+        let launched = try FlowBusConfig.parse(
+            yaml: yaml, environment: ["MY_BIN": "/opt/bin", "FLOWBUS_CONFIG": "app.yaml"], expandingLaunch: true)
         #expect(launched.launch?.first?.command == ["/opt/bin/flowd", "--config", "app.yaml"])
     }
 
     @Test("Every navigation rule form parses")
     func ruleForms() throws {
-        let yaml = minimal + """
+        let yaml =
+            minimal + """
 
-            flows:
-              Main:
-                root: stack
-                steps:
-                  a:
-                    - push: { screen: "movie/{id}", stepper: "movie/{id}", allowStepWhenNotPresented: true }
-                    - setRoot: { screen: home }
-                    - present: { screen: modal }
-                    - present: { flow: Child, step: start }
-                    - tabs: { id: tabs, flows: [{ flow: Child, step: start }], selected: 0 }
-                    - selectTab: 1
-                    - pop
-                    - popToRoot: true
-                    - dismiss
-                    - forwardToParent: up
-                    - forwardToCurrent: again
-                    - end: done
-                    - none
-              Child:
-                steps: { start: [] }
-            """
+                flows:
+                  Main:
+                    root: stack
+                    steps:
+                      a:
+                        - push: { screen: "movie/{id}", stepper: "movie/{id}", allowStepWhenNotPresented: true }
+                        - setRoot: { screen: home }
+                        - present: { screen: modal }
+                        - present: { flow: Child, step: start }
+                        - tabs: { id: tabs, flows: [{ flow: Child, step: start }], selected: 0 }
+                        - selectTab: 1
+                        - pop
+                        - popToRoot: true
+                        - dismiss
+                        - forwardToParent: up
+                        - forwardToCurrent: again
+                        - end: done
+                        - none
+                  Child:
+                    steps: { start: [] }
+                """
         let config = try FlowBusConfig.parse(yaml: yaml, environment: [:])
         let rules = try #require(config.flows["Main"]?.steps["a"])
         #expect(rules.count == 13)
-        #expect(rules[0] == .push(ScreenSpec(screen: "movie/{id}", stepper: "movie/{id}", allowStepWhenNotPresented: true, allowStepWhenDismissed: nil)))
+        #expect(
+            rules[0]
+                == .push(
+                    ScreenSpec(
+                        screen: "movie/{id}", stepper: "movie/{id}", allowStepWhenNotPresented: true,
+                        allowStepWhenDismissed: nil)))
         #expect(rules[3] == .present(.flow(ChildFlowSpec(flow: "Child", step: "start"))))
         #expect(rules[6] == .pop)
         #expect(rules[7] == .popToRoot)
@@ -309,8 +349,10 @@ struct ConfigTests {
 
     @Test("The shipped demo config loads")
     func demoConfigLoads() throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let config = try FlowBusConfig.load(path: root.appendingPathComponent("config/demo.yaml").path, environment: ["FLOWBUS_RUN_DIR": "/tmp/x"])
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let config = try FlowBusConfig.load(
+            path: root.appendingPathComponent("config/demo.yaml").path, environment: ["FLOWBUS_RUN_DIR": "/tmp/x"])
         #expect(config.coordinator == FlowBusConfig.Coordinator(flow: "MainFlow", step: "apiKey"))
         #expect(Set(config.flows.keys) == ["MainFlow", "WishlistFlow", "WatchedFlow", "SettingsFlow"])
         #expect(config.endpoints.ingress == "ipc:///tmp/x/ingress.sock")

@@ -50,7 +50,10 @@ struct CheckpointTests {
               done: [ { end: closed } ]
         """
 
-    static let stepNames = ["picked", "back", "top", "tabs", "settings", "sheet", "closed", "left", "right", "done", "again", "open", "nosuch"]
+    static let stepNames = [
+        "picked", "back", "top", "tabs", "settings", "sheet", "closed", "left", "right", "done", "again", "open",
+        "nosuch",
+    ]
 
     /// One input of a random history.
     enum Input {
@@ -93,7 +96,8 @@ struct CheckpointTests {
     static func apply(_ input: Input, to coordinator: FlowCoordinator) -> String {
         let progress: StepProgress
         switch input {
-        case .step(let name, let params, let from): progress = coordinator.receiveNow(CanonicalStep(name, params), from: from)
+        case .step(let name, let params, let from):
+            progress = coordinator.receiveNow(CanonicalStep(name, params), from: from)
         case .deepLink(let name, let params): progress = coordinator.navigateNow(to: CanonicalStep(name, params))
         case .report(let event, let presentableID):
             coordinator.report(event, for: presentableID)
@@ -111,7 +115,8 @@ struct CheckpointTests {
     /// The snapshot with its unordered parts sorted.
     static func canonical(_ snapshot: CoordinatorSnapshot) -> String {
         func counters(_ counters: StepperCounters) -> String {
-            "\(counters.accepted) " + counters.dropped.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+            "\(counters.accepted) "
+                + counters.dropped.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
         }
         let bindings = snapshot.bindings.map { normalized("\($0)") }.sorted()
         let steppers = snapshot.steppers.map { normalized($0.key) + " " + counters($0.value) }.sorted()
@@ -185,7 +190,8 @@ struct CheckpointTests {
         _ = original.receiveNow(CanonicalStep("settings"), from: "home")
         let checkpoint = try original.checkpoint()
         let other = try FlowBusConfig.parse(
-            yaml: Self.yaml.replacing("  Settings:\n    id: settings", with: "  Settings:\n    id: preferences"), environment: [:])
+            yaml: Self.yaml.replacing("  Settings:\n    id: settings", with: "  Settings:\n    id: preferences"),
+            environment: [:])
         let coordinator = FlowCoordinator()
         #expect {
             try coordinator.restore(checkpoint) { DeclaredFlow.make(named: $0, in: other) }

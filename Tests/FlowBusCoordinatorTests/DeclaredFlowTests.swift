@@ -15,7 +15,8 @@ final class EventLog {
 
     func record(_ event: CoordinatorEvent) {
         switch event {
-        case .didNavigate(let navigation): didNavigate.append("\(navigation.flow.name) \(describeStep(navigation.step))")
+        case .didNavigate(let navigation):
+            didNavigate.append("\(navigation.flow.name) \(describeStep(navigation.step))")
         case .diagnostic(let diagnostic):
             diagnostics.append(diagnostic.reason)
             messages.append(diagnostic.message)
@@ -77,14 +78,18 @@ struct DeclaredFlowTests {
         #expect(log.diagnostics == [.notVisible])
     }
 
-    @Test("A step the table lacks is unknown-step; one lacking a templated param is bad-params naming the key and the rule")
+    @Test(
+        "A step the table lacks is unknown-step; one lacking a templated param is bad-params naming the key and the rule"
+    )
     func unknownSteps() async throws {
         let (coordinator, log) = try await start()
         await coordinator.receive(CanonicalStep("nonsense"), from: "list")
         await coordinator.receive(CanonicalStep("picked", ["ID": 7]), from: "list")
         #expect(log.diagnostics == [.unknownStep, .badParams])
         let message = try #require(log.messages.last)
-        #expect(message.contains("lacks param 'id'") && message.contains("flows.Main.steps.picked[0].push.screen 'item/{id}'"), "\(message)")
+        #expect(
+            message.contains("lacks param 'id'")
+                && message.contains("flows.Main.steps.picked[0].push.screen 'item/{id}'"), "\(message)")
         #expect(message.contains("it has 'ID'"), "\(message)")
         #expect(log.didNavigate == ["Main start"])
     }
@@ -100,7 +105,9 @@ struct DeclaredFlowTests {
         #expect(!coordinator.snapshot().bindings.map(\.stepperID).contains("settings/main"))
     }
 
-    @Test("Declared param types: a step lacking a required param or sending another type is bad-params, naming the key, the rule and the fix")
+    @Test(
+        "Declared param types: a step lacking a required param or sending another type is bad-params, naming the key, the rule and the fix"
+    )
     func declaredParamTypes() async throws {
         let typed = yaml.replacingOccurrences(
             of: "\n  Settings:\n", with: "\n    params:\n      picked: { id: int, note: string? }\n  Settings:\n")
@@ -113,9 +120,17 @@ struct DeclaredFlowTests {
         await coordinator.receive(CanonicalStep("picked", ["note": "x"]), from: "list")
         await coordinator.receive(CanonicalStep("picked", ["id": 42, "note": 3]), from: "list")
         #expect(log.diagnostics == [.badParams, .badParams, .badParams])
-        #expect(log.messages[0].contains("step picked param 'id' is string 42, but flows.Main.params.picked.id declares int"), "\(log.messages[0])")
-        #expect(log.messages[1].contains("step picked lacks param 'id', which flows.Main.params.picked.id requires (int)"), "\(log.messages[1])")
-        #expect(log.messages[2].contains("param 'note' is int 3, but flows.Main.params.picked.note declares string?: send it as a string, e.g. note:='\"3\"'"), "\(log.messages[2])")
+        #expect(
+            log.messages[0].contains(
+                "step picked param 'id' is string 42, but flows.Main.params.picked.id declares int"),
+            "\(log.messages[0])")
+        #expect(
+            log.messages[1].contains("step picked lacks param 'id', which flows.Main.params.picked.id requires (int)"),
+            "\(log.messages[1])")
+        #expect(
+            log.messages[2].contains(
+                "param 'note' is int 3, but flows.Main.params.picked.note declares string?: send it as a string, e.g. note:='\"3\"'"
+            ), "\(log.messages[2])")
         await coordinator.receive(CanonicalStep("picked", ["id": 42]), from: "list")
         #expect(log.didNavigate == ["Main start", "Main picked(id: 42)"], "an optional param may be left out")
     }

@@ -1,8 +1,8 @@
+import FlowBusConfiguration
 import Foundation
 import Testing
 
 @testable import FlowBusCoordinator
-import FlowBusConfiguration
 @testable import FlowBusWire
 
 @Suite("flowd's journal")
@@ -14,11 +14,14 @@ struct StepJournalTests {
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
         }
         let journal = try StepJournal.open(path: path, synchronous: .normal)
-        try journal.append([
-            .init(kind: .step, target: "load", name: "tick", params: Data(try FBV.encode(.map(["n": 1]))), source: "s#1", sequence: 1),
-            .init(kind: .deepLink, target: "", name: "home", params: Data(), source: "s#1", sequence: 2),
-            .init(kind: .report, target: "home", name: "appeared", params: Data(), source: "r#1", sequence: 1),
-        ], lastSequences: ["s#1": 3, "r#1": 1])
+        try journal.append(
+            [
+                .init(
+                    kind: .step, target: "load", name: "tick", params: Data(try FBV.encode(.map(["n": 1]))),
+                    source: "s#1", sequence: 1),
+                .init(kind: .deepLink, target: "", name: "home", params: Data(), source: "s#1", sequence: 2),
+                .init(kind: .report, target: "home", name: "appeared", params: Data(), source: "r#1", sequence: 1),
+            ], lastSequences: ["s#1": 3, "r#1": 1])
         try journal.append([], lastSequences: ["s#1": 2])
         journal.close()
 
@@ -42,7 +45,8 @@ struct StepJournalTests {
             """
         let config = try FlowBusConfig.parse(yaml: yaml, source: "/etc/flowbus/topology.yaml")
         #expect(config.persistence == .init(journal: "/etc/flowbus/state/flowd.sqlite", synchronous: .full))
-        let none = try FlowBusConfig.parse(yaml: "endpoints: { ingress: \"ipc:///tmp/i\", events: \"ipc:///tmp/e\", control: \"ipc:///tmp/c\" }")
+        let none = try FlowBusConfig.parse(
+            yaml: "endpoints: { ingress: \"ipc:///tmp/i\", events: \"ipc:///tmp/e\", control: \"ipc:///tmp/c\" }")
         #expect(none.persistence == nil)
     }
 }
@@ -50,7 +54,9 @@ struct StepJournalTests {
 @Suite("flowd's journal: checkpoints and compaction")
 struct JournalCompactionTests {
     static func tick(_ n: Int64) throws -> StepJournal.Record {
-        .init(kind: .step, target: "load", name: "tick", params: Data(try FBV.encode(.map(["n": .int(n)]))), source: "s#1", sequence: UInt64(n))
+        .init(
+            kind: .step, target: "load", name: "tick", params: Data(try FBV.encode(.map(["n": .int(n)]))),
+            source: "s#1", sequence: UInt64(n))
     }
 
     static func withJournal(_ body: (String, StepJournal) throws -> Void) throws {
@@ -63,7 +69,9 @@ struct JournalCompactionTests {
         try body(path, journal)
     }
 
-    @Test("Compaction deletes what a checkpoint covers but the newest `keepEntries`, a bounded number per commit; ids keep growing")
+    @Test(
+        "Compaction deletes what a checkpoint covers but the newest `keepEntries`, a bounded number per commit; ids keep growing"
+    )
     func compaction() throws {
         try Self.withJournal { _, journal in
             let (last, _) = try journal.append(try (1...1000).map(Self.tick), lastSequences: ["s#1": 1000])

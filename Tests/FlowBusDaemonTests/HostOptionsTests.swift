@@ -7,7 +7,8 @@ import Testing
 struct HostOptionsTests {
     @Test("--config, --host and --log-level, also as --name=value; the path resolves as every tool's does")
     func parses() throws {
-        let options = try #require(try HostOptions.parse(["--config", "app.yaml", "--host=cart", "--log-level", "debug"]))
+        let options = try #require(
+            try HostOptions.parse(["--config", "app.yaml", "--host=cart", "--log-level", "debug"]))
         #expect(options == HostOptions(config: "app.yaml", logLevel: .debug, host: "cart"))
         #expect(options.configPath == "app.yaml")
         #expect(try HostOptions.parse(["-c", "x.yaml"])?.config == "x.yaml")
@@ -19,6 +20,8 @@ struct HostOptionsTests {
     func refuses() {
         #expect { try HostOptions.parse(["--cofig", "x"]) } throws: { "\($0)" == "unknown argument '--cofig'" }
         #expect { try HostOptions.parse(["--host"]) } throws: { "\($0)" == "--host needs a value" }
-        #expect { try HostOptions.parse(["--log-level", "loud"]) } throws: { "\($0)".contains("'loud' is not a log level") }
+        #expect { try HostOptions.parse(["--log-level", "loud"]) } throws: {
+            "\($0)".contains("'loud' is not a log level")
+        }
     }
 }

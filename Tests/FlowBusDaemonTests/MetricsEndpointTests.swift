@@ -3,6 +3,7 @@ import FlowBusDaemon
 import Foundation
 import Logging
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -16,7 +17,8 @@ struct MetricsEndpointTests {
     /// An endpoint on a free loopback port serving `text`, stopped after `body`.
     func withEndpoint(_ body: (_ port: UInt16) throws -> Void) throws {
         let endpoint = MetricsEndpoint(
-            endpoint: "tcp://127.0.0.1:*", exposition: MetricsExposition { Array(Self.text.utf8) }, logger: Logger(label: "test"))
+            endpoint: "tcp://127.0.0.1:*", exposition: MetricsExposition { Array(Self.text.utf8) },
+            logger: Logger(label: "test"))
         try endpoint.start()
         defer { endpoint.stop() }
         let bound = try #require(endpoint.boundEndpoint)
@@ -27,7 +29,8 @@ struct MetricsEndpointTests {
     @Test("GET /metrics answers 200 with the Prometheus content type and the exposition")
     func servesMetrics() throws {
         try withEndpoint { port in
-            let response = try PlainHTTPClient.request("GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n", port: port)
+            let response = try PlainHTTPClient.request(
+                "GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n", port: port)
             #expect(response.statusLine == "HTTP/1.1 200 OK")
             #expect(response.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8")
             #expect(response.headers["content-length"] == "\(Self.text.utf8.count)")
@@ -48,7 +51,8 @@ struct MetricsEndpointTests {
     @Test("Other paths answer 404, other methods 405, and each connection is closed after its response")
     func otherRequests() throws {
         try withEndpoint { port in
-            let notFound = try PlainHTTPClient.request("GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", port: port, untilClosed: true)
+            let notFound = try PlainHTTPClient.request(
+                "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", port: port, untilClosed: true)
             #expect(notFound.statusLine == "HTTP/1.1 404 Not Found")
             #expect(notFound.closedByServer)
             let post = try PlainHTTPClient.request("POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n", port: port)
@@ -64,11 +68,13 @@ struct MetricsEndpointTests {
 
     @Test("An address that cannot be bound fails start")
     func bindFailure() throws {
-        let first = MetricsEndpoint(endpoint: "tcp://127.0.0.1:*", exposition: MetricsExposition { [] }, logger: Logger(label: "test"))
+        let first = MetricsEndpoint(
+            endpoint: "tcp://127.0.0.1:*", exposition: MetricsExposition { [] }, logger: Logger(label: "test"))
         try first.start()
         defer { first.stop() }
         let taken = try #require(first.boundEndpoint)
-        let second = MetricsEndpoint(endpoint: taken, exposition: MetricsExposition { [] }, logger: Logger(label: "test"))
+        let second = MetricsEndpoint(
+            endpoint: taken, exposition: MetricsExposition { [] }, logger: Logger(label: "test"))
         #expect(throws: (any Error).self) { try second.start() }
         second.stop()
     }
@@ -110,12 +116,16 @@ enum PlainHTTPClient {
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard connected == 0 else { throw Failure(description: "connect to 127.0.0.1:\(port) failed: errno \(errno)") }
         for (index, piece) in pieces.enumerated() {
             let bytes = Array(piece.utf8)
-            guard send(fd, bytes, bytes.count, 0) == bytes.count else { throw Failure(description: "send failed: errno \(errno)") }
+            guard send(fd, bytes, bytes.count, 0) == bytes.count else {
+                throw Failure(description: "send failed: errno \(errno)")
+            }
             // Let each piece leave as its own segment.
             if index < pieces.count - 1 { usleep(20_000) }
         }
@@ -123,7 +133,9 @@ enum PlainHTTPClient {
         var buffer = [UInt8](repeating: 0, count: 4096)
         var closed = false
         while true {
-            if !untilClosed, let response = parse(received), response.body.utf8.count >= Int(response.headers["content-length"] ?? "0") ?? 0 {
+            if !untilClosed, let response = parse(received),
+                response.body.utf8.count >= Int(response.headers["content-length"] ?? "0") ?? 0
+            {
                 return response
             }
             let count = recv(fd, &buffer, buffer.count, 0)
@@ -131,11 +143,17 @@ enum PlainHTTPClient {
                 closed = true
                 break
             }
-            guard count > 0 else { throw Failure(description: "no complete response within 5 s (errno \(errno)); got: \(String(decoding: received, as: UTF8.self))") }
+            guard count > 0 else {
+                throw Failure(
+                    description:
+                        "no complete response within 5 s (errno \(errno)); got: \(String(decoding: received, as: UTF8.self))"
+                )
+            }
             received += buffer[..<count]
         }
         guard var response = parse(received) else {
-            throw Failure(description: "connection closed before a response head: \(String(decoding: received, as: UTF8.self))")
+            throw Failure(
+                description: "connection closed before a response head: \(String(decoding: received, as: UTF8.self))")
         }
         response.closedByServer = closed
         return response
@@ -148,7 +166,8 @@ enum PlainHTTPClient {
         var headers: [String: String] = [:]
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                in: .whitespaces)
         }
         return Response(statusLine: lines[0], headers: headers, body: String(text[end.upperBound...]))
     }
@@ -174,10 +193,12 @@ struct MetricsConfigTests {
 
     @Test("endpoints.metrics and reactors.<host>.metrics are read; empty from ${VAR:-} means none")
     func parsed() throws {
-        let config = try FlowBusConfig.parse(yaml: Self.yaml(flowd: "tcp://127.0.0.1:9464", host: "${HOST_METRICS:-}"), environment: [:])
+        let config = try FlowBusConfig.parse(
+            yaml: Self.yaml(flowd: "tcp://127.0.0.1:9464", host: "${HOST_METRICS:-}"), environment: [:])
         #expect(config.endpoints.metrics == "tcp://127.0.0.1:9464")
         #expect(config.reactors["demo"]?.metrics == nil)
-        let withHost = try FlowBusConfig.parse(yaml: Self.yaml(flowd: "", host: "${HOST_METRICS:-}"), environment: ["HOST_METRICS": "tcp://127.0.0.1:*"])
+        let withHost = try FlowBusConfig.parse(
+            yaml: Self.yaml(flowd: "", host: "${HOST_METRICS:-}"), environment: ["HOST_METRICS": "tcp://127.0.0.1:*"])
         #expect(withHost.endpoints.metrics == nil)
         #expect(withHost.reactors["demo"]?.metrics == "tcp://127.0.0.1:*")
     }
@@ -185,7 +206,8 @@ struct MetricsConfigTests {
     @Test("A metrics address that is not tcp:// is refused, naming the key")
     func notTCP() {
         #expect {
-            try FlowBusConfig.parse(yaml: Self.yaml(flowd: "tcp://127.0.0.1:9464", host: "ipc:///tmp/fb/m.sock"), environment: [:])
+            try FlowBusConfig.parse(
+                yaml: Self.yaml(flowd: "tcp://127.0.0.1:9464", host: "ipc:///tmp/fb/m.sock"), environment: [:])
         } throws: { error in
             "\(error)".contains("reactors.demo.metrics") && "\(error)".contains("not a tcp:// address")
         }

@@ -29,7 +29,9 @@ struct FailoverTests {
     /// Starts a flowd that waits for the lease: it serves nothing until it holds it.
     static func standby(_ topology: TestTopology) throws -> ManagedProcess {
         let process = try topology.start("flowd", arguments: ["--config", topology.configPath, "--log-level", "info"])
-        #expect(try process.waitForOutput(matching: "standby: .* holds the lease", timeout: .seconds(30)), "\(process.output)")
+        #expect(
+            try process.waitForOutput(matching: "standby: .* holds the lease", timeout: .seconds(30)),
+            "\(process.output)")
         return process
     }
 
@@ -68,9 +70,12 @@ struct FailoverTests {
         try opener.publish("open", ["id": 7])
         #expect(try opener.waitForAcknowledgement(timeout: .seconds(10)))
 
-        let stepper = try topology.start("stepper-load", arguments: [
-            "--config", topology.configPath, "--as", "load", "--count", "\(count)", "--progress", "0", "--timeout", "300",
-        ])
+        let stepper = try topology.start(
+            "stepper-load",
+            arguments: [
+                "--config", topology.configPath, "--as", "load", "--count", "\(count)", "--progress", "0", "--timeout",
+                "300",
+            ])
         var failovers: [Duration] = []
         for round in 1...3 {
             // Kill at a different point each time: once a quarter, a half, three quarters are committed.
@@ -98,8 +103,13 @@ struct FailoverTests {
             // Checkpoints every 2,000 entries, and the entries they cover deleted: the standbys
             // followed across them. What reached the flow is counted in the checkpoints.
             let accepted = try topology.status()["steppers"]?.mapValue?["load"]?.mapValue?["accepted"]?.intValue
-            #expect(accepted == Int64(count + 1), "the open step and every tick reached the flow once: \(String(describing: accepted))")
-            #expect(try topology.status()["bindings"]?.listValue?.contains { $0.mapValue?["stepper"]?.stringValue == "detail/7" } == true)
+            #expect(
+                accepted == Int64(count + 1),
+                "the open step and every tick reached the flow once: \(String(describing: accepted))")
+            #expect(
+                try topology.status()["bindings"]?.listValue?.contains {
+                    $0.mapValue?["stepper"]?.stringValue == "detail/7"
+                } == true)
         } else {
             let ticks = try await Self.journaledTicks(server.url)
             #expect(ticks.count == count, "every step journaled once")
@@ -108,7 +118,9 @@ struct FailoverTests {
         let lease = try topology.status()["journal"]?.mapValue?["lease"]?.mapValue
         #expect(lease?["history"]?.listValue?.count == 4, "four takings of the lease: \(String(describing: lease))")
         let sorted = failovers.sorted()
-        print("failover: \(count) steps, 3 SIGKILLs of the active flowd; kill → the new active answers: \(failovers), max \(sorted.last ?? .zero)")
+        print(
+            "failover: \(count) steps, 3 SIGKILLs of the active flowd; kill → the new active answers: \(failovers), max \(sorted.last ?? .zero)"
+        )
         _ = active.terminate()
         _ = standby.terminate()
     }

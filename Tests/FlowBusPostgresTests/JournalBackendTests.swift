@@ -32,25 +32,29 @@ enum Backend: String, CaseIterable, CustomTestStringConvertible {
 }
 
 func tick(_ n: Int64, source: String = "s#1") throws -> StepJournal.Record {
-    .init(kind: .step, target: "load", name: "tick", params: Data(try FBV.encode(.map(["n": .int(n)]))), source: source,
+    .init(
+        kind: .step, target: "load", name: "tick", params: Data(try FBV.encode(.map(["n": .int(n)]))), source: source,
         sequence: UInt64(n))
 }
 
 /// Both backends pass the same tests: flowd relies on nothing one has and the other lacks.
 @Suite("Journal backends behave alike", .serialized)
 struct JournalBackendTests {
-    @Test("Entries keep their order, kinds and params; a source's last sequence never goes back", arguments: Backend.allCases)
+    @Test(
+        "Entries keep their order, kinds and params; a source's last sequence never goes back",
+        arguments: Backend.allCases)
     func entriesAndSources(_ backend: Backend) async throws {
         let (journal, stop) = try await backend.open()
         defer {
             journal.close()
             stop()
         }
-        let (last, _) = try journal.append([
-            try tick(1),
-            .init(kind: .deepLink, target: "", name: "home", params: Data(), source: "s#1", sequence: 2),
-            .init(kind: .report, target: "home", name: "appeared", params: Data(), source: "r#1", sequence: 1),
-        ], lastSequences: ["s#1": 3, "r#1": 1], compaction: nil)
+        let (last, _) = try journal.append(
+            [
+                try tick(1),
+                .init(kind: .deepLink, target: "", name: "home", params: Data(), source: "s#1", sequence: 2),
+                .init(kind: .report, target: "home", name: "appeared", params: Data(), source: "r#1", sequence: 1),
+            ], lastSequences: ["s#1": 3, "r#1": 1], compaction: nil)
         _ = try journal.append([], lastSequences: ["s#1": 2], compaction: nil)
         let entries = try journal.entries(after: 0, limit: 10)
         #expect(entries.map(\.kind) == [.step, .deepLink, .report])
@@ -72,7 +76,9 @@ struct JournalBackendTests {
         #expect(try journal.lastSequence(of: odd) == 1)
     }
 
-    @Test("Checkpoints: only the newest is kept; compaction is bounded per call and keeps ids growing", arguments: Backend.allCases)
+    @Test(
+        "Checkpoints: only the newest is kept; compaction is bounded per call and keeps ids growing",
+        arguments: Backend.allCases)
     func checkpointsAndCompaction(_ backend: Backend) async throws {
         let (journal, stop) = try await backend.open()
         defer {
@@ -80,7 +86,8 @@ struct JournalBackendTests {
             stop()
         }
         #expect(try journal.latestCheckpoint() == nil)
-        let (last, _) = try journal.append(try (1...1000).map { try tick($0) }, lastSequences: ["s#1": 1000], compaction: nil)
+        let (last, _) = try journal.append(
+            try (1...1000).map { try tick($0) }, lastSequences: ["s#1": 1000], compaction: nil)
         let first = try #require(try journal.entryRange()).lowerBound
         try journal.store(.init(entry: last, created: Date(), state: Data("{}".utf8)))
         try journal.store(.init(entry: last, created: Date(), state: Data("[]".utf8)))
@@ -108,7 +115,9 @@ struct PostgresLeaseTests {
         try await first.acquireLease(instance: "a#1") { _ in }
         let second = try await PostgresJournal.connect(url: url, logger: Logger(label: "b"))
         let waited = Mutex<String?>(nil)
-        let taking = Task { try await second.acquireLease(instance: "b#1") { holder in waited.withLock { $0 = holder } } }
+        let taking = Task {
+            try await second.acquireLease(instance: "b#1") { holder in waited.withLock { $0 = holder } }
+        }
         try await Task.sleep(for: .milliseconds(500))
         #expect(waited.withLock { $0 }?.contains("a#1") == true, "the standby names the holder")
         first.close()

@@ -21,7 +21,8 @@ struct MultiHostFailoverTests {
     static func topology(_ network: Network, postgres url: String) -> String {
         func instance(_ host: String) -> String {
             let address = network.address(of: host)
-            return "  - { ingress: tcp://\(address):5560, events: tcp://\(address):5561, control: tcp://\(address):5562 }"
+            return
+                "  - { ingress: tcp://\(address):5560, events: tcp://\(address):5561, control: tcp://\(address):5562 }"
         }
         return """
             endpoints:
@@ -45,7 +46,9 @@ struct MultiHostFailoverTests {
             """
     }
 
-    @Test("The active flowd's host is lost three times (killed twice, cut off once) while a stepper streams 100,000 steps: each applied once, in order, failover under 2 s")
+    @Test(
+        "The active flowd's host is lost three times (killed twice, cut off once) while a stepper streams 100,000 steps: each applied once, in order, failover under 2 s"
+    )
     func loseTheActiveHostThreeTimes() throws {
         if let reason = PostgresServer.unavailableReason {
             Issue.record("PostgreSQL is needed: \(reason)")
@@ -58,17 +61,22 @@ struct MultiHostFailoverTests {
         var active = try site.startFlowd(on: "a", instance: 1)
         #expect(try active.waitForOutput(matching: "holding the lease", timeout: .seconds(60)), "\(active.output)")
         var standby = try site.startFlowd(on: "b", instance: 2)
-        #expect(try standby.waitForOutput(matching: "standby: .* holds the lease", timeout: .seconds(60)), "\(standby.output)")
+        #expect(
+            try standby.waitForOutput(matching: "standby: .* holds the lease", timeout: .seconds(60)),
+            "\(standby.output)")
 
         // Recording from the client host: every didNavigate, whichever instance publishes it.
         let recording = site.directory.appendingPathComponent("trace.fbrec").path
-        let recorder = try site.start("client", "flowctl", ["record", recording, "--topics", "nav/did/", "--config", site.config], name: "recorder")
+        let recorder = try site.start(
+            "client", "flowctl", ["record", recording, "--topics", "nav/did/", "--config", site.config],
+            name: "recorder")
         #expect(try recorder.waitForOutput(matching: "^recording to", timeout: .seconds(60)), "\(recorder.output)")
 
         let stepper = try site.start(
             "client", "stepper-load",
             [
-                "--config", site.config, "--as", "load", "--step", "open,close", "--count", "\(count)", "--rate", "4000", "--progress", "1000",
+                "--config", site.config, "--as", "load", "--step", "open,close", "--count", "\(count)", "--rate",
+                "4000", "--progress", "1000",
                 "--timeout", "300",
             ],
             name: "stepper", mayExit: true)
@@ -77,33 +85,46 @@ struct MultiHostFailoverTests {
         for round in 0..<3 {
             // A random point in each third of the stream.
             let target = Int.random(in: (count * (2 * round + 1) / 7)...(count * (2 * round + 2) / 7))
-            try site.waitUntil("the stepper has \(target) acknowledged", watching: [stepper, active]) { Self.acknowledged(stepper.output) >= target }
+            try site.waitUntil("the stepper has \(target) acknowledged", watching: [stepper, active]) {
+                Self.acknowledged(stepper.output) >= target
+            }
             let lost = hostOf[ObjectIdentifier(active)]!
             // The last loss is a machine cut off: its flowd lives on but nothing reaches it.
             let cut = round == 2
-            print("failover round \(round + 1): \(cut ? "link of" : "SIGKILL of flowd on") host \(lost) \(cut ? "cut" : "") once \(Self.acknowledged(stepper.output)) steps are acknowledged")
+            print(
+                "failover round \(round + 1): \(cut ? "link of" : "SIGKILL of flowd on") host \(lost) \(cut ? "cut" : "") once \(Self.acknowledged(stepper.output)) steps are acknowledged"
+            )
             if cut {
                 try site.setLink(of: lost, up: false)
             } else {
                 active.kill()
             }
             #expect(
-                try standby.waitForOutput(matching: "took over the journal .* at entry [0-9]+, followed while standing by", timeout: .seconds(30)),
+                try standby.waitForOutput(
+                    matching: "took over the journal .* at entry [0-9]+, followed while standing by",
+                    timeout: .seconds(30)),
                 "the standby, its tree kept up to date, took over after the loss of host \(lost):\n\(standby.output)")
             if cut {
                 // Cut off from the journal, the old active stops by itself; then the machine is back.
-                #expect(active.waitForExit(timeout: .seconds(30)) != nil, "the cut-off flowd stopped:\n\(active.outputTail())")
+                #expect(
+                    active.waitForExit(timeout: .seconds(30)) != nil,
+                    "the cut-off flowd stopped:\n\(active.outputTail())")
                 #expect(active.output.contains("flowd stopped"), "\(active.outputTail())")
                 try site.setLink(of: lost, up: true)
             }
             (active, standby) = (standby, try site.startFlowd(on: lost, instance: instances[lost]!))
             hostOf[ObjectIdentifier(standby)] = lost
-            #expect(try standby.waitForOutput(matching: "standby: .* holds the lease", timeout: .seconds(60)), "\(standby.output)")
+            #expect(
+                try standby.waitForOutput(matching: "standby: .* holds the lease", timeout: .seconds(60)),
+                "\(standby.output)")
         }
-        #expect(stepper.waitForExit(timeout: .seconds(600)) == 0, "every step acknowledged:\n\(stepper.outputTail(lines: 40))")
+        #expect(
+            stepper.waitForExit(timeout: .seconds(600)) == 0,
+            "every step acknowledged:\n\(stepper.outputTail(lines: 40))")
 
         // The failovers the stepper saw: from the old active's last ack to the new one's first.
-        let failovers = stepper.output.split(separator: "\n").filter { $0.hasPrefix("failover from") }.compactMap { line in
+        let failovers = stepper.output.split(separator: "\n").filter { $0.hasPrefix("failover from") }.compactMap {
+            line in
             line.firstMatch(of: /: ([0-9.]+) ms between/).flatMap { Double($0.1) }
         }
         #expect(failovers.count == 3, "three failovers seen by the stepper:\n\(stepper.output)")
@@ -111,9 +132,12 @@ struct MultiHostFailoverTests {
         #expect((sorted.last ?? .infinity) < 2000, "failover max under 2 s: \(failovers) ms")
 
         // The journal: every n from 1 to count, once, in order.
-        let entries = try site.run("client", "flowctl", ["journal", "entries", "--config", site.config, "--target", "load"])
+        let entries = try site.run(
+            "client", "flowctl", ["journal", "entries", "--config", site.config, "--target", "load"])
         let applied = entries.split(separator: "\n").compactMap(Self.object).compactMap { entry -> (String, Int)? in
-            guard let name = entry["name"] as? String, let n = (entry["params"] as? [String: Any])?["n"] as? Int else { return nil }
+            guard let name = entry["name"] as? String, let n = (entry["params"] as? [String: Any])?["n"] as? Int else {
+                return nil
+            }
             return (name, n)
         }
         let expected = (1...count).map { ($0 % 2 == 1 ? "open" : "close", $0) }
@@ -128,7 +152,8 @@ struct MultiHostFailoverTests {
         // trace may lack a run of events between two instances, and nothing else.
         _ = recorder.terminate()
         let info = try site.run("client", "flowctl", ["info", recording, "--json", "--messages"])
-        let received = info.split(separator: "\n").compactMap(Self.object).compactMap { line -> (source: String, step: String, n: Int)? in
+        let received = info.split(separator: "\n").compactMap(Self.object).compactMap {
+            line -> (source: String, step: String, n: Int)? in
             guard let message = line["message"] as? [String: Any], let source = message["source"] as? String,
                 let step = message["step"] as? String, let n = (message["params"] as? [String: Any])?["n"] as? Int
             else { return nil }
@@ -144,17 +169,27 @@ struct MultiHostFailoverTests {
         let trace = runs.flatMap { $0 }
         let between = zip(runs, runs.dropFirst()).map { old, new in (old.last!.1 + 1)..<new.first!.1 }
         let lost = between.map(\.count).reduce(0, +)
-        #expect(instancesHeard.count == 4, "events from the first active instance and the three that took over: \(instancesHeard)")
         #expect(
-            trace.elementsEqual(expected.filter { step in !between.contains { $0.contains(step.1) } }, by: ==) && trace.first?.1 == 1 && trace.last?.1 == count,
-            "the didNavigate trace is the expected one, but for events between instances (\(between)): \(Self.firstDifference(trace, expected))")
+            instancesHeard.count == 4,
+            "events from the first active instance and the three that took over: \(instancesHeard)")
+        #expect(
+            trace.elementsEqual(expected.filter { step in !between.contains { $0.contains(step.1) } }, by: ==)
+                && trace.first?.1 == 1 && trace.last?.1 == count,
+            "the didNavigate trace is the expected one, but for events between instances (\(between)): \(Self.firstDifference(trace, expected))"
+        )
         // flowctl status asks both instances: which one is active, and who held the lease before.
         let activeHost = hostOf[ObjectIdentifier(active)]!
         let status = try site.run("client", "flowctl", ["status", "--config", site.config])
-        let activeLine = "flowd instance \(instances[activeHost]!) of 2 (tcp://\(site.network.address(of: activeHost)):5562): active"
+        let activeLine =
+            "flowd instance \(instances[activeHost]!) of 2 (tcp://\(site.network.address(of: activeHost)):5562): active"
         #expect(status.contains(activeLine), "\(status)")
-        #expect(status.contains("of 2 (tcp://\(site.network.address(of: activeHost == "a" ? "b" : "a")):5562): no answer (standing by, or down)"), "\(status)")
-        let leaseLines = status.split(separator: "\n").filter { $0.hasPrefix("lease: held by") || $0.hasPrefix("  before: ") }
+        #expect(
+            status.contains(
+                "of 2 (tcp://\(site.network.address(of: activeHost == "a" ? "b" : "a")):5562): no answer (standing by, or down)"
+            ), "\(status)")
+        let leaseLines = status.split(separator: "\n").filter {
+            $0.hasPrefix("lease: held by") || $0.hasPrefix("  before: ")
+        }
         #expect(leaseLines.count == 4, "four takings of the lease: \(status)")
         let p50 = sorted.isEmpty ? 0 : sorted[sorted.count / 2]
         print(
@@ -176,7 +211,10 @@ struct MultiHostFailoverTests {
     }
 
     static func firstDifference(_ got: [(String, Int)], _ expected: [(String, Int)]) -> String {
-        guard let index = Array(zip(got, expected)).firstIndex(where: { $0.0 != $0.1 }) ?? (got.count != expected.count ? min(got.count, expected.count) : nil) else {
+        guard
+            let index = Array(zip(got, expected)).firstIndex(where: { $0.0 != $0.1 })
+                ?? (got.count != expected.count ? min(got.count, expected.count) : nil)
+        else {
             return "identical"
         }
         let seen = index < got.count ? "\(got[index])" : "nothing"
@@ -196,13 +234,16 @@ final class FailoverSite {
     init() throws {
         network = try Network(hosts: MultiHostFailoverTests.hosts)
         do {
-            directory = FileManager.default.temporaryDirectory.appendingPathComponent("flowbus-failover-\(UUID().uuidString.prefix(8))")
+            directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "flowbus-failover-\(UUID().uuidString.prefix(8))")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             server = try PostgresServer(
-                host: network.address(of: "db"), port: 5432, wrap: [network.ip.path, "netns", "exec", network.namespace(of: "db")])
+                host: network.address(of: "db"), port: 5432,
+                wrap: [network.ip.path, "netns", "exec", network.namespace(of: "db")])
             let url = try server.createDatabase("flowbus")
             config = directory.appendingPathComponent("topology.yaml").path
-            try MultiHostFailoverTests.topology(network, postgres: url).write(toFile: config, atomically: true, encoding: .utf8)
+            try MultiHostFailoverTests.topology(network, postgres: url).write(
+                toFile: config, atomically: true, encoding: .utf8)
         } catch {
             network.tearDown()
             throw error
@@ -210,11 +251,15 @@ final class FailoverSite {
     }
 
     /// Starts a built product inside `host`'s namespace.
-    func start(_ host: String, _ product: String, _ arguments: [String], name: String, mayExit: Bool = false) throws -> ManagedProcess {
+    func start(
+        _ host: String, _ product: String, _ arguments: [String], name: String, mayExit: Bool = false
+    ) throws -> ManagedProcess {
         let process = try ManagedProcess(
             name: "\(name)@\(host)", executable: network.ip,
-            arguments: ["netns", "exec", network.namespace(of: host), try BuiltProducts.executable(product).path] + arguments,
-            outputURL: directory.appendingPathComponent("\(name)-\(processes.count).log"), currentDirectory: directory, mayExit: mayExit)
+            arguments: ["netns", "exec", network.namespace(of: host), try BuiltProducts.executable(product).path]
+                + arguments,
+            outputURL: directory.appendingPathComponent("\(name)-\(processes.count).log"), currentDirectory: directory,
+            mayExit: mayExit)
         processes.append(process)
         return process
     }
@@ -225,16 +270,20 @@ final class FailoverSite {
     }
 
     func startFlowd(on host: String, instance: Int) throws -> ManagedProcess {
-        try start(host, "flowd", ["--config", config, "--instance", "\(instance)", "--log-level", "info"], name: "flowd-\(host)")
+        try start(
+            host, "flowd", ["--config", config, "--instance", "\(instance)", "--log-level", "info"],
+            name: "flowd-\(host)")
     }
 
     /// Runs a one-shot on `host` to its end; its standard output, or an error with its output.
     func run(_ host: String, _ product: String, _ arguments: [String]) throws -> String {
         let process = try ManagedProcess(
             name: "\(product) \(arguments.first ?? "")@\(host)", executable: network.ip,
-            arguments: ["netns", "exec", network.namespace(of: host), try BuiltProducts.executable(product).path] + arguments,
+            arguments: ["netns", "exec", network.namespace(of: host), try BuiltProducts.executable(product).path]
+                + arguments,
             outputURL: directory.appendingPathComponent("run-\(processes.count).out"),
-            errorURL: directory.appendingPathComponent("run-\(processes.count).err"), currentDirectory: directory, mayExit: true)
+            errorURL: directory.appendingPathComponent("run-\(processes.count).err"), currentDirectory: directory,
+            mayExit: true)
         processes.append(process)
         guard process.waitForExit(timeout: .seconds(120)) == 0 else {
             throw HarnessError("\(process.name) failed:\n\(process.outputTail(lines: 40))")
@@ -243,14 +292,17 @@ final class FailoverSite {
     }
 
     /// Polls `condition`; fails early when one of `processes` exited.
-    func waitUntil(_ what: String, watching processes: [ManagedProcess], timeout: Duration = .seconds(300), _ condition: () -> Bool) throws {
+    func waitUntil(
+        _ what: String, watching processes: [ManagedProcess], timeout: Duration = .seconds(300), _ condition: () -> Bool
+    ) throws {
         let deadline = ContinuousClock.now + timeout
         while !condition() {
             for process in processes where !process.isRunning {
                 throw HarnessError("\(process.name) exited before \(what):\n\(process.outputTail(lines: 40))")
             }
             guard ContinuousClock.now < deadline else {
-                throw HarnessError("not within \(timeout): \(what)\n\(processes.map { $0.outputTail() }.joined(separator: "\n"))")
+                throw HarnessError(
+                    "not within \(timeout): \(what)\n\(processes.map { $0.outputTail() }.joined(separator: "\n"))")
             }
             Thread.sleep(forTimeInterval: 0.02)
         }

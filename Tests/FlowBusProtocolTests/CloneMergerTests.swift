@@ -1,10 +1,12 @@
-@testable import FlowBusProtocol
 import FlowBusWire
 import Testing
 
+@testable import FlowBusProtocol
+
 private func state(_ sequence: UInt64, source: String = "host#1", snapshot: Bool = false) -> ReactorViewState {
     ReactorViewState(
-        reactorID: "counter", envelope: Envelope(kind: snapshot ? .snapshot : .state, sequence: sequence, source: source),
+        reactorID: "counter",
+        envelope: Envelope(kind: snapshot ? .snapshot : .state, sequence: sequence, source: source),
         state: .int(Int64(sequence)), isSnapshot: snapshot)
 }
 
@@ -67,7 +69,9 @@ struct CloneMergerTests {
         #expect(merger.live(state(3)).deliver.map(\.sequence) == [3])
     }
 
-    @Test("A restarted host that persists the reactor: its snapshot of the last state seen is dropped, the next states follow")
+    @Test(
+        "A restarted host that persists the reactor: its snapshot of the last state seen is dropped, the next states follow"
+    )
     func persistedRestartNoDuplicate() {
         var merger = CloneMerger()
         _ = merger.snapshot(state(0, snapshot: true))

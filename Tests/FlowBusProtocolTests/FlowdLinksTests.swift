@@ -1,5 +1,6 @@
-@testable import FlowBusProtocol
 import Testing
+
+@testable import FlowBusProtocol
 
 @Suite("A client's connections to flowd instances")
 struct FlowdLinksTests {

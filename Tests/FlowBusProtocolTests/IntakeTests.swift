@@ -1,8 +1,8 @@
+import FlowBusWire
 import Synchronization
 import Testing
 
 @testable import FlowBusProtocol
-import FlowBusWire
 
 @Suite("Intake: the receiving side of the protocol")
 struct IntakeTests {
@@ -22,7 +22,10 @@ struct IntakeTests {
         #expect(intake.receive(source: "a", sequence: 2, topic: "step/x", peer: Array("p2".utf8)) == .fresh)
         #expect(intake.receive(source: "b", sequence: 1, topic: "step/y", peer: Array("p3".utf8)) == .fresh)
         let end = intake.endBatch(now: start, checkEvery: .seconds(1))
-        #expect(Set(end.acks.map { "\($0.source)@\($0.sequence)->\(String(decoding: $0.peer, as: UTF8.self))" }) == ["a@2->p2", "b@1->p3"])
+        #expect(
+            Set(end.acks.map { "\($0.source)@\($0.sequence)->\(String(decoding: $0.peer, as: UTF8.self))" }) == [
+                "a@2->p2", "b@1->p3",
+            ])
         #expect(end.dealtWith == ["a": 2, "b": 1])
         #expect(end.refusals.isEmpty)
         let next = intake.endBatch(now: start, checkEvery: .seconds(1))
@@ -43,17 +46,24 @@ struct IntakeTests {
     @Test("a gap is refused once per source and batch, naming the first refused sequence and the one expected")
     func gapsAreRefusedOncePerBatch() throws {
         var intake = intake(last: ["a": 4])
-        #expect(intake.receive(source: "a", sequence: 6, topic: "step/x", peer: Array("p".utf8)) == .outOfOrder(expected: 5))
-        #expect(intake.receive(source: "a", sequence: 7, topic: "step/x", peer: Array("p".utf8)) == .outOfOrder(expected: 5))
+        #expect(
+            intake.receive(source: "a", sequence: 6, topic: "step/x", peer: Array("p".utf8)) == .outOfOrder(expected: 5)
+        )
+        #expect(
+            intake.receive(source: "a", sequence: 7, topic: "step/x", peer: Array("p".utf8)) == .outOfOrder(expected: 5)
+        )
         let end = intake.endBatch(now: start, checkEvery: .seconds(1))
         #expect(end.refusals.count == 1)
         let (peer, refusal) = try #require(end.refusals.first)
         #expect(peer == Array("p".utf8))
         #expect(refusal.reason == .outOfOrder)
-        #expect(refusal.details == [
-            "endpoint": "ingress", "source": "a", "topic": "step/x", "sequence": 6, "expected": 5, "count": 2,
-        ])
-        #expect(end.acks == [.init(peer: Array("p".utf8), source: "a", sequence: 4)], "the last ack is repeated: resend from 5")
+        #expect(
+            refusal.details == [
+                "endpoint": "ingress", "source": "a", "topic": "step/x", "sequence": 6, "expected": 5, "count": 2,
+            ])
+        #expect(
+            end.acks == [.init(peer: Array("p".utf8), source: "a", sequence: 4)],
+            "the last ack is repeated: resend from 5")
         #expect(intake.receive(source: "a", sequence: 5, topic: "step/x", peer: Array("p".utf8)) == .fresh)
         #expect(intake.receive(source: "a", sequence: 6, topic: "step/x", peer: Array("p".utf8)) == .fresh)
         #expect(intake.counters.outOfOrder == 2)
@@ -62,7 +72,9 @@ struct IntakeTests {
     @Test("first contact: a receiver that remembers every source requires 1; one that forgets adopts the first")
     func firstContact() {
         var remembering = intake(remembersSources: true)
-        #expect(remembering.receive(source: "new", sequence: 5, topic: "step/x", peer: Array("p".utf8)) == .outOfOrder(expected: 1))
+        #expect(
+            remembering.receive(source: "new", sequence: 5, topic: "step/x", peer: Array("p".utf8))
+                == .outOfOrder(expected: 1))
         let end = remembering.endBatch(now: start, checkEvery: .seconds(1))
         #expect(end.acks.isEmpty, "nothing of an unknown source is acknowledged")
         #expect(end.refusals.first?.refusal.details["expected"] == 1)
@@ -70,7 +82,9 @@ struct IntakeTests {
 
         var forgetting = intake(remembersSources: false)
         #expect(forgetting.receive(source: "new", sequence: 5, topic: "step/x", peer: Array("p".utf8)) == .fresh)
-        #expect(forgetting.receive(source: "new", sequence: 7, topic: "step/x", peer: Array("p".utf8)) == .outOfOrder(expected: 6))
+        #expect(
+            forgetting.receive(source: "new", sequence: 7, topic: "step/x", peer: Array("p".utf8))
+                == .outOfOrder(expected: 6))
     }
 
     @Test("heartbeats are answered, make a peer judged by its silence, and never touch the ledger")
@@ -105,7 +119,9 @@ struct IntakeTests {
         #expect(end.heartbeatAnswers == [peer])
     }
 
-    @Test("a peer that never sent a heartbeat is not judged by its silence; liveness is checked at most once per interval")
+    @Test(
+        "a peer that never sent a heartbeat is not judged by its silence; liveness is checked at most once per interval"
+    )
     func livenessOnlyForHeartbeatSenders() {
         var intake = intake()
         _ = intake.receive(source: "quiet", sequence: 1, topic: "step/x", peer: Array("p".utf8))
@@ -120,14 +136,20 @@ struct IntakeTests {
 
     @Test("refusal details name endpoint, source, topic and sequence, then the reason's own keys")
     func refusalDetails() throws {
-        let header = try RoutedHeader.decode(from: StepMessage(
-            stepperID: "home", envelope: Envelope(kind: .step, contentType: .fbv, sequence: 3, source: "s#1"),
-            name: "go", params: [:]).encoded())
+        let header = try RoutedHeader.decode(
+            from: StepMessage(
+                stepperID: "home", envelope: Envelope(kind: .step, contentType: .fbv, sequence: 3, source: "s#1"),
+                name: "go", params: [:]
+            ).encoded())
         let refusal = Refusal(.badParams, "no", endpoint: "actions", header: header, extra: ["host": "demo"])
-        #expect(refusal.details == ["endpoint": "actions", "source": "s#1", "topic": "step/home", "sequence": 3, "host": "demo"])
+        #expect(
+            refusal.details == [
+                "endpoint": "actions", "source": "s#1", "topic": "step/home", "sequence": 3, "host": "demo",
+            ])
         let unreadable = Refusal(reason: .malformed, detail: "short", endpoint: "ingress")
         #expect(unreadable.details == ["endpoint": "ingress"])
-        let diagnostic = refusal.diagnostic(Envelope(kind: .diagnostic, contentType: .fbv, sequence: 9, source: "flowd#1"))
+        let diagnostic = refusal.diagnostic(
+            Envelope(kind: .diagnostic, contentType: .fbv, sequence: 9, source: "flowd#1"))
         var expected = refusal.details
         expected["message"] = "no"
         #expect(diagnostic.reason == .badParams && diagnostic.details == expected)
@@ -139,7 +161,8 @@ struct IntakeTests {
         let peer = Array("p".utf8)
         var frames = try StepMessage(
             stepperID: "home", envelope: Envelope(kind: .step, contentType: .fbv, sequence: 1, source: "s#1"),
-            name: "go", params: [:]).encoded()
+            name: "go", params: [:]
+        ).encoded()
         // Kind 99: the envelope's layout is sound, its kind unknown.
         var envelope = Array(frames.frameBytes(1))
         envelope[1] = 99
@@ -152,13 +175,17 @@ struct IntakeTests {
         #expect(resent == nil, "a resend is a duplicate")
         let end = intake.endBatch(now: start, checkEvery: .seconds(1))
         #expect(end.acks == [.init(peer: peer, source: "s#1", sequence: 1)], "refused, dealt with, acknowledged")
-        #expect(intake.receive(source: "s#1", sequence: 2, topic: "step/home", peer: peer) == .fresh, "no stall after it")
+        #expect(
+            intake.receive(source: "s#1", sequence: 2, topic: "step/home", peer: peer) == .fresh, "no stall after it")
 
         envelope[0] = 2
         let wrongVersion = FrameBuffer(frames: [Array("step/home".utf8), envelope])
-        let refusedVersion = intake.refuse(WireError(.unsupportedVersion, "v2"), frames: wrongVersion, peer: peer, limits: .default)
+        let refusedVersion = intake.refuse(
+            WireError(.unsupportedVersion, "v2"), frames: wrongVersion, peer: peer, limits: .default)
         let untrusted = try #require(refusedVersion)
-        #expect(untrusted.details == ["endpoint": "ingress", "topic": "step/home"], "another version's envelope is not read")
+        #expect(
+            untrusted.details == ["endpoint": "ingress", "topic": "step/home"], "another version's envelope is not read"
+        )
         #expect(intake.endBatch(now: start, checkEvery: .seconds(1)).acks.allSatisfy { $0.sequence == 2 })
     }
 
@@ -168,10 +195,12 @@ struct IntakeTests {
         let lookUps = Mutex(0)
         var intake = TestIntake(
             endpoint: "ingress",
-            policy: .init(remembersSources: true, deadAfter: .seconds(3), lookUp: { source in
-                lookUps.withLock { $0 += 1 }
-                return durable[source]
-            }),
+            policy: .init(
+                remembersSources: true, deadAfter: .seconds(3),
+                lookUp: { source in
+                    lookUps.withLock { $0 += 1 }
+                    return durable[source]
+                }),
             defaultRole: "stepper")
         let peer = Array("p".utf8)
         #expect(intake.receive(source: "known", sequence: 7, topic: "step/x", peer: peer) == .duplicate)
@@ -179,16 +208,24 @@ struct IntakeTests {
         #expect(intake.receive(source: "new", sequence: 3, topic: "step/x", peer: peer) == .outOfOrder(expected: 1))
         #expect(intake.receive(source: "new", sequence: 1, topic: "step/x", peer: peer) == .fresh)
         #expect(lookUps.withLock { $0 } == 2, "one look-up per source")
-        #expect(intake.endBatch(now: start, checkEvery: .seconds(1)).acks.contains { $0.source == "new" && $0.sequence == 1 })
+        #expect(
+            intake.endBatch(now: start, checkEvery: .seconds(1)).acks.contains {
+                $0.source == "new" && $0.sequence == 1
+            })
 
         var adopting = TestIntake(
             endpoint: "actions", policy: .init(remembersSources: false, deadAfter: .seconds(3), lookUp: { _ in nil }),
             defaultRole: "view")
-        #expect(adopting.receive(source: "new", sequence: 40, topic: "action/x", peer: peer) == .fresh, "found nowhere: adopted")
-        #expect(adopting.receive(source: "new", sequence: 42, topic: "action/x", peer: peer) == .outOfOrder(expected: 41))
+        #expect(
+            adopting.receive(source: "new", sequence: 40, topic: "action/x", peer: peer) == .fresh,
+            "found nowhere: adopted")
+        #expect(
+            adopting.receive(source: "new", sequence: 42, topic: "action/x", peer: peer) == .outOfOrder(expected: 41))
     }
 
-    @Test("idle sources and the least recently heard beyond the limit are forgotten; a forgotten one is judged by the durable ledger")
+    @Test(
+        "idle sources and the least recently heard beyond the limit are forgotten; a forgotten one is judged by the durable ledger"
+    )
     func evictionIsBoundedAndSafe() {
         let durable = Mutex<[String: UInt64]>([:])
         var intake = TestIntake(
@@ -223,23 +260,30 @@ struct IntakeTests {
         #expect(intake.sourceCount == 0, "all idle past the time-out: \(intake.sourceCount)")
     }
 
-    @Test("sequence 0 on a numbered message is refused unacknowledged; an unreadable durable ledger makes the sender resend")
+    @Test(
+        "sequence 0 on a numbered message is refused unacknowledged; an unreadable durable ledger makes the sender resend"
+    )
     func unnumberedAndUnavailable() {
         struct Unreadable: Error {}
         let fails = Mutex(true)
         var intake = TestIntake(
             endpoint: "ingress",
-            policy: .init(remembersSources: true, deadAfter: .seconds(3), lookUp: { _ in
-                if fails.withLock({ $0 }) { throw Unreadable() }
-                return 3
-            }),
+            policy: .init(
+                remembersSources: true, deadAfter: .seconds(3),
+                lookUp: { _ in
+                    if fails.withLock({ $0 }) { throw Unreadable() }
+                    return 3
+                }),
             defaultRole: "stepper")
         let peer = Array("p".utf8)
         #expect(intake.receive(source: "a", sequence: 0, topic: "step/x", peer: peer) == .unnumbered)
         #expect(intake.receive(source: "a", sequence: 4, topic: "step/x", peer: peer) == .ledgerUnavailable)
-        #expect(intake.endBatch(now: start, checkEvery: .seconds(1)).acks.isEmpty, "nothing assumed, nothing acknowledged")
+        #expect(
+            intake.endBatch(now: start, checkEvery: .seconds(1)).acks.isEmpty, "nothing assumed, nothing acknowledged")
         fails.withLock { $0 = false }
-        #expect(intake.receive(source: "a", sequence: 4, topic: "step/x", peer: peer) == .fresh, "the resend is judged by the ledger")
+        #expect(
+            intake.receive(source: "a", sequence: 4, topic: "step/x", peer: peer) == .fresh,
+            "the resend is judged by the ledger")
         #expect(intake.counters.lookUpFailures == 1)
     }
 
@@ -252,7 +296,9 @@ struct IntakeTests {
             defaultRole: "stepper")
     }
 
-    @Test("a sender ahead of the durable ledger that goes back to what it sent is refused as journal-behind, each batch, reported first once")
+    @Test(
+        "a sender ahead of the durable ledger that goes back to what it sent is refused as journal-behind, each batch, reported first once"
+    )
     func journalBehindIsRefused() throws {
         var intake = journaled(["s": 5])
         let peer = Array("p".utf8)
@@ -272,10 +318,12 @@ struct IntakeTests {
         #expect(report.isFirstReport && !report.adopted)
         #expect(report.ledgerLast == 5 && report.received == 11 && report.lost == 5)
         #expect(report.refusal.reason == .journalBehind)
-        #expect(report.refusal.details == [
-            "endpoint": "ingress", "source": "s", "topic": "step/x", "sequence": 11, "journal_last": 5, "received": 11,
-            "lost": 5, "adopted": false, "count": 2,
-        ])
+        #expect(
+            report.refusal.details == [
+                "endpoint": "ingress", "source": "s", "topic": "step/x", "sequence": 11, "journal_last": 5,
+                "received": 11,
+                "lost": 5, "adopted": false, "count": 2,
+            ])
         #expect(report.refusal.detail.contains("--accept-journal-loss"), "the refusal names the way forward")
         #expect(end.acks == [.init(peer: peer, source: "s", sequence: 5)], "nothing past the ledger is acknowledged")
         #expect(intake.counters.ledgerBehind == 2)
@@ -319,7 +367,8 @@ struct IntakeTests {
         #expect(report.ledgerLast == 0 && report.lost == 3)
         #expect(intake.receive(source: "new", sequence: 1, topic: "step/x", peer: peer) == .fresh)
         #expect(intake.receive(source: "new", sequence: 3, topic: "step/x", peer: peer) == .outOfOrder(expected: 2))
-        #expect(intake.receive(source: "new", sequence: 3, topic: "step/x", peer: peer) == .outOfOrder(expected: 2),
+        #expect(
+            intake.receive(source: "new", sequence: 3, topic: "step/x", peer: peer) == .outOfOrder(expected: 2),
             "a source confirmed in step with the ledger has a gap, not a loss")
     }
 
@@ -330,7 +379,8 @@ struct IntakeTests {
         #expect(intake.receive(source: "s", sequence: 11, topic: "step/x", peer: peer) == .outOfOrder(expected: 6))
         _ = intake.endBatch(now: start, checkEvery: .seconds(1))
         #expect(intake.receive(source: "s", sequence: 12, topic: "step/x", peer: peer) == .outOfOrder(expected: 6))
-        #expect(intake.receive(source: "s", sequence: 6, topic: "step/x", peer: peer) == .fresh, "the resend from expected")
+        #expect(
+            intake.receive(source: "s", sequence: 6, topic: "step/x", peer: peer) == .fresh, "the resend from expected")
     }
 
     @Test("when many peers die at one check, three are reported one by one and the rest together")

@@ -1,7 +1,7 @@
+import FlowBusWire
 import Testing
 
 @testable import FlowBusProtocol
-import FlowBusWire
 
 @Suite("Publication: the publishing side of the protocol")
 struct PublicationTests {
@@ -61,7 +61,9 @@ struct PublicationTests {
     @Test("drops are counted, logged at the first and every 10,000th, and reported once")
     func drops() throws {
         var publication = Publication(endpoint: "states")
-        let logs = [publication.sent(accepted: false), publication.sent(accepted: false), publication.sent(accepted: true)]
+        let logs = [
+            publication.sent(accepted: false), publication.sent(accepted: false), publication.sent(accepted: true),
+        ]
         #expect(logs == [true, false, false], "the first drop is logged")
         #expect(publication.counters == .init(published: 1, dropped: 2, unwanted: 0))
         let report = try #require(publication.dueDropReport())
@@ -72,7 +74,8 @@ struct PublicationTests {
         let stale = try #require(publication.dueDropReport())
         _ = publication.sent(accepted: false)
         publication.reported(stale)
-        #expect(publication.dueDropReport() == .init(unreported: 2, total: 4), "a report that was itself dropped is redone")
+        #expect(
+            publication.dueDropReport() == .init(unreported: 2, total: 4), "a report that was itself dropped is redone")
     }
 
     @Test("the endpoint numbers its own messages from 1 with its own counter")

@@ -1,7 +1,7 @@
+import FlowBusWire
 import Testing
 
 @testable import FlowBusProtocol
-import FlowBusWire
 
 @Suite("Rate limiter: a token bucket per control peer")
 struct RateLimiterTests {
@@ -22,8 +22,11 @@ struct RateLimiterTests {
         #expect(limiter.admit(flooder, now: start + .milliseconds(100)) == .allow, "a token came back")
         #expect(limiter.admit(flooder, now: start + .milliseconds(150)) == .drop, "refused less than an interval ago")
         let later = start + .milliseconds(1100)
-        for _ in 0..<5 { #expect(limiter.admit(flooder, now: later) == .allow, "the bucket refilled to its burst, not beyond") }
-        if case .refuse = limiter.admit(flooder, now: later) {} else {
+        for _ in 0..<5 {
+            #expect(limiter.admit(flooder, now: later) == .allow, "the bucket refilled to its burst, not beyond")
+        }
+        if case .refuse = limiter.admit(flooder, now: later) {
+        } else {
             Issue.record("refused again, an interval after the last refusal")
         }
         #expect(limiter.counters == .init(allowed: 11, refused: 2, dropped: 101, evicted: 0))

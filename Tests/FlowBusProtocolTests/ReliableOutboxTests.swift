@@ -1,7 +1,7 @@
+import FlowBusWire
 import Testing
 
 @testable import FlowBusProtocol
-import FlowBusWire
 
 private let sender = "stepper#1"
 
@@ -135,7 +135,9 @@ struct ReliableOutboxTests {
         #expect(outbox.connected() == .none, "a repeated connected event resends nothing")
     }
 
-    @Test("Connections to several daemon instances: messages wait once none is left; the new active one's first ack resends")
+    @Test(
+        "Connections to several daemon instances: messages wait once none is left; the new active one's first ack resends"
+    )
     func severalInstances() {
         var outbox = ReliableOutbox(sourceID: sender)
         #expect(outbox.add() == .none, "no instance reached yet: it waits")
@@ -196,7 +198,8 @@ struct ReliableOutboxTests {
         #expect(outbox.resentCount == 2)
     }
 
-    @Test("Without ack progress unacknowledged messages are resent; the interval doubles to its cap, resets on progress")
+    @Test(
+        "Without ack progress unacknowledged messages are resent; the interval doubles to its cap, resets on progress")
     func backoffResend() {
         var outbox = connectedOutbox(retransmit: .seconds(1), cap: .seconds(4))
         let start = ContinuousClock.now
@@ -234,20 +237,25 @@ struct ReliableOutboxTests {
         _ = outbox.received(ack: ack(2))
         let gap = outbox.received(refusal: refusal(.outOfOrder, sequence: 4, expected: 3))
         #expect(sent(gap) == ([3, 4, 5], .outOfOrder))
-        #expect(outbox.received(refusal: refusal(.outOfOrder, sequence: 5, expected: 3)) == .none,
+        #expect(
+            outbox.received(refusal: refusal(.outOfOrder, sequence: 5, expected: 3)) == .none,
             "message 5 was sent before that resend: its refusal is not news")
         _ = outbox.add()
         let again = outbox.received(refusal: refusal(.outOfOrder, sequence: 6, expected: 3))
-        #expect(sent(again).sequences == [3, 4, 5, 6],
+        #expect(
+            sent(again).sequences == [3, 4, 5, 6],
             "a message sent after the resend was refused: the resend did not get through")
         _ = outbox.received(ack: ack(3))
-        #expect(sent(outbox.received(refusal: refusal(.outOfOrder, sequence: 6, expected: 5))).sequences == [5, 6],
+        #expect(
+            sent(outbox.received(refusal: refusal(.outOfOrder, sequence: 6, expected: 5))).sequences == [5, 6],
             "after progress a refusal is news again; messages the daemon has are not resent")
         #expect(outbox.received(refusal: refusal(.outOfOrder, sequence: 6, expected: 5, source: "other#2")) == .none)
         #expect(outbox.refusal(for: 6) == nil, "out-of-order is not recorded: the message goes again")
     }
 
-    @Test("An out-of-order asking for acknowledged messages resends what is held at once, once per daemon and gap; journal-behind is a refusal")
+    @Test(
+        "An out-of-order asking for acknowledged messages resends what is held at once, once per daemon and gap; journal-behind is a refusal"
+    )
     func daemonLedgerBehind() {
         var outbox = connectedOutbox()
         for _ in 1...12 { _ = outbox.add() }
@@ -256,10 +264,15 @@ struct ReliableOutboxTests {
         #expect(sent(outbox.received(refusal: refusal(.outOfOrder, sequence: 12, expected: 11))).sequences == [11, 12])
         // ...but a daemon whose ledger lost 6...10 asks for what this sender no longer holds.
         let behind = outbox.received(refusal: refusal(.outOfOrder, sequence: 11, expected: 6, from: "flowd#2"))
-        #expect(sent(behind) == ([11, 12], .outOfOrder), "going back to the oldest held tells the daemon nothing older comes")
-        #expect(outbox.received(refusal: refusal(.outOfOrder, sequence: 12, expected: 6, from: "flowd#2")) == .none,
+        #expect(
+            sent(behind) == ([11, 12], .outOfOrder),
+            "going back to the oldest held tells the daemon nothing older comes")
+        #expect(
+            outbox.received(refusal: refusal(.outOfOrder, sequence: 12, expected: 6, from: "flowd#2")) == .none,
             "once per daemon instance and gap")
-        #expect(sent(outbox.received(refusal: refusal(.outOfOrder, sequence: 11, expected: 6, from: "flowd#3"))).sequences == [11, 12])
+        #expect(
+            sent(outbox.received(refusal: refusal(.outOfOrder, sequence: 11, expected: 6, from: "flowd#3"))).sequences
+                == [11, 12])
         let refused = refusal(.journalBehind, sequence: 11, from: "flowd#3")
         #expect(outbox.received(refusal: refused) == .none)
         #expect(outbox.refusal(for: 11)?.reason == .journalBehind, "journal-behind is recorded against the message")
@@ -271,7 +284,8 @@ struct ReliableOutboxTests {
         for _ in 1...4 { _ = outbox.add() }
         _ = outbox.received(ack: ack(1))
         // flowd names the expected sequence in `sequence` and has no `expected`.
-        #expect(sent(outbox.received(refusal: refusal(.outOfOrder, sequence: 3, expected: nil))).sequences == [2, 3, 4])
+        #expect(
+            sent(outbox.received(refusal: refusal(.outOfOrder, sequence: 3, expected: nil))).sequences == [2, 3, 4])
     }
 
     @Test("Refusals are matched to this source's messages by sequence; duplicates and other sources are not refusals")

@@ -18,10 +18,14 @@ private struct Seen: Sendable, Equatable {
 }
 
 /// Reads states until `done` holds for one, or `timeout` passes.
-private func read(_ view: ReactorView, timeout: Duration = .seconds(10), until done: (TallyReactor.State) -> Bool) throws -> [Seen] {
+private func read(
+    _ view: ReactorView, timeout: Duration = .seconds(10), until done: (TallyReactor.State) -> Bool
+) throws -> [Seen] {
     var seen: [Seen] = []
     let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline, let received = try view.next(timeout: ContinuousClock.now.duration(to: deadline)) {
+    while ContinuousClock.now < deadline,
+        let received = try view.next(timeout: ContinuousClock.now.duration(to: deadline))
+    {
         let state = try received.decode(TallyReactor.State.self)
         seen.append(Seen(sequence: received.sequence, state: state, isSnapshot: received.isSnapshot))
         if done(state) { break }
@@ -40,20 +44,28 @@ struct ReactorHostServiceTests {
             seen += try read(view) { $0.value == 1 && !$0.isLoading }
             return seen
         }
-        #expect(seen == [
-            Seen(sequence: 0, state: .init(value: 0, isLoading: false), isSnapshot: true),
-            Seen(sequence: 1, state: .init(value: 0, isLoading: true), isSnapshot: false),
-            Seen(sequence: 2, state: .init(value: 1, isLoading: true), isSnapshot: false),
-            Seen(sequence: 3, state: .init(value: 1, isLoading: false), isSnapshot: false),
-        ])
+        #expect(
+            seen == [
+                Seen(sequence: 0, state: .init(value: 0, isLoading: false), isSnapshot: true),
+                Seen(sequence: 1, state: .init(value: 0, isLoading: true), isSnapshot: false),
+                Seen(sequence: 2, state: .init(value: 1, isLoading: true), isSnapshot: false),
+                Seen(sequence: 3, state: .init(value: 1, isLoading: false), isSnapshot: false),
+            ])
     }
 
     @Test("Late joiners get a snapshot then live states with no gap and no duplicate while actions stream in")
     func lateJoinersUnderLoad() async throws {
         final class Progress: Sendable { let sent = Atomic<Int>(0) }
-        struct Joiner: Sendable { var first: UInt64; var sequences: [UInt64]; var consistent: Bool; var resyncs: Int; var error: String? }
+        struct Joiner: Sendable {
+            var first: UInt64
+            var sequences: [UInt64]
+            var consistent: Bool
+            var resyncs: Int
+            var error: String?
+        }
         let total = 3000
-        let results = try await withReactorHost(testRegistry(), serves: allIDs) { config, _ -> (acknowledged: Bool, joiners: [Joiner]) in
+        let results = try await withReactorHost(testRegistry(), serves: allIDs) {
+            config, _ -> (acknowledged: Bool, joiners: [Joiner]) in
             let progress = Progress()
             let joined = Mutex<[Joiner]>([])
             let group = DispatchGroup()
@@ -71,7 +83,8 @@ struct ReactorHostServiceTests {
                         let seen = try read(view, timeout: .seconds(20)) { $0.value == total }
                         joiner.first = seen.first?.sequence ?? 0
                         joiner.sequences = seen.map(\.sequence)
-                        joiner.consistent = seen.allSatisfy { UInt64($0.state.value) == $0.sequence } && seen.first?.isSnapshot == true
+                        joiner.consistent =
+                            seen.allSatisfy { UInt64($0.state.value) == $0.sequence } && seen.first?.isSnapshot == true
                             && seen.dropFirst().allSatisfy { !$0.isSnapshot }
                         joiner.resyncs = view.resynchronisations
                     } catch {
@@ -93,13 +106,17 @@ struct ReactorHostServiceTests {
         #expect(results.joiners.count == 3)
         for joiner in results.joiners {
             #expect(joiner.error == nil)
-            #expect(joiner.sequences == Array(joiner.first...UInt64(total)), "snapshot \(joiner.first), then every later sequence once")
+            #expect(
+                joiner.sequences == Array(joiner.first...UInt64(total)),
+                "snapshot \(joiner.first), then every later sequence once")
             #expect(joiner.consistent, "each state's value equals its sequence; only the first is a snapshot")
             #expect(joiner.resyncs == 0)
         }
     }
 
-    @Test("Bad actions are refused with diagnostics, to the sender and on the states endpoint, and the host keeps serving")
+    @Test(
+        "Bad actions are refused with diagnostics, to the sender and on the states endpoint, and the host keeps serving"
+    )
     func refusals() async throws {
         struct Outcome: Sendable {
             var refusals: [String: String] = [:]
@@ -117,11 +134,17 @@ struct ReactorHostServiceTests {
             let unknownName = try tally.send("explode")
             let wrongType = try tally.send("add", ["n": "three"])
             let nobody = try ReactorView(reactorID: "tally", actionsEndpoint: host.actions, statesEndpoint: host.states)
-            let unknownReactor = try ReactorView(reactorID: "nothing", actionsEndpoint: host.actions, statesEndpoint: host.states)
+            let unknownReactor = try ReactorView(
+                reactorID: "nothing", actionsEndpoint: host.actions, statesEndpoint: host.states)
             let missing = try unknownReactor.send("add", ["n": 1])
             outcome.acknowledged = try tally.waitForAcknowledgement() && unknownReactor.waitForAcknowledgement()
-            for (label, view, sequence) in [("unknown-name", tally, unknownName), ("wrong-type", tally, wrongType), ("unknown-reactor", unknownReactor, missing)] {
-                if let refusal = view.refusal(for: sequence) { outcome.refusals[label] = "\(refusal.reason): \(refusal.message)" }
+            for (label, view, sequence) in [
+                ("unknown-name", tally, unknownName), ("wrong-type", tally, wrongType),
+                ("unknown-reactor", unknownReactor, missing),
+            ] {
+                if let refusal = view.refusal(for: sequence) {
+                    outcome.refusals[label] = "\(refusal.reason): \(refusal.message)"
+                }
             }
             // A malformed message from a raw socket: an envelope of 2 bytes.
             let context = try Context(defaultLinger: 500)
@@ -132,7 +155,9 @@ struct ReactorHostServiceTests {
             while outcome.published.count < 4, ContinuousClock.now < deadline,
                 let received = try diagnostics.next(timeout: ContinuousClock.now.duration(to: deadline))
             {
-                if case .message(.diagnostic(let diagnostic)) = received { outcome.published.append(diagnostic.reason.rawValue) }
+                if case .message(.diagnostic(let diagnostic)) = received {
+                    outcome.published.append(diagnostic.reason.rawValue)
+                }
             }
             // Still serving.
             try nobody.send("add", ["n": 5])
@@ -141,7 +166,9 @@ struct ReactorHostServiceTests {
             return outcome
         }
         #expect(outcome.acknowledged, "refused actions are acknowledged too")
-        #expect(outcome.refusals["unknown-name"] == "bad-action: tally cannot map action explode: no action named 'explode'")
+        #expect(
+            outcome.refusals["unknown-name"] == "bad-action: tally cannot map action explode: no action named 'explode'"
+        )
         let wrongType = outcome.refusals["wrong-type"] ?? ""
         #expect(wrongType.hasPrefix("bad-action: tally cannot map action add(n: \"three\"): n:"), "\(wrongType)")
         #expect(outcome.refusals["unknown-reactor"] == "unknown-reactor: no reactor nothing on reactor host test")
@@ -165,40 +192,51 @@ struct ReactorHostServiceTests {
             let unknown = try view.send("explode")
             try view.send("set", ["n": 4])
             let deadline = ContinuousClock.now + .seconds(10)
-            while ContinuousClock.now < deadline, let received = try view.next(timeout: ContinuousClock.now.duration(to: deadline)) {
+            while ContinuousClock.now < deadline,
+                let received = try view.next(timeout: ContinuousClock.now.duration(to: deadline))
+            {
                 outcome.states.append(received.state)
                 if received.state.mapValue?["n"] == .int(4) { break }
             }
             _ = try view.waitForAcknowledgement()
             for sequence in [wrongType, unknown] {
-                if let refusal = view.refusal(for: sequence) { outcome.refusals.append("\(refusal.reason): \(refusal.message)") }
+                if let refusal = view.refusal(for: sequence) {
+                    outcome.refusals.append("\(refusal.reason): \(refusal.message)")
+                }
             }
             return outcome
         }
-        #expect(!outcome.states.isEmpty && outcome.states.allSatisfy { $0.mapValue?["wired"] == true }, "snapshot and states")
+        #expect(
+            !outcome.states.isEmpty && outcome.states.allSatisfy { $0.mapValue?["wired"] == true },
+            "snapshot and states")
         #expect(outcome.states.last == .map(["n": 4, "wired": true]))
-        #expect(outcome.refusals == [
-            "bad-params: wired cannot map action set(n: \"four\"): param n is not an integer",
-            "bad-action: wired cannot map action explode: no action named 'explode'",
-        ])
+        #expect(
+            outcome.refusals == [
+                "bad-params: wired cannot map action set(n: \"four\"): param n is not an integer",
+                "bad-action: wired cannot map action explode: no action named 'explode'",
+            ])
     }
 
     @Test("A resent (source, sequence) is applied once")
     func duplicatesAreAppliedOnce() async throws {
-        let (value, duplicates) = try await withReactorHost(testRegistry(), serves: allIDs) { config, service -> (Int, Int) in
+        let (value, duplicates) = try await withReactorHost(testRegistry(), serves: allIDs) {
+            config, service -> (Int, Int) in
             let host = config.reactors["test"]!
             let context = try Context(defaultLinger: 500)
             let raw = try context.socket(.dealer)
             try raw.connect(host.actions)
             let action = ActionMessage(
-                reactorID: "tally", envelope: Envelope(kind: .action, contentType: .json, sequence: 1, source: "resender#1"), name: "add",
+                reactorID: "tally",
+                envelope: Envelope(kind: .action, contentType: .json, sequence: 1, source: "resender#1"), name: "add",
                 params: ["n": 10])
             for _ in 0..<3 { try raw.send(message: try action.encoded()) }
             var acked = false
             var buffer = FrameBuffer()
             let deadline = ContinuousClock.now + .seconds(10)
             while !acked, ContinuousClock.now < deadline, try raw.receive(into: &buffer, mode: .within(.seconds(1))) {
-                if case .ack(let ack) = try WireMessage.decode(from: buffer), ack.acknowledgedSequence == 1 { acked = service.counters.duplicates == 2 }
+                if case .ack(let ack) = try WireMessage.decode(from: buffer), ack.acknowledgedSequence == 1 {
+                    acked = service.counters.duplicates == 2
+                }
             }
             let view = try ReactorView(reactorID: "tally", config: config)
             let snapshot = try view.next(TallyReactor.State.self, timeout: .seconds(10))
@@ -210,7 +248,8 @@ struct ReactorHostServiceTests {
 
     @Test("A family member is created on first use; an id the factory rejects is unknown")
     func familyMembers() async throws {
-        let (member, error) = try await withReactorHost(testRegistry(), serves: allIDs) { config, _ -> (ItemReactor.State?, String?) in
+        let (member, error) = try await withReactorHost(testRegistry(), serves: allIDs) {
+            config, _ -> (ItemReactor.State?, String?) in
             let item = try ReactorView(reactorID: "item/7", config: config)
             let snapshot = try item.next(ItemReactor.State.self, timeout: .seconds(10))
             try item.send("touch")
@@ -236,7 +275,8 @@ struct ReactorHostServiceTests {
             guard try view.waitForAcknowledgement() else { return nil }
             var frames: [[UInt8]] = []
             guard try ingress.receive(into: &frames, mode: .within(.seconds(10))) else { return nil }
-            guard case .step(let step) = try WireMessage.decode(from: FrameBuffer(frames: Array(frames.dropFirst()))) else { return nil }
+            guard case .step(let step) = try WireMessage.decode(from: FrameBuffer(frames: Array(frames.dropFirst())))
+            else { return nil }
             return step
         }
         #expect(step?.stepperID == "greeter")
@@ -251,7 +291,8 @@ struct ReactorHostServiceTests {
             endpoints: .init(ingress: "inproc://i", events: "inproc://e", control: "inproc://c"),
             reactors: ["demo": .init(actions: "inproc://a", states: "inproc://s", serves: ["counter"])])
         #expect(throws: ConfigError.self) {
-            try ReactorHostService(hostName: "other", config: config, reactors: ReactorRegistry(), logger: .init(label: "test"))
+            try ReactorHostService(
+                hostName: "other", config: config, reactors: ReactorRegistry(), logger: .init(label: "test"))
         }
     }
 }

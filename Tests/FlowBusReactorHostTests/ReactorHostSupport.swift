@@ -19,18 +19,25 @@ func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async thr
 /// `body` on a thread with the config, then stops the host. Assert on what `body` returns (in the
 /// test's task), not inside it.
 func withReactorHost<T: Sendable>(
-    _ reactors: ReactorRegistry, serves: [String], body: @escaping @Sendable (FlowBusConfig, ReactorHostService) throws -> T
+    _ reactors: ReactorRegistry, serves: [String],
+    body: @escaping @Sendable (FlowBusConfig, ReactorHostService) throws -> T
 ) async throws -> T {
-    let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("fbrh-\(UUID().uuidString.prefix(8))")
+    let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
+        "fbrh-\(UUID().uuidString.prefix(8))")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
     let run = directory.path
     let config = FlowBusConfig(
-        endpoints: .init(ingress: "ipc://\(run)/ingress.sock", events: "ipc://\(run)/events.sock", control: "ipc://\(run)/control.sock"),
+        endpoints: .init(
+            ingress: "ipc://\(run)/ingress.sock", events: "ipc://\(run)/events.sock",
+            control: "ipc://\(run)/control.sock"),
         heartbeatMilliseconds: 20,
-        reactors: ["test": .init(actions: "ipc://\(run)/actions.sock", states: "ipc://\(run)/states.sock", serves: serves)])
+        reactors: [
+            "test": .init(actions: "ipc://\(run)/actions.sock", states: "ipc://\(run)/states.sock", serves: serves)
+        ])
     let service = try ReactorHostService(
-        hostName: "test", config: config, reactors: reactors, logger: Logger(label: "reactor-host-test") { _ in SwiftLogNoOpLogHandler() })
+        hostName: "test", config: config, reactors: reactors,
+        logger: Logger(label: "reactor-host-test") { _ in SwiftLogNoOpLogHandler() })
     let task = Task { try await service.run() }
     let result: T
     do {
@@ -148,7 +155,8 @@ final class WiredReactor: Reactor {
         case set(n: Int64)
 
         init(from decoder: any Decoder) throws {
-            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "Codable is not used for wired actions"))
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: [], debugDescription: "Codable is not used for wired actions"))
         }
 
         init(wireName name: String, params: WireParams) throws(WireError) {
@@ -161,7 +169,8 @@ final class WiredReactor: Reactor {
         var n: Int64 = 0
 
         func encode(to encoder: any Encoder) throws {
-            throw EncodingError.invalidValue(n, .init(codingPath: [], debugDescription: "Codable is not used for wired states"))
+            throw EncodingError.invalidValue(
+                n, .init(codingPath: [], debugDescription: "Codable is not used for wired states"))
         }
 
         var wireValue: WireValue { .map(["n": .int(n), "wired": .bool(true)]) }

@@ -1,13 +1,16 @@
-@testable import FlowBusReactorHost
 import FlowBusClient
 import FlowBusConfiguration
 import FlowBusWire
 import Foundation
 import Testing
 
+@testable import FlowBusReactorHost
+
 @Suite("Reactor host persistence: config, database, de-duplication ledger")
 struct ReactorPersistenceTests {
-    @Test("persistence: is read from the config; a relative database path is resolved against the config file's directory")
+    @Test(
+        "persistence: is read from the config; a relative database path is resolved against the config file's directory"
+    )
     func configParses() throws {
         let yaml = """
             endpoints: { ingress: "ipc:///tmp/i", events: "ipc:///tmp/e", control: "ipc:///tmp/c" }
@@ -35,13 +38,18 @@ struct ReactorPersistenceTests {
 
     @Test("the database saves states and sources in one transaction and reads them back")
     func databaseRoundTrip() throws {
-        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("fbrp-\(UUID().uuidString.prefix(8))")
+        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
+            "fbrp-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let spec = ReactorPersistenceSpec(database: directory.appendingPathComponent("r.sqlite").path, reactors: ["counter"], synchronous: .normal)
+        let spec = ReactorPersistenceSpec(
+            database: directory.appendingPathComponent("r.sqlite").path, reactors: ["counter"], synchronous: .normal)
         do {
             let database = try ReactorStateDatabase(spec: spec)
-            try database.save(states: [("counter", 3, ["value": 1, "isLoading": false])], sources: ["view:counter#1": 2])
-            try database.save(states: [("counter", 6, ["value": 2, "isLoading": false])], sources: ["view:counter#1": 4, "view:counter#2": 1])
+            try database.save(
+                states: [("counter", 3, ["value": 1, "isLoading": false])], sources: ["view:counter#1": 2])
+            try database.save(
+                states: [("counter", 6, ["value": 2, "isLoading": false])],
+                sources: ["view:counter#1": 4, "view:counter#2": 1])
         }
         let reopened = try ReactorStateDatabase(spec: spec)
         let loaded = try reopened.load()

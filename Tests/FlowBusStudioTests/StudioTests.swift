@@ -3,9 +3,12 @@ import FlowBusStudio
 import FlowBusWire
 import Testing
 
-private func command(_ verb: NavigationVerb, _ target: String, in container: String = "", _ kind: PresentableKind = .screen) -> NavigationCommandMessage {
+private func command(
+    _ verb: NavigationVerb, _ target: String, in container: String = "", _ kind: PresentableKind = .screen
+) -> NavigationCommandMessage {
     NavigationCommandMessage(
-        envelope: Envelope(kind: .navigationCommand, sequence: 1, source: "flowd#t"), flow: "F", verb: verb, target: target,
+        envelope: Envelope(kind: .navigationCommand, sequence: 1, source: "flowd#t"), flow: "F", verb: verb,
+        target: target,
         container: container, presentableKind: kind)
 }
 
@@ -23,7 +26,7 @@ private func node(_ value: WireValue?, _ path: [Int]) -> [String: WireValue]? {
     replay.apply(command(.push, "wishlist/movies", in: "wishlist"))
     replay.apply(command(.push, "watched/movies", in: "watched"))
     var root = replay.flows.listValue?.first?.mapValue?["root"]
-    #expect(node(root, [0, 0, 0])?["visible"] == .bool(true))   // the selected tab's list
+    #expect(node(root, [0, 0, 0])?["visible"] == .bool(true))  // the selected tab's list
     #expect(node(root, [0, 1, 0])?["visible"] == .bool(false))  // the other tab's list
     replay.apply(command(.selectTab, "watched", in: "dashboard", .stack))
     replay.apply(command(.present, "settings", in: "main", .stack))
@@ -56,7 +59,7 @@ private func node(_ value: WireValue?, _ path: [Int]) -> [String: WireValue]? {
     let batch = hub.drain(page)
     #expect(batch.events.count == 20)
     #expect(batch.dropped == 980)
-    #expect(batch.events.last?.id == 1000)   // the newest are the ones sent
+    #expect(batch.events.last?.id == 1000)  // the newest are the ones sent
     #expect(hub.connect().recent.count == 10)
     #expect(hub.drain(page).isEmpty)
 }
@@ -78,7 +81,9 @@ private func node(_ value: WireValue?, _ path: [Int]) -> [String: WireValue]? {
 
 @Test func foxgloveFramesAndClientPublish() {
     var bridge = FoxgloveBridge()
-    #expect(bridge.handle(text: #"{"op":"subscribe","subscriptions":[{"id":7,"channelId":2}]}"#, allowPublish: false) == .handled)
+    #expect(
+        bridge.handle(text: #"{"op":"subscribe","subscriptions":[{"id":7,"channelId":2}]}"#, allowPublish: false)
+            == .handled)
     #expect(bridge.subscribers(of: 2) == [7])
     let state = bridge.channel(kind: "state", reactor: "counter")
     #expect(state.new?.topic == "/flowbus/states/counter")
@@ -86,23 +91,35 @@ private func node(_ value: WireValue?, _ path: [Int]) -> [String: WireValue]? {
     let frame = FoxgloveBridge.messageData(subscription: 7, timestampNanoseconds: 258, payload: "{}")
     #expect(frame == [1, 7, 0, 0, 0, 2, 1, 0, 0, 0, 0, 0, 0] + Array("{}".utf8))
 
-    let advertise = #"{"op":"advertise","channels":[{"id":3,"topic":"/flowbus/step","encoding":"json","schemaName":"s"}]}"#
-    if case .problem = bridge.handle(text: advertise, allowPublish: false) {} else { Issue.record("publishing must be refused when off") }
+    let advertise =
+        #"{"op":"advertise","channels":[{"id":3,"topic":"/flowbus/step","encoding":"json","schemaName":"s"}]}"#
+    if case .problem = bridge.handle(text: advertise, allowPublish: false) {
+    } else {
+        Issue.record("publishing must be refused when off")
+    }
     #expect(bridge.handle(text: advertise, allowPublish: true) == .handled)
     let payload = Array(#"{"stepper":"apikey","step":"apiKeyIsComplete","params":{"n":1}}"#.utf8)
-    #expect(bridge.handle(binary: [1, 3, 0, 0, 0] + payload, allowPublish: true)
-        == .publish(.step(stepper: "apikey", name: "apiKeyIsComplete", params: ["n": 1])))
-    if case .problem = bridge.handle(binary: [1, 9, 0, 0, 0] + payload, allowPublish: true) {} else { Issue.record("unadvertised channel accepted") }
+    #expect(
+        bridge.handle(binary: [1, 3, 0, 0, 0] + payload, allowPublish: true)
+            == .publish(.step(stepper: "apikey", name: "apiKeyIsComplete", params: ["n": 1])))
+    if case .problem = bridge.handle(binary: [1, 9, 0, 0, 0] + payload, allowPublish: true) {
+    } else {
+        Issue.record("unadvertised channel accepted")
+    }
 }
 
 @Test func eventsDescribeRefusalsWithTheirStepper() {
     let diagnostic = DiagnosticMessage(
-        envelope: Envelope(kind: .diagnostic, sequence: 3, source: "flowd#t"), reason: DiagnosticReason(rawValue: "not-visible"),
+        envelope: Envelope(kind: .diagnostic, sequence: 3, source: "flowd#t"),
+        reason: DiagnosticReason(rawValue: "not-visible"),
         message: "hidden", details: ["stepper": "watched/movies", "step": "moviePicked"])
     let event = StudioEvent.describe(.diagnostic(diagnostic), endpoint: "events")
     #expect(event?["kind"] == .string("diagnostic"))
     #expect(event?["reason"] == .string("not-visible"))
     #expect(event?["stepper"] == .string("watched/movies"))
-    #expect(StudioEvent.describe(.heartbeat(Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: 0, source: "x"))), endpoint: "events") == nil)
+    #expect(
+        StudioEvent.describe(
+            .heartbeat(Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: 0, source: "x"))), endpoint: "events")
+            == nil)
 }
 #endif

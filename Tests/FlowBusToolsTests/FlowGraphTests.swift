@@ -8,23 +8,24 @@ struct FlowGraphTests {
     let config: FlowBusConfig
 
     init() throws {
-        config = try FlowBusConfig.parse(yaml: """
-            endpoints: { ingress: ipc://a, events: ipc://b, control: ipc://c }
-            coordinator: { flow: Main, step: start }
-            flows:
-              Main:
-                steps:
-                  start:
-                    - setRoot: { screen: list, stepper: list }
-                  settings:
-                    - present: { flow: Settings, step: open }
-              Settings:
-                steps:
-                  open:
-                    - push: { screen: "settings/{id}" }
-                  done:
-                    - end: closed
-            """, environment: [:])
+        config = try FlowBusConfig.parse(
+            yaml: """
+                endpoints: { ingress: ipc://a, events: ipc://b, control: ipc://c }
+                coordinator: { flow: Main, step: start }
+                flows:
+                  Main:
+                    steps:
+                      start:
+                        - setRoot: { screen: list, stepper: list }
+                      settings:
+                        - present: { flow: Settings, step: open }
+                  Settings:
+                    steps:
+                      open:
+                        - push: { screen: "settings/{id}" }
+                      done:
+                        - end: closed
+                """, environment: [:])
     }
 
     @Test("Declared flows draw steps, screens, child flows and ends")

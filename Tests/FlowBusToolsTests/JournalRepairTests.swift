@@ -8,7 +8,9 @@ import Testing
 @Suite("Journal repair: check and salvage")
 struct JournalRepairTests {
     static func tick(_ n: Int64) throws -> StepJournal.Record {
-        .init(kind: .step, target: "load", name: "tick", params: Data(try FBV.encode(.map(["n": .int(n)]))), source: "s#1", sequence: UInt64(n))
+        .init(
+            kind: .step, target: "load", name: "tick", params: Data(try FBV.encode(.map(["n": .int(n)]))),
+            source: "s#1", sequence: UInt64(n))
     }
 
     static func withJournal(_ body: (String, StepJournal) throws -> Void) throws {

@@ -70,7 +70,8 @@ final class CodableChild: CodableBase {
         #expect(try WireValueDecoder().decode(Movie.self, from: value) == sampleMovie)
         var withDirector = sampleMovie
         withDirector.director = "Jeunet"
-        #expect(try WireValueDecoder().decode(Movie.self, from: WireValueEncoder().encode(withDirector)) == withDirector)
+        #expect(
+            try WireValueDecoder().decode(Movie.self, from: WireValueEncoder().encode(withDirector)) == withDirector)
     }
 
     @Test func sameShapeAsFoundationJSON() throws {
@@ -97,17 +98,22 @@ final class CodableChild: CodableBase {
             #expect(form.params == params)
             #expect(try decodeCanonical(MovieStep.self, name: name, params: params) == step)
         }
-        #expect(try WireValueEncoder().encode(MovieStep.moviePicked(withId: 23452)) == ["moviePicked": ["withId": 23452]])
+        #expect(
+            try WireValueEncoder().encode(MovieStep.moviePicked(withId: 23452)) == ["moviePicked": ["withId": 23452]])
         #expect(try WireValueEncoder().encode(MovieStep.settings) == ["settings": [:]])
         let detail = try canonicalForm(MovieStep.movieDetail(movie: sampleMovie))
-        #expect(try decodeCanonical(MovieStep.self, name: detail.name, params: detail.params) == .movieDetail(movie: sampleMovie))
+        #expect(
+            try decodeCanonical(MovieStep.self, name: detail.name, params: detail.params)
+                == .movieDetail(movie: sampleMovie))
     }
 
     @Test func canonicalThroughTheWire() throws {
         // Swift enum → step message (FBV and JSON) → decode → Swift enum.
         for contentType in [ContentType.json, .fbv] {
             let (name, params) = try canonicalForm(MovieStep.castPicked(withId: 5, name: "Mathieu"))
-            let buffer = try StepMessage(stepperID: "cast", envelope: envelope(.step, contentType), name: name, params: params).encoded()
+            let buffer = try StepMessage(
+                stepperID: "cast", envelope: envelope(.step, contentType), name: name, params: params
+            ).encoded()
             let view = try NamedMessageView.decode(from: buffer)
             let step = try decodeCanonical(MovieStep.self, name: view.name, params: try view.params.decodeParams())
             #expect(step == .castPicked(withId: 5, name: "Mathieu"))
@@ -126,7 +132,9 @@ final class CodableChild: CodableBase {
         enum Odd: Codable { case café }
         #expect(throws: WireError.self) { try canonicalForm(Odd.café) }
         #expect(throws: DecodingError.self) { try decodeCanonical(MovieStep.self, name: "unknownStep", params: [:]) }
-        #expect(throws: DecodingError.self) { try decodeCanonical(MovieStep.self, name: "moviePicked", params: ["withId": "x"]) }
+        #expect(throws: DecodingError.self) {
+            try decodeCanonical(MovieStep.self, name: "moviePicked", params: ["withId": "x"])
+        }
         #expect(throws: DecodingError.self) { try decodeCanonical(MovieStep.self, name: "moviePicked", params: [:]) }
         #expect(throws: DecodingError.self) { try decodeCanonical(Tab.self, name: "profile", params: [:]) }
     }

@@ -8,9 +8,11 @@ struct CommandLineParamsTests {
         let params = try CommandLineParams.parse([
             "id=23452", "ratio=0.5", "big=1e3", "ok=true", "title=Heat", "code:=\"23\"", "tags:=[1,2]", "neg=-4",
         ])
-        #expect(params == [
-            "id": 23452, "ratio": 0.5, "big": 1000.0, "ok": true, "title": "Heat", "code": "23", "tags": [1, 2], "neg": -4,
-        ])
+        #expect(
+            params == [
+                "id": 23452, "ratio": 0.5, "big": 1000.0, "ok": true, "title": "Heat", "code": "23", "tags": [1, 2],
+                "neg": -4,
+            ])
     }
 
     @Test("Malformed arguments are refused with what is wrong")

@@ -12,43 +12,95 @@ enum Golden {
     static let timestamp: Int64 = 1_700_000_000_000_000  // 2023-11-14T22:13:20Z
     static let messageID = MessageID(hex: "00112233445566778899aabbccddeeff")!
 
-    static func envelope(_ kind: MessageKind, _ contentType: ContentType, _ sequence: UInt64, _ source: String) -> Envelope {
-        Envelope(kind: kind, contentType: contentType, sequence: sequence, timestamp: timestamp, messageID: messageID, source: source)
+    static func envelope(
+        _ kind: MessageKind, _ contentType: ContentType, _ sequence: UInt64, _ source: String
+    ) -> Envelope {
+        Envelope(
+            kind: kind, contentType: contentType, sequence: sequence, timestamp: timestamp, messageID: messageID,
+            source: source)
     }
 
     static let counterState: WireValue = ["value": 3, "isLoading": false, "label": "três"]
 
     static let vectors: [(file: String, message: WireMessage)] = [
-        ("step-moviePicked-json", .step(StepMessage(
-            stepperID: "movie-list", envelope: envelope(.step, .json, 1, "movie-list#5f3a"), name: "moviePicked",
-            params: ["withMovieId": 23452]))),
-        ("step-moviePicked-fbv", .step(StepMessage(
-            stepperID: "movie-list", envelope: envelope(.step, .fbv, 1, "movie-list#5f3a"), name: "moviePicked",
-            params: ["withMovieId": 23452]))),
-        ("step-settings-noparams", .step(StepMessage(
-            stepperID: "movie-list", envelope: envelope(.step, .none, 2, "movie-list#5f3a"), name: "settings"))),
-        ("action-increase-json", .action(ActionMessage(
-            reactorID: "counter", envelope: envelope(.action, .json, 7, "counter-view#a1"), name: "increase", params: ["by": 1]))),
-        ("state-counter-fbv", .state(StateMessage(
-            reactorID: "counter", envelope: envelope(.state, .fbv, 3, "counter-host#77"), state: counterState))),
-        ("snapshot-counter-json", .snapshot(SnapshotMessage(
-            reactorID: "counter", envelope: envelope(.snapshot, .json, 3, "counter-host#77"), state: counterState))),
-        ("didNavigate-movies-json", .navigation(NavigationEventMessage(
-            phase: .did, envelope: envelope(.didNavigate, .json, 12, "flowd#1"), flow: "movies", stepName: "moviePicked",
-            params: ["withMovieId": 23452], presentableID: "movie/23452"))),
-        ("navigationCommand-push", .navigationCommand(NavigationCommandMessage(
-            envelope: envelope(.navigationCommand, .none, 13, "flowd#1"), flow: "movies", verb: .push,
-            target: "movie/23452", container: "movies-stack", presentableKind: .screen))),
-        ("diagnostic-unbound-stepper-json", .diagnostic(DiagnosticMessage(
-            envelope: envelope(.diagnostic, .json, 14, "flowd#1"), reason: .unboundStepper,
-            message: "stepper movie-list is not bound to a flow",
-            details: ["source": "movie-list#5f3a", "sequence": 1, "stepper": "movie-list", "topic": "step/movie-list"]))),
-        ("ack-movie-list", .ack(Ack(
-            envelope: envelope(.ack, .none, 15, "flowd#1"), acknowledgedSource: "movie-list#5f3a", acknowledgedSequence: 2))),
+        (
+            "step-moviePicked-json",
+            .step(
+                StepMessage(
+                    stepperID: "movie-list", envelope: envelope(.step, .json, 1, "movie-list#5f3a"),
+                    name: "moviePicked",
+                    params: ["withMovieId": 23452]))
+        ),
+        (
+            "step-moviePicked-fbv",
+            .step(
+                StepMessage(
+                    stepperID: "movie-list", envelope: envelope(.step, .fbv, 1, "movie-list#5f3a"), name: "moviePicked",
+                    params: ["withMovieId": 23452]))
+        ),
+        (
+            "step-settings-noparams",
+            .step(
+                StepMessage(
+                    stepperID: "movie-list", envelope: envelope(.step, .none, 2, "movie-list#5f3a"), name: "settings"))
+        ),
+        (
+            "action-increase-json",
+            .action(
+                ActionMessage(
+                    reactorID: "counter", envelope: envelope(.action, .json, 7, "counter-view#a1"), name: "increase",
+                    params: ["by": 1]))
+        ),
+        (
+            "state-counter-fbv",
+            .state(
+                StateMessage(
+                    reactorID: "counter", envelope: envelope(.state, .fbv, 3, "counter-host#77"), state: counterState))
+        ),
+        (
+            "snapshot-counter-json",
+            .snapshot(
+                SnapshotMessage(
+                    reactorID: "counter", envelope: envelope(.snapshot, .json, 3, "counter-host#77"),
+                    state: counterState))
+        ),
+        (
+            "didNavigate-movies-json",
+            .navigation(
+                NavigationEventMessage(
+                    phase: .did, envelope: envelope(.didNavigate, .json, 12, "flowd#1"), flow: "movies",
+                    stepName: "moviePicked",
+                    params: ["withMovieId": 23452], presentableID: "movie/23452"))
+        ),
+        (
+            "navigationCommand-push",
+            .navigationCommand(
+                NavigationCommandMessage(
+                    envelope: envelope(.navigationCommand, .none, 13, "flowd#1"), flow: "movies", verb: .push,
+                    target: "movie/23452", container: "movies-stack", presentableKind: .screen))
+        ),
+        (
+            "diagnostic-unbound-stepper-json",
+            .diagnostic(
+                DiagnosticMessage(
+                    envelope: envelope(.diagnostic, .json, 14, "flowd#1"), reason: .unboundStepper,
+                    message: "stepper movie-list is not bound to a flow",
+                    details: [
+                        "source": "movie-list#5f3a", "sequence": 1, "stepper": "movie-list", "topic": "step/movie-list",
+                    ]))
+        ),
+        (
+            "ack-movie-list",
+            .ack(
+                Ack(
+                    envelope: envelope(.ack, .none, 15, "flowd#1"), acknowledgedSource: "movie-list#5f3a",
+                    acknowledgedSequence: 2))
+        ),
         ("heartbeat-flowd", .heartbeat(Heartbeat(envelope: envelope(.heartbeat, .none, 16, "flowd#1")))),
     ]
 
-    static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures")
+    static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+        "Fixtures")
 
     static func url(_ name: String) -> URL { directory.appendingPathComponent(name + ".hex") }
 
@@ -103,7 +155,8 @@ enum Golden {
     @Test func stepVectorSpelledOut() throws {
         // An independent spelling of the JSON step, byte by byte, so the fixture cannot drift
         // together with the encoder unnoticed.
-        let frames = try #require(Golden.parse(try String(contentsOf: Golden.url("step-moviePicked-json"), encoding: .utf8)))
+        let frames = try #require(
+            Golden.parse(try String(contentsOf: Golden.url("step-moviePicked-json"), encoding: .utf8)))
         #expect(frames.count == 4)
         #expect(frames[0] == Array("step/movie-list".utf8))
         var envelope: [UInt8] = [0x01, 0x01, 0x01, 0x00]
@@ -114,7 +167,9 @@ enum Golden {
         #expect(frames[1] == envelope)
         #expect(frames[2] == Array("moviePicked".utf8))
         #expect(frames[3] == Array(#"{"withMovieId":23452}"#.utf8))
-        let fbv = try #require(Golden.parse(try String(contentsOf: Golden.url("step-moviePicked-fbv"), encoding: .utf8)))
-        #expect(fbv[3] == [0x07, 0, 0, 0, 1, 0, 11] + Array("withMovieId".utf8) + [0x03, 0, 0, 0, 0, 0, 0, 0x5B, 0x9C])
+        let fbv = try #require(
+            Golden.parse(try String(contentsOf: Golden.url("step-moviePicked-fbv"), encoding: .utf8)))
+        #expect(
+            fbv[3] == [0x07, 0, 0, 0, 1, 0, 11] + Array("withMovieId".utf8) + [0x03, 0, 0, 0, 0, 0, 0, 0x5B, 0x9C])
     }
 }

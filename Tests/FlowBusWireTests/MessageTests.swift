@@ -8,7 +8,9 @@ let fixedID = MessageID(hex: "0123456789abcdef0123456789abcdef")!
 func envelope(
     _ kind: MessageKind, _ contentType: ContentType = .json, sequence: UInt64 = 1, source: String = "movie-list#5f3a"
 ) -> Envelope {
-    Envelope(kind: kind, contentType: contentType, sequence: sequence, timestamp: fixedTimestamp, messageID: fixedID, source: source)
+    Envelope(
+        kind: kind, contentType: contentType, sequence: sequence, timestamp: fixedTimestamp, messageID: fixedID,
+        source: source)
 }
 
 let richParams: WireParams = [
@@ -21,29 +23,63 @@ func everyMessage() -> [WireMessage] {
     var messages: [WireMessage] = []
     for contentType in [ContentType.json, .fbv] {
         messages += [
-            .step(StepMessage(stepperID: "movie-list", envelope: envelope(.step, contentType), name: "moviePicked", params: richParams)),
-            .deepLink(DeepLinkMessage(envelope: envelope(.deepLink, contentType), name: "movie:detail", params: ["id": 7])),
-            .action(ActionMessage(reactorID: "counter/1", envelope: envelope(.action, contentType), name: "increase", params: ["by": 2])),
-            .state(StateMessage(reactorID: "counter", envelope: envelope(.state, contentType, sequence: 9), state: ["value": 3, "list": [nil, true]])),
-            .snapshot(SnapshotMessage(reactorID: "counter", envelope: envelope(.snapshot, contentType, sequence: 9), state: .string("scalar state"))),
-            .navigation(NavigationEventMessage(phase: .will, envelope: envelope(.willNavigate, contentType), flow: "movies", stepName: "moviePicked", params: ["withMovieId": 23452], presentableID: "movie/23452")),
-            .navigation(NavigationEventMessage(phase: .did, envelope: envelope(.didNavigate, contentType), flow: "movies", stepName: "settings")),
-            .diagnostic(DiagnosticMessage(envelope: envelope(.diagnostic, contentType), reason: .unboundStepper, message: "stepper x is not bound", details: ["stepper": "x", "sequence": 4])),
-            .statusReply(StatusReply(envelope: envelope(.statusReply, .json), status: ["flows": ["movies"], "uptime": 1.5])),
-            .statusRequest(StatusRequest(
-                envelope: envelope(.statusRequest, contentType), params: ["sections": ["peers"], "peers": ["offset": 100, "limit": 50]])),
+            .step(
+                StepMessage(
+                    stepperID: "movie-list", envelope: envelope(.step, contentType), name: "moviePicked",
+                    params: richParams)),
+            .deepLink(
+                DeepLinkMessage(envelope: envelope(.deepLink, contentType), name: "movie:detail", params: ["id": 7])),
+            .action(
+                ActionMessage(
+                    reactorID: "counter/1", envelope: envelope(.action, contentType), name: "increase",
+                    params: ["by": 2])),
+            .state(
+                StateMessage(
+                    reactorID: "counter", envelope: envelope(.state, contentType, sequence: 9),
+                    state: ["value": 3, "list": [nil, true]])),
+            .snapshot(
+                SnapshotMessage(
+                    reactorID: "counter", envelope: envelope(.snapshot, contentType, sequence: 9),
+                    state: .string("scalar state"))),
+            .navigation(
+                NavigationEventMessage(
+                    phase: .will, envelope: envelope(.willNavigate, contentType), flow: "movies",
+                    stepName: "moviePicked", params: ["withMovieId": 23452], presentableID: "movie/23452")),
+            .navigation(
+                NavigationEventMessage(
+                    phase: .did, envelope: envelope(.didNavigate, contentType), flow: "movies", stepName: "settings")),
+            .diagnostic(
+                DiagnosticMessage(
+                    envelope: envelope(.diagnostic, contentType), reason: .unboundStepper,
+                    message: "stepper x is not bound", details: ["stepper": "x", "sequence": 4])),
+            .statusReply(
+                StatusReply(envelope: envelope(.statusReply, .json), status: ["flows": ["movies"], "uptime": 1.5])),
+            .statusRequest(
+                StatusRequest(
+                    envelope: envelope(.statusRequest, contentType),
+                    params: ["sections": ["peers"], "peers": ["offset": 100, "limit": 50]])),
         ]
     }
     messages += [
         .step(StepMessage(stepperID: "s", envelope: envelope(.step, .none), name: "settings")),
         .step(StepMessage(stepperID: "s", envelope: envelope(.step, .fbv), name: "settings", params: [:])),
         .snapshotRequest(SnapshotRequest(reactorID: "counter", envelope: envelope(.snapshotRequest, .none))),
-        .navigationCommand(NavigationCommandMessage(envelope: envelope(.navigationCommand, .none), flow: "movies", verb: .push, target: "movie/23452", container: "movies-stack", presentableKind: .screen)),
-        .navigationCommand(NavigationCommandMessage(envelope: envelope(.navigationCommand, .none), flow: "movies", verb: .end, target: "")),
-        .ack(Ack(envelope: envelope(.ack, .none, source: "flowd#1"), acknowledgedSource: "movie-list#5f3a", acknowledgedSequence: .max)),
+        .navigationCommand(
+            NavigationCommandMessage(
+                envelope: envelope(.navigationCommand, .none), flow: "movies", verb: .push, target: "movie/23452",
+                container: "movies-stack", presentableKind: .screen)),
+        .navigationCommand(
+            NavigationCommandMessage(
+                envelope: envelope(.navigationCommand, .none), flow: "movies", verb: .end, target: "")),
+        .ack(
+            Ack(
+                envelope: envelope(.ack, .none, source: "flowd#1"), acknowledgedSource: "movie-list#5f3a",
+                acknowledgedSequence: .max)),
         .heartbeat(Heartbeat(envelope: envelope(.heartbeat, .none, source: "flowd#1"))),
         .statusRequest(StatusRequest(envelope: envelope(.statusRequest, .none))),
-        .presentableReport(PresentableReport(envelope: envelope(.presentableReport, .none), presentableID: "movie/23452", event: .dismissed)),
+        .presentableReport(
+            PresentableReport(
+                envelope: envelope(.presentableReport, .none), presentableID: "movie/23452", event: .dismissed)),
     ]
     return messages
 }
@@ -62,11 +98,14 @@ func everyMessage() -> [WireMessage] {
     @Test func roundTrip() throws {
         for kind in MessageKind.allCases {
             for contentType in ContentType.allCases {
-                let original = Envelope(kind: kind, contentType: contentType, sequence: 42, timestamp: -5, source: "é#1")
+                let original = Envelope(
+                    kind: kind, contentType: contentType, sequence: 42, timestamp: -5, source: "é#1")
                 #expect(try Envelope.decode(try original.encoded()) == original)
             }
         }
-        let long = Envelope(kind: .heartbeat, sequence: .max, timestamp: .min, messageID: .none, source: String(repeating: "x", count: 255))
+        let long = Envelope(
+            kind: .heartbeat, sequence: .max, timestamp: .min, messageID: .none,
+            source: String(repeating: "x", count: 255))
         #expect(try Envelope.decode(try long.encoded()) == long)
     }
 
@@ -78,9 +117,14 @@ func everyMessage() -> [WireMessage] {
 
     @Test func decodeErrors() throws {
         let good = try envelope(.step).encoded()
-        expectWireError(.malformed, "envelope is 12 bytes, at least 38 expected") { () throws(WireError) in _ = try Envelope.decode(Array(good[0..<12])) }
-        expectWireError(.malformed, "envelope is 0 bytes") { () throws(WireError) in _ = try Envelope.decode([UInt8]()) }
-        expectWireError(.malformed, "52 expected") { () throws(WireError) in _ = try Envelope.decode(Array(good.dropLast())) }
+        expectWireError(.malformed, "envelope is 12 bytes, at least 38 expected") { () throws(WireError) in
+            _ = try Envelope.decode(Array(good[0..<12]))
+        }
+        expectWireError(.malformed, "envelope is 0 bytes") { () throws(WireError) in _ = try Envelope.decode([UInt8]())
+        }
+        expectWireError(.malformed, "52 expected") { () throws(WireError) in
+            _ = try Envelope.decode(Array(good.dropLast()))
+        }
         expectWireError(.malformed, "52 expected") { () throws(WireError) in _ = try Envelope.decode(good + [0]) }
         var bad = good
         bad[0] = 2
@@ -101,10 +145,17 @@ func everyMessage() -> [WireMessage] {
         expectWireError(.malformed, "source length is 0") { () throws(WireError) in _ = try Envelope.decode(bad) }
         bad = good
         bad[37] = 0xFF
-        expectWireError(.malformed, "source is not valid UTF-8") { () throws(WireError) in _ = try Envelope.decode(bad) }
-        expectWireError(.oversize, "at most 4") { () throws(WireError) in _ = try Envelope.decode(good, limits: WireLimits(maxSourceBytes: 4)) }
-        expectWireError(.malformed, "source is empty") { () throws(WireError) in _ = try envelope(.step, source: "").encoded() }
-        expectWireError(.oversize, "256 bytes") { () throws(WireError) in _ = try envelope(.step, source: String(repeating: "y", count: 256)).encoded() }
+        expectWireError(.malformed, "source is not valid UTF-8") { () throws(WireError) in _ = try Envelope.decode(bad)
+        }
+        expectWireError(.oversize, "at most 4") { () throws(WireError) in
+            _ = try Envelope.decode(good, limits: WireLimits(maxSourceBytes: 4))
+        }
+        expectWireError(.malformed, "source is empty") { () throws(WireError) in
+            _ = try envelope(.step, source: "").encoded()
+        }
+        expectWireError(.oversize, "256 bytes") { () throws(WireError) in
+            _ = try envelope(.step, source: String(repeating: "y", count: 256)).encoded()
+        }
     }
 
     @Test func messageIDs() {
@@ -128,9 +179,12 @@ func everyMessage() -> [WireMessage] {
         #expect(Topic.willNavigate("movies") == "nav/will/movies")
         #expect(Topic.diagnostic(.unboundStepper) == "diag/unbound-stepper")
         let cases: [(String, Topic.Prefix, String)] = [
-            ("step/movie/42", .step, "movie/42"), ("deeplink/x", .deepLink, "x"), ("diag/oversize", .diagnostic, "oversize"),
-            ("action/counter", .action, "counter"), ("ack/flowd#1", .ack, "flowd#1"), ("state/counter2", .state, "counter2"),
-            ("snapshot/c", .snapshot, "c"), ("nav/will/f", .navWill, "f"), ("nav/did/f/g", .navDid, "f/g"), ("cmd/f", .command, "f"),
+            ("step/movie/42", .step, "movie/42"), ("deeplink/x", .deepLink, "x"),
+            ("diag/oversize", .diagnostic, "oversize"),
+            ("action/counter", .action, "counter"), ("ack/flowd#1", .ack, "flowd#1"),
+            ("state/counter2", .state, "counter2"),
+            ("snapshot/c", .snapshot, "c"), ("nav/will/f", .navWill, "f"), ("nav/did/f/g", .navDid, "f/g"),
+            ("cmd/f", .command, "f"),
             ("hb/s", .heartbeat, "s"), ("status", .status, ""), ("present/p/1", .present, "p/1"),
         ]
         for (topic, prefix, id) in cases {
@@ -139,7 +193,10 @@ func everyMessage() -> [WireMessage] {
             #expect(parsed.map { String($0.id) } == id, "\(topic)")
             #expect(Topic.make(prefix, id: id) == topic)
         }
-        for bad in ["", "step", "step/", "steps/x", "stat", "status/x", "statusx", "nav/x", "nav/will", "nav/will/", "x/y", "Step/x"] {
+        for bad in [
+            "", "step", "step/", "steps/x", "stat", "status/x", "statusx", "nav/x", "nav/will", "nav/will/", "x/y",
+            "Step/x",
+        ] {
             #expect(Topic.parse(bad) == nil, "\(bad)")
         }
         #expect(Topic.Prefix.state.subscription == "state/")
@@ -170,7 +227,9 @@ func everyMessage() -> [WireMessage] {
 
     @Test func encodingReusesStorage() throws {
         var buffer = FrameBuffer(byteCapacity: 1024)
-        let step = StepMessage(stepperID: "movie-list", envelope: envelope(.step, .fbv), name: "moviePicked", params: ["withMovieId": 23452])
+        let step = StepMessage(
+            stepperID: "movie-list", envelope: envelope(.step, .fbv), name: "moviePicked",
+            params: ["withMovieId": 23452])
         try step.encode(into: &buffer)
         let base = buffer.storage.withUnsafeBytes { $0.baseAddress }
         let capacity = buffer.storage.capacity
@@ -228,12 +287,17 @@ func everyMessage() -> [WireMessage] {
     @Test func emptyParamsFrame() throws {
         let buffer = try StepMessage(stepperID: "s", envelope: envelope(.step, .json), name: "settings").encoded()
         #expect(buffer.frameSize(3) == 0)
-        guard case .step(let step) = try WireMessage.decode(from: buffer) else { Issue.record("not a step"); return }
+        guard case .step(let step) = try WireMessage.decode(from: buffer) else {
+            Issue.record("not a step")
+            return
+        }
         #expect(step.params.isEmpty)
     }
 
     @Test func namedViewKeepsParamsRaw() throws {
-        let buffer = try ActionMessage(reactorID: "counter", envelope: envelope(.action, .fbv), name: "increase", params: ["by": 2]).encoded()
+        let buffer = try ActionMessage(
+            reactorID: "counter", envelope: envelope(.action, .fbv), name: "increase", params: ["by": 2]
+        ).encoded()
         let view = try NamedMessageView.decode(from: buffer)
         #expect(view.name == "increase")
         #expect(view.header.topicID == "counter")
@@ -247,7 +311,9 @@ func everyMessage() -> [WireMessage] {
         frames[3] = [0xFF]
         let broken = FrameBuffer(frames: frames)
         #expect(try NamedMessageView.decode(from: broken).name == "increase")
-        expectWireError(.badParams, "tag 0xff") { () throws(WireError) in _ = try NamedMessageView.decode(from: broken).params.decodeParams() }
+        expectWireError(.badParams, "tag 0xff") { () throws(WireError) in
+            _ = try NamedMessageView.decode(from: broken).params.decodeParams()
+        }
         expectWireError(.badParams, "frame 3: ") { () throws(WireError) in _ = try WireMessage.decode(from: broken) }
         expectWireError(.malformed, "not a step") { () throws(WireError) in
             _ = try NamedMessageView.decode(from: try Heartbeat(envelope: envelope(.heartbeat, .none)).encoded())
@@ -256,7 +322,10 @@ func everyMessage() -> [WireMessage] {
 
     /// A well-formed step to break in various ways.
     func stepFrames(_ contentType: ContentType = .json) throws -> [[UInt8]] {
-        try StepMessage(stepperID: "movie-list", envelope: envelope(.step, contentType), name: "moviePicked", params: ["withMovieId": 23452]).encoded().frames
+        try StepMessage(
+            stepperID: "movie-list", envelope: envelope(.step, contentType), name: "moviePicked",
+            params: ["withMovieId": 23452]
+        ).encoded().frames
     }
 
     func decode(_ frames: [[UInt8]], limits: WireLimits = .default) throws(WireError) {
@@ -267,13 +336,23 @@ func everyMessage() -> [WireMessage] {
         let frames = try stepFrames()
         expectWireError(.malformed, "0 frame(s)") { () throws(WireError) in try decode([]) }
         expectWireError(.malformed, "1 frame(s)") { () throws(WireError) in try decode([frames[0]]) }
-        expectWireError(.malformed, "step message has 3 frames, 4 expected") { () throws(WireError) in try decode(Array(frames[0..<3])) }
-        expectWireError(.malformed, "step message has 5 frames, 4 expected") { () throws(WireError) in try decode(frames + [[]]) }
-        expectWireError(.oversize, "9 frames, at most 8") { () throws(WireError) in try decode(frames + Array(repeating: [], count: 5)) }
+        expectWireError(.malformed, "step message has 3 frames, 4 expected") { () throws(WireError) in
+            try decode(Array(frames[0..<3]))
+        }
+        expectWireError(.malformed, "step message has 5 frames, 4 expected") { () throws(WireError) in
+            try decode(frames + [[]])
+        }
+        expectWireError(.oversize, "9 frames, at most 8") { () throws(WireError) in
+            try decode(frames + Array(repeating: [], count: 5))
+        }
         var big = frames
         big[3] = Array(repeating: 0x20, count: 100)
-        expectWireError(.oversize, "frame 3 is 100 bytes, at most 60 allowed") { () throws(WireError) in try decode(big, limits: WireLimits(maxFrameBytes: 60)) }
-        expectWireError(.malformed, "envelope is 3 bytes") { () throws(WireError) in try decode([frames[0], [1, 1, 1], frames[2], frames[3]]) }
+        expectWireError(.oversize, "frame 3 is 100 bytes, at most 60 allowed") { () throws(WireError) in
+            try decode(big, limits: WireLimits(maxFrameBytes: 60))
+        }
+        expectWireError(.malformed, "envelope is 3 bytes") { () throws(WireError) in
+            try decode([frames[0], [1, 1, 1], frames[2], frames[3]])
+        }
         var badVersion = frames
         badVersion[1][0] = 9
         expectWireError(.unsupportedVersion) { () throws(WireError) in try decode(badVersion) }
@@ -287,13 +366,27 @@ func everyMessage() -> [WireMessage] {
 
     @Test func topicErrors() throws {
         var frames = try stepFrames()
-        func with(topic: [UInt8]) -> [[UInt8]] { var copy = frames; copy[0] = topic; return copy }
+        func with(topic: [UInt8]) -> [[UInt8]] {
+            var copy = frames
+            copy[0] = topic
+            return copy
+        }
         expectWireError(.malformed, "topic is 0 bytes") { () throws(WireError) in try decode(with(topic: [])) }
-        expectWireError(.oversize, "topic is 256 bytes") { () throws(WireError) in try decode(with(topic: Array(("step/" + String(repeating: "a", count: 251)).utf8))) }
-        expectWireError(.malformed, "topic is not valid UTF-8") { () throws(WireError) in try decode(with(topic: Array("step/".utf8) + [0xC3])) }
-        expectWireError(.malformed, "no known prefix") { () throws(WireError) in try decode(with(topic: Array("stepx/a".utf8))) }
-        expectWireError(.malformed, "no known prefix") { () throws(WireError) in try decode(with(topic: Array("step/".utf8))) }
-        expectWireError(.malformed, "does not match kind step (step/<id> expected)") { () throws(WireError) in try decode(with(topic: Array("action/a".utf8))) }
+        expectWireError(.oversize, "topic is 256 bytes") { () throws(WireError) in
+            try decode(with(topic: Array(("step/" + String(repeating: "a", count: 251)).utf8)))
+        }
+        expectWireError(.malformed, "topic is not valid UTF-8") { () throws(WireError) in
+            try decode(with(topic: Array("step/".utf8) + [0xC3]))
+        }
+        expectWireError(.malformed, "no known prefix") { () throws(WireError) in
+            try decode(with(topic: Array("stepx/a".utf8)))
+        }
+        expectWireError(.malformed, "no known prefix") { () throws(WireError) in
+            try decode(with(topic: Array("step/".utf8)))
+        }
+        expectWireError(.malformed, "does not match kind step (step/<id> expected)") { () throws(WireError) in
+            try decode(with(topic: Array("action/a".utf8)))
+        }
         // The kind byte says action but the topic says step.
         frames[1][1] = MessageKind.action.rawValue
         expectWireError(.malformed, "does not match kind action") { () throws(WireError) in try decode(frames) }
@@ -307,22 +400,34 @@ func everyMessage() -> [WireMessage] {
             return copy
         }
         expectWireError(.malformed, "step name (frame 2) is empty") { () throws(WireError) in try decode(with(2, [])) }
-        expectWireError(.malformed, "byte 0x20 at offset 5") { () throws(WireError) in try decode(with(2, Array("movie picked".utf8))) }
+        expectWireError(.malformed, "byte 0x20 at offset 5") { () throws(WireError) in
+            try decode(with(2, Array("movie picked".utf8)))
+        }
         expectWireError(.malformed, "byte 0xc3") { () throws(WireError) in try decode(with(2, Array("é".utf8))) }
-        expectWireError(.oversize, "256 bytes") { () throws(WireError) in try decode(with(2, Array(repeating: 0x61, count: 256))) }
+        expectWireError(.oversize, "256 bytes") { () throws(WireError) in
+            try decode(with(2, Array(repeating: 0x61, count: 256)))
+        }
         expectWireError(.badParams, "a map expected") { () throws(WireError) in try decode(with(3, Array("[1]".utf8))) }
-        expectWireError(.badParams, "after the value") { () throws(WireError) in try decode(with(3, Array("{} x".utf8))) }
-        expectWireError(.badParams, "not valid UTF-8") { () throws(WireError) in try decode(with(3, [0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D])) }
+        expectWireError(.badParams, "after the value") { () throws(WireError) in try decode(with(3, Array("{} x".utf8)))
+        }
+        expectWireError(.badParams, "not valid UTF-8") { () throws(WireError) in
+            try decode(with(3, [0x7B, 0x22, 0xFF, 0x22, 0x3A, 0x31, 0x7D]))
+        }
         let fbv = try stepFrames(.fbv)
         expectWireError(.badParams, "trailing") { () throws(WireError) in try decode(with(3, fbv[3] + [0], in: fbv)) }
-        expectWireError(.badParams, "truncated") { () throws(WireError) in try decode(with(3, Array(fbv[3].dropLast()), in: fbv)) }
+        expectWireError(.badParams, "truncated") { () throws(WireError) in
+            try decode(with(3, Array(fbv[3].dropLast()), in: fbv))
+        }
         var none = frames
         none[1][2] = ContentType.none.rawValue
         expectWireError(.badParams, "content type none") { () throws(WireError) in try decode(none) }
     }
 
     @Test func kindSpecificErrors() throws {
-        func frames(_ message: WireMessage) throws -> [[UInt8]] { try message.encode(into: &scratch); return scratch.frames }
+        func frames(_ message: WireMessage) throws -> [[UInt8]] {
+            try message.encode(into: &scratch)
+            return scratch.frames
+        }
         var scratch = FrameBuffer()
         let messages = everyMessage()
         func first(_ kind: MessageKind) -> WireMessage { messages.first { $0.kind == kind }! }
@@ -342,7 +447,9 @@ func everyMessage() -> [WireMessage] {
         expectWireError(.malformed, "does not match flow name") { () throws(WireError) in try decode(nav) }
         nav = try frames(first(.willNavigate))
         nav[5] = [0xFF]
-        expectWireError(.malformed, "presentable id (frame 5) is not valid UTF-8") { () throws(WireError) in try decode(nav) }
+        expectWireError(.malformed, "presentable id (frame 5) is not valid UTF-8") { () throws(WireError) in
+            try decode(nav)
+        }
 
         var command = try frames(first(.navigationCommand))
         command[2] = Array("jump".utf8)
@@ -362,7 +469,9 @@ func everyMessage() -> [WireMessage] {
 
         var ack = try frames(first(.ack))
         ack[2] = [0, 0, 0, 1]
-        expectWireError(.malformed, "ack sequence (frame 2) is 4 bytes, 8 expected") { () throws(WireError) in try decode(ack) }
+        expectWireError(.malformed, "ack sequence (frame 2) is 4 bytes, 8 expected") { () throws(WireError) in
+            try decode(ack)
+        }
 
         var heartbeat = try frames(first(.heartbeat))
         heartbeat[0] = Array("hb/someone-else".utf8)
@@ -378,19 +487,25 @@ func everyMessage() -> [WireMessage] {
 
         var request = try frames(first(.snapshotRequest))
         request.append([])
-        expectWireError(.malformed, "snapshotRequest message has 3 frames, 2 expected") { () throws(WireError) in try decode(request) }
+        expectWireError(.malformed, "snapshotRequest message has 3 frames, 2 expected") { () throws(WireError) in
+            try decode(request)
+        }
     }
 
     @Test func encodeErrors() {
-        expectWireError(.malformed, "topic id") { () throws(WireError) in _ = try StepMessage(stepperID: "", envelope: envelope(.step), name: "a").encoded() }
+        expectWireError(.malformed, "topic id") { () throws(WireError) in
+            _ = try StepMessage(stepperID: "", envelope: envelope(.step), name: "a").encoded()
+        }
         expectWireError(.oversize, "topic is 256") { () throws(WireError) in
-            _ = try StepMessage(stepperID: String(repeating: "a", count: 251), envelope: envelope(.step), name: "a").encoded()
+            _ = try StepMessage(stepperID: String(repeating: "a", count: 251), envelope: envelope(.step), name: "a")
+                .encoded()
         }
         expectWireError(.badParams, "content type none") { () throws(WireError) in
             _ = try StepMessage(stepperID: "s", envelope: envelope(.step, .none), name: "a", params: ["x": 1]).encoded()
         }
         expectWireError(.badParams, "not representable") { () throws(WireError) in
-            _ = try StepMessage(stepperID: "s", envelope: envelope(.step), name: "a", params: ["x": .double(.nan)]).encoded()
+            _ = try StepMessage(stepperID: "s", envelope: envelope(.step), name: "a", params: ["x": .double(.nan)])
+                .encoded()
         }
         expectWireError(.malformed, "content type none") { () throws(WireError) in
             _ = try StateMessage(reactorID: "c", envelope: envelope(.state, .none), state: 1).encoded()

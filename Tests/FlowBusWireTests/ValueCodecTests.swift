@@ -133,7 +133,9 @@ func expectWireError(
 
     @Test func writerIsDeterministicAndCompact() throws {
         #expect(try WireJSON.string(.map(["withMovieId": 23452])) == #"{"withMovieId":23452}"#)
-        #expect(try WireJSON.string(.map(["b": 1, "a": [true, nil, "x"], "é": 0.1, "B": -0.0])) == #"{"B":-0.0,"a":[true,null,"x"],"b":1,"é":0.1}"#)
+        #expect(
+            try WireJSON.string(.map(["b": 1, "a": [true, nil, "x"], "é": 0.1, "B": -0.0]))
+                == #"{"B":-0.0,"a":[true,null,"x"],"b":1,"é":0.1}"#)
         #expect(try WireJSON.string(.double(1.0)) == "1.0")
         #expect(try WireJSON.string(.double(1e300)) == "1e+300")
         #expect(try WireJSON.string(.double(100)) == "100.0")
@@ -154,7 +156,9 @@ func expectWireError(
 
     @Test func nonFiniteDoublesDoNotEncode() {
         for number in [Double.nan, .infinity, -.infinity] {
-            expectWireError(.malformed, "not representable") { () throws(WireError) in _ = try WireJSON.encode(.double(number)) }
+            expectWireError(.malformed, "not representable") { () throws(WireError) in
+                _ = try WireJSON.encode(.double(number))
+            }
         }
     }
 
@@ -181,11 +185,13 @@ func expectWireError(
 
     @Test func depthLimit() throws {
         let ok = String(repeating: "[", count: 32) + String(repeating: "]", count: 32)
-        #expect(try WireJSON.decode(ok) == {
-            var value: WireValue = .list([])
-            for _ in 0..<31 { value = .list([value]) }
-            return value
-        }())
+        #expect(
+            try WireJSON.decode(ok)
+                == {
+                    var value: WireValue = .list([])
+                    for _ in 0..<31 { value = .list([value]) }
+                    return value
+                }())
         let tooDeep = String(repeating: "[", count: 33) + String(repeating: "]", count: 33)
         expectWireError(.malformed, "deeper than 32") { () throws(WireError) in _ = try WireJSON.decode(tooDeep) }
         let objects = String(repeating: "{\"k\":", count: 33) + "1" + String(repeating: "}", count: 33)
@@ -200,10 +206,12 @@ func expectWireError(
         ("nul", "truncated literal"), ("trUe", "invalid literal"), ("01", "leading zero"), ("-", "digit expected"),
         ("1.", "digit expected after '.'"), (".5", "a value expected"), ("1e", "exponent"), ("+1", "a value expected"),
         ("1e999", "out of the double range"), ("\"abc", "unterminated string"), ("\"a\nb\"", "control character"),
-        ("\"\\x\"", "invalid escape"), ("\"\\u12\"", "truncated \\u escape"), ("\"\\u12zz\"", "invalid hex digit"), ("\"\\u12", "truncated \\u escape"),
+        ("\"\\x\"", "invalid escape"), ("\"\\u12\"", "truncated \\u escape"), ("\"\\u12zz\"", "invalid hex digit"),
+        ("\"\\u12", "truncated \\u escape"),
         ("\"\\ud800\"", "lone high surrogate"), ("\"\\udc00\"", "lone low surrogate"),
         ("\"\\ud800\\u0041\"", "not followed by a low surrogate"), ("{\"a\":1,\"a\":2}", "duplicate key \"a\""),
-        ("1 2", "after the value"), ("{} x", "after the value"), ("nullx", "after the value"), ("NaN", "a value expected"),
+        ("1 2", "after the value"), ("{} x", "after the value"), ("nullx", "after the value"),
+        ("NaN", "a value expected"),
         ("Infinity", "a value expected"), ("'a'", "a value expected"),
     ])
     func syntaxErrors(_ text: String, _ detail: String) {
@@ -211,9 +219,15 @@ func expectWireError(
     }
 
     @Test func invalidUTF8() {
-        expectWireError(.malformed, "not valid UTF-8") { () throws(WireError) in _ = try WireJSON.decode([0x22, 0xC3, 0x28, 0x22]) }
-        expectWireError(.malformed, "not valid UTF-8") { () throws(WireError) in _ = try WireJSON.decode([0x22, 0x5C, 0x6E, 0xFF, 0x22]) }
-        expectWireError(.malformed, "byte 0xef") { () throws(WireError) in _ = try WireJSON.decode([0xEF, 0xBB, 0xBF, 0x31]) }
+        expectWireError(.malformed, "not valid UTF-8") { () throws(WireError) in
+            _ = try WireJSON.decode([0x22, 0xC3, 0x28, 0x22])
+        }
+        expectWireError(.malformed, "not valid UTF-8") { () throws(WireError) in
+            _ = try WireJSON.decode([0x22, 0x5C, 0x6E, 0xFF, 0x22])
+        }
+        expectWireError(.malformed, "byte 0xef") { () throws(WireError) in
+            _ = try WireJSON.decode([0xEF, 0xBB, 0xBF, 0x31])
+        }
         expectWireError(.malformed, "byte 0xff") { () throws(WireError) in _ = try WireJSON.decode([0x31, 0xFF]) }
     }
 }

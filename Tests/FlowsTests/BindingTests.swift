@@ -12,7 +12,9 @@ struct BindingTests {
             guard step as? TestStep == .one else { return .none }
             let screen = Screen(id: stepperID)
             flow.stack.setRoot(screen)
-            return .one(flowContributor: .contribute(withNextPresentable: screen, withNextStepper: RemoteStepper(id: stepperID)))
+            return .one(
+                flowContributor: .contribute(withNextPresentable: screen, withNextStepper: RemoteStepper(id: stepperID))
+            )
         }
     }
 
@@ -44,8 +46,14 @@ struct BindingTests {
         let flow = remoteFlow()
         coordinator.setStepDecoder({ $0.name == "two" ? TestStep.two : nil }, forFlowNamed: "TestFlow")
         await coordinator.coordinate(flow: flow, with: OneStepper(withSingleStep: TestStep.one))
-        #expect(await coordinator.receive(CanonicalStep("two"), from: "s") == [.navigated(FlowID(name: "TestFlow", instance: 1))])
-        #expect(await coordinator.receive(CanonicalStep("nine"), from: "s") == [.dropped(.unknownStep, flow: FlowID(name: "TestFlow", instance: 1))])
+        #expect(
+            await coordinator.receive(CanonicalStep("two"), from: "s") == [
+                .navigated(FlowID(name: "TestFlow", instance: 1))
+            ])
+        #expect(
+            await coordinator.receive(CanonicalStep("nine"), from: "s") == [
+                .dropped(.unknownStep, flow: FlowID(name: "TestFlow", instance: 1))
+            ])
         #expect(flow.recorded == ["one", "two"])
         #expect(log.reasons == [.unknownStep])
         let counters = try! #require(coordinator.snapshot().steppers["s"])
@@ -87,7 +95,11 @@ struct BindingTests {
         }
         await coordinator.coordinate(flow: parent, with: OneStepper(withSingleStep: TestStep.one))
         let outcome = await coordinator.receive(CanonicalStep("hello"), from: "shared")
-        #expect(Set(outcome) == [.navigated(FlowID(name: "VisibleFlow", instance: 1)), .dropped(.notVisible, flow: FlowID(name: "HiddenFlow", instance: 1))])
+        #expect(
+            Set(outcome) == [
+                .navigated(FlowID(name: "VisibleFlow", instance: 1)),
+                .dropped(.notVisible, flow: FlowID(name: "HiddenFlow", instance: 1)),
+            ])
         #expect(log.reasons == [.notVisible])
         let counters = try! #require(coordinator.snapshot().steppers["shared"])
         #expect(counters.accepted == 1 && counters.dropped[.notVisible] == 1)
@@ -101,7 +113,9 @@ struct BindingTests {
             guard step as? TestStep == .one else { return .none }
             flow.stack.setRoot(Screen(id: "home"))
             flow.stack.push(child)
-            return .one(flowContributor: .contribute(withNextPresentable: child, withNextStepper: OneStepper(withSingleStep: TestStep.one)))
+            return .one(
+                flowContributor: .contribute(
+                    withNextPresentable: child, withNextStepper: OneStepper(withSingleStep: TestStep.one)))
         }
         await coordinator.coordinate(flow: parent, with: RemoteStepper(id: "parent"))
         coordinator.submitDeepLink(TestStep.one)
@@ -131,7 +145,8 @@ struct BindingTests {
                 let a = Screen(id: "a")
                 flow.stack.setRoot(Screen(id: "base"))
                 flow.stack.push(a)
-                return .one(flowContributor: .contribute(withNextPresentable: a, withNextStepper: RemoteStepper(id: "a")))
+                return .one(
+                    flowContributor: .contribute(withNextPresentable: a, withNextStepper: RemoteStepper(id: "a")))
             case .two:
                 flow.stack.present(Screen(id: "cover"))
             case .three:
@@ -233,8 +248,10 @@ struct BindingTests {
             for index in 0..<30 {
                 let screen = Screen(id: "screen/\(index)")
                 flow.stack.push(screen)
-                contributors.append(.contribute(withNextPresentable: screen, withNextStepper: RemoteStepper(id: "s/\(index)"),
-                    allowStepWhenNotPresented: true))
+                contributors.append(
+                    .contribute(
+                        withNextPresentable: screen, withNextStepper: RemoteStepper(id: "s/\(index)"),
+                        allowStepWhenNotPresented: true))
             }
             return .multiple(flowContributors: contributors)
         }

@@ -6,7 +6,9 @@ import Testing
 /// (Wishlist, Watched), each a stack movie list → movie detail → cast detail; settings as a
 /// modal child flow that ends.
 enum AppStep: Step, Equatable {
-    case apiKey, apiKeyIsComplete, movieList, moviePicked(withMovieId: Int), castPicked(withCastId: Int)
+    case apiKey, apiKeyIsComplete, movieList
+    case moviePicked(withMovieId: Int)
+    case castPicked(withCastId: Int)
     case settings, settingsDone, about
 
     /// What the runtime's Codable-based decoder would do.
@@ -46,7 +48,8 @@ final class MainFlow: AppFlow {
         case .apiKey:
             let screen = Screen(id: "apikey")
             stack.setRoot(screen)
-            return .one(flowContributor: .contribute(withNextPresentable: screen, withNextStepper: RemoteStepper(id: "apikey")))
+            return .one(
+                flowContributor: .contribute(withNextPresentable: screen, withNextStepper: RemoteStepper(id: "apikey")))
         case .apiKeyIsComplete:
             let dashboard = TabBar(id: "dashboard")
             let wishlist = MovieListFlow(name: "WishlistFlow", prefix: "wishlist")
@@ -54,14 +57,18 @@ final class MainFlow: AppFlow {
             dashboard.setTabs([wishlist, watched])
             stack.setRoot(dashboard)
             return .multiple(
-                .contribute(withNextPresentable: wishlist, withNextStepper: OneStepper(withSingleStep: AppStep.movieList)),
-                .contribute(withNextPresentable: watched, withNextStepper: OneStepper(withSingleStep: AppStep.movieList)),
+                .contribute(
+                    withNextPresentable: wishlist, withNextStepper: OneStepper(withSingleStep: AppStep.movieList)),
+                .contribute(
+                    withNextPresentable: watched, withNextStepper: OneStepper(withSingleStep: AppStep.movieList)),
                 .contribute(withNextPresentable: dashboard, withNextStepper: RemoteStepper(id: "dashboard")))
         case .settings:
             let settings = SettingsFlow()
             stack.present(settings)
-            return .one(flowContributor: .contribute(withNextPresentable: settings,
-                withNextStepper: OneStepper(withSingleStep: AppStep.settings)))
+            return .one(
+                flowContributor: .contribute(
+                    withNextPresentable: settings,
+                    withNextStepper: OneStepper(withSingleStep: AppStep.settings)))
         case .settingsDone:
             stack.dismissPresented()
             return .none
@@ -88,7 +95,9 @@ final class MovieListFlow: AppFlow {
         let screen = Screen(id: "\(prefix)/\(id)")
         stack.push(screen)
         guard bound else { return .none }  // cast detail contributes nothing
-        return .one(flowContributor: .contribute(withNextPresentable: screen, withNextStepper: RemoteStepper(id: screen.presentableID)))
+        return .one(
+            flowContributor: .contribute(
+                withNextPresentable: screen, withNextStepper: RemoteStepper(id: screen.presentableID)))
     }
 
     func navigate(to step: any Step) -> FlowContributors {
@@ -112,7 +121,9 @@ final class SettingsFlow: AppFlow {
         case .settings:
             let list = Screen(id: "settings/list")
             stack.setRoot(list)
-            return .one(flowContributor: .contribute(withNextPresentable: list, withNextStepper: RemoteStepper(id: "settings/list")))
+            return .one(
+                flowContributor: .contribute(
+                    withNextPresentable: list, withNextStepper: RemoteStepper(id: "settings/list")))
         case .about:
             stack.push(Screen(id: "settings/about"))
             return .none
@@ -152,31 +163,34 @@ struct MovieDemoTests {
         // The old api key screen is gone: its stepper's late step is reported, not lost.
         await coordinator.receive(CanonicalStep("apiKeyIsComplete"), from: "apikey")
 
-        #expect(log.lines.filter { $0.hasPrefix("did navigate") } == [
-            "did navigate flow=MainFlow#1 step=apiKey",
-            "did navigate flow=MainFlow#1 step=apiKeyIsComplete",
-            "did navigate flow=WishlistFlow#1 step=movieList",
-            "did navigate flow=WatchedFlow#1 step=movieList",
-            "did navigate flow=WishlistFlow#1 step=moviePicked(withMovieId: 23452)",
-            "did navigate flow=WishlistFlow#1 step=castPicked(withCastId: 2)",
-            "did navigate flow=WatchedFlow#1 step=moviePicked(withMovieId: 1)",
-            "did navigate flow=MainFlow#1 step=settings",
-            "did navigate flow=SettingsFlow#1 step=settings",
-            "did navigate flow=SettingsFlow#1 step=about",
-            "did navigate flow=SettingsFlow#1 step=settingsDone",
-            "did navigate flow=MainFlow#1 step=settingsDone",
-        ])
+        #expect(
+            log.lines.filter { $0.hasPrefix("did navigate") } == [
+                "did navigate flow=MainFlow#1 step=apiKey",
+                "did navigate flow=MainFlow#1 step=apiKeyIsComplete",
+                "did navigate flow=WishlistFlow#1 step=movieList",
+                "did navigate flow=WatchedFlow#1 step=movieList",
+                "did navigate flow=WishlistFlow#1 step=moviePicked(withMovieId: 23452)",
+                "did navigate flow=WishlistFlow#1 step=castPicked(withCastId: 2)",
+                "did navigate flow=WatchedFlow#1 step=moviePicked(withMovieId: 1)",
+                "did navigate flow=MainFlow#1 step=settings",
+                "did navigate flow=SettingsFlow#1 step=settings",
+                "did navigate flow=SettingsFlow#1 step=about",
+                "did navigate flow=SettingsFlow#1 step=settingsDone",
+                "did navigate flow=MainFlow#1 step=settingsDone",
+            ])
         #expect(log.reasons == [.notVisible, .notVisible, .dismissed])
 
         let snapshot = coordinator.snapshot()
         #expect(snapshot.flows.map(\.id.description) == ["MainFlow#1", "WishlistFlow#1", "WatchedFlow#1"])
         #expect(snapshot.flows.allSatisfy { $0.isReady })
-        #expect(snapshot.bindings.filter(\.isRemote).map(\.stepperID) == [
-            "dashboard", "watched/movie/1", "watched/movies", "wishlist/movie/23452", "wishlist/movies",
-        ])
-        #expect(snapshot.flow(FlowID(name: "WishlistFlow", instance: 1))?.root.children.map(\.id) == [
-            "wishlist/movies", "wishlist/movie/23452", "wishlist/cast/2",
-        ])
+        #expect(
+            snapshot.bindings.filter(\.isRemote).map(\.stepperID) == [
+                "dashboard", "watched/movie/1", "watched/movies", "wishlist/movie/23452", "wishlist/movies",
+            ])
+        #expect(
+            snapshot.flow(FlowID(name: "WishlistFlow", instance: 1))?.root.children.map(\.id) == [
+                "wishlist/movies", "wishlist/movie/23452", "wishlist/cast/2",
+            ])
         #expect(main.stack.presented == nil)
         #expect(snapshot.totals.accepted == 11)  // stepper steps; the forwarded settingsDone is not a stepper's
         #expect(snapshot.totals.dropped == [.notVisible: 2, .dismissed: 1])

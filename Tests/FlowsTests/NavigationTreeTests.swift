@@ -123,16 +123,17 @@ struct NavigationTreeTests {
             return .none
         }
         await coordinator.coordinate(flow: flow, with: OneStepper(withSingleStep: TestStep.one))
-        #expect(log.commands.map(\.description) == [
-            "setRoot app (stack)",
-            "setRoot login (screen) in app at 0 [login]",
-            "push tabs (tabs) in app at 1",
-            "setTabs tabs (tabs) at 0 [t0, t1]",
-            "selectTab t1 (screen) in tabs at 1",
-            "present sheet (screen) in tabs",
-            "dismiss sheet (screen) in tabs",
-            "pop tabs (tabs) in app at 1",
-        ])
+        #expect(
+            log.commands.map(\.description) == [
+                "setRoot app (stack)",
+                "setRoot login (screen) in app at 0 [login]",
+                "push tabs (tabs) in app at 1",
+                "setTabs tabs (tabs) at 0 [t0, t1]",
+                "selectTab t1 (screen) in tabs at 1",
+                "present sheet (screen) in tabs",
+                "dismiss sheet (screen) in tabs",
+                "pop tabs (tabs) in app at 1",
+            ])
         let app = FlowID(name: "AppFlow", instance: 1)
         #expect(log.commands.dropFirst().allSatisfy { $0.flow == app })
     }
@@ -163,7 +164,8 @@ struct NavigationTreeTests {
             let detail = Screen(id: "detail")
             flow.stack.setRoot(Screen(id: "list"))
             flow.stack.push(detail)
-            return .one(flowContributor: .contribute(withNextPresentable: detail, withNextStepper: RemoteStepper(id: "detail")))
+            return .one(
+                flowContributor: .contribute(withNextPresentable: detail, withNextStepper: RemoteStepper(id: "detail")))
         }
         await coordinator.coordinate(flow: flow, with: OneStepper(withSingleStep: TestStep.one))
         log.clear()
@@ -174,7 +176,10 @@ struct NavigationTreeTests {
         coordinator.report(.appeared, for: "detail")
         #expect(log.reasons == [.unknownPresentable])
         // A dismissed node stays dismissed even if a renderer says it appeared.
-        #expect(await coordinator.receive(CanonicalStep("x"), from: "detail") == [.dropped(.dismissed, flow: FlowID(name: "TestFlow", instance: 1))])
+        #expect(
+            await coordinator.receive(CanonicalStep("x"), from: "detail") == [
+                .dropped(.dismissed, flow: FlowID(name: "TestFlow", instance: 1))
+            ])
     }
 
     @Test("Container screens are not falsely dismissed: disappearing is not dismissal (#117, #100)")

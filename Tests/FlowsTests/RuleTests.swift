@@ -16,8 +16,10 @@ struct RuleTests {
             case .one:
                 flow.stack.setRoot(Screen(id: "home"))
                 flow.stack.present(child)
-                return .one(flowContributor: .contribute(withNextPresentable: child, withNextStepper: childStepper,
-                    allowStepWhenDismissed: allowStepWhenDismissed))
+                return .one(
+                    flowContributor: .contribute(
+                        withNextPresentable: child, withNextStepper: childStepper,
+                        allowStepWhenDismissed: allowStepWhenDismissed))
             case .two:
                 flow.stack.dismissPresented()
                 return .none
@@ -66,7 +68,9 @@ struct RuleTests {
 
     // MARK: Rule 2
 
-    @Test("Rule 2: flow stepper — initial step, then subscribe, then readyToEmitSteps; NoneStep filtered; never paused by visibility")
+    @Test(
+        "Rule 2: flow stepper — initial step, then subscribe, then readyToEmitSteps; NoneStep filtered; never paused by visibility"
+    )
     func rule2FlowStepper() async {
         let (coordinator, log) = makeCoordinator()
         let flow = ScriptedFlow(root: NavigationStack(id: "root")) { flow, step in
@@ -101,8 +105,10 @@ struct RuleTests {
                 let a = Screen(id: "a")
                 flow.stack.setRoot(Screen(id: "base"))
                 flow.stack.push(a)
-                return .one(flowContributor: .contribute(withNextPresentable: a, withNextStepper: stepperA,
-                    allowStepWhenNotPresented: notPresented, allowStepWhenDismissed: dismissed))
+                return .one(
+                    flowContributor: .contribute(
+                        withNextPresentable: a, withNextStepper: stepperA,
+                        allowStepWhenNotPresented: notPresented, allowStepWhenDismissed: dismissed))
             case .two:
                 flow.stack.push(Screen(id: "b"))
             case .four:
@@ -149,8 +155,10 @@ struct RuleTests {
         let flow = ScriptedFlow { _, step in
             guard step as? TestStep == .one else { return .none }
             // The screen is never put in the tree: its visibility is never known.
-            return .one(flowContributor: .contribute(withNextPresentable: Screen(id: "nowhere"),
-                withNextStepper: OneStepper(withSingleStep: TestStep.two)))
+            return .one(
+                flowContributor: .contribute(
+                    withNextPresentable: Screen(id: "nowhere"),
+                    withNextStepper: OneStepper(withSingleStep: TestStep.two)))
         }
         await coordinator.coordinate(flow: flow, with: OneStepper(withSingleStep: TestStep.one))
         #expect(flow.recorded == ["one"])
@@ -162,15 +170,18 @@ struct RuleTests {
         let (coordinator, log) = makeCoordinator()
         let flow = ScriptedFlow { _, step in
             guard step as? TestStep == .one else { return .none }
-            return .one(flowContributor: .contribute(withNextPresentable: Screen(id: "hidden"),
-                withNextStepper: OneStepper(withSingleStep: TestStep.two), allowStepWhenNotPresented: true))
+            return .one(
+                flowContributor: .contribute(
+                    withNextPresentable: Screen(id: "hidden"),
+                    withNextStepper: OneStepper(withSingleStep: TestStep.two), allowStepWhenNotPresented: true))
         }
         await coordinator.coordinate(flow: flow, with: OneStepper(withSingleStep: TestStep.one))
         #expect(flow.recorded == ["one", "two"])
         #expect(log.diagnostics.isEmpty)
     }
 
-    @Test("Rule 3: a contributed stepper stops at its screen's dismissal — later remote steps are reported as dismissed")
+    @Test(
+        "Rule 3: a contributed stepper stops at its screen's dismissal — later remote steps are reported as dismissed")
     func rule3StopsAtDismissal() async {
         let (coordinator, log) = makeCoordinator()
         let driver = ManualStepper("driver", initial: TestStep.one)
@@ -178,7 +189,10 @@ struct RuleTests {
         await coordinator.coordinate(flow: flow, with: driver)
         driver.steps.accept(TestStep.two)  // push b over a
         await coordinator.idle()
-        #expect(await coordinator.receive(CanonicalStep("x"), from: "a") == [.dropped(.notVisible, flow: FlowID(name: "TestFlow", instance: 1))])
+        #expect(
+            await coordinator.receive(CanonicalStep("x"), from: "a") == [
+                .dropped(.notVisible, flow: FlowID(name: "TestFlow", instance: 1))
+            ])
         // Pop b, then a (directly on the tree, as a test may).
         flow.stack.pop()
         flow.stack.pop()
@@ -219,8 +233,10 @@ struct RuleTests {
                 let child = ScriptedFlow("ChildFlow", root: NavigationStack(id: "child"))
                 weakChild = child
                 flow.stack.setRoot(child)
-                return .one(flowContributor: .contribute(withNextPresentable: child,
-                    withNextStepper: OneStepper(withSingleStep: TestStep.two)))
+                return .one(
+                    flowContributor: .contribute(
+                        withNextPresentable: child,
+                        withNextStepper: OneStepper(withSingleStep: TestStep.two)))
             case .two:
                 flow.stack.setRoot(Screen(id: "other"))  // dismisses the child's root
                 return .none
@@ -248,8 +264,10 @@ struct RuleTests {
         let childStepper = ManualStepper("child", initial: TestStep.one)
         let parent = ScriptedFlow("ParentFlow") { _, step in
             guard step as? TestStep == .one else { return .none }
-            return .one(flowContributor: .contribute(withNextPresentable: child, withNextStepper: childStepper,
-                allowStepWhenNotPresented: false, allowStepWhenDismissed: true))
+            return .one(
+                flowContributor: .contribute(
+                    withNextPresentable: child, withNextStepper: childStepper,
+                    allowStepWhenNotPresented: false, allowStepWhenDismissed: true))
         }
         await coordinator.coordinate(flow: parent, with: OneStepper(withSingleStep: TestStep.one))
         #expect(!child.isVisible)
@@ -271,8 +289,10 @@ struct RuleTests {
         let (coordinator, log) = makeCoordinator()
         let flow = ScriptedFlow { _, step in
             guard step as? TestStep == .two else { return .none }
-            return .one(flowContributor: .contribute(withNextPresentable: Screen(id: "hidden"),
-                withNextStepper: OneStepper(withSingleStep: TestStep.one), allowStepWhenNotPresented: true))
+            return .one(
+                flowContributor: .contribute(
+                    withNextPresentable: Screen(id: "hidden"),
+                    withNextStepper: OneStepper(withSingleStep: TestStep.one), allowStepWhenNotPresented: true))
         }
         flow.adaptScript = { step in (step as? TestStep) == .one ? TestStep.unauthorized : step }
         await coordinator.coordinate(flow: flow, with: OneStepper(withSingleStep: TestStep.two))
@@ -280,7 +300,9 @@ struct RuleTests {
         #expect(log.willNavigate == ["TestFlow#1 two", "TestFlow#1 unauthorized"])
     }
 
-    @Test("Rule 5: an adapt error becomes NoneStep, which reaches willNavigate and navigate (FlowBus also reports flow-error)")
+    @Test(
+        "Rule 5: an adapt error becomes NoneStep, which reaches willNavigate and navigate (FlowBus also reports flow-error)"
+    )
     func rule5AdaptErrorBecomesNoneStep() async {
         let (coordinator, log) = makeCoordinator()
         let flow = ScriptedFlow()
@@ -316,7 +338,9 @@ struct RuleTests {
 
     // MARK: Rule 6
 
-    @Test("Rule 6: one step runs adapt → willNavigate → navigate → didNavigate → side effects → readiness → contributors in order")
+    @Test(
+        "Rule 6: one step runs adapt → willNavigate → navigate → didNavigate → side effects → readiness → contributors in order"
+    )
     func rule6Order() async {
         let (coordinator, log) = makeCoordinator()
         var trace: [String] = []
@@ -345,10 +369,11 @@ struct RuleTests {
             }
         }
         await coordinator.coordinate(flow: flow, with: OneStepper(withSingleStep: TestStep.one))
-        #expect(Array(trace.prefix(9)) == [
-            "command setRoot root", "bound root", "adapt one", "will one", "navigate one", "command setRoot a",
-            "did one", "ready TestFlow#1", "bound a",
-        ])
+        #expect(
+            Array(trace.prefix(9)) == [
+                "command setRoot root", "bound root", "adapt one", "will one", "navigate one", "command setRoot a",
+                "did one", "ready TestFlow#1", "bound a",
+            ])
         #expect(flow.recorded == ["one", "two", "three"])
     }
 
@@ -360,7 +385,8 @@ struct RuleTests {
         let flow = ScriptedFlow { flow, step in
             guard step as? TestStep == .multiple else { return .none }
             return .multiple(flowContributors: [
-                .contribute(withNextPresentable: flow.rootNode, withNextStepper: OneStepper(withSingleStep: TestStep.two)),
+                .contribute(
+                    withNextPresentable: flow.rootNode, withNextStepper: OneStepper(withSingleStep: TestStep.two)),
                 .forwardToCurrentFlow(withStep: TestStep.one),
             ])
         }
@@ -383,9 +409,11 @@ struct RuleTests {
         }
         await coordinator.coordinate(flow: parent, with: OneStepper(withSingleStep: TestStep.one))
         #expect(parent.recorded == ["one", "three", "NoneStep", "two"])
-        #expect(log.didNavigate == [
-            "ParentFlow#1 one", "ChildFlow#1 one", "ParentFlow#1 three", "ParentFlow#1 NoneStep", "ParentFlow#1 two",
-        ])
+        #expect(
+            log.didNavigate == [
+                "ParentFlow#1 one", "ChildFlow#1 one", "ParentFlow#1 three", "ParentFlow#1 NoneStep",
+                "ParentFlow#1 two",
+            ])
     }
 
     @Test("Rule 7: forwardToParentFlow at the root goes nowhere (FlowBus reports no-parent-flow)")
@@ -401,14 +429,18 @@ struct RuleTests {
 
     // MARK: Rule 8
 
-    @Test("Rule 8: steps arriving during processing are queued FIFO; processing never interleaves, even across await adapt")
+    @Test(
+        "Rule 8: steps arriving during processing are queued FIFO; processing never interleaves, even across await adapt"
+    )
     func rule8FIFO() async {
         let (coordinator, log) = makeCoordinator()
         let remote = RemoteStepper(id: "remote")
         let flow = ScriptedFlow { flow, step in
             if step as? TestStep == .one {
-                return .one(flowContributor: .contribute(withNextPresentable: flow.rootNode,
-                    withNextStepper: OneStepper(withSingleStep: TestStep.four)))
+                return .one(
+                    flowContributor: .contribute(
+                        withNextPresentable: flow.rootNode,
+                        withNextStepper: OneStepper(withSingleStep: TestStep.four)))
             }
             return .none
         }
@@ -441,7 +473,9 @@ struct RuleTests {
 
     // MARK: Rule 9
 
-    @Test("Rule 9: .end forwards its step to the parent and removes the child, its children and bindings; UI is left to the parent")
+    @Test(
+        "Rule 9: .end forwards its step to the parent and removes the child, its children and bindings; UI is left to the parent"
+    )
     func rule9End() async {
         let (coordinator, log) = makeCoordinator()
         let grandChild = ScriptedFlow("GrandChildFlow")
@@ -465,8 +499,10 @@ struct RuleTests {
             case .one:
                 flow.stack.setRoot(Screen(id: "home"))
                 flow.stack.present(child)
-                return .one(flowContributor: .contribute(withNextPresentable: child,
-                    withNextStepper: ManualStepper("childflow", initial: TestStep.one)))
+                return .one(
+                    flowContributor: .contribute(
+                        withNextPresentable: child,
+                        withNextStepper: ManualStepper("childflow", initial: TestStep.one)))
             case .three:
                 childPresentedWhenParentNavigates = flow.stack.presented != nil
                 flow.stack.dismissPresented()
@@ -483,23 +519,26 @@ struct RuleTests {
         #expect(childPresentedWhenParentNavigates == true)  // .end did not dismiss the child's UI
         #expect(parent.recorded == ["one", "three"])
         #expect(coordinator.activeFlows == [FlowID(name: "ParentFlow", instance: 1)])
-        #expect(coordinator.snapshot().bindings.map(\.stepperID).allSatisfy { !$0.hasPrefix("child") && $0 != "grandchild" })
-        #expect(log.lines == [
-            "will navigate flow=ChildFlow#1 step=two",
-            "did navigate flow=ChildFlow#1 step=two",
-            "unbound grandchild -> GrandChildFlow#1 @ grandchildflow (flowEnded)",
-            "command end grandchildflow (screen)",
-            "flow ended GrandChildFlow#1 parentEnded",
-            "unbound childflow -> ChildFlow#1 @ child (flowEnded)",
-            "unbound child/screen -> ChildFlow#1 @ child/screen (flowEnded)",
-            "command end child (stack)",
-            "flow ended ChildFlow#1 ended(three)",
-            "will navigate flow=ParentFlow#1 step=three",
-            "command dismiss child (stack) in parent",
-            "did navigate flow=ParentFlow#1 step=three",
-            // The parent was waiting for ChildFlow's readiness; a navigation without child flows readies it.
-            "flow ready ParentFlow#1",
-        ])
+        #expect(
+            coordinator.snapshot().bindings.map(\.stepperID).allSatisfy { !$0.hasPrefix("child") && $0 != "grandchild" }
+        )
+        #expect(
+            log.lines == [
+                "will navigate flow=ChildFlow#1 step=two",
+                "did navigate flow=ChildFlow#1 step=two",
+                "unbound grandchild -> GrandChildFlow#1 @ grandchildflow (flowEnded)",
+                "command end grandchildflow (screen)",
+                "flow ended GrandChildFlow#1 parentEnded",
+                "unbound childflow -> ChildFlow#1 @ child (flowEnded)",
+                "unbound child/screen -> ChildFlow#1 @ child/screen (flowEnded)",
+                "command end child (stack)",
+                "flow ended ChildFlow#1 ended(three)",
+                "will navigate flow=ParentFlow#1 step=three",
+                "command dismiss child (stack) in parent",
+                "did navigate flow=ParentFlow#1 step=three",
+                // The parent was waiting for ChildFlow's readiness; a navigation without child flows readies it.
+                "flow ready ParentFlow#1",
+            ])
     }
 
     @Test("Rule 9: .end at the root drops the step (FlowBus reports no-parent-flow) and ends the root flow")
@@ -531,8 +570,10 @@ struct RuleTests {
             case .one:
                 flow.stack.setRoot(Screen(id: "home"))
                 flow.stack.push(child)
-                return .one(flowContributor: .contribute(withNextPresentable: child,
-                    withNextStepper: OneStepper(withSingleStep: TestStep.one)))
+                return .one(
+                    flowContributor: .contribute(
+                        withNextPresentable: child,
+                        withNextStepper: OneStepper(withSingleStep: TestStep.one)))
             case .two:
                 flow.stack.pop()
             default: break
@@ -564,9 +605,11 @@ struct RuleTests {
             log.steps.append("\(node.presentableID):\(describeStep(step))")
             guard step as? TestStep == .one, node.presentableID == "deep" else { return .none }
             return .multiple(
-                .contribute(withNextPresentable: DeepLinkFlow(log, id: node.presentableID + "/a"),
+                .contribute(
+                    withNextPresentable: DeepLinkFlow(log, id: node.presentableID + "/a"),
                     withNextStepper: OneStepper(withSingleStep: TestStep.two)),
-                .contribute(withNextPresentable: DeepLinkFlow(log, id: node.presentableID + "/b"),
+                .contribute(
+                    withNextPresentable: DeepLinkFlow(log, id: node.presentableID + "/b"),
                     withNextStepper: OneStepper(withSingleStep: TestStep.two)))
         }
     }
@@ -610,8 +653,11 @@ struct RuleTests {
         coordinator.setStepDecoder({ $0.name == "three" ? TestStep.three : nil }, forFlowNamed: "ChildFlow")
         await coordinator.coordinate(flow: parent, with: OneStepper(withSingleStep: TestStep.one))
         let outcomes = await coordinator.navigate(to: CanonicalStep("three"))
-        #expect(outcomes == [.dropped(.unknownStep, flow: FlowID(name: "ParentFlow", instance: 1)),
-            .navigated(FlowID(name: "ChildFlow", instance: 1))])
+        #expect(
+            outcomes == [
+                .dropped(.unknownStep, flow: FlowID(name: "ParentFlow", instance: 1)),
+                .navigated(FlowID(name: "ChildFlow", instance: 1)),
+            ])
         #expect(child.recorded == ["three"])
         #expect(log.diagnostics.isEmpty)
         await coordinator.navigate(to: CanonicalStep("nobodyKnowsMe"))
@@ -626,13 +672,17 @@ struct RuleTests {
         let grandChild = ScriptedFlow("GrandChildFlow")
         let child = ScriptedFlow("ChildFlow") { _, step in
             (step as? TestStep) == .two
-                ? .one(flowContributor: .contribute(withNextPresentable: grandChild,
-                    withNextStepper: OneStepper(withSingleStep: TestStep.three))) : .none
+                ? .one(
+                    flowContributor: .contribute(
+                        withNextPresentable: grandChild,
+                        withNextStepper: OneStepper(withSingleStep: TestStep.three))) : .none
         }
         let parent = ScriptedFlow("ParentFlow") { _, step in
             (step as? TestStep) == .one
-                ? .one(flowContributor: .contribute(withNextPresentable: child,
-                    withNextStepper: OneStepper(withSingleStep: TestStep.two))) : .none
+                ? .one(
+                    flowContributor: .contribute(
+                        withNextPresentable: child,
+                        withNextStepper: OneStepper(withSingleStep: TestStep.two))) : .none
         }
         await coordinator.coordinate(flow: parent, with: OneStepper(withSingleStep: TestStep.one))
         #expect(log.willNavigate == ["ParentFlow#1 one", "ChildFlow#1 two", "GrandChildFlow#1 three"])
@@ -734,8 +784,10 @@ struct RuleTests {
                 weakChild = child
                 flow.stack.setRoot(Screen(id: "home"))
                 flow.stack.present(child)
-                return .one(flowContributor: .contribute(withNextPresentable: child,
-                    withNextStepper: OneStepper(withSingleStep: TestStep.one)))
+                return .one(
+                    flowContributor: .contribute(
+                        withNextPresentable: child,
+                        withNextStepper: OneStepper(withSingleStep: TestStep.one)))
             case .three:
                 flow.stack.dismissPresented()
             default: break

@@ -13,11 +13,15 @@ struct StepDecodingTests {
         let wrongType = CanonicalStep("addressEntered", ["zip": 75001]).decoded(as: AddressStep.self)
         let refused = try #require(wrongType as? RefusedStep)
         #expect(refused.reason == .unknownStep)
-        #expect(refused.message == "its params do not fit AddressStep.addressEntered: expected String for zip, got int 75001")
+        #expect(
+            refused.message
+                == "its params do not fit AddressStep.addressEntered: expected String for zip, got int 75001")
         let missing = try #require(CanonicalStep("addressEntered").decoded(as: AddressStep.self) as? RefusedStep)
         #expect(missing.message.hasSuffix("missing param 'zip'"), "\(missing.message)")
         #expect(CanonicalStep("nosuch").decoded(as: AddressStep.self) == nil)
-        #expect(CanonicalStep("addressEntered", ["zip": "75001"]).decoded(as: AddressStep.self) as? AddressStep == .addressEntered(zip: "75001"))
+        #expect(
+            CanonicalStep("addressEntered", ["zip": "75001"]).decoded(as: AddressStep.self) as? AddressStep
+                == .addressEntered(zip: "75001"))
         #expect(CanonicalStep("confirmed").decoded(as: AddressStep.self) as? AddressStep == .confirmed)
     }
 }

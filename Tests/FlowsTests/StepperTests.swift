@@ -84,7 +84,8 @@ struct StepperTests {
     func canonicalDescription() {
         #expect(CanonicalStep("movieList").description == "movieList")
         #expect(CanonicalStep("moviePicked", ["withMovieId": 23452]).description == "moviePicked(withMovieId: 23452)")
-        #expect(CanonicalStep("search", ["query": "star", "page": 2]).description == "search(page: 2, query: \"star\")")
+        #expect(
+            CanonicalStep("search", ["query": "star", "page": 2]).description == "search(page: 2, query: \"star\")")
         #expect(describeStep(NoneStep()) == "NoneStep")
     }
 }
@@ -118,32 +119,40 @@ struct DeclaredFlowTests {
     @Test("A table-driven flow navigates on canonical steps by name")
     func tableFlow() async {
         let (coordinator, log) = makeCoordinator()
-        let flow = TableFlow("CatalogFlow", routes: [
-            "home": { flow, _ in
-                let list = Screen(id: "catalog/list")
-                flow.stack.setRoot(list)
-                return .one(flowContributor: .contribute(withNextPresentable: list, withNextStepper: RemoteStepper(id: "catalog/list")))
-            },
-            "itemPicked": { flow, step in
-                let id = step.params["id"]?.intValue ?? 0
-                let detail = Screen(id: "catalog/item/\(id)")
-                flow.stack.push(detail)
-                return .one(flowContributor: .contribute(withNextPresentable: detail, withNextStepper: RemoteStepper(id: detail.presentableID)))
-            },
-            "back": { flow, _ in
-                flow.stack.pop()
-                return .none
-            },
-        ])
+        let flow = TableFlow(
+            "CatalogFlow",
+            routes: [
+                "home": { flow, _ in
+                    let list = Screen(id: "catalog/list")
+                    flow.stack.setRoot(list)
+                    return .one(
+                        flowContributor: .contribute(
+                            withNextPresentable: list, withNextStepper: RemoteStepper(id: "catalog/list")))
+                },
+                "itemPicked": { flow, step in
+                    let id = step.params["id"]?.intValue ?? 0
+                    let detail = Screen(id: "catalog/item/\(id)")
+                    flow.stack.push(detail)
+                    return .one(
+                        flowContributor: .contribute(
+                            withNextPresentable: detail, withNextStepper: RemoteStepper(id: detail.presentableID)))
+                },
+                "back": { flow, _ in
+                    flow.stack.pop()
+                    return .none
+                },
+            ])
         await coordinator.coordinate(flow: flow)
         await coordinator.receive(CanonicalStep("itemPicked", ["id": 7]), from: "catalog/list")
         await coordinator.receive(CanonicalStep("back"), from: "catalog/item/7")
         await coordinator.receive(CanonicalStep("itemPicked", ["id": 8]), from: "catalog/list")
         await coordinator.receive(CanonicalStep("unknown"), from: "catalog/item/8")  // no route: navigates to .none
-        #expect(log.didNavigate == [
-            "CatalogFlow#1 home", "CatalogFlow#1 itemPicked(id: 7)", "CatalogFlow#1 back", "CatalogFlow#1 itemPicked(id: 8)",
-            "CatalogFlow#1 unknown",
-        ])
+        #expect(
+            log.didNavigate == [
+                "CatalogFlow#1 home", "CatalogFlow#1 itemPicked(id: 7)", "CatalogFlow#1 back",
+                "CatalogFlow#1 itemPicked(id: 8)",
+                "CatalogFlow#1 unknown",
+            ])
         #expect(flow.stack.items.map(\.presentableID) == ["catalog/list", "catalog/item/8"])
         #expect(log.diagnostics.isEmpty)
     }

@@ -20,11 +20,15 @@ final class EventLog {
 
     /// `did navigate flow=… step=…` lines.
     var didNavigate: [String] {
-        events.compactMap { if case .didNavigate(let n) = $0 { return "\(n.flow) \(describeStep(n.step))" } else { return nil } }
+        events.compactMap {
+            if case .didNavigate(let n) = $0 { return "\(n.flow) \(describeStep(n.step))" } else { return nil }
+        }
     }
 
     var willNavigate: [String] {
-        events.compactMap { if case .willNavigate(let n) = $0 { return "\(n.flow) \(describeStep(n.step))" } else { return nil } }
+        events.compactMap {
+            if case .willNavigate(let n) = $0 { return "\(n.flow) \(describeStep(n.step))" } else { return nil }
+        }
     }
 
     var diagnostics: [Diagnostic] {
@@ -91,7 +95,8 @@ final class ManualStepper: Stepper {
     var onReady: (@FlowActor (ManualStepper) -> Void)?
     private(set) var readyCalls = 0
 
-    init(_ id: String = "manual", initial: any Step = NoneStep(), onReady: (@FlowActor (ManualStepper) -> Void)? = nil) {
+    init(_ id: String = "manual", initial: any Step = NoneStep(), onReady: (@FlowActor (ManualStepper) -> Void)? = nil)
+    {
         self.stepperID = id
         self.initialStep = initial
         self.onReady = onReady

@@ -2,8 +2,8 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusReactorHost
-import FlowBusTools
 import FlowBusTesting
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Testing
@@ -11,10 +11,14 @@ import ZeroMQ
 
 @Suite("Back-pressure: no silent drops", .serialized)
 struct BackPressureTests {
-    @Test("A subscriber that stops reading makes flowd drop at its high-water mark: every drop is counted and reported in band; no step is lost on the way in")
+    @Test(
+        "A subscriber that stops reading makes flowd drop at its high-water mark: every drop is counted and reported in band; no step is lost on the way in"
+    )
     func slowSubscriber() throws {
         let demo = try String(contentsOf: packageRoot.appendingPathComponent("config/demo.yaml"), encoding: .utf8)
-        let topology = try TestTopology(configYAML: demo.replacingOccurrences(of: "highWaterMark: 100000", with: "highWaterMark: 50") + "\nheartbeatMilliseconds: 100\n")
+        let topology = try TestTopology(
+            configYAML: demo.replacingOccurrences(of: "highWaterMark: 100000", with: "highWaterMark: 50")
+                + "\nheartbeatMilliseconds: 100\n")
         try topology.startFlowd()
         let fast = try topology.subscribe([""])
 
@@ -33,7 +37,9 @@ struct BackPressureTests {
         func take(_ received: BusSubscriber.Received?) {
             guard case .message(let message)? = received else { return }
             if message.envelope.source.hasPrefix("flowd#") { flowdSequences.append(message.envelope.sequence) }
-            if case .diagnostic(let diagnostic) = message, diagnostic.reason == .droppedHWM { reports.append(diagnostic) }
+            if case .diagnostic(let diagnostic) = message, diagnostic.reason == .droppedHWM {
+                reports.append(diagnostic)
+            }
         }
         for _ in 0..<total {
             try stepper.publish("apiKeyIsComplete")

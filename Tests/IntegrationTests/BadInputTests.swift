@@ -2,8 +2,8 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusReactorHost
-import FlowBusTools
 import FlowBusTesting
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Testing
@@ -19,27 +19,45 @@ struct BadInput: Sendable, CustomTestStringConvertible {
 }
 
 /// The frames of a well-formed step, to corrupt.
-func stepFrames(_ stepperID: String, _ name: String, _ params: WireParams = [:], contentType: ContentType = .fbv, sequence: UInt64 = 1) -> [[UInt8]] {
-    let envelope = Envelope(kind: .step, contentType: contentType, sequence: sequence, source: "bad-input#\(UUID().uuidString.prefix(6))")
-    return (try? StepMessage(stepperID: stepperID, envelope: envelope, name: name, params: params).encoded().frames) ?? []
+func stepFrames(
+    _ stepperID: String, _ name: String, _ params: WireParams = [:], contentType: ContentType = .fbv,
+    sequence: UInt64 = 1
+) -> [[UInt8]] {
+    let envelope = Envelope(
+        kind: .step, contentType: contentType, sequence: sequence, source: "bad-input#\(UUID().uuidString.prefix(6))")
+    return (try? StepMessage(stepperID: stepperID, envelope: envelope, name: name, params: params).encoded().frames)
+        ?? []
 }
 
 /// The frames of a well-formed action, to corrupt.
-func actionFrames(_ reactorID: String, _ name: String, _ params: WireParams = [:], contentType: ContentType = .fbv) -> [[UInt8]] {
-    let envelope = Envelope(kind: .action, contentType: contentType, sequence: 1, source: "bad-input#\(UUID().uuidString.prefix(6))")
-    return (try? ActionMessage(reactorID: reactorID, envelope: envelope, name: name, params: params).encoded().frames) ?? []
+func actionFrames(
+    _ reactorID: String, _ name: String, _ params: WireParams = [:], contentType: ContentType = .fbv
+) -> [[UInt8]] {
+    let envelope = Envelope(
+        kind: .action, contentType: contentType, sequence: 1, source: "bad-input#\(UUID().uuidString.prefix(6))")
+    return (try? ActionMessage(reactorID: reactorID, envelope: envelope, name: name, params: params).encoded().frames)
+        ?? []
 }
 
 /// Every kind of malformed input the protocol names, each with the reason it must be refused with.
-let badInputs = corruptions(of: stepFrames("apikey", "apiKeyIsComplete", ["n": 1]), json: stepFrames("apikey", "apiKeyIsComplete", ["n": 1], contentType: .json))
+let badInputs = corruptions(
+    of: stepFrames("apikey", "apiKeyIsComplete", ["n": 1]),
+    json: stepFrames("apikey", "apiKeyIsComplete", ["n": 1], contentType: .json))
 
 /// The same corruptions of an action, plus what only a reactor host can judge.
-let badActions = corruptions(of: actionFrames("counter", "increase", ["n": 1]), json: actionFrames("counter", "increase", ["n": 1], contentType: .json)) + [
-    BadInput(name: "an unknown reactor", frames: actionFrames("nobody", "increase"), reason: .unknownReactor),
-    BadInput(name: "an unknown action", frames: actionFrames("counter", "explode"), reason: .badAction),
-    BadInput(name: "a parameter of the wrong type", frames: actionFrames("login", "submit", ["apiKey": 42]), reason: .badAction),
-    BadInput(name: "a params frame over the configured limit", frames: oversized(actionFrames("counter", "increase")), reason: .oversize),
-]
+let badActions =
+    corruptions(
+        of: actionFrames("counter", "increase", ["n": 1]),
+        json: actionFrames("counter", "increase", ["n": 1], contentType: .json)) + [
+        BadInput(name: "an unknown reactor", frames: actionFrames("nobody", "increase"), reason: .unknownReactor),
+        BadInput(name: "an unknown action", frames: actionFrames("counter", "explode"), reason: .badAction),
+        BadInput(
+            name: "a parameter of the wrong type", frames: actionFrames("login", "submit", ["apiKey": 42]),
+            reason: .badAction),
+        BadInput(
+            name: "a params frame over the configured limit", frames: oversized(actionFrames("counter", "increase")),
+            reason: .oversize),
+    ]
 
 /// `frames` with its params frame one byte over the default `limits.maxMessageBytes` (1 MiB).
 func oversized(_ frames: [[UInt8]]) -> [[UInt8]] {
@@ -65,7 +83,9 @@ func corruptions(of good: [[UInt8]], json: [[UInt8]]) -> [BadInput] {
     var source = good[1]
     source[source.count - 1] = 0xFF
     add("invalid UTF-8 in the source", .malformed, [good[0], source] + good[2...])
-    add("invalid UTF-8 in the topic", .malformed, [Array(good[0].prefix(while: { $0 != 0x2F })) + [0x2F, 0xFF, 0xFE]] + good[1...])
+    add(
+        "invalid UTF-8 in the topic", .malformed,
+        [Array(good[0].prefix(while: { $0 != 0x2F })) + [0x2F, 0xFF, 0xFE]] + good[1...])
     add("invalid UTF-8 in the name", .malformed, [good[0], good[1], [0xC3, 0x28], good[3]])
     add("a wrong frame count", .malformed, Array(good.prefix(3)))
     add("too many frames", .oversize, good + Array(repeating: [0x00], count: 6))
@@ -109,7 +129,8 @@ struct BadInputTests {
     @Test("A reactor host's actions endpoint refuses each kind of bad action with a diagnostic", arguments: badActions)
     func reactorActions(input: BadInput) throws {
         let topology = try demoTopology()
-        let host = try topology.start("reactor-host", arguments: ["--config", topology.configPath, "--host", "demo", "--counter-delay-ms", "0"])
+        let host = try topology.start(
+            "reactor-host", arguments: ["--config", topology.configPath, "--host", "demo", "--counter-delay-ms", "0"])
         let spec = try #require(topology.config.reactors["demo"])
         let diagnostics = try BusSubscriber(endpoint: spec.states, topics: ["diag/"])
         #expect(try diagnostics.waitUntilConnected(timeout: .seconds(20)), "reactor-host is up: \(host.output)")
@@ -162,7 +183,10 @@ struct BadInputTests {
         for index in 0..<floodSize { try flooder.publish("moviePicked", ["withMovieId": .int(Int64(index))]) }
         try tap(topology, "apikey", "apiKeyIsComplete")
         #expect(try flooder.waitForAcknowledgement(timeout: .seconds(60)))
-        #expect(lines(try events.collect(1, timeout: .seconds(30))) == ["did navigate flow=MainFlow step=apiKeyIsComplete presentable=apikey"])
+        #expect(
+            lines(try events.collect(1, timeout: .seconds(30))) == [
+                "did navigate flow=MainFlow step=apiKeyIsComplete presentable=apikey"
+            ])
         let dropped = try topology.status()["totals"]?.mapValue?["dropped"]?.mapValue?["unbound-stepper"]?.intValue
         #expect(dropped == Int64(floodSize))
     }
@@ -208,7 +232,8 @@ struct BadInputTests {
         let context = try ZeroMQ.Context(defaultLinger: 0)
         var flooders: [Socket] = []
         defer { for socket in flooders { socket.close() } }
-        let request = try StatusRequest(envelope: Envelope(kind: .statusRequest, sequence: 1, source: "flood#1")).frames()
+        let request = try StatusRequest(envelope: Envelope(kind: .statusRequest, sequence: 1, source: "flood#1"))
+            .frames()
         for _ in 0..<4 {
             let socket = try context.socket(.dealer)
             try socket.setOptions([.sendHighWaterMark(10_000), .linger(0)])
@@ -230,6 +255,7 @@ struct BadInputTests {
         let p99 = latencies[98]
         // Generous for a loaded machine; a quiet one gives a few milliseconds.
         #expect(p99 < .seconds(1), "p99 ack latency \(p99) under a 20,000-request status flood")
-        #expect(try topology.status(timeout: .seconds(30))["flows"]?.listValue?.isEmpty == false, "still serving status")
+        #expect(
+            try topology.status(timeout: .seconds(30))["flows"]?.listValue?.isEmpty == false, "still serving status")
     }
 }

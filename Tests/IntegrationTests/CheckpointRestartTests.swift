@@ -1,18 +1,19 @@
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusReactorHost
 import FlowBusTesting
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Testing
 
 @testable import FlowBusCoordinator
-import FlowBusClient
-import FlowBusConfiguration
-import FlowBusReactorHost
-import FlowBusTools
 
 /// `durableFlowYAML` with checkpoints every `every` entries that keep no history.
 func compactingFlowYAML(every: Int) -> String {
     durableFlowYAML.replacingOccurrences(
-        of: "checkpoint: { everyEntries: 10000, keepEntries: 100000000 }", with: "checkpoint: { everyEntries: \(every) }")
+        of: "checkpoint: { everyEntries: 10000, keepEntries: 100000000 }",
+        with: "checkpoint: { everyEntries: \(every) }")
 }
 
 /// How many steps reached a flow, from flowd's status.
@@ -26,7 +27,9 @@ func journalStatus(_ topology: TestTopology) throws -> WireParams {
 
 @Suite("flowd restores from checkpoints and compacts its journal", .serialized)
 struct CheckpointRestartTests {
-    @Test("20,000 steps, checkpoints every 1,000, a SIGKILL in the middle: every step applied once, the journal stays small")
+    @Test(
+        "20,000 steps, checkpoints every 1,000, a SIGKILL in the middle: every step applied once, the journal stays small"
+    )
     func compactionAcrossKill() throws {
         let count = 20_000
         let topology = try TestTopology(configYAML: compactingFlowYAML(every: 1000))
@@ -35,25 +38,34 @@ struct CheckpointRestartTests {
         let before = try treeAndBindings(topology)
         let acceptedBefore = try acceptedSteps(topology)
 
-        let stepper = try topology.start("stepper-load", arguments: [
-            "--config", topology.configPath, "--as", "load", "--count", "\(count)", "--progress", "0", "--timeout", "300",
-        ])
-        #expect(eventually(timeout: .seconds(300)) {
-            (try? journalStatus(topology)["checkpoint"]?.mapValue?["entry"]?.intValue ?? 0) ?? 0 >= 8000 || !stepper.isRunning
-        }, "checkpoints are written while steps stream in")
+        let stepper = try topology.start(
+            "stepper-load",
+            arguments: [
+                "--config", topology.configPath, "--as", "load", "--count", "\(count)", "--progress", "0", "--timeout",
+                "300",
+            ])
+        #expect(
+            eventually(timeout: .seconds(300)) {
+                (try? journalStatus(topology)["checkpoint"]?.mapValue?["entry"]?.intValue ?? 0) ?? 0 >= 8000
+                    || !stepper.isRunning
+            }, "checkpoints are written while steps stream in")
         flowd.kill()
         Thread.sleep(forTimeInterval: 0.3)
         flowd = try topology.startFlowd(arguments: ["--log-level", "info"])
         #expect(flowd.output.contains("from its checkpoint of entry"), "\(flowd.output)")
-        #expect(try treeAndBindings(topology) == before, "the checkpoint and the entries after it rebuild the tree and bindings")
+        #expect(
+            try treeAndBindings(topology) == before,
+            "the checkpoint and the entries after it rebuild the tree and bindings")
         #expect(stepper.waitForExit(timeout: .seconds(600)) == 0, "every step acknowledged:\n\(stepper.output)")
 
         #expect(try acceptedSteps(topology) == acceptedBefore + Int64(count), "each step reached the flow exactly once")
         // Compaction runs while flowd is idle: on a busy machine, only once the stream ended.
-        #expect(eventually(timeout: .seconds(60)) {
-            let journal = (try? journalStatus(topology)) ?? [:]
-            return journal["compacting"]?.boolValue == false && (journal["checkpoint"]?.mapValue?["entry"]?.intValue ?? 0) >= Int64(count - 1000)
-        }, "the newest checkpoint covers all but the last thousand entries, and compaction is done")
+        #expect(
+            eventually(timeout: .seconds(60)) {
+                let journal = (try? journalStatus(topology)) ?? [:]
+                return journal["compacting"]?.boolValue == false
+                    && (journal["checkpoint"]?.mapValue?["entry"]?.intValue ?? 0) >= Int64(count - 1000)
+            }, "the newest checkpoint covers all but the last thousand entries, and compaction is done")
         let journal = try journalStatus(topology)
         #expect(flowd.terminate() == 0)
         let reader = try StepJournal.open(readingAt: topology.directory.appendingPathComponent("journal.sqlite").path)
@@ -62,7 +74,8 @@ struct CheckpointRestartTests {
         #expect(kept < 5000, "only the entries after the newest checkpoint stay: \(kept) of \(count + 1); \(journal)")
     }
 
-    @Test("A 1,000,000-step journal is replayed once, checkpointed and compacted; the next start restores the checkpoint")
+    @Test(
+        "A 1,000,000-step journal is replayed once, checkpointed and compacted; the next start restores the checkpoint")
     func millionStepJournal() throws {
         let count: Int64 = 1_000_000
         let topology = try TestTopology(configYAML: compactingFlowYAML(every: 100_000))
@@ -74,7 +87,9 @@ struct CheckpointRestartTests {
             let tick = try FBV.encode(.map(["n": 1]))
             for first in stride(from: Int64(1), through: count, by: 50_000) {
                 let records = (first..<first + 50_000).map { n in
-                    StepJournal.Record(kind: .step, target: "load", name: "tick", params: Data(tick), source: "gen#1", sequence: UInt64(n))
+                    StepJournal.Record(
+                        kind: .step, target: "load", name: "tick", params: Data(tick), source: "gen#1",
+                        sequence: UInt64(n))
                 }
                 try journal.append(records, lastSequences: ["gen#1": UInt64(first + 49_999)])
             }
@@ -82,10 +97,12 @@ struct CheckpointRestartTests {
         var flowd = try topology.startFlowd(arguments: ["--log-level", "info"], timeout: .seconds(300))
         #expect(flowd.output.contains("from \(count) entries"), "\(flowd.output)")
         #expect(try acceptedSteps(topology) == count + 1, "the start step and every tick")
-        #expect(eventually(timeout: .seconds(60)) {
-            (try? journalStatus(topology)["checkpoint"]?.mapValue?["entry"]?.intValue) == count
-        }, "a checkpoint covering the whole history is written at once")
-        #expect(eventually(timeout: .seconds(300)) { (try? journalStatus(topology)["compacting"]) == .bool(false) },
+        #expect(
+            eventually(timeout: .seconds(60)) {
+                (try? journalStatus(topology)["checkpoint"]?.mapValue?["entry"]?.intValue) == count
+            }, "a checkpoint covering the whole history is written at once")
+        #expect(
+            eventually(timeout: .seconds(300)) { (try? journalStatus(topology)["compacting"]) == .bool(false) },
             "the entries it covers are deleted meanwhile, a bounded number at a time")
         #expect(flowd.terminate() == 0)
 
@@ -95,7 +112,8 @@ struct CheckpointRestartTests {
         reader.close()
 
         flowd = try topology.startFlowd(arguments: ["--log-level", "info"])
-        #expect(flowd.output.contains("from its checkpoint of entry \(count) and 0 entries after it"), "\(flowd.output)")
+        #expect(
+            flowd.output.contains("from its checkpoint of entry \(count) and 0 entries after it"), "\(flowd.output)")
         #expect(try acceptedSteps(topology) == count + 1, "the counters come back with the checkpoint")
         let restoredLine = flowd.output.split(separator: "\n").first { $0.contains("restored") } ?? ""
         print("million-step journal: \(restoredLine)")

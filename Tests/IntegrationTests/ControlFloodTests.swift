@@ -2,8 +2,8 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusReactorHost
-import FlowBusTools
 import FlowBusTesting
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Synchronization
@@ -11,11 +11,14 @@ import Testing
 import ZeroMQ
 
 /// `durableFlowYAML` without a journal: the flood measures the loop, not the disk.
-private let floodYAML = durableFlowYAML.replacingOccurrences(of: "persistence: { journal: journal.sqlite, synchronous: full }\n", with: "")
+private let floodYAML = durableFlowYAML.replacingOccurrences(
+    of: "persistence: { journal: journal.sqlite, synchronous: full }\n", with: "")
 
 @Suite("The control plane is fair and rate-limited", .serialized)
 struct ControlFloodTests {
-    @Test("20,000 status requests from one DEALER: a well-behaved stepper's acks keep coming; the flood is rate-limited and counted")
+    @Test(
+        "20,000 status requests from one DEALER: a well-behaved stepper's acks keep coming; the flood is rate-limited and counted"
+    )
     func statusFlood() throws {
         let topology = try TestTopology(configYAML: floodYAML)
         try topology.startFlowd()
@@ -29,7 +32,9 @@ struct ControlFloodTests {
                 let dealer = try context.socket(.dealer)
                 try dealer.setOptions([.sendHighWaterMark(0), .receiveHighWaterMark(0)])
                 try dealer.connect(control)
-                let request = try StatusRequest(envelope: Envelope(kind: .statusRequest, sequence: 1, source: "flood#1")).encoded()
+                let request = try StatusRequest(
+                    envelope: Envelope(kind: .statusRequest, sequence: 1, source: "flood#1")
+                ).encoded()
                 for _ in 0..<20_000 where try dealer.send(message: request, mode: .nonBlocking) {
                     floodReplies.withLock { $0.sent += 1 }
                 }
@@ -38,7 +43,9 @@ struct ControlFloodTests {
                     let message = try? WireMessage.decode(from: buffer)
                     floodReplies.withLock {
                         $0.replies += 1
-                        if case .diagnostic(let diagnostic)? = message, diagnostic.reason == .rateLimited { $0.rateLimited += 1 }
+                        if case .diagnostic(let diagnostic)? = message, diagnostic.reason == .rateLimited {
+                            $0.rateLimited += 1
+                        }
                     }
                 }
                 dealer.close()
@@ -75,7 +82,9 @@ struct ControlFloodTests {
         #expect(refused >= 1 && flooded.rateLimited >= 1, "the flood peer was told: \(controlStatus)")
         #expect(refused + dropped >= 19_000, "nearly all of the flood was limited: \(controlStatus)")
         #expect(answered < 2_000, "answered ≈ burst + rate × duration: \(controlStatus)")
-        print("control flood: 20,000 status requests; stepper ack latency p50 \(p50), p99 \(p99), max \(worst); control \(WireValue.map(controlStatus)); flood peer got \(flooded.replies) replies, \(flooded.rateLimited) rate-limited")
+        print(
+            "control flood: 20,000 status requests; stepper ack latency p50 \(p50), p99 \(p99), max \(worst); control \(WireValue.map(controlStatus)); flood peer got \(flooded.replies) replies, \(flooded.rateLimited) rate-limited"
+        )
     }
 
     @Test("status pages: sections and a page of peers by source id; flowctl status --peers lists them page by page")
@@ -87,9 +96,13 @@ struct ControlFloodTests {
         defer { dealer.close() }
         try dealer.connect(topology.config.endpoints.ingress)
         for index in 0..<250 {
-            try dealer.send(message: try StepMessage(
-                stepperID: "load", envelope: Envelope(kind: .step, contentType: .fbv, sequence: 1, source: String(format: "src#%03d", index)),
-                name: "tick", params: ["n": .int(Int64(index))]).frames())
+            try dealer.send(
+                message: try StepMessage(
+                    stepperID: "load",
+                    envelope: Envelope(
+                        kind: .step, contentType: .fbv, sequence: 1, source: String(format: "src#%03d", index)),
+                    name: "tick", params: ["n": .int(Int64(index))]
+                ).frames())
         }
         #expect(eventually(timeout: .seconds(10)) { (try? topology.status()["peers_total"]?.intValue) == 250 })
         let summary = try StatusClient.fetch(endpoint: topology.config.endpoints.control, params: ["sections": []])
@@ -99,7 +112,8 @@ struct ControlFloodTests {
         #expect(byDefault["peers"]?.mapValue?.count == 100, "the default page")
         #expect(byDefault["flows"]?.listValue?.isEmpty == false, "existing callers keep the tree")
         let page = try StatusClient.fetch(
-            endpoint: topology.config.endpoints.control, params: ["sections": ["peers"], "peers": ["offset": 240, "limit": 50]])
+            endpoint: topology.config.endpoints.control,
+            params: ["sections": ["peers"], "peers": ["offset": 240, "limit": 50]])
         #expect(page["peers"]?.mapValue.map { Set($0.keys) } == Set((240..<250).map { String(format: "src#%03d", $0) }))
         #expect(page["pages"]?.mapValue?["peers"]?.mapValue?["next"] == .null)
         #expect(page["flows"] == nil)
@@ -110,10 +124,12 @@ struct ControlFloodTests {
             try StatusClient.fetch(endpoint: topology.config.endpoints.control, params: ["sections": ["nope"]])
         }
 
-        let listed = try topology.run("flowctl", ["status", "--config", topology.configPath, "--peers", "--limit", "100"])
+        let listed = try topology.run(
+            "flowctl", ["status", "--config", topology.configPath, "--peers", "--limit", "100"])
         #expect(listed.status == 0, "\(listed.output)")
         #expect(listed.output.contains("peers 1–100 of 250; next page: --offset 100"), "\(listed.output)")
-        let all = try topology.run("flowctl", ["status", "--config", topology.configPath, "--peers", "--all", "--limit", "100"])
+        let all = try topology.run(
+            "flowctl", ["status", "--config", topology.configPath, "--peers", "--all", "--limit", "100"])
         #expect(all.output.split(separator: "\n").filter { $0.contains("src#") }.count == 250, "\(all.output)")
     }
 }

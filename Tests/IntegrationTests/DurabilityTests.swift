@@ -2,8 +2,8 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusReactorHost
-import FlowBusTools
 import FlowBusTesting
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import TestFixtures
@@ -76,7 +76,9 @@ func committedEntries(_ topology: TestTopology) -> Int {
 
 @Suite("flowd loses no step and applies none twice across crashes and restarts", .serialized)
 struct DurabilityTests {
-    @Test("100,000 steps with a SIGKILL of flowd in the middle: each applied exactly once, in order; same tree and bindings")
+    @Test(
+        "100,000 steps with a SIGKILL of flowd in the middle: each applied exactly once, in order; same tree and bindings"
+    )
     func sigkillInTheMiddle() throws {
         let count = durabilityStepCount
         let topology = try TestTopology(configYAML: durableFlowYAML)
@@ -87,19 +89,26 @@ struct DurabilityTests {
 
         let clock = ContinuousClock()
         let began = clock.now
-        let stepper = try topology.start("stepper-load", arguments: [
-            "--config", topology.configPath, "--as", "load", "--count", "\(count)", "--progress", "10000", "--timeout", "300",
-        ])
+        let stepper = try topology.start(
+            "stepper-load",
+            arguments: [
+                "--config", topology.configPath, "--as", "load", "--count", "\(count)", "--progress", "10000",
+                "--timeout", "300",
+            ])
         // Kill flowd once a good part of the steps are committed (and so acknowledged).
         let killAt = count * 2 / 5
-        #expect(eventually(timeout: .seconds(300)) { committedEntries(topology) >= killAt || !stepper.isRunning }, "\(killAt) entries committed")
+        #expect(
+            eventually(timeout: .seconds(300)) { committedEntries(topology) >= killAt || !stepper.isRunning },
+            "\(killAt) entries committed")
         let committedBeforeKill = committedEntries(topology)
         flowd.kill()
         Thread.sleep(forTimeInterval: 0.3)
         flowd = try topology.startFlowd(arguments: ["--log-level", "info"])
         #expect(flowd.output.contains("restored"), "\(flowd.output)")
         let restored = try treeAndBindings(topology)
-        #expect(restored == before, "the restarted flowd has the tree and bindings it had before the kill:\n\(before)\n\(restored)")
+        #expect(
+            restored == before,
+            "the restarted flowd has the tree and bindings it had before the kill:\n\(before)\n\(restored)")
 
         let status = stepper.waitForExit(timeout: .seconds(600))
         let elapsed = began.duration(to: clock.now)
@@ -111,10 +120,14 @@ struct DurabilityTests {
         #expect(ticks.count == count, "every step journaled once")
         #expect(ticks == (1...Int64(count)).map { $0 }, "every n from 1 to \(count) applied exactly once, in order")
         let restoredLine = flowd.output.split(separator: "\n").first { $0.contains("restored") } ?? ""
-        print("durability: \(count) steps, SIGKILL after \(committedBeforeKill) committed, all acknowledged after \(elapsed); \(stepper.output.split(separator: "\n").last ?? ""); \(restoredLine)")
+        print(
+            "durability: \(count) steps, SIGKILL after \(committedBeforeKill) committed, all acknowledged after \(elapsed); \(stepper.output.split(separator: "\n").last ?? ""); \(restoredLine)"
+        )
     }
 
-    @Test("Sources beyond limits.maxSources are forgotten; one that returns is judged by the journal: applied once, not stuck")
+    @Test(
+        "Sources beyond limits.maxSources are forgotten; one that returns is judged by the journal: applied once, not stuck"
+    )
     func forgottenSourceReturns() throws {
         let sources = 400
         let topology = try TestTopology(configYAML: durableFlowYAML + "\nlimits: { maxSources: 50 }\n")
@@ -124,14 +137,19 @@ struct DurabilityTests {
         defer { dealer.close() }
         try dealer.connect(topology.config.endpoints.ingress)
         func tick(_ n: Int64, as source: String, sequence: UInt64) throws {
-            try dealer.send(message: try StepMessage(
-                stepperID: "load", envelope: Envelope(kind: .step, contentType: .fbv, sequence: sequence, source: source),
-                name: "tick", params: ["n": .int(n)]).frames())
+            try dealer.send(
+                message: try StepMessage(
+                    stepperID: "load",
+                    envelope: Envelope(kind: .step, contentType: .fbv, sequence: sequence, source: source),
+                    name: "tick", params: ["n": .int(n)]
+                ).frames())
         }
         // Acks come in order on one connection: the last one covers everything before it.
         func awaitAck(of source: String, _ sequence: UInt64) throws {
             while true {
-                guard case .ack(let ack) = try receiveDecoded(dealer, within: .seconds(10), what: "the ack of \(source)") else { continue }
+                guard
+                    case .ack(let ack) = try receiveDecoded(dealer, within: .seconds(10), what: "the ack of \(source)")
+                else { continue }
                 if ack.acknowledgedSource == source && ack.acknowledgedSequence == sequence { return }
             }
         }
@@ -155,9 +173,12 @@ struct DurabilityTests {
         let topology = try TestTopology(configYAML: durableFlowYAML)
         let journal = topology.directory.appendingPathComponent("journal.sqlite").path
         let flowd = try topology.startFlowd()
-        let stepper = try topology.start("stepper-load", arguments: [
-            "--config", topology.configPath, "--as", "load", "--count", "3000", "--progress", "0", "--timeout", "60",
-        ])
+        let stepper = try topology.start(
+            "stepper-load",
+            arguments: [
+                "--config", topology.configPath, "--as", "load", "--count", "3000", "--progress", "0", "--timeout",
+                "60",
+            ])
         #expect(stepper.waitForExit(timeout: .seconds(120)) == 0, "\(stepper.output)")
         #expect(flowd.terminate() == 0, "a clean stop folds the write-ahead log into the file")
         // Overwrite one page in the middle of the entries.
@@ -204,9 +225,12 @@ struct DurabilityTests {
     func stepperBeforeFlowd() throws {
         let count = 2000
         let topology = try TestTopology(configYAML: durableFlowYAML)
-        let stepper = try topology.start("stepper-load", arguments: [
-            "--config", topology.configPath, "--as", "load", "--count", "\(count)", "--progress", "0", "--timeout", "60",
-        ])
+        let stepper = try topology.start(
+            "stepper-load",
+            arguments: [
+                "--config", topology.configPath, "--as", "load", "--count", "\(count)", "--progress", "0", "--timeout",
+                "60",
+            ])
         Thread.sleep(forTimeInterval: 0.5)
         #expect(stepper.isRunning, "the stepper waits for flowd:\n\(stepper.output)")
         let flowd = try topology.startFlowd()
@@ -229,13 +253,19 @@ struct DurabilityTests {
         for _ in 0..<10 { try publisher.poll(timeout: .milliseconds(50)) }
         let acknowledged = publisher.lastAcknowledged
         let committed = try journaledTicks(topology)
-        print("durability: SIGTERM with \(count - Int(acknowledged)) of \(count) steps unacknowledged; \(committed.count) committed")
+        print(
+            "durability: SIGTERM with \(count - Int(acknowledged)) of \(count) steps unacknowledged; \(committed.count) committed"
+        )
         #expect(acknowledged > 0)
         #expect(committed == (1...Int64(max(1, committed.count))).map { $0 }, "a prefix, in order")
-        #expect(UInt64(committed.count) == acknowledged, "every committed batch was acknowledged before exiting, nothing more")
+        #expect(
+            UInt64(committed.count) == acknowledged,
+            "every committed batch was acknowledged before exiting, nothing more")
 
         flowd = try topology.startFlowd()
-        #expect(try publisher.waitForAcknowledgement(timeout: .seconds(120)), "the rest is resent to the new flowd and acknowledged")
+        #expect(
+            try publisher.waitForAcknowledgement(timeout: .seconds(120)),
+            "the rest is resent to the new flowd and acknowledged")
         #expect(flowd.terminate() == 0)
         #expect(try journaledTicks(topology) == (1...Int64(count)).map { $0 })
     }

@@ -2,11 +2,12 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusReactorHost
-import FlowBusTools
 import FlowBusTesting
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -14,17 +15,19 @@ import Glibc
 /// A small topology built in code: a home screen that opens items, each item going back.
 private func itemsTopology() throws -> TopologyBuilder {
     try TopologyBuilder()
-        .flows(yaml: """
-            Main:
-              id: main
-              steps:
-                start:
-                  - setRoot: { screen: home, stepper: home }
-                open:
-                  - push: { screen: "item/{id}", stepper: "item/{id}" }
-                back:
-                  - pop
-            """)
+        .flows(
+            yaml: """
+                Main:
+                  id: main
+                  steps:
+                    start:
+                      - setRoot: { screen: home, stepper: home }
+                    open:
+                      - push: { screen: "item/{id}", stepper: "item/{id}" }
+                    back:
+                      - pop
+                """
+        )
         .coordinator(flow: "Main", step: "start")
         .reactorHost("app", serves: ["counter"])
 }
@@ -48,9 +51,12 @@ struct FlowBusTestingTests {
         #expect(expected.flow == "WishlistFlow")
         #expect(expected.step == "moviePicked(withMovieId: 23452)")
         #expect(expected.presentable == "wishlist/movies")
-        let event = Navigation(flow: "WishlistFlow", step: "moviePicked", ["withMovieId": 23452], presentable: "wishlist/movies")
+        let event = Navigation(
+            flow: "WishlistFlow", step: "moviePicked", ["withMovieId": 23452], presentable: "wishlist/movies")
         #expect(expected.matches(event))
-        #expect(Navigation(stringLiteral: "WishlistFlow.moviePicked(withMovieId:23452)").matches(event), "no presentable: any matches")
+        #expect(
+            Navigation(stringLiteral: "WishlistFlow.moviePicked(withMovieId:23452)").matches(event),
+            "no presentable: any matches")
         #expect(!Navigation(stringLiteral: "WishlistFlow.moviePicked(withMovieId: 1)").matches(event))
         #expect(!Navigation(stringLiteral: "WishlistFlow.moviePicked(withMovieId: 23452) @ home").matches(event))
         let quoted = Navigation(flow: "F", step: "s", ["name": "a b"])
@@ -61,14 +67,18 @@ struct FlowBusTestingTests {
     @Test("A topology built in code: its config, and its launch: entries started in order, each once ready")
     func builderAndLaunch() throws {
         let builder = try itemsTopology()
-            .launch("marker", ["sh", "-c", "echo marker up; exec sleep 60"], ready: .init(logLine: "^marker up$"), after: ["flowd"])
+            .launch(
+                "marker", ["sh", "-c", "echo marker up; exec sleep 60"], ready: .init(logLine: "^marker up$"),
+                after: ["flowd"]
+            )
             .launch("setup", ["sh", "-c", "echo set up"], after: ["marker"], oneShot: true)
             .launchFlowd()
         let started = try withTopology(builder) { topology in
             #expect(topology.config.coordinator?.flow == "Main")
             #expect(topology.config.heartbeatMilliseconds == 50)
             #expect(topology.config.endpoints.ingress == "ipc://\(topology.directory.path)/ingress.sock")
-            #expect(topology.config.reactors["app"]?.states == "ipc://\(topology.directory.path)/reactors-app-states.sock")
+            #expect(
+                topology.config.reactors["app"]?.states == "ipc://\(topology.directory.path)/reactors-app-states.sock")
             let processes = try topology.launch()
             #expect(processes.map(\.name) == ["flowd", "marker", "setup"], "dependencies first")
             #expect(processes[0].isRunning && processes[1].isRunning)
@@ -89,7 +99,9 @@ struct FlowBusTestingTests {
         let builder = try itemsTopology()
             .launchFlowd()
             .launch("extra", ["sh", "-c", "exec sleep 60"])
-            .launch("marker", ["sh", "-c", "echo marker up; exec sleep 60"], ready: .init(logLine: "marker up"), after: ["flowd"])
+            .launch(
+                "marker", ["sh", "-c", "echo marker up; exec sleep 60"], ready: .init(logLine: "marker up"),
+                after: ["flowd"])
         try withTopology(builder) { topology in
             let started = try topology.launch(only: ["marker"])
             #expect(started.map(\.name) == ["flowd", "marker"])
@@ -103,7 +115,7 @@ struct FlowBusTestingTests {
             try topology.startFlowd()
             let trace = try topology.navigationTrace()
             try topology.step("open", ["id": 1], as: "home")
-            try topology.step("open", ["id": 2], as: "home")   // home is covered by item/1: dropped
+            try topology.step("open", ["id": 2], as: "home")  // home is covered by item/1: dropped
             try topology.step("back", as: "item/1")
             try trace.expect(["Main.open(id: 1) @ home", "Main.back @ item/1"])
             let drop = try trace.expectDiagnostic(.notVisible, stepper: "home")
@@ -121,7 +133,8 @@ struct FlowBusTestingTests {
             try topology.step("back", as: "item/1")
             // Main.open is not the next one: a mismatch, reported at once.
             let mismatch = #expect(throws: ExpectationFailure.self) { try trace.expect(["Main.back"]) }
-            #expect(lines(of: mismatch).contains("the navigation trace differs (exhaustive):"), "\(lines(of: mismatch))")
+            #expect(
+                lines(of: mismatch).contains("the navigation trace differs (exhaustive):"), "\(lines(of: mismatch))")
             #expect(lines(of: mismatch).contains("  + Main.open(id: 1) @ home"), "\(lines(of: mismatch))")
             #expect(lines(of: mismatch).contains("    Main.back @ item/1"), "\(lines(of: mismatch))")
             // Asserting only the first leaves the second unasserted.
@@ -140,13 +153,14 @@ struct FlowBusTestingTests {
             let missing = #expect(throws: ExpectationFailure.self) {
                 try trace.expect(["Main.open(id: 1)", "Main.open(id: 2)"], timeout: .seconds(1))
             }
-            #expect(lines(of: missing) == [
-                "expected navigations did not all arrive within 1 s (exhaustive):",
-                "(- expected but not received, + received but not expected)",
-                "    Main.open(id: 1) @ home",
-                "  - Main.open(id: 2)",
-                "diagnostics received meanwhile: none",
-            ])
+            #expect(
+                lines(of: missing) == [
+                    "expected navigations did not all arrive within 1 s (exhaustive):",
+                    "(- expected but not received, + received but not expected)",
+                    "    Main.open(id: 1) @ home",
+                    "  - Main.open(id: 2)",
+                    "diagnostics received meanwhile: none",
+                ])
             try trace.expect(["Main.open(id: 1)"])
         }
     }
@@ -191,14 +205,18 @@ struct FlowBusTestingTests {
             let wrongOrder = #expect(throws: ExpectationFailure.self) {
                 try quiet.expect(["Main.open(id: 2)"], exhaustivity: .off, timeout: .seconds(1))
             }
-            #expect(wrongOrder?.message.hasPrefix("expected navigations did not all arrive within 1 s (in order, others skipped)") == true)
+            #expect(
+                wrongOrder?.message.hasPrefix(
+                    "expected navigations did not all arrive within 1 s (in order, others skipped)") == true)
             let relaxed = try topology.navigationTrace(exhaustivity: .off)
             try topology.step("back", as: "item/2")
             try topology.step("back", as: "item/1")
             try relaxed.expect(["Main.back @ item/1"])
             // A relaxed trace leaves nothing to check at the end; the exhaustive ones must be drained.
             try trace.expect(["Main.back", "Main.back"])
-            let ignored = #expect(throws: ExpectationFailure.self) { try trace.expect(["Main.open(id: 4)"], ignoring: ["Main.back"], timeout: .seconds(1)) }
+            let ignored = #expect(throws: ExpectationFailure.self) {
+                try trace.expect(["Main.open(id: 4)"], ignoring: ["Main.back"], timeout: .seconds(1))
+            }
             #expect(lines(of: ignored).contains { $0.hasPrefix("  - Main.open(id: 4)") })
         }
     }
@@ -214,7 +232,10 @@ struct FlowBusTestingTests {
                 try counter.expect([Counter(value: 0, isLoading: true), Counter(value: 1, isLoading: false)])
             }
             #expect(lines(of: wrong).contains("  + Counter(value: 1, isLoading: true)"), "\(lines(of: wrong))")
-            try counter.expect([Counter(value: 0, isLoading: true), Counter(value: 1, isLoading: true), Counter(value: 1, isLoading: false)])
+            try counter.expect([
+                Counter(value: 0, isLoading: true), Counter(value: 1, isLoading: true),
+                Counter(value: 1, isLoading: false),
+            ])
             try counter.expectNothingMore()
 
             try topology.send("decrease", to: "counter")
@@ -227,11 +248,12 @@ struct FlowBusTestingTests {
             try counter.expect([Counter(value: 0, isLoading: true)])
             try watcher.expect([Counter(value: 1, isLoading: false)])
             let unasserted = #expect(throws: ExpectationFailure.self) { try counter.expectNothingMore() }
-            #expect(lines(of: unasserted) == [
-                "states of counter received but not asserted:",
-                "  + Counter(value: 1, isLoading: true)",
-                "  + Counter(value: 1, isLoading: false)",
-            ])
+            #expect(
+                lines(of: unasserted) == [
+                    "states of counter received but not asserted:",
+                    "  + Counter(value: 1, isLoading: true)",
+                    "  + Counter(value: 1, isLoading: false)",
+                ])
         }
     }
 
@@ -241,7 +263,9 @@ struct FlowBusTestingTests {
             try topology.startReactorHost("app")
             let refused = #expect(throws: Refused.self) { try topology.send("nonsense", to: "counter") }
             #expect(refused?.diagnostic.reason == .badAction)
-            #expect(refused?.description.hasPrefix("the action nonsense to counter was refused: bad-action") == true, "\(String(describing: refused))")
+            #expect(
+                refused?.description.hasPrefix("the action nonsense to counter was refused: bad-action") == true,
+                "\(String(describing: refused))")
         }
     }
 
@@ -252,10 +276,14 @@ struct FlowBusTestingTests {
             let trace = try topology.navigationTrace()
             #expect(kill(flowd.processIdentifier, SIGKILL) == 0)
             // A long timeout: the death is what ends the wait, not the clock.
-            let died = #expect(throws: ProcessDied.self) { try trace.expect(["Main.open(id: 1)"], timeout: .seconds(120)) }
+            let died = #expect(throws: ProcessDied.self) {
+                try trace.expect(["Main.open(id: 1)"], timeout: .seconds(120))
+            }
             #expect(died?.name == "flowd")
             #expect(died?.termination == .signalled(SIGKILL))
-            #expect(died?.description.contains("flowd (pid \(flowd.processIdentifier)) was killed by signal 9 (SIGKILL)") == true)
+            #expect(
+                died?.description.contains("flowd (pid \(flowd.processIdentifier)) was killed by signal 9 (SIGKILL)")
+                    == true)
             #expect(died?.outputTail.contains("flowd listening") == true, "\(died?.outputTail ?? "")")
             // Reported once: the scope's end does not fail on it again.
         }
@@ -268,7 +296,8 @@ struct FlowBusTestingTests {
             try withTopology(itemsTopology()) { topology in
                 directory = topology.directory
                 let job = try topology.start("sh", arguments: ["-c", "echo done"], name: "job", mayExit: true)
-                let daemon = try topology.start("sh", arguments: ["-c", "echo starting; echo no config >&2; exit 3"], name: "daemon")
+                let daemon = try topology.start(
+                    "sh", arguments: ["-c", "echo starting; echo no config >&2; exit 3"], name: "daemon")
                 #expect(job.waitForExit(timeout: .seconds(10)) == 0)
                 #expect(daemon.waitForExit(timeout: .seconds(10)) == 3)
             }
@@ -288,7 +317,10 @@ struct FlowBusTestingTests {
             try withTopology(itemsTopology()) { topology in
                 directory = topology.directory
                 processes.append(try topology.startFlowd())
-                processes.append(try topology.start("sh", arguments: ["-c", "echo sleeping; exec sleep 60"], name: "sleeper", ready: .init(logLine: "sleeping")))
+                processes.append(
+                    try topology.start(
+                        "sh", arguments: ["-c", "echo sleeping; exec sleep 60"], name: "sleeper",
+                        ready: .init(logLine: "sleeping")))
                 throw HarnessError("the test failed here")
             }
         }
@@ -324,19 +356,27 @@ struct FlowBusTestingTests {
                 try topology.step("open", ["id": 5], as: "home")
             }
         }
-        #expect(lines(of: failure) == ["at the end of the test: navigations received but not asserted:", "  + Main.open(id: 5) @ home"])
+        #expect(
+            lines(of: failure) == [
+                "at the end of the test: navigations received but not asserted:", "  + Main.open(id: 5) @ home",
+            ])
     }
 
     @Test("A process that is not ready in time, or dies starting, fails start with its output")
     func readinessFailures() throws {
         try withTopology(itemsTopology()) { topology in
             let slow = #expect(throws: HarnessError.self) {
-                try topology.start("sh", arguments: ["-c", "echo waiting; exec sleep 60"], name: "slow", ready: .init(logLine: "^never$"), timeout: .milliseconds(300))
+                try topology.start(
+                    "sh", arguments: ["-c", "echo waiting; exec sleep 60"], name: "slow",
+                    ready: .init(logLine: "^never$"), timeout: .milliseconds(300))
             }
-            #expect(slow?.description.hasPrefix("slow was not ready (log line /^never$/) within 300 ms") == true, "\(String(describing: slow))")
+            #expect(
+                slow?.description.hasPrefix("slow was not ready (log line /^never$/) within 300 ms") == true,
+                "\(String(describing: slow))")
             topology.process(named: "slow")?.terminate()
             let crash = #expect(throws: ProcessDied.self) {
-                try topology.start("sh", arguments: ["-c", "echo bad flag >&2; exit 64"], name: "crasher", ready: .init(control: true))
+                try topology.start(
+                    "sh", arguments: ["-c", "echo bad flag >&2; exit 64"], name: "crasher", ready: .init(control: true))
             }
             #expect(crash?.termination == .exited(64))
             #expect(crash?.outputTail == "bad flag")

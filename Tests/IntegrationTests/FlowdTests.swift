@@ -2,8 +2,8 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusReactorHost
-import FlowBusTools
 import FlowBusTesting
+import FlowBusTools
 import FlowBusWire
 import Flows
 import Foundation
@@ -11,7 +11,8 @@ import Testing
 import ZeroMQ
 
 /// The repository's root, found from this file's path.
-let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()
 
 /// The movie demo's config with a fast heartbeat, so subscribers connect quickly.
 func demoTopology() throws -> TestTopology {
@@ -21,10 +22,15 @@ func demoTopology() throws -> TestTopology {
 
 /// Publishes one step as `stepperID` and waits for flowd's acknowledgement, so steps from
 /// different steppers reach flowd in the order the test sends them.
-func tap(_ topology: TestTopology, _ stepperID: String, _ name: String, _ params: WireParams = [:], sourceLocation: SourceLocation = #_sourceLocation) throws {
+func tap(
+    _ topology: TestTopology, _ stepperID: String, _ name: String, _ params: WireParams = [:],
+    sourceLocation: SourceLocation = #_sourceLocation
+) throws {
     let stepper = try topology.stepper(stepperID)
     try stepper.publish(name, params)
-    #expect(try stepper.waitForAcknowledgement(timeout: .seconds(10)), "flowd acknowledged \(name) from \(stepperID)", sourceLocation: sourceLocation)
+    #expect(
+        try stepper.waitForAcknowledgement(timeout: .seconds(10)), "flowd acknowledged \(name) from \(stepperID)",
+        sourceLocation: sourceLocation)
 }
 
 func lines(_ messages: [WireMessage]) -> [String] { messages.map(MessageFormatter.line) }
@@ -53,7 +59,9 @@ enum DemoLoginAction: Encodable {
 }
 
 /// The three navigations of leaving the api key screen: the dashboard and its two tabs.
-let dashboardShown: [Navigation] = ["MainFlow.apiKeyIsComplete @ apikey", "WishlistFlow.movieList", "WatchedFlow.movieList"]
+let dashboardShown: [Navigation] = [
+    "MainFlow.apiKeyIsComplete @ apikey", "WishlistFlow.movieList", "WatchedFlow.movieList",
+]
 
 @Suite("flowd with real processes", .serialized)
 struct FlowdTests {
@@ -95,12 +103,15 @@ struct FlowdTests {
             ])
             try trace.expectNothingMore()
             // The root flow's first step happened before anyone could subscribe; flowd logged it.
-            #expect(try flowd.waitForOutput(matching: "did navigate flow=MainFlow step=apiKey$"), "\(flowd.outputTail())")
+            #expect(
+                try flowd.waitForOutput(matching: "did navigate flow=MainFlow step=apiKey$"), "\(flowd.outputTail())")
             #expect(flowd.terminate() == 0, "flowd exits 0 on SIGTERM")
         }
     }
 
-    @Test("The whole demo as scripts/demo plays it: launched from the config, the login reactor moves the app on, drops are reported")
+    @Test(
+        "The whole demo as scripts/demo plays it: launched from the config, the login reactor moves the app on, drops are reported"
+    )
     func wholeDemo() throws {
         try withTopology(configFile: demoConfig) { topology in
             // The launch: section: flowd, then the reactor host once flowd answers.
@@ -113,7 +124,8 @@ struct FlowdTests {
             #expect(counter.initial == DemoCounter(value: 0, isLoading: false))
             try topology.send("increase", to: "counter")
             try counter.expect([
-                DemoCounter(value: 0, isLoading: true), DemoCounter(value: 1, isLoading: true), DemoCounter(value: 1, isLoading: false),
+                DemoCounter(value: 0, isLoading: true), DemoCounter(value: 1, isLoading: true),
+                DemoCounter(value: 1, isLoading: false),
             ])
 
             // The api key screen's login reactor publishes the step that leaves it, as stepper apikey.
@@ -200,12 +212,16 @@ struct FlowdTests {
             try topology.step("apiKeyIsComplete", as: "apikey")
             try trace.expect(dashboardShown)
             // An outside tool sends it.
-            let result = try topology.run("flowctl", ["deeplink", "moviePicked", "withMovieId=99", "--config", topology.configPath])
+            let result = try topology.run(
+                "flowctl", ["deeplink", "moviePicked", "withMovieId=99", "--config", topology.configPath])
             #expect(result.status == 0, "\(result.output)")
             try trace.expect([
-                "MainFlow.moviePicked(withMovieId: 99)", "WishlistFlow.moviePicked(withMovieId: 99)", "WatchedFlow.moviePicked(withMovieId: 99)",
+                "MainFlow.moviePicked(withMovieId: 99)", "WishlistFlow.moviePicked(withMovieId: 99)",
+                "WatchedFlow.moviePicked(withMovieId: 99)",
             ])
-            let bound = try topology.status()["bindings"]?.listValue?.compactMap { $0.mapValue?["stepper"]?.stringValue }
+            let bound = try topology.status()["bindings"]?.listValue?.compactMap {
+                $0.mapValue?["stepper"]?.stringValue
+            }
             #expect(bound?.contains("wishlist/movie/99") == true)
             #expect(bound?.contains("watched/movie/99") == true)
         }
@@ -219,7 +235,8 @@ struct FlowdTests {
             try topology.step("apiKeyIsComplete", as: "apikey")
             try topology.step("settings", as: "dashboard")
             try trace.expect(dashboardShown + ["MainFlow.settings", "SettingsFlow.settings"])
-            #expect(try topology.status()["flows"]?.listValue?.contains { $0.mapValue?["name"] == "SettingsFlow" } == true)
+            #expect(
+                try topology.status()["flows"]?.listValue?.contains { $0.mapValue?["name"] == "SettingsFlow" } == true)
 
             try topology.step("settingsDone", as: "settings/list")
             try trace.expect(["SettingsFlow.settingsDone", "MainFlow.settingsDone"])
@@ -243,7 +260,9 @@ struct FlowdTests {
         _ = try topology.deepLink("moviePicked", ["withMovieId": 3])
         _ = try topology.step("settings", as: "nobody")
         let received = try events.collect(2)
-        guard received.count == 2, case .navigation(let navigation) = received[0], case .diagnostic(let diagnostic) = received[1] else {
+        guard received.count == 2, case .navigation(let navigation) = received[0],
+            case .diagnostic(let diagnostic) = received[1]
+        else {
             Issue.record("expected a didNavigate and a diagnostic, got \(lines(received))")
             return
         }
@@ -254,7 +273,9 @@ struct FlowdTests {
         #expect(diagnostic.details["stepper"] == "nobody")
     }
 
-    @Test("A second flowd on the same endpoints refuses to start, and the first keeps serving; missing ipc directories are made")
+    @Test(
+        "A second flowd on the same endpoints refuses to start, and the first keeps serving; missing ipc directories are made"
+    )
     func secondFlowdRefused() throws {
         let yaml = try String(contentsOf: packageRoot.appendingPathComponent("config/demo.yaml"), encoding: .utf8)
             .replacingOccurrences(of: "${FLOWBUS_RUN_DIR:-/tmp/flowbus}/", with: "${FLOWBUS_RUN_DIR}/not/yet/")
@@ -293,10 +314,13 @@ struct FlowdTests {
         let missing = try topology.run("flowctl", ["status", "--config", "/nonexistent.yaml"])
         #expect(missing.status != 0)
         #expect(missing.output.contains("/nonexistent.yaml does not exist"))
-        let noDaemon = try topology.run("flowctl", ["step", "apiKeyIsComplete", "--as", "apikey", "--timeout", "0.5", "--config", topology.configPath])
+        let noDaemon = try topology.run(
+            "flowctl",
+            ["step", "apiKeyIsComplete", "--as", "apikey", "--timeout", "0.5", "--config", topology.configPath])
         #expect(noDaemon.status != 0)
         #expect(noDaemon.output.contains("is it running?"))
-        let badParam = try topology.run("flowctl", ["step", "moviePicked", "withMovieId", "--as", "x", "--config", topology.configPath])
+        let badParam = try topology.run(
+            "flowctl", ["step", "moviePicked", "withMovieId", "--as", "x", "--config", topology.configPath])
         #expect(badParam.status != 0)
         #expect(badParam.output.contains("is not key=value"))
         #expect(badParam.output.contains("Usage:"), "a usage error shows the usage")
@@ -339,7 +363,8 @@ struct SwiftFlowsTests {
     @Test("movie-app runs typed Swift flows on the same coordinator service")
     func typedFlows() throws {
         try withTopology(configFile: demoConfig) { topology in
-            let app = try topology.start("movie-app", arguments: ["--config", topology.configPath], ready: .init(control: true))
+            let app = try topology.start(
+                "movie-app", arguments: ["--config", topology.configPath], ready: .init(control: true))
             let trace = try topology.navigationTrace()
             try topology.step("apiKeyIsComplete", as: "apikey")
             try topology.step("moviePicked", ["withMovieId": 23452], as: "wishlist/movies")
@@ -355,9 +380,13 @@ struct SwiftFlowsTests {
             // A step AppStep cannot decode is refused, with the decoding error.
             try topology.step("moviePicked", ["withMovieId": "not a number"], as: "dashboard")
             let refusal = try trace.expectDiagnostic(.unknownStep)
-            #expect(refusal.message.contains("expected Int for withMovieId, got string \"not a number\""), "\(refusal.message)")
+            #expect(
+                refusal.message.contains("expected Int for withMovieId, got string \"not a number\""),
+                "\(refusal.message)")
             // flowctl says so, with the class's exit status.
-            let cli = try topology.run("flowctl", ["step", "moviePicked", "withMovieId=abc", "--as", "dashboard", "--config", topology.configPath])
+            let cli = try topology.run(
+                "flowctl",
+                ["step", "moviePicked", "withMovieId=abc", "--as", "dashboard", "--config", topology.configPath])
             #expect(cli.status == 7, "\(cli.output)")
             #expect(cli.output.contains("refused: unknown-step"), "\(cli.output)")
             try trace.expectDiagnostic(.unknownStep)
@@ -381,7 +410,8 @@ struct StepperProcessTests {
             defer { finished.signal() }
             do {
                 let stepper = try StepperProcess(stepperID: "wishlist/movies", config: config)
-                try stepper.run(initialStep: CanonicalStep("moviePicked", ["withMovieId": 1]), timeout: .seconds(20)) { publisher in
+                try stepper.run(initialStep: CanonicalStep("moviePicked", ["withMovieId": 1]), timeout: .seconds(20)) {
+                    publisher in
                     try publisher.publish("castPicked", ["withCastId": 9])
                     _ = try publisher.waitForAcknowledgement()
                 }
@@ -393,15 +423,20 @@ struct StepperProcessTests {
         try tap(topology, "apikey", "apiKeyIsComplete")
         #expect(finished.wait(timeout: .now() + 30) == .success)
         #expect(failure.value == nil)
-        let trace = lines(try events.collect(5)).map { $0.replacingOccurrences(of: #" presentable=\S+"#, with: "", options: .regularExpression) }
-        #expect(Array(trace.prefix(4)) == [
-            "did navigate flow=MainFlow step=apiKeyIsComplete",
-            "did navigate flow=WishlistFlow step=movieList",
-            "did navigate flow=WatchedFlow step=movieList",
-            "did navigate flow=WishlistFlow step=moviePicked(withMovieId: 1)",
-        ])
+        let trace = lines(try events.collect(5)).map {
+            $0.replacingOccurrences(of: #" presentable=\S+"#, with: "", options: .regularExpression)
+        }
+        #expect(
+            Array(trace.prefix(4)) == [
+                "did navigate flow=MainFlow step=apiKeyIsComplete",
+                "did navigate flow=WishlistFlow step=movieList",
+                "did navigate flow=WatchedFlow step=movieList",
+                "did navigate flow=WishlistFlow step=moviePicked(withMovieId: 1)",
+            ])
         // The ready step comes after the initial one: by then movie/1 covers the list, so it is reported.
-        #expect(trace.last?.hasPrefix("diagnostic not-visible: step castPicked(withCastId: 9) from wishlist/movies") == true, "\(trace)")
+        #expect(
+            trace.last?.hasPrefix("diagnostic not-visible: step castPicked(withCastId: 9) from wishlist/movies")
+                == true, "\(trace)")
     }
 }
 
@@ -436,26 +471,29 @@ struct SecurityTests {
         let keys = try TestKeys(["flowd", "client", "intruder"])
         defer { keys.remove() }
         let demo = try String(contentsOf: packageRoot.appendingPathComponent("config/demo.yaml"), encoding: .utf8)
-        let (ingressEndpoint, eventsEndpoint, controlEndpoint) = (try freeTCPEndpoint(), try freeTCPEndpoint(), try freeTCPEndpoint())
+        let (ingressEndpoint, eventsEndpoint, controlEndpoint) = (
+            try freeTCPEndpoint(), try freeTCPEndpoint(), try freeTCPEndpoint()
+        )
         func topologyYAML(clientKey: String) -> String {
             demo.replacingOccurrences(of: "ipc://${FLOWBUS_RUN_DIR:-/tmp/flowbus}/ingress.sock", with: ingressEndpoint)
                 .replacingOccurrences(of: "ipc://${FLOWBUS_RUN_DIR:-/tmp/flowbus}/events.sock", with: eventsEndpoint)
                 .replacingOccurrences(of: "ipc://${FLOWBUS_RUN_DIR:-/tmp/flowbus}/control.sock", with: controlEndpoint)
-                + """
+                    + """
 
-                heartbeatMilliseconds: 50
-                security:
-                  serverKey: \(keys.path)/flowd.key
-                  serverPublicKey: \(keys.path)/flowd.pub
-                  clientKey: \(keys.path)/\(clientKey).key
-                  allowedClients: [\(keys.path)/client.pub]
-                """
+                    heartbeatMilliseconds: 50
+                    security:
+                      serverKey: \(keys.path)/flowd.key
+                      serverPublicKey: \(keys.path)/flowd.pub
+                      clientKey: \(keys.path)/\(clientKey).key
+                      allowedClients: [\(keys.path)/client.pub]
+                    """
         }
         let topology = try TestTopology(configYAML: topologyYAML(clientKey: "client"))
         let flowd = try topology.startFlowd()
         let events = try topology.subscribe(["nav/did/"])
         try tap(topology, "apikey", "apiKeyIsComplete")
-        #expect(lines(try events.collect(3)).first == "did navigate flow=MainFlow step=apiKeyIsComplete presentable=apikey")
+        #expect(
+            lines(try events.collect(3)).first == "did navigate flow=MainFlow step=apiKeyIsComplete presentable=apikey")
 
         let intruder = try TestTopology(configYAML: topologyYAML(clientKey: "intruder"))
         let stepper = try intruder.stepper("wishlist/movies")
@@ -463,7 +501,9 @@ struct SecurityTests {
         #expect(try stepper.waitForAcknowledgement(timeout: .milliseconds(1500)) == false)
         let eavesdropper = try BusSubscriber(endpoint: eventsEndpoint, topics: [""], curve: intruder.config.curve)
         #expect(try eavesdropper.waitUntilConnected(timeout: .milliseconds(500)) == false)
-        #expect(throws: (any Error).self) { try StatusClient.fetch(endpoint: controlEndpoint, curve: intruder.config.curve, timeout: .milliseconds(500)) }
+        #expect(throws: (any Error).self) {
+            try StatusClient.fetch(endpoint: controlEndpoint, curve: intruder.config.curve, timeout: .milliseconds(500))
+        }
 
         // Nothing of the intruder's was applied, its attempts were counted, and no secret was logged.
         let late = try events.next(timeout: .milliseconds(200))
@@ -478,7 +518,8 @@ struct SecurityTests {
         let topology = try demoTopology()
         try topology.startFlowd()
         for name in ["ingress", "events", "control"] {
-            let attributes = try FileManager.default.attributesOfItem(atPath: topology.directory.appendingPathComponent("\(name).sock").path)
+            let attributes = try FileManager.default.attributesOfItem(
+                atPath: topology.directory.appendingPathComponent("\(name).sock").path)
             #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600, "\(name).sock")
         }
     }
@@ -495,7 +536,8 @@ struct FlowctlToolTests {
         #expect(down.output.contains("start it: flowd --config"))
         try topology.startFlowd()
         try topology.start("reactor-host", arguments: ["--config", topology.configPath, "--host", "demo"])
-        let subscriber = try BusSubscriber(endpoint: try #require(topology.config.reactors["demo"]).states, topics: ["hb/"])
+        let subscriber = try BusSubscriber(
+            endpoint: try #require(topology.config.reactors["demo"]).states, topics: ["hb/"])
         #expect(try subscriber.waitUntilConnected(timeout: .seconds(20)))
         let up = try topology.run("flowctl", ["doctor", "--config", topology.configPath])
         #expect(up.status == 0, "\(up.output)")
@@ -506,7 +548,8 @@ struct FlowctlToolTests {
     func echoStats() throws {
         let topology = try demoTopology()
         try topology.startFlowd()
-        let echo = try topology.start("flowctl", arguments: ["echo", "did", "--stats", "--count", "2", "--config", topology.configPath])
+        let echo = try topology.start(
+            "flowctl", arguments: ["echo", "did", "--stats", "--count", "2", "--config", topology.configPath])
         _ = try topology.subscribe(["nav/did/"])
         try tap(topology, "apikey", "apiKeyIsComplete")
         #expect(echo.waitForExit(timeout: .seconds(10)) == 0)
@@ -521,7 +564,8 @@ struct FlowctlToolTests {
         #expect(declared.output.contains("\"MainFlow.apiKeyIsComplete\" -> \"tabs:dashboard\" [label=\"tabs\"];"))
         try topology.startFlowd()
         try tap(topology, "apikey", "apiKeyIsComplete")
-        let live = try topology.run("flowctl", ["graph", "--live", "--format", "mermaid", "--config", topology.configPath])
+        let live = try topology.run(
+            "flowctl", ["graph", "--live", "--format", "mermaid", "--config", topology.configPath])
         #expect(live.status == 0)
         #expect(live.output.contains("flowchart LR"))
         #expect(live.output.contains("stack wishlist"))
@@ -530,7 +574,9 @@ struct FlowctlToolTests {
 
 @Suite("Dead peers", .serialized)
 struct DeadPeerTests {
-    @Test("A stepper whose heartbeats stop is reported dead within the configured intervals, in status and as a diagnostic")
+    @Test(
+        "A stepper whose heartbeats stop is reported dead within the configured intervals, in status and as a diagnostic"
+    )
     func deadStepper() throws {
         let topology = try demoTopology()
         try topology.startFlowd()

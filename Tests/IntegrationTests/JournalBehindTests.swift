@@ -2,15 +2,17 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusReactorHost
-import FlowBusTools
 import FlowBusTesting
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Testing
 
 @Suite("A journal behind its steppers: journal-behind, and --accept-journal-loss", .serialized)
 struct JournalBehindTests {
-    @Test("The -wal deleted after a SIGKILL: the stepper's next steps are refused as journal-behind; --accept-journal-loss applies them and reports the count lost")
+    @Test(
+        "The -wal deleted after a SIGKILL: the stepper's next steps are refused as journal-behind; --accept-journal-loss applies them and reports the count lost"
+    )
     func journalLostItsTail() throws {
         let topology = try TestTopology(configYAML: durableFlowYAML)
         let journal = topology.directory.appendingPathComponent("journal.sqlite").path
@@ -37,12 +39,14 @@ struct JournalBehindTests {
         let diagnostics = try topology.subscribe(["diag/journal-behind"])
         let sequence = try stepper.publish("tick", ["n": 21])
         #expect(sequence == 21)
-        let refused = try #require(try waitForRefusal(of: sequence, by: stepper), "the step is refused, not left hanging")
+        let refused = try #require(
+            try waitForRefusal(of: sequence, by: stepper), "the step is refused, not left hanging")
         #expect(refused.reason == .journalBehind)
         #expect(refused.details["journal_last"] == 10)
         #expect(refused.details["received"] == 21)
         #expect(refused.details["lost"] == 10)
-        #expect(refused.message.contains("--accept-journal-loss"), "the refusal names the way forward: \(refused.message)")
+        #expect(
+            refused.message.contains("--accept-journal-loss"), "the refusal names the way forward: \(refused.message)")
         #expect(stepper.lastAcknowledged == 20, "nothing past the journal is acknowledged")
         guard case .message(.diagnostic(let published))? = try diagnostics.next(timeout: .seconds(5)) else {
             Issue.record("journal-behind is published on events")
@@ -51,7 +55,8 @@ struct JournalBehindTests {
         #expect(published.reason == .journalBehind && published.details["source"]?.stringValue == stepper.sourceID)
         // Later resends are refused again, logged once.
         Thread.sleep(forTimeInterval: 1)
-        let refusedCount = try topology.status()["ingress"]?.mapValue?["refused"]?.mapValue?["journal-behind"]?.intValue ?? 0
+        let refusedCount =
+            try topology.status()["ingress"]?.mapValue?["refused"]?.mapValue?["journal-behind"]?.intValue ?? 0
         #expect(refusedCount >= 2, "refused at each resend: \(refusedCount)")
         #expect(flowd.output.components(separatedBy: "journal-behind").count - 1 == 1, "logged once:\n\(flowd.output)")
         #expect(try journaledTicks(topology).last == 10, "not applied")

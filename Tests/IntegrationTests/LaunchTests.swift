@@ -2,27 +2,31 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusReactorHost
-import FlowBusTools
 import FlowBusTesting
+import FlowBusTools
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// A topology of ipc endpoints in the test's directory, with `launchYAML` as its launch: section.
 private func launchTopology(_ launchYAML: String) throws -> TestTopology {
-    try TestTopology(configYAML: """
-        endpoints:
-          ingress: ipc://${FLOWBUS_RUN_DIR}/ingress.sock
-          events: ipc://${FLOWBUS_RUN_DIR}/events.sock
-          control: ipc://${FLOWBUS_RUN_DIR}/control.sock
-        launch:
-        """ + "\n" + launchYAML)
+    try TestTopology(
+        configYAML: """
+            endpoints:
+              ingress: ipc://${FLOWBUS_RUN_DIR}/ingress.sock
+              events: ipc://${FLOWBUS_RUN_DIR}/events.sock
+              control: ipc://${FLOWBUS_RUN_DIR}/control.sock
+            launch:
+            """ + "\n" + launchYAML)
 }
 
 /// Runs `flowctl launch` on the topology to completion (bounded) and returns its status and output.
-private func launch(_ topology: TestTopology, _ arguments: [String] = [], timeout: Duration = .seconds(60)) throws -> (status: Int32, lines: [String]) {
+private func launch(
+    _ topology: TestTopology, _ arguments: [String] = [], timeout: Duration = .seconds(60)
+) throws -> (status: Int32, lines: [String]) {
     let flowctl = try topology.start("flowctl", arguments: ["launch", topology.configPath] + arguments)
     guard let status = flowctl.waitForExit(timeout: timeout) else {
         flowctl.kill()
@@ -44,7 +48,8 @@ private func isAlive(_ pid: Int32) -> Bool {
 struct LaunchTests {
     @Test("Processes start in dependency order, each after those it needs are ready, with prefixed output")
     func dependencyOrder() throws {
-        let topology = try launchTopology("""
+        let topology = try launchTopology(
+            """
               - name: last
                 command: [sh, -c, "echo last ran"]
                 oneShot: true
@@ -66,7 +71,9 @@ struct LaunchTests {
         let secondReady = try #require(line(lines, #"^launch \| second is ready \(200 ms delay\)$"#), "\(text)")
         let lastStarted = try #require(line(lines, #"^launch \| started last "#), "\(text)")
         let lastRan = try #require(line(lines, #"^last   \| last ran$"#), "\(text)")
-        #expect(firstUp < secondStarted && secondStarted < secondReady && secondReady < lastStarted && lastStarted < lastRan, "\(text)")
+        #expect(
+            firstUp < secondStarted && secondStarted < secondReady && secondReady < lastStarted
+                && lastStarted < lastRan, "\(text)")
         #expect(line(lines, #"^second \| second up$"#) != nil, "\(text)")
         #expect(!text.contains("\u{1B}["), "no ANSI colour when stdout is not a terminal")
         // Stopped in reverse start order.
@@ -78,7 +85,8 @@ struct LaunchTests {
 
     @Test("A crashing process is restarted with back-off up to its retry limit, then everything stops with status 1")
     func crashRestartsThenGivesUp() throws {
-        let topology = try launchTopology("""
+        let topology = try launchTopology(
+            """
               - name: sleeper
                 command: [sleep, "30"]
               - name: crasher
@@ -91,13 +99,15 @@ struct LaunchTests {
         #expect(lines.filter { $0 == "crasher | crashing" }.count == 3, "started once, restarted twice:\n\(text)")
         #expect(text.contains("crasher exited with status 3; restarting in 50 ms (retry 1 of 2)"), "\(text)")
         #expect(text.contains("crasher exited with status 3; restarting in 100 ms (retry 2 of 2)"), "\(text)")
-        #expect(text.contains("crasher exited with status 3; gave up after 2 restart(s): stopping everything"), "\(text)")
+        #expect(
+            text.contains("crasher exited with status 3; gave up after 2 restart(s): stopping everything"), "\(text)")
         #expect(text.contains("stopping sleeper (SIGTERM)"), "\(text)")
     }
 
     @Test("--until-exit returns the one-shot's exit status")
     func untilExitStatus() throws {
-        let topology = try launchTopology("""
+        let topology = try launchTopology(
+            """
               - name: server
                 command: [sleep, "30"]
               - name: job
@@ -110,9 +120,12 @@ struct LaunchTests {
         #expect(lines.contains("job    | working"))
     }
 
-    @Test("An optional entry starts only with --with NAME (or --until-exit NAME); an unknown name is refused with the choices")
+    @Test(
+        "An optional entry starts only with --with NAME (or --until-exit NAME); an unknown name is refused with the choices"
+    )
     func optionalEntries() throws {
-        let topology = try launchTopology("""
+        let topology = try launchTopology(
+            """
               - name: server
                 command: [sh, -c, "echo serving; exec sleep 30"]
                 ready: { logLine: "^serving$" }
@@ -132,12 +145,15 @@ struct LaunchTests {
         #expect(until.lines.contains("extra  | extra ran"), "\(until.lines.joined(separator: "\n"))")
         let unknown = try launch(topology, ["--with", "nothing"])
         #expect(unknown.status != 0)
-        #expect(unknown.lines.joined(separator: "\n").contains("--with nothing: no optional launch entry of that name (optional: extra)"))
+        #expect(
+            unknown.lines.joined(separator: "\n").contains(
+                "--with nothing: no optional launch entry of that name (optional: extra)"))
     }
 
     @Test("--for stops everything after a duration, with status 0")
     func forDuration() throws {
-        let topology = try launchTopology("""
+        let topology = try launchTopology(
+            """
               - name: server
                 command: [sleep, "30"]
             """)
@@ -150,7 +166,8 @@ struct LaunchTests {
 
     @Test("SIGTERM to flowctl stops every child, and what they started, then exits 0")
     func sigtermStopsChildren() throws {
-        let topology = try launchTopology("""
+        let topology = try launchTopology(
+            """
               - name: plain
                 command: [sh, -c, "echo pid=$$; exec sleep 60"]
               - name: parent
@@ -192,7 +209,8 @@ struct LaunchTests {
 
             """
         try #require(demo.contains("\nlaunch:\n"))
-        let yaml = demo.replacingOccurrences(of: "\nlaunch:\n", with: "\nlaunch:\n" + check) + "\nheartbeatMilliseconds: 50\n"
+        let yaml =
+            demo.replacingOccurrences(of: "\nlaunch:\n", with: "\nlaunch:\n" + check) + "\nheartbeatMilliseconds: 50\n"
         let topology = try TestTopology(configYAML: yaml)
         #expect(topology.config.launch?.map(\.name) == ["check", "flowd", "reactors", "journey"])
         let (status, lines) = try launch(topology, ["--until-exit", "check"])
@@ -202,22 +220,27 @@ struct LaunchTests {
         let reactorsStarted = try #require(line(lines, #"^launch   \| started reactors "#), "\(text)")
         let reactorsReady = try #require(line(lines, #"^launch   \| reactors is ready \(heartbeat demo\)$"#), "\(text)")
         let checkStarted = try #require(line(lines, #"^launch   \| started check "#), "\(text)")
-        #expect(flowdReady < reactorsStarted && reactorsStarted < reactorsReady && reactorsReady < checkStarted, "\(text)")
+        #expect(
+            flowdReady < reactorsStarted && reactorsStarted < reactorsReady && reactorsReady < checkStarted, "\(text)")
         #expect(line(lines, #"^check    \| "#) != nil, "\(text)")
         #expect(line(lines, #"journey"#) == nil, "the optional journey is not started:\n\(text)")
-        #expect(lines.last == "launch   | everything stopped", "flowd and the reactor host stop cleanly on SIGTERM:\n\(text)")
+        #expect(
+            lines.last == "launch   | everything stopped",
+            "flowd and the reactor host stop cleanly on SIGTERM:\n\(text)")
     }
 
     @Test("Mistakes in the launch section are reported before anything starts")
     func validation() throws {
-        let cycle = try launchTopology("""
+        let cycle = try launchTopology(
+            """
               - { name: a, command: [sleep, "1"], after: [b] }
               - { name: b, command: [sleep, "1"], after: [a] }
             """)
         let (status, lines) = try launch(cycle)
         #expect(status != 0)
         #expect(lines.joined(separator: "\n").contains("cycle: a, b"))
-        let missing = try launchTopology("""
+        let missing = try launchTopology(
+            """
               - { name: a, command: [no-such-command-here] }
             """)
         let result = try launch(missing)

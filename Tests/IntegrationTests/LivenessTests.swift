@@ -2,8 +2,8 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusReactorHost
-import FlowBusTools
 import FlowBusTesting
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Testing
@@ -23,24 +23,31 @@ private func peers(_ topology: TestTopology, role: String) throws -> [String: Wi
 
 @Suite("Dead peers across processes", .serialized)
 struct LivenessTests {
-    @Test("flowd watches reactor hosts' heartbeats: a killed host is reported peer-dead and shows in status; its restart is alive")
+    @Test(
+        "flowd watches reactor hosts' heartbeats: a killed host is reported peer-dead and shows in status; its restart is alive"
+    )
     func deadReactorHost() throws {
         let topology = try livenessTopology()
         try topology.startFlowd()
         let diagnostics = try topology.subscribe(["diag/"])
         let host = try topology.start("reactor-host", arguments: ["--config", topology.configPath, "--host", "demo"])
         var first: [String: WireParams] = [:]
-        #expect(try eventually(timeout: .seconds(15)) {
-            first = try peers(topology, role: "reactor-host demo")
-            return first.values.contains { $0["alive"] == true }
-        }, "flowd never heard the reactor host:\n\(host.output)")
+        #expect(
+            try eventually(timeout: .seconds(15)) {
+                first = try peers(topology, role: "reactor-host demo")
+                return first.values.contains { $0["alive"] == true }
+            }, "flowd never heard the reactor host:\n\(host.output)")
         let source = try #require(first.keys.first)
 
         host.kill()
         var reported: DiagnosticMessage?
         let deadline = ContinuousClock.now + .seconds(15)
-        while reported == nil, ContinuousClock.now < deadline, let received = try diagnostics.next(timeout: ContinuousClock.now.duration(to: deadline)) {
-            if case .message(.diagnostic(let diagnostic)) = received, diagnostic.reason == .peerDead { reported = diagnostic }
+        while reported == nil, ContinuousClock.now < deadline,
+            let received = try diagnostics.next(timeout: ContinuousClock.now.duration(to: deadline))
+        {
+            if case .message(.diagnostic(let diagnostic)) = received, diagnostic.reason == .peerDead {
+                reported = diagnostic
+            }
         }
         let diagnostic = try #require(reported, "no peer-dead diagnostic for the killed reactor host")
         #expect(diagnostic.details["source"]?.stringValue == source)
@@ -49,13 +56,19 @@ struct LivenessTests {
         #expect(try peers(topology, role: "reactor-host demo")[source]?["alive"] == false)
 
         // A new instance has a new source id: it shows alive beside the dead one.
-        try topology.start("reactor-host", arguments: ["--config", topology.configPath, "--host", "demo"], name: "reactor-host-2")
-        #expect(try eventually(timeout: .seconds(15)) {
-            try peers(topology, role: "reactor-host demo").contains { $0.key != source && $0.value["alive"] == true }
-        })
+        try topology.start(
+            "reactor-host", arguments: ["--config", topology.configPath, "--host", "demo"], name: "reactor-host-2")
+        #expect(
+            try eventually(timeout: .seconds(15)) {
+                try peers(topology, role: "reactor-host demo").contains {
+                    $0.key != source && $0.value["alive"] == true
+                }
+            })
     }
 
-    @Test("Clients tell a dead flowd: a stepper's heartbeats go unanswered, a subscriber hears no heartbeat; both say when it is back")
+    @Test(
+        "Clients tell a dead flowd: a stepper's heartbeats go unanswered, a subscriber hears no heartbeat; both say when it is back"
+    )
     func deadFlowd() throws {
         let topology = try livenessTopology()
         let flowd = try topology.startFlowd()
@@ -80,11 +93,12 @@ struct LivenessTests {
         #expect(!subscriber.isPublisherSilent)
 
         flowd.kill()
-        #expect(try eventually(timeout: .seconds(15)) {
-            try publisher.poll(timeout: .milliseconds(20))
-            _ = try subscriber.next(timeout: .milliseconds(1))
-            return publisher.isFlowdSilent && subscriber.isPublisherSilent
-        })
+        #expect(
+            try eventually(timeout: .seconds(15)) {
+                try publisher.poll(timeout: .milliseconds(20))
+                _ = try subscriber.next(timeout: .milliseconds(1))
+                return publisher.isFlowdSilent && subscriber.isPublisherSilent
+            })
         guard case .silent(let silentFor)? = publisherChanges.last else {
             Issue.record("the publisher reported no outage: \(publisherChanges)")
             return
@@ -94,11 +108,12 @@ struct LivenessTests {
         #expect(try echo.waitForOutput(matching: "flowd silent for [0-9]+ ms", timeout: .seconds(10)), "\(echo.output)")
 
         let restarted = try topology.startFlowd()
-        #expect(try eventually(timeout: .seconds(15)) {
-            try publisher.poll(timeout: .milliseconds(20))
-            _ = try subscriber.next(timeout: .milliseconds(1))
-            return !publisher.isFlowdSilent && !subscriber.isPublisherSilent
-        }, "\(restarted.output)")
+        #expect(
+            try eventually(timeout: .seconds(15)) {
+                try publisher.poll(timeout: .milliseconds(20))
+                _ = try subscriber.next(timeout: .milliseconds(1))
+                return !publisher.isFlowdSilent && !subscriber.isPublisherSilent
+            }, "\(restarted.output)")
         #expect(publisherChanges.count == 2)
         if case .back(let source)? = subscriberChanges.last {
             #expect(source.hasPrefix("flowd#"))

@@ -2,11 +2,12 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusReactorHost
-import FlowBusTools
 import FlowBusTesting
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Testing
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -16,10 +17,16 @@ import Musl
 /// The movie demo's config with its metrics endpoints on free loopback ports (`*`): flowd's
 /// under `endpoints:`, the reactor host's under `reactors.demo:`; `appending` adds top-level YAML.
 private func demoWithMetrics(appending: String = "") throws -> TestTopology {
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
     var yaml = try String(contentsOf: root.appendingPathComponent("config/demo.yaml"), encoding: .utf8)
-    for (anchor, line) in [("endpoints:\n", "  metrics: tcp://127.0.0.1:*\n"), ("    serves: [counter, login, movie/]\n", "    metrics: tcp://127.0.0.1:*\n")] {
-        guard let range = yaml.range(of: anchor) else { throw HarnessError("config/demo.yaml has no '\(anchor)' line to add metrics after") }
+    for (anchor, line) in [
+        ("endpoints:\n", "  metrics: tcp://127.0.0.1:*\n"),
+        ("    serves: [counter, login, movie/]\n", "    metrics: tcp://127.0.0.1:*\n"),
+    ] {
+        guard let range = yaml.range(of: anchor) else {
+            throw HarnessError("config/demo.yaml has no '\(anchor)' line to add metrics after")
+        }
         yaml.insert(contentsOf: line, at: range.upperBound)
     }
     return try TestTopology(configYAML: yaml + appending, heartbeat: .milliseconds(50))
@@ -35,7 +42,9 @@ private func sample(_ text: String, _ series: String) -> Double? {
 
 /// `GET /metrics` from `endpoint` (`tcp://127.0.0.1:PORT`) over a plain TCP socket: the body of a 200 response.
 private func scrape(_ endpoint: String) throws -> String {
-    guard let port = endpoint.split(separator: ":").last.flatMap({ UInt16($0) }) else { throw HarnessError("no port in \(endpoint)") }
+    guard let port = endpoint.split(separator: ":").last.flatMap({ UInt16($0) }) else {
+        throw HarnessError("no port in \(endpoint)")
+    }
     #if canImport(Glibc)
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     #else
@@ -50,18 +59,24 @@ private func scrape(_ endpoint: String) throws -> String {
     address.sin_port = port.bigEndian
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
     }
     guard connected == 0 else { throw HarnessError("cannot connect to \(endpoint): errno \(errno)") }
     let request = Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
-    guard send(fd, request, request.count, 0) == request.count else { throw HarnessError("send to \(endpoint) failed: errno \(errno)") }
+    guard send(fd, request, request.count, 0) == request.count else {
+        throw HarnessError("send to \(endpoint) failed: errno \(errno)")
+    }
     // The endpoint closes the connection after its response (Connection: close).
     var received: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 8192)
     while true {
         let count = recv(fd, &buffer, buffer.count, 0)
         if count == 0 { break }
-        guard count > 0 else { throw HarnessError("\(endpoint) did not finish its response within 5 s (errno \(errno))") }
+        guard count > 0 else {
+            throw HarnessError("\(endpoint) did not finish its response within 5 s (errno \(errno))")
+        }
         received += buffer[..<count]
     }
     let text = String(decoding: received, as: UTF8.self)
@@ -73,23 +88,30 @@ private func scrape(_ endpoint: String) throws -> String {
 
 /// Scrapes until `condition` holds, for counts that follow asynchronous work (a reactor's
 /// delayed states); fails with the last text after `timeout`.
-private func scrape(_ endpoint: String, until condition: (String) -> Bool, timeout: Duration = .seconds(20)) throws -> String {
+private func scrape(
+    _ endpoint: String, until condition: (String) -> Bool, timeout: Duration = .seconds(20)
+) throws -> String {
     let deadline = ContinuousClock.now + timeout
     while true {
         let text = try scrape(endpoint)
         if condition(text) { return text }
-        guard ContinuousClock.now < deadline else { throw HarnessError("metrics of \(endpoint) never met the condition; last:\n\(text)") }
+        guard ContinuousClock.now < deadline else {
+            throw HarnessError("metrics of \(endpoint) never met the condition; last:\n\(text)")
+        }
         Thread.sleep(forTimeInterval: 0.05)
     }
 }
 
 @Suite("Metrics of flowd and the reactor host, scraped as Prometheus does", .serialized)
 struct MetricsTests {
-    @Test("flowd counts steps routed and refused by reason, deep links and navigations, on its endpoint and in flowctl status")
+    @Test(
+        "flowd counts steps routed and refused by reason, deep links and navigations, on its endpoint and in flowctl status"
+    )
     func flowdMetrics() throws {
         try withTopology(try demoWithMetrics()) { topology in
             try topology.startFlowd()
-            let metrics = try #require(try topology.status()["metrics"]?.mapValue, "the status reply has a metrics field")
+            let metrics = try #require(
+                try topology.status()["metrics"]?.mapValue, "the status reply has a metrics field")
             let endpoint = try #require(metrics["endpoint"]?.stringValue, "flowd reports where it serves its metrics")
             #expect(endpoint.hasPrefix("tcp://127.0.0.1:") && !endpoint.hasSuffix("*"))
 
@@ -124,8 +146,10 @@ struct MetricsTests {
 
             let human = try topology.run("flowctl", ["status", "--config", topology.configPath])
             #expect(human.status == 0)
-            #expect(human.output.contains(
-                "metrics: steps received 4, routed 2, refused {not-visible 1, unbound-stepper 1}; deep links 1 (routed 1)"), "\(human.output)")
+            #expect(
+                human.output.contains(
+                    "metrics: steps received 4, routed 2, refused {not-visible 1, unbound-stepper 1}; deep links 1 (routed 1)"
+                ), "\(human.output)")
             #expect(human.output.contains("step latency: mean "))
         }
     }

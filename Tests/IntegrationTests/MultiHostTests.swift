@@ -2,8 +2,8 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusReactorHost
-import FlowBusTools
 import FlowBusTesting
+import FlowBusTools
 import Foundation
 import Testing
 
@@ -28,7 +28,9 @@ struct MultiHostTests {
         // flowd is a CURVE client of the reactor host too: it watches its heartbeats.
         try site.waitUntil("flowd hears the reactor host's heartbeats") {
             let status = try site.run(.client, ["status", "--json", "--timeout", "5"])
-            let peers = (jsonObject(status.output)?["peers"] as? [String: Any] ?? [:]).values.compactMap { $0 as? [String: Any] }
+            let peers = (jsonObject(status.output)?["peers"] as? [String: Any] ?? [:]).values.compactMap {
+                $0 as? [String: Any]
+            }
             return peers.contains { $0["role"] as? String == "reactor-host demo" && $0["alive"] as? Bool == true }
         }
 
@@ -44,7 +46,10 @@ struct MultiHostTests {
         // A view on the client host: the login reactor's snapshot, then its live states.
         let view = try site.start(
             .client, "flowctl",
-            ["echo", "state", "login", "--count", "3", "--json", "--idle-timeout", "60", "--config", site.client.config],
+            [
+                "echo", "state", "login", "--count", "3", "--json", "--idle-timeout", "60", "--config",
+                site.client.config,
+            ],
             name: "view", mayExit: true)
         try site.waitForOutput(of: view, matching: "\"kind\":\"snapshot\"")
 
@@ -54,7 +59,9 @@ struct MultiHostTests {
         view.expectExit(0, within: .seconds(60))
         let states = view.stdoutLines.compactMap(jsonObject).compactMap { $0["state"] as? [String: Any] }
         #expect(states.count == 3, "snapshot and two states expected\n\(view.transcript)")
-        #expect(states.contains { $0["isSubmitting"] as? Bool == true }, "the login reactor never reported submitting\n\(view.transcript)")
+        #expect(
+            states.contains { $0["isSubmitting"] as? Bool == true },
+            "the login reactor never reported submitting\n\(view.transcript)")
         #expect(states.last?["isSubmitting"] as? Bool == false && states.last?["error"] is NSNull, "\(view.transcript)")
 
         // flowd bound the dashboard's stepper: the reactor's step reached it and was applied.
@@ -70,12 +77,15 @@ struct MultiHostTests {
         recorder.expectExit(0, within: .seconds(60))
         let info = try site.run(.client, ["info", recording, "--json", "--messages"], config: false)
         try #require(info.status == 0, "\(info.transcript)")
-        let trace = info.output.split(separator: "\n").compactMap { jsonObject(String($0))?["message"] as? [String: Any] }.map { message in
+        let trace = info.output.split(separator: "\n").compactMap {
+            jsonObject(String($0))?["message"] as? [String: Any]
+        }.map { message in
             "\(message["topic"] as? String ?? "?") \(message["name"] as? String ?? message["step"] as? String ?? "?")"
         }
         #expect(
             trace == [
-                "step/apikey apiKeyIsComplete", "nav/did/MainFlow apiKeyIsComplete", "step/dashboard settings", "nav/did/MainFlow settings",
+                "step/apikey apiKeyIsComplete", "nav/did/MainFlow apiKeyIsComplete", "step/dashboard settings",
+                "nav/did/MainFlow settings",
             ], "\(info.output)")
 
         try site.stopDaemons()
@@ -94,7 +104,9 @@ struct MultiHostTests {
             try site.run(.client, arguments + ["--timeout", "3", "--config", intruder], config: false)
         }
         let step = try asIntruder(["step", "apiKeyIsComplete", "--as", "apikey"])
-        #expect(step.status == OutcomeExit.noAnswer.rawValue && step.errorOutput.contains("is it running?"), "\(step.transcript)")
+        #expect(
+            step.status == OutcomeExit.noAnswer.rawValue && step.errorOutput.contains("is it running?"),
+            "\(step.transcript)")
         let action = try asIntruder(["action", "counter", "increase"])
         #expect(action.status != 0 && action.errorOutput.contains("did not acknowledge"), "\(action.transcript)")
         let status = try asIntruder(["status"])
@@ -103,8 +115,12 @@ struct MultiHostTests {
         #expect(record.status != 0 && record.errorOutput.contains("no publisher answered"), "\(record.transcript)")
 
         // The daemons refused the client host's address and applied nothing.
-        #expect(site.flowd.stderr.contains("refused a connection from \(site.address(.client))"), "\(site.flowd.transcript)")
-        #expect(site.reactorHost.stderr.contains("connection from \(site.address(.client)) refused"), "\(site.reactorHost.transcript)")
+        #expect(
+            site.flowd.stderr.contains("refused a connection from \(site.address(.client))"), "\(site.flowd.transcript)"
+        )
+        #expect(
+            site.reactorHost.stderr.contains("connection from \(site.address(.client)) refused"),
+            "\(site.reactorHost.transcript)")
         let after = try site.run(.client, ["status", "--json", "--timeout", "10"])
         try #require(after.status == 0, "\(after.transcript)")
         let flowdStatus = try #require(jsonObject(after.output), "\(after.output)")
@@ -118,7 +134,8 @@ struct MultiHostTests {
             refused >= 1 && ingress?["received"] as? Int == 0,
             "flowd did not count the refusal, or received something: \(String(describing: ingress))")
         let counter = try site.run(.client, ["state", "counter", "--json", "--timeout", "10"])
-        #expect((jsonObject(counter.output)?["state"] as? [String: Any])?["value"] as? Int == 0, "\(counter.transcript)")
+        #expect(
+            (jsonObject(counter.output)?["state"] as? [String: Any])?["value"] as? Int == 0, "\(counter.transcript)")
 
         // The same step with the allowed key, from the same host, is applied.
         let allowed = try site.run(.client, ["step", "apiKeyIsComplete", "--as", "apikey", "--timeout", "30"])
@@ -181,7 +198,8 @@ final class MultiHostSite {
         let generated = root.url.appendingPathComponent("keygen")
         for name in ["daemons", "flowd", "reactors", "client", "intruder"] {
             let keygen = try ManagedProcess(
-                name: "keygen \(name)", executable: BuiltProducts.executable("flowctl"), arguments: ["keygen", name, "--dir", generated.path],
+                name: "keygen \(name)", executable: BuiltProducts.executable("flowctl"),
+                arguments: ["keygen", name, "--dir", generated.path],
                 in: root.url, mayExit: true)
             keygen.expectExit(0)
         }
@@ -196,7 +214,9 @@ final class MultiHostSite {
             for file in files {
                 let target = keys.appendingPathComponent(file)
                 try FileManager.default.copyItem(at: generated.appendingPathComponent(file), to: target)
-                if file.hasSuffix(".key") { try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: target.path) }
+                if file.hasSuffix(".key") {
+                    try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: target.path)
+                }
             }
         }
         let security: [Host: String] = [
@@ -205,10 +225,12 @@ final class MultiHostSite {
             .client: Self.security(key: "client"),
         ]
         for host in Host.allCases {
-            try topology(security: security[host] ?? "").write(toFile: machine(host).config, atomically: true, encoding: .utf8)
+            try topology(security: security[host] ?? "").write(
+                toFile: machine(host).config, atomically: true, encoding: .utf8)
         }
         let intruder = topology(security: Self.security(key: "intruder"))
-        try intruder.write(to: client.directory.appendingPathComponent("intruder.yaml"), atomically: true, encoding: .utf8)
+        try intruder.write(
+            to: client.directory.appendingPathComponent("intruder.yaml"), atomically: true, encoding: .utf8)
     }
 
     /// A `security:` section: the daemons' key pair and the clients admitted, for a daemon
@@ -216,7 +238,10 @@ final class MultiHostSite {
     private static func security(key: String, allowing allowed: [String]? = nil) -> String {
         var lines = ["serverPublicKey: keys/daemons.pub", "clientKey: keys/\(key).key"]
         if let allowed {
-            lines += ["serverKey: keys/daemons.key", "allowedClients: [\(allowed.map { "keys/\($0).pub" }.joined(separator: ", "))]"]
+            lines += [
+                "serverKey: keys/daemons.key",
+                "allowedClients: [\(allowed.map { "keys/\($0).pub" }.joined(separator: ", "))]",
+            ]
         }
         return lines.joined(separator: "\n  ")
     }
@@ -251,10 +276,14 @@ final class MultiHostSite {
     }
 
     /// Starts a built product inside `host`'s namespace (`ip netns exec`).
-    func start(_ host: Host, _ product: String, _ arguments: [String], name: String, mayExit: Bool = false) throws -> ManagedProcess {
+    func start(
+        _ host: Host, _ product: String, _ arguments: [String], name: String, mayExit: Bool = false
+    ) throws -> ManagedProcess {
         let process = try ManagedProcess(
             name: "\(name)@\(host.rawValue)", executable: ip,
-            arguments: ["netns", "exec", network.namespace(of: host.rawValue), try BuiltProducts.executable(product).path] + arguments,
+            arguments: [
+                "netns", "exec", network.namespace(of: host.rawValue), try BuiltProducts.executable(product).path,
+            ] + arguments,
             in: machine(host).directory, mayExit: mayExit)
         processes.append(process)
         return process
@@ -263,16 +292,19 @@ final class MultiHostSite {
     /// Runs `flowctl ARGUMENTS` on `host` (with its config unless `config` is false) to its end.
     func run(_ host: Host, _ arguments: [String], config: Bool = true) throws -> Outcome {
         let configArguments = config ? ["--config", machine(host).config] : []
-        let process = try start(host, "flowctl", arguments + configArguments, name: "flowctl \(arguments[0])", mayExit: true)
+        let process = try start(
+            host, "flowctl", arguments + configArguments, name: "flowctl \(arguments[0])", mayExit: true)
         let status = process.exitStatus(within: timeout)
-        return Outcome(status: status, output: process.stdout, errorOutput: process.stderr, transcript: process.transcript)
+        return Outcome(
+            status: status, output: process.stdout, errorOutput: process.stderr, transcript: process.transcript)
     }
 
     /// flowd and the reactor host on their hosts, ready once `flowctl doctor` on the client host
     /// reaches both through CURVE.
     func startDaemons() throws {
         flowd = try start(.flowd, "flowd", ["--config", machine(.flowd).config], name: "flowd")
-        reactorHost = try start(.reactors, "reactor-host", ["--config", machine(.reactors).config, "--host", "demo"], name: "reactor-host")
+        reactorHost = try start(
+            .reactors, "reactor-host", ["--config", machine(.reactors).config, "--host", "demo"], name: "reactor-host")
         var doctor: Outcome?
         try waitUntil("flowctl doctor on the client host passes") {
             doctor = try run(.client, ["doctor"])

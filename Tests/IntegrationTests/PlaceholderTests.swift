@@ -2,8 +2,8 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusReactorHost
-import FlowBusTools
 import FlowBusTesting
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import TestFixtures
@@ -15,11 +15,15 @@ struct PlaceholderTests {
     func refusedAtStartUp() throws {
         let topology = try TestTopology(configYAML: durableFlowYAML)
         let bad = topology.directory.appendingPathComponent("bad.yaml").path
-        try durableFlowYAML.replacingOccurrences(of: "setRoot: { screen: home,", with: "setRoot: { screen: \"home/{user}\",")
-            .write(toFile: bad, atomically: true, encoding: .utf8)
+        try durableFlowYAML.replacingOccurrences(
+            of: "setRoot: { screen: home,", with: "setRoot: { screen: \"home/{user}\","
+        )
+        .write(toFile: bad, atomically: true, encoding: .utf8)
         let refused = try topology.run("flowd", ["--config", bad])
         #expect(refused.status == 64, "a config error, as any other (ArgumentParser's validation error)")
-        #expect(refused.output.contains("flows.LoadFlow.steps.start[0].setRoot.screen 'home/{user}' uses {user}"), "\(refused.output)")
+        #expect(
+            refused.output.contains("flows.LoadFlow.steps.start[0].setRoot.screen 'home/{user}' uses {user}"),
+            "\(refused.output)")
         #expect(refused.output.contains("Write the id without {user}"), "\(refused.output)")
         #expect(!refused.output.contains("flowd listening"))
     }
@@ -37,7 +41,9 @@ struct PlaceholderTests {
             return
         }
         #expect(refused.reason == .badParams)
-        #expect(refused.message.contains("lacks param 'id'") && refused.message.contains("'detail/{id}'"), "\(refused.message)")
+        #expect(
+            refused.message.contains("lacks param 'id'") && refused.message.contains("'detail/{id}'"),
+            "\(refused.message)")
         #expect(refused.details["stepper"] == "load")
         let dropped = try topology.status()["totals"]?.mapValue?["dropped"]?.mapValue
         #expect(dropped?["bad-params"] == 1 && dropped?["unknown-step"] == nil, "\(String(describing: dropped))")

@@ -30,7 +30,8 @@ struct PythonPublisherTests {
         /// Starts publish_step.py against this ingress with `arguments` after the endpoint.
         func publish(_ arguments: [String]) throws -> ManagedProcess {
             try ManagedProcess.python3(
-                name: "publish_step.py", arguments: [PythonPublisherTests.script, endpoint] + arguments, in: directory.url)
+                name: "publish_step.py", arguments: [PythonPublisherTests.script, endpoint] + arguments,
+                in: directory.url)
         }
     }
 
@@ -72,7 +73,9 @@ struct PythonPublisherTests {
         try ingress.router.send(message: [routingID] + ack.frames())
 
         publisher.expectExit(0)
-        #expect(publisher.stdoutLines.contains("ack from it-ingress#1: \(step.envelope.source) seq=1"), "\(publisher.transcript)")
+        #expect(
+            publisher.stdoutLines.contains("ack from it-ingress#1: \(step.envelope.source) seq=1"),
+            "\(publisher.transcript)")
         #expect(publisher.stdout.contains("sent step/movie-list source=\(step.envelope.source) seq=1 "))
     }
 
@@ -142,17 +145,20 @@ struct PythonPublisherTests {
         #expect(publisher.stderr.contains("no ack within 0.3 s"))
     }
 
-    @Test("bad command lines exit 2 and name the problem", arguments: [
-        (["movie-list", "bad name"], "step name 'bad name' must be"),
-        (["movie-list", "moviePicked", "big=9223372036854775808"], "does not fit a signed 64-bit int"),
-        (["movie-list", "moviePicked", "noequals"], "is not key=value"),
-        (["movie-list", "moviePicked", "a=1", "a=2"], "is given twice"),
-        (["", "moviePicked"], "must not be empty"),
-    ])
+    @Test(
+        "bad command lines exit 2 and name the problem",
+        arguments: [
+            (["movie-list", "bad name"], "step name 'bad name' must be"),
+            (["movie-list", "moviePicked", "big=9223372036854775808"], "does not fit a signed 64-bit int"),
+            (["movie-list", "moviePicked", "noequals"], "is not key=value"),
+            (["movie-list", "moviePicked", "a=1", "a=2"], "is given twice"),
+            (["", "moviePicked"], "must not be empty"),
+        ])
     func badArgumentsExitTwo(arguments: [String], message: String) throws {
         let directory = try TemporaryDirectory()
         let publisher = try ManagedProcess.python3(
-            name: "publish_step.py", arguments: [Self.script, directory.ipcEndpoint("unused.sock")] + arguments, in: directory.url)
+            name: "publish_step.py", arguments: [Self.script, directory.ipcEndpoint("unused.sock")] + arguments,
+            in: directory.url)
         defer { publisher.stop() }
         publisher.expectExit(2)
         #expect(publisher.stderr.contains(message), "\(publisher.transcript)")
@@ -183,13 +189,16 @@ struct PythonPublisherTests {
 }
 
 /// The golden vectors, rebuilt from the specification by an independent Python checker.
-@Suite("Golden vectors checked by Python", .enabled(if: Python.plainTestsEnabled, "python3 is missing: run scripts/bootstrap"))
+@Suite(
+    "Golden vectors checked by Python",
+    .enabled(if: Python.plainTestsEnabled, "python3 is missing: run scripts/bootstrap"))
 struct PythonGoldenVectorTests {
     @Test("Fixtures/check.py rebuilds every golden vector")
     func checkPyPasses() throws {
         let directory = try TemporaryDirectory()
         let checker = try ManagedProcess.python3(
-            name: "check.py", arguments: [Locations.file("Tests/FlowBusWireTests/Fixtures/check.py").path], in: directory.url)
+            name: "check.py", arguments: [Locations.file("Tests/FlowBusWireTests/Fixtures/check.py").path],
+            in: directory.url)
         defer { checker.stop() }
         checker.expectExit(0, within: .seconds(60))
         #expect(checker.stdout.contains("ok step-moviePicked-json"), "\(checker.transcript)")

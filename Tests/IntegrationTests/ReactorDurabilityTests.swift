@@ -2,8 +2,8 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusReactorHost
-import FlowBusTools
 import FlowBusTesting
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Testing
@@ -12,21 +12,23 @@ import Testing
 /// in `reactors.sqlite` beside the config (a relative path).
 private func durableTopology() throws -> TestTopology {
     let yaml = try String(contentsOf: packageRoot.appendingPathComponent("config/demo.yaml"), encoding: .utf8)
-    return try TestTopology(configYAML: yaml + """
+    return try TestTopology(
+        configYAML: yaml + """
 
-            persistence:
-              database: reactors.sqlite
-              reactors: [counter, movie/]
-        heartbeatMilliseconds: 50
+                persistence:
+                  database: reactors.sqlite
+                  reactors: [counter, movie/]
+            heartbeatMilliseconds: 50
 
-        """)
+            """)
 }
 
 /// Starts `reactor-host` on the `demo` host and waits for a heartbeat from it (a new one: the
 /// probe is connected after the start).
 @discardableResult
 private func startHost(_ topology: TestTopology, _ arguments: [String] = []) throws -> ManagedProcess {
-    let host = try topology.start("reactor-host", arguments: ["--config", topology.configPath, "--host", "demo"] + arguments)
+    let host = try topology.start(
+        "reactor-host", arguments: ["--config", topology.configPath, "--host", "demo"] + arguments)
     let spec = try #require(topology.config.reactors["demo"])
     let probe = try BusSubscriber(endpoint: spec.states, topics: ["hb/"])
     let deadline = ContinuousClock.now + .seconds(20)
@@ -43,10 +45,13 @@ private struct Counter: Decodable, Equatable {
 }
 
 /// Reads states until one with sequence `last` (or any one, for nil), or `timeout` passes.
-private func read(_ view: ReactorView, through last: UInt64?, timeout: Duration = .seconds(15)) throws -> [(sequence: UInt64, state: Counter, isSnapshot: Bool)] {
+private func read(
+    _ view: ReactorView, through last: UInt64?, timeout: Duration = .seconds(15)
+) throws -> [(sequence: UInt64, state: Counter, isSnapshot: Bool)] {
     var seen: [(UInt64, Counter, Bool)] = []
     let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline, let next = try view.next(timeout: ContinuousClock.now.duration(to: deadline)) {
+    while ContinuousClock.now < deadline, let next = try view.next(timeout: ContinuousClock.now.duration(to: deadline))
+    {
         seen.append((next.sequence, try next.decode(Counter.self), next.isSnapshot))
         if last.map({ next.sequence >= $0 }) ?? true { break }
     }
@@ -59,7 +64,8 @@ func waitUntilStopped(_ pid: Int32) -> Bool {
     while ContinuousClock.now < deadline {
         // /proc/<pid>/stat: "pid (name) S ...", the state after the closing parenthesis.
         if let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")"), stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("T")
+            let close = stat.lastIndex(of: ")"),
+            stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("T")
         {
             return true
         }
@@ -76,7 +82,9 @@ private func snapshot(_ topology: TestTopology) throws -> (sequence: UInt64, sta
 
 @Suite("Reactor state survives a killed or stopped host", .serialized)
 struct ReactorDurabilityTests {
-    @Test("SIGKILL: the restarted host resumes from the saved state and sequence; a view across the kill sees every sequence once")
+    @Test(
+        "SIGKILL: the restarted host resumes from the saved state and sequence; a view across the kill sees every sequence once"
+    )
     func killAndRestart() throws {
         let topology = try durableTopology()
         let host = try startHost(topology, ["--counter-delay-ms", "1"])
@@ -116,7 +124,9 @@ struct ReactorDurabilityTests {
         seen += try read(watcher, through: last)
         #expect(seen.map(\.sequence) == Array(0...last), "no gap, no duplicate across the kill")
         #expect(seen.last?.state == Counter(value: first + more, isLoading: false))
-        #expect(seen.dropFirst().allSatisfy { !$0.isSnapshot }, "the restarted host's snapshot was the state already seen: dropped")
+        #expect(
+            seen.dropFirst().allSatisfy { !$0.isSnapshot },
+            "the restarted host's snapshot was the state already seen: dropped")
         #expect(watcher.hostRestarts == 1)
         #expect(try snapshot(topology)?.sequence == last)
     }
@@ -153,7 +163,9 @@ struct ReactorDurabilityTests {
         #expect(try watcher.next(timeout: .milliseconds(500)) == nil)
     }
 
-    @Test("SIGTERM with actions in flight: the host lets them finish, saves the state and exits 0; nothing acknowledged is lost")
+    @Test(
+        "SIGTERM with actions in flight: the host lets them finish, saves the state and exits 0; nothing acknowledged is lost"
+    )
     func terminateDrains() throws {
         let topology = try durableTopology()
         let host = try startHost(topology, ["--counter-delay-ms", "400"])

@@ -2,8 +2,8 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusReactorHost
-import FlowBusTools
 import FlowBusTesting
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Testing
@@ -19,8 +19,11 @@ private func reactorTopology() throws -> TestTopology {
 /// heartbeat on the states endpoint (bounded).
 @discardableResult
 private func startReactorHost(_ topology: TestTopology, _ arguments: [String] = []) throws -> ManagedProcess {
-    let host = try topology.start("reactor-host", arguments: ["--config", topology.configPath, "--host", "demo"] + arguments)
-    guard let spec = topology.config.reactors["demo"] else { throw HarnessError("config/demo.yaml has no reactors.demo") }
+    let host = try topology.start(
+        "reactor-host", arguments: ["--config", topology.configPath, "--host", "demo"] + arguments)
+    guard let spec = topology.config.reactors["demo"] else {
+        throw HarnessError("config/demo.yaml has no reactors.demo")
+    }
     let probe = try BusSubscriber(endpoint: spec.states, topics: ["hb/"])
     let deadline = ContinuousClock.now + .seconds(20)
     while ContinuousClock.now < deadline {
@@ -50,7 +53,9 @@ private func states<State: Decodable>(
 ) throws -> [(sequence: UInt64, state: State)] {
     var seen: [(UInt64, State)] = []
     let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline, let next = try view.next(type, timeout: ContinuousClock.now.duration(to: deadline)) {
+    while ContinuousClock.now < deadline,
+        let next = try view.next(type, timeout: ContinuousClock.now.duration(to: deadline))
+    {
         seen.append(next)
         if done(next.state) { break }
     }
@@ -59,7 +64,9 @@ private func states<State: Decodable>(
 
 /// Whether the flowctl under test has the reactor subcommands registered.
 private let flowctlHasReactorCommands: Bool = {
-    guard let topology = try? reactorTopology(), let help = try? topology.run("flowctl", ["--help"]) else { return false }
+    guard let topology = try? reactorTopology(), let help = try? topology.run("flowctl", ["--help"]) else {
+        return false
+    }
     return help.output.contains("echo-state")
 }()
 
@@ -75,10 +82,11 @@ struct ReactorHostTests {
         #expect(try view.waitForAcknowledgement())
         seen += try states(view, as: CounterState.self) { $0 == CounterState(value: 1, isLoading: false) }
         #expect(seen.map(\.sequence) == [0, 1, 2, 3])
-        #expect(seen.map(\.state) == [
-            CounterState(value: 0, isLoading: false), CounterState(value: 0, isLoading: true),
-            CounterState(value: 1, isLoading: true), CounterState(value: 1, isLoading: false),
-        ])
+        #expect(
+            seen.map(\.state) == [
+                CounterState(value: 0, isLoading: false), CounterState(value: 0, isLoading: true),
+                CounterState(value: 1, isLoading: true), CounterState(value: 1, isLoading: false),
+            ])
         #expect(host.terminate() == 0, "reactor-host exits 0 on SIGTERM")
     }
 
@@ -107,7 +115,8 @@ struct ReactorHostTests {
         for slot in joiners.indices {
             let deadline = ContinuousClock.now + .seconds(20)
             while joiners[slot].seen.last?.sequence != last, ContinuousClock.now < deadline,
-                let next = try joiners[slot].view.next(CounterState.self, timeout: ContinuousClock.now.duration(to: deadline))
+                let next = try joiners[slot].view.next(
+                    CounterState.self, timeout: ContinuousClock.now.duration(to: deadline))
             {
                 joiners[slot].seen.append(next)
             }
@@ -116,7 +125,9 @@ struct ReactorHostTests {
                 Issue.record("joiner \(slot) received nothing")
                 continue
             }
-            #expect(sequences == Array(first...last), "joiner \(slot): snapshot \(first), then every sequence once up to \(last)")
+            #expect(
+                sequences == Array(first...last),
+                "joiner \(slot): snapshot \(first), then every sequence once up to \(last)")
             #expect(joiners[slot].seen.last?.state == CounterState(value: total, isLoading: false))
             #expect(joiners[slot].view.resynchronisations == 0)
         }
@@ -136,7 +147,8 @@ struct ReactorHostTests {
         let unknownName = try counter.send("explode")
         let login = try ReactorView(reactorID: "login", config: topology.config)
         let wrongType = try login.send("submit", ["apiKey": 5])
-        #expect(try nobody.waitForAcknowledgement() && counter.waitForAcknowledgement() && login.waitForAcknowledgement())
+        #expect(
+            try nobody.waitForAcknowledgement() && counter.waitForAcknowledgement() && login.waitForAcknowledgement())
         #expect(nobody.refusal(for: unknownReactor)?.reason == .unknownReactor)
         #expect(counter.refusal(for: unknownName)?.reason == .badAction)
         #expect(counter.refusal(for: unknownName)?.message.contains("no action named 'explode'") == true)
@@ -156,7 +168,9 @@ struct ReactorHostTests {
         #expect(published.last == "malformed")
 
         // Still serving: the counter counts.
-        #expect(try states(counter, as: CounterState.self) { _ in true }.first?.state == CounterState(value: 0, isLoading: false))
+        #expect(
+            try states(counter, as: CounterState.self) { _ in true }.first?.state
+                == CounterState(value: 0, isLoading: false))
         try counter.send("decrease")
         let after = try states(counter, as: CounterState.self) { $0 == CounterState(value: -1, isLoading: false) }
         #expect(after.last?.state == CounterState(value: -1, isLoading: false))
@@ -185,10 +199,16 @@ struct ReactorHostTests {
         try startReactorHost(topology)
         let events = try topology.subscribe(["nav/did/"])
         let login = try ReactorView(reactorID: "login", config: topology.config)
-        #expect(try states(login, as: LoginState.self) { _ in true }.map(\.state) == [LoginState(isSubmitting: false, error: nil)])
+        #expect(
+            try states(login, as: LoginState.self) { _ in true }.map(\.state) == [
+                LoginState(isSubmitting: false, error: nil)
+            ])
 
         try login.send(LoginAction.submit(apiKey: ""))
-        #expect(try states(login, as: LoginState.self) { _ in true }.map(\.state) == [LoginState(isSubmitting: false, error: "the api key is empty")])
+        #expect(
+            try states(login, as: LoginState.self) { _ in true }.map(\.state) == [
+                LoginState(isSubmitting: false, error: "the api key is empty")
+            ])
 
         try login.send(LoginAction.submit(apiKey: "secret"))
         let submitted = try states(login, as: LoginState.self) { !$0.isSubmitting }.map(\.state)
@@ -197,7 +217,11 @@ struct ReactorHostTests {
         #expect(navigation == ["did navigate flow=MainFlow step=apiKeyIsComplete presentable=apikey"])
     }
 
-    @Test("flowctl action, state and echo-state", .enabled(if: flowctlHasReactorCommands, "needs ReactorActionCommand, ReactorStateCommand and ReactorEchoStateCommand registered in Flowctl.swift"))
+    @Test(
+        "flowctl action, state and echo-state",
+        .enabled(
+            if: flowctlHasReactorCommands,
+            "needs ReactorActionCommand, ReactorStateCommand and ReactorEchoStateCommand registered in Flowctl.swift"))
     func flowctlCommands() throws {
         let topology = try reactorTopology()
         try startReactorHost(topology, ["--counter-delay-ms", "10"])
@@ -268,7 +292,8 @@ struct ReactorHostSecurityTests {
         let topology = try TestTopology(configYAML: topologyYAML(clientKey: "client"))
         let host = try topology.start("reactor-host", arguments: ["--config", topology.configPath, "--host", "demo"])
         let diagnostics = try BusSubscriber(endpoint: statesEndpoint, topics: ["diag/"], curve: topology.config.curve)
-        #expect(try diagnostics.waitUntilConnected(timeout: .seconds(20)), "reactor-host did not start:\n\(host.output)")
+        #expect(
+            try diagnostics.waitUntilConnected(timeout: .seconds(20)), "reactor-host did not start:\n\(host.output)")
 
         let view = try ReactorView(reactorID: "counter", config: topology.config)
         try view.send("increase")
@@ -280,7 +305,8 @@ struct ReactorHostSecurityTests {
         let intruderView = try ReactorView(reactorID: "counter", config: intruder.config)
         try intruderView.send("increase")
         #expect(try intruderView.waitForAcknowledgement(timeout: .milliseconds(1500)) == false)
-        #expect(try intruderView.next(timeout: .milliseconds(500)) == nil, "no snapshot or state reaches an unknown key")
+        #expect(
+            try intruderView.next(timeout: .milliseconds(500)) == nil, "no snapshot or state reaches an unknown key")
         let eavesdropper = try BusSubscriber(endpoint: statesEndpoint, topics: [""], curve: intruder.config.curve)
         #expect(try eavesdropper.waitUntilConnected(timeout: .milliseconds(500)) == false)
 

@@ -2,8 +2,8 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusReactorHost
-import FlowBusTools
 import FlowBusTesting
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Testing
@@ -40,7 +40,9 @@ private func ticks(_ range: ClosedRange<Int>) -> [Navigation] {
 
 @Suite("A reactor host's steps survive a SIGKILL of flowd", .serialized)
 struct ReactorStepperDurabilityTests {
-    @Test("SIGKILL of a journaled flowd with a reactor's steps in flight: resent to the new flowd, none lost, none doubled")
+    @Test(
+        "SIGKILL of a journaled flowd with a reactor's steps in flight: resent to the new flowd, none lost, none doubled"
+    )
     func reactorStepsAcrossFlowdKill() throws {
         let topology = try TestTopology(configYAML: reactorStepperYAML)
         var flowd = try topology.startFlowd(arguments: ["--log-level", "info"])

@@ -2,8 +2,8 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusReactorHost
-import FlowBusTools
 import FlowBusTesting
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Reactors
@@ -12,7 +12,10 @@ import Testing
 /// The seed's Counter, with a short real delay: the test store waits for it, bounded.
 final class TestCounter: Reactor {
     enum Action: Sendable { case increase, decrease }
-    enum Mutation: Sendable { case increaseValue, decreaseValue, setLoading(Bool) }
+    enum Mutation: Sendable {
+        case increaseValue, decreaseValue
+        case setLoading(Bool)
+    }
     struct State: Equatable, Sendable, Decodable {
         var value = 0
         var isLoading = false
@@ -22,10 +25,12 @@ final class TestCounter: Reactor {
 
     func mutate(action: Action) -> Mutations<Mutation> {
         let change: Mutation = action == .increase ? .increaseValue : .decreaseValue
-        return .concat(.just(.setLoading(true)), .run { send in
-            try await Task.sleep(for: .milliseconds(10))
-            send(change)
-        }, .just(.setLoading(false)))
+        return .concat(
+            .just(.setLoading(true)),
+            .run { send in
+                try await Task.sleep(for: .milliseconds(10))
+                send(change)
+            }, .just(.setLoading(false)))
     }
 
     func reduce(state: State, mutation: Mutation) -> State {
@@ -76,13 +81,16 @@ struct ReactorTestStoreTests {
     @Test("Over the bus: the same style against a reactor process")
     func overTheBus() throws {
         let topology = try demoTopology()
-        try topology.start("reactor-host", arguments: ["--config", topology.configPath, "--host", "demo", "--counter-delay-ms", "20"])
+        try topology.start(
+            "reactor-host", arguments: ["--config", topology.configPath, "--host", "demo", "--counter-delay-ms", "20"])
         let spec = try #require(topology.config.reactors["demo"])
         let probe = try BusSubscriber(endpoint: spec.states, topics: ["hb/"])
         #expect(try probe.waitUntilConnected(timeout: .seconds(20)))
         let store = try RemoteReactorTestStore(reactorID: "counter", config: topology.config, as: S.self)
         #expect(store.snapshot?.state == S())
-        try store.send("increase", expecting: [S(value: 0, isLoading: true), S(value: 1, isLoading: true), S(value: 1, isLoading: false)])
+        try store.send(
+            "increase",
+            expecting: [S(value: 0, isLoading: true), S(value: 1, isLoading: true), S(value: 1, isLoading: false)])
         try store.finish()
     }
 }

@@ -2,8 +2,8 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusReactorHost
-import FlowBusTools
 import FlowBusTesting
+import FlowBusTools
 import FlowBusWire
 import Foundation
 import Testing
@@ -29,9 +29,12 @@ struct SourceChurnTests {
         defer { dealer.close() }
         try dealer.connect(topology.config.endpoints.ingress)
         func tick(_ n: Int64, as source: String, sequence: UInt64) throws {
-            try dealer.send(message: try StepMessage(
-                stepperID: "load", envelope: Envelope(kind: .step, contentType: .fbv, sequence: sequence, source: source),
-                name: "tick", params: ["n": .int(n)]).frames())
+            try dealer.send(
+                message: try StepMessage(
+                    stepperID: "load",
+                    envelope: Envelope(kind: .step, contentType: .fbv, sequence: sequence, source: source),
+                    name: "tick", params: ["n": .int(n)]
+                ).frames())
         }
         func awaitAck() throws -> Ack {
             while true {

@@ -9,7 +9,8 @@ import ZeroMQ
 struct WireSmokeTests {
     func smoke(_ name: String, _ arguments: [String], in directory: TemporaryDirectory) throws -> ManagedProcess {
         try ManagedProcess(
-            name: "wire-smoke \(name)", executable: try BuiltProducts.executable("wire-smoke"), arguments: [name] + arguments,
+            name: "wire-smoke \(name)", executable: try BuiltProducts.executable("wire-smoke"),
+            arguments: [name] + arguments,
             in: directory.url)
     }
 
@@ -22,14 +23,19 @@ struct WireSmokeTests {
 
         // No readiness wait: the sender's DEALER queues the step until the listener is bound.
         let fbv = try smoke(
-            "send", ["--endpoint", endpoint, "--as", "movie-list", "moviePicked", "withMovieId=23452", "--source", "smoke-fbv#1"],
+            "send",
+            [
+                "--endpoint", endpoint, "--as", "movie-list", "moviePicked", "withMovieId=23452", "--source",
+                "smoke-fbv#1",
+            ],
             in: directory)
         defer { fbv.stop() }
         fbv.expectExit(0)
         let json = try smoke(
             "send",
             [
-                "--endpoint", endpoint, "--as", "movie-list", "moviePicked", "withMovieId=23452", "title=Heat", "--json",
+                "--endpoint", endpoint, "--as", "movie-list", "moviePicked", "withMovieId=23452", "title=Heat",
+                "--json",
                 "--source", "smoke-json#1",
             ], in: directory)
         defer { json.stop() }
@@ -108,7 +114,10 @@ struct WireSmokeTests {
         #expect(lines[0].hasPrefix("refused unsupported-version: envelope version is 2"))
         #expect(lines[1].hasPrefix("refused malformed: "))
         #expect(lines[1].hasSuffix("(topic=step/movie-list source=raw#1 seq=1)"))
-        #expect(lines[2] == "received step from stepper=movie-list source=raw#1 seq=2 step=moviePicked(withMovieId: 7) content=fbv")
+        #expect(
+            lines[2]
+                == "received step from stepper=movie-list source=raw#1 seq=2 step=moviePicked(withMovieId: 7) content=fbv"
+        )
         #expect(lines[3].hasPrefix("refused duplicate: sequence 2 of raw#1 was already dealt with"))
         #expect(listener.stderr.contains("3 of 4 message(s) refused"), "\(listener.transcript)")
     }
@@ -117,7 +126,8 @@ struct WireSmokeTests {
     func sendTimesOut() throws {
         let directory = try TemporaryDirectory()
         let sender = try smoke(
-            "send", ["--endpoint", directory.ipcEndpoint("nobody.sock"), "--as", "movie-list", "settings", "--timeout", "0.3"],
+            "send",
+            ["--endpoint", directory.ipcEndpoint("nobody.sock"), "--as", "movie-list", "settings", "--timeout", "0.3"],
             in: directory)
         defer { sender.stop() }
         sender.expectExit(3)
@@ -128,7 +138,8 @@ struct WireSmokeTests {
     @Test("listen without senders times out with exit 3")
     func listenTimesOut() throws {
         let directory = try TemporaryDirectory()
-        let listener = try smoke("listen", ["--endpoint", directory.ipcEndpoint("quiet.sock"), "--timeout", "0.3"], in: directory)
+        let listener = try smoke(
+            "listen", ["--endpoint", directory.ipcEndpoint("quiet.sock"), "--timeout", "0.3"], in: directory)
         defer { listener.stop() }
         listener.expectExit(3)
         #expect(listener.stderr.contains("timed out after 0.3 s with 0 of 1 message(s) received"))
@@ -143,15 +154,18 @@ struct WireSmokeTests {
         #expect(listener.stderr.contains("cannot bind a ROUTER to"))
     }
 
-    @Test("send refuses bad input before sending", arguments: [
-        (["bad name"], "only [A-Za-z0-9_.:-] allowed"),
-        (["moviePicked", "big=9223372036854775808"], "does not fit a signed 64-bit int"),
-        (["moviePicked", "tags:=[1,"], "is not JSON"),
-    ])
+    @Test(
+        "send refuses bad input before sending",
+        arguments: [
+            (["bad name"], "only [A-Za-z0-9_.:-] allowed"),
+            (["moviePicked", "big=9223372036854775808"], "does not fit a signed 64-bit int"),
+            (["moviePicked", "tags:=[1,"], "is not JSON"),
+        ])
     func sendRefusesBadInput(arguments: [String], message: String) throws {
         let directory = try TemporaryDirectory()
         let sender = try smoke(
-            "send", ["--endpoint", directory.ipcEndpoint("unused.sock"), "--as", "movie-list"] + arguments, in: directory)
+            "send", ["--endpoint", directory.ipcEndpoint("unused.sock"), "--as", "movie-list"] + arguments,
+            in: directory)
         defer { sender.stop() }
         sender.expectExit(64)
         #expect(sender.stderr.contains(message), "\(sender.transcript)")

@@ -30,7 +30,8 @@ struct CancellationTests {
 
     @Test("cancelInFlight: the latest stream with an id wins")
     func cancelInFlight() async throws {
-        let firstGate = Gate(), secondGate = Gate()
+        let firstGate = Gate()
+        let secondGate = Gate()
         let firstSent = Gate()
         let store = ReactorStore(ScriptReactor())
         var states = store.states().makeAsyncIterator()
@@ -100,14 +101,16 @@ struct CancellationTests {
         let store = ReactorStore(ScriptReactor())
         var states = store.states().makeAsyncIterator()
         _ = try await take(1, from: &states)
-        store.send(Mutations.run { send in
-            try await gate.wait()
-            send("kept")
-        }.cancellable(id: "kept"))
-        store.send(Mutations.run { send in
-            try await gate.wait()
-            send("gone")
-        }.cancellable(id: "gone"))
+        store.send(
+            Mutations.run { send in
+                try await gate.wait()
+                send("kept")
+            }.cancellable(id: "kept"))
+        store.send(
+            Mutations.run { send in
+                try await gate.wait()
+                send("gone")
+            }.cancellable(id: "gone"))
         store.send(.cancel(ids: ["gone", "unknown"]))
         gate.open()
         #expect(try await take(1, from: &states) == [["kept"]])

@@ -4,7 +4,10 @@ import Testing
 /// Ignores `add` while loading, deciding from the state mutate reads (ReactorKit's currentState).
 private struct GuardedCounter: Reactor {
     enum Action: Sendable { case add, startLoading }
-    enum Mutation: Sendable { case increment, setLoading(Bool) }
+    enum Mutation: Sendable {
+        case increment
+        case setLoading(Bool)
+    }
     struct State: Sendable, Equatable {
         var value = 0
         var isLoading = false

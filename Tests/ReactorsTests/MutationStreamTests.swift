@@ -5,23 +5,28 @@ import Testing
 struct MutationStreamTests {
     @Test("two slow mutation streams are merged: their mutations interleave in arrival order")
     func slowStreamsInterleave() async throws {
-        let a1 = Gate(), a2 = Gate(), b1 = Gate(), b2 = Gate()
+        let a1 = Gate()
+        let a2 = Gate()
+        let b1 = Gate()
+        let b2 = Gate()
         let store = ReactorStore(ScriptReactor())
         var states = store.states().makeAsyncIterator()
         _ = try await take(1, from: &states)
 
-        store.send(.run { send in
-            try await a1.wait()
-            send("a1")
-            try await a2.wait()
-            send("a2")
-        })
-        store.send(.run { send in
-            try await b1.wait()
-            send("b1")
-            try await b2.wait()
-            send("b2")
-        })
+        store.send(
+            .run { send in
+                try await a1.wait()
+                send("a1")
+                try await a2.wait()
+                send("a2")
+            })
+        store.send(
+            .run { send in
+                try await b1.wait()
+                send("b1")
+                try await b2.wait()
+                send("b2")
+            })
         b1.open()
         #expect(try await take(1, from: &states) == [["b1"]])
         a1.open()
@@ -54,7 +59,8 @@ struct MutationStreamTests {
 
     @Test("merge: synchronous members within send, asynchronous ones concurrently")
     func mergeMembers() async throws {
-        let first = Gate(), second = Gate()
+        let first = Gate()
+        let second = Gate()
         let store = ReactorStore(ScriptReactor())
         var states = store.states().makeAsyncIterator()
         _ = try await take(1, from: &states)
@@ -140,10 +146,11 @@ struct TransformMutationTests {
         var states = store.states().makeAsyncIterator()
         _ = try await take(1, from: &states)
         store.send(.sequence(["a", "skip"]))
-        store.send(.run { send in
-            send("skip")
-            send("b")
-        })
+        store.send(
+            .run { send in
+                send("skip")
+                send("b")
+            })
         #expect(try await take(2, from: &states) == [["boot", "<a>"], ["boot", "<a>", "<b>"]])
     }
 

@@ -9,7 +9,8 @@ struct RestoreTests {
     func continuesSequence() async throws {
         let gate = Gate()
         let store = ReactorStore(
-            CounterReactor(delay: { try await gate.wait() }), restoring: StateSnapshot(sequence: 41, state: State(value: 7, isLoading: false)))
+            CounterReactor(delay: { try await gate.wait() }),
+            restoring: StateSnapshot(sequence: 41, state: State(value: 7, isLoading: false)))
         #expect(store.currentSnapshot == StateSnapshot(sequence: 41, state: State(value: 7, isLoading: false)))
         var states = store.snapshots().makeAsyncIterator()
 

@@ -41,7 +41,9 @@ struct RuleTests {
         }
     }
 
-    @Test("Rule 1: actions → transform(action:) → mutate → transform(mutation:) → reduce → transform(state:) → currentState, hot from the start")
+    @Test(
+        "Rule 1: actions → transform(action:) → mutate → transform(mutation:) → reduce → transform(state:) → currentState, hot from the start"
+    )
     func rule1Pipeline() {
         let calls = Log<String>()
         let store = ReactorStore(PipelineReactor(calls: calls))
@@ -71,10 +73,11 @@ struct RuleTests {
         var states = store.states().makeAsyncIterator()
         #expect(try await take(1, from: &states) == [[]])
 
-        store.send(.run { send in
-            send("a")
-            throw Boom()
-        })
+        store.send(
+            .run { send in
+                send("a")
+                throw Boom()
+            })
         var failureIterator = failures.makeAsyncIterator()
         let failure = await failureIterator.next()
         #expect(failure as? Boom == Boom())
@@ -239,7 +242,9 @@ struct RuleTests {
         }
     }
 
-    @Test("Rule 6: pulse emits on every assignment, even equal values, never on unrelated mutations; late subscribers get it once")
+    @Test(
+        "Rule 6: pulse emits on every assignment, even equal values, never on unrelated mutations; late subscribers get it once"
+    )
     func rule6Pulse() async {
         let store = ReactorStore(AlertReactor())
         var pulses = store.pulse(\.$message).makeAsyncIterator()
@@ -263,7 +268,9 @@ struct RuleTests {
         #expect(store.currentState.$message.updateCount == 4)
     }
 
-    @Test("Rule 7: with a stub, mutate and reduce never run, actions are recorded, setting the state updates currentState")
+    @Test(
+        "Rule 7: with a stub, mutate and reduce never run, actions are recorded, setting the state updates currentState"
+    )
     func rule7Stub() {
         let calls = Log<String>()
         let store = ReactorStore(stubbing: PipelineReactor(calls: calls))
@@ -314,15 +321,16 @@ struct RuleTests {
         var states = store!.states().makeAsyncIterator()
         #expect(try await take(1, from: &states) == [[]])
 
-        store!.send(.run { send in
-            do {
-                try await gate.wait()
-            } catch {
-                cancelled.open()
-                throw error
-            }
-            send("never")
-        })
+        store!.send(
+            .run { send in
+                do {
+                    try await gate.wait()
+                } catch {
+                    cancelled.open()
+                    throw error
+                }
+                send("never")
+            })
         let (source, input) = AsyncStream<Mutations<String>>.makeStream()
         input.onTermination = { _ in sourceEnded.open() }
         let binding = store!.bind(actions: source)
@@ -343,13 +351,14 @@ struct RuleTests {
         let store = ReactorStore(ScriptReactor())
         var states = store.states().makeAsyncIterator()
         _ = try await take(1, from: &states)
-        store.send(.run { send in
-            do { try await gate.wait() } catch {
-                cancelled.open()
-                throw error
-            }
-            send("never")
-        })
+        store.send(
+            .run { send in
+                do { try await gate.wait() } catch {
+                    cancelled.open()
+                    throw error
+                }
+                send("never")
+            })
         store.shutdown()
         try await cancelled.wait()
         #expect(await states.next() == nil)

@@ -72,7 +72,9 @@ final class Log<Element: Sendable>: Sendable {
 }
 
 /// Takes the next `count` elements of an iterator (suspends until they arrive).
-func take<I: AsyncIteratorProtocol>(_ count: Int, from iterator: inout I) async throws
+func take<I: AsyncIteratorProtocol>(
+    _ count: Int, from iterator: inout I
+) async throws
     -> [I.Element]
 {
     var elements: [I.Element] = []

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+
 @testable import ZeroMQ
 
 @Suite("CURVE, ZAP and the socket monitor")
@@ -27,7 +28,9 @@ struct SecurityAndMonitorTests {
         let handler = try ZAPHandler(
             context: context,
             policy: { request in
-                guard let key = request.curvePublicKey, allowed.contains(key) else { return .deny(reason: "unknown key") }
+                guard let key = request.curvePublicKey, allowed.contains(key) else {
+                    return .deny(reason: "unknown key")
+                }
                 return .allow(userID: key)
             },
             onDecision: { _, decision in decisions.withLock { $0.append(decision) } }

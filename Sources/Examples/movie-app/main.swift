@@ -37,7 +37,8 @@ final class MainFlow: AppFlow {
         case .apiKey:
             let screen = Screen(id: "apikey")
             stack.setRoot(screen)
-            return .one(flowContributor: .contribute(withNextPresentable: screen, withNextStepper: RemoteStepper(id: "apikey")))
+            return .one(
+                flowContributor: .contribute(withNextPresentable: screen, withNextStepper: RemoteStepper(id: "apikey")))
         case .apiKeyIsComplete:
             let dashboard = TabBar(id: "dashboard")
             let wishlist = MovieListFlow(name: "WishlistFlow", prefix: "wishlist")
@@ -45,8 +46,10 @@ final class MainFlow: AppFlow {
             dashboard.setTabs([wishlist, watched])
             stack.setRoot(dashboard)
             return .multiple(
-                .contribute(withNextPresentable: wishlist, withNextStepper: OneStepper(withSingleStep: AppStep.movieList)),
-                .contribute(withNextPresentable: watched, withNextStepper: OneStepper(withSingleStep: AppStep.movieList)),
+                .contribute(
+                    withNextPresentable: wishlist, withNextStepper: OneStepper(withSingleStep: AppStep.movieList)),
+                .contribute(
+                    withNextPresentable: watched, withNextStepper: OneStepper(withSingleStep: AppStep.movieList)),
                 .contribute(withNextPresentable: dashboard, withNextStepper: RemoteStepper(id: "dashboard")))
         default:
             return .none
@@ -75,7 +78,9 @@ final class MovieListFlow: AppFlow {
         let screen = Screen(id: "\(stack.presentableID)/\(id)")
         stack.push(screen)
         guard bound else { return .none }
-        return .one(flowContributor: .contribute(withNextPresentable: screen, withNextStepper: RemoteStepper(id: screen.presentableID)))
+        return .one(
+            flowContributor: .contribute(
+                withNextPresentable: screen, withNextStepper: RemoteStepper(id: screen.presentableID)))
     }
 
     func navigate(to step: any Step) -> FlowContributors {
@@ -95,7 +100,11 @@ final class MovieListFlow: AppFlow {
 struct MovieApp {
     static func main() async {
         await FlowBusHost.main(label: "movie-app") { config, _, logger in
-            [CoordinatorService(config: config, logger: logger) { (flow: MainFlow(), stepper: OneStepper(withSingleStep: AppStep.apiKey)) }]
+            [
+                CoordinatorService(config: config, logger: logger) {
+                    (flow: MainFlow(), stepper: OneStepper(withSingleStep: AppStep.apiKey))
+                }
+            ]
         }
     }
 }

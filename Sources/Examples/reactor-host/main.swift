@@ -1,10 +1,10 @@
 import ArgumentParser
 import FlowBusConfiguration
 import FlowBusDaemon
-import FlowBusReactorHost
 import FlowBusPrometheus
-import Logging
+import FlowBusReactorHost
 import Foundation
+import Logging
 
 /// The demo's reactor host: the Counter of seed 001, the api key `login` reactor (a stepper too)
 /// and the `movie/<id>` family, served on the endpoints of one `reactors:` entry of the config;
@@ -13,10 +13,13 @@ struct ReactorHostCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "reactor-host",
         abstract: "Host the demo reactors (counter, login, movie/<id>) on a FlowBus topology.",
-        discussion: "Binds the actions and states endpoints of reactors.<host> in the config. Stops cleanly on SIGTERM or SIGINT."
+        discussion:
+            "Binds the actions and states endpoints of reactors.<host> in the config. Stops cleanly on SIGTERM or SIGINT."
     )
 
-    @Option(name: .shortAndLong, help: "The topology file (default: $\(FlowBusConfig.pathVariable), else \(FlowBusConfig.defaultPath)).")
+    @Option(
+        name: .shortAndLong,
+        help: "The topology file (default: $\(FlowBusConfig.pathVariable), else \(FlowBusConfig.defaultPath)).")
     var config: String?
 
     @Option(help: "The reactor host to run: a key of the config's reactors: section.")
@@ -31,12 +34,15 @@ struct ReactorHostCommand: AsyncParsableCommand {
     @Option(help: "The simulated load time of a movie's details, in milliseconds.")
     var movieDelayMs: Int = 200
 
-    @Option(help: "On SIGTERM, how long in-flight actions may take to finish (states published and saved), in milliseconds.")
+    @Option(
+        help: "On SIGTERM, how long in-flight actions may take to finish (states published and saved), in milliseconds."
+    )
     var drainMs: Int = 2000
 
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else {
-            throw ValidationError("'\(logLevel)' is not a log level: use trace, debug, info, notice, warning, error or critical")
+            throw ValidationError(
+                "'\(logLevel)' is not a log level: use trace, debug, info, notice, warning, error or critical")
         }
         // The same bootstrap as a user's own reactor host (FlowBusHost), plus the host's metrics.
         FlowBusHost.bootstrapLogging(level: level)
@@ -53,7 +59,8 @@ struct ReactorHostCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
             throw ExitCode(64)
         }
-        try await FlowBusHost.run(config: topology, options: options, logger: Logger(label: "reactor-host")) { topology, _, logger in
+        try await FlowBusHost.run(config: topology, options: options, logger: Logger(label: "reactor-host")) {
+            topology, _, logger in
             var reactors = ReactorRegistry()
             reactors.register("counter") { _ in CounterReactor(delay: counterDelay) }
             reactors.register("login") { context in LoginReactor(steps: context.stepper("apikey")) }
@@ -70,7 +77,11 @@ struct ReactorHostCommand: AsyncParsableCommand {
                     TickerReactor(steps: context.stepper(TickerReactor.reactorID))
                 }
             }
-            return [try ReactorHostService(hostName: host, config: topology, reactors: reactors, drain: drain, metrics: metrics, logger: logger)]
+            return [
+                try ReactorHostService(
+                    hostName: host, config: topology, reactors: reactors, drain: drain, metrics: metrics, logger: logger
+                )
+            ]
         }
     }
 }

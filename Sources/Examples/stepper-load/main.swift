@@ -10,7 +10,8 @@ import Foundation
 struct StepperLoad: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stepper-load",
-        abstract: "Publish N steps `NAME {n: 1...N}` as one stepper, resending what flowd loses, and wait for every ack.",
+        abstract:
+            "Publish N steps `NAME {n: 1...N}` as one stepper, resending what flowd loses, and wait for every ack.",
         discussion: """
             Exits 0 once all N steps are acknowledged, 1 if they are not within --timeout after the last one was \
             published. Prints its progress (`published`, `acknowledged`, `resent`) every --progress steps published \
@@ -20,13 +21,18 @@ struct StepperLoad: ParsableCommand {
             """
     )
 
-    @Option(name: .shortAndLong, help: "The topology file (default: $\(FlowBusConfig.pathVariable), else \(FlowBusConfig.defaultPath)).")
+    @Option(
+        name: .shortAndLong,
+        help: "The topology file (default: $\(FlowBusConfig.pathVariable), else \(FlowBusConfig.defaultPath)).")
     var config: String?
 
     @Option(name: .customLong("as"), help: "The stepper id to publish as.")
     var stepperID: String
 
-    @Option(help: "The step's name; several, separated by commas, are published in turn (open,close: step 1 is open, 2 close, 3 open…).")
+    @Option(
+        help:
+            "The step's name; several, separated by commas, are published in turn (open,close: step 1 is open, 2 close, 3 open…)."
+    )
     var step = "tick"
 
     @Option(help: "How many steps to publish.")
@@ -71,7 +77,9 @@ struct StepperLoad: ParsableCommand {
             done = try publisher.waitForAcknowledgement(timeout: .milliseconds(10))
             watch.observe(publisher)
         }
-        say("done published \(publisher.lastSequence) acknowledged \(publisher.lastAcknowledged) resent \(publisher.resentMessages) refused \(publisher.refusals.count)")
+        say(
+            "done published \(publisher.lastSequence) acknowledged \(publisher.lastAcknowledged) resent \(publisher.resentMessages) refused \(publisher.refusals.count)"
+        )
         if !done { throw ExitCode.failure }
     }
 }
@@ -91,16 +99,23 @@ struct AckWatch {
     }
 
     mutating func observe(_ publisher: StepPublisher) {
-        if progress > 0, publisher.lastSequence / progress > printed.published || publisher.lastAcknowledged / progress > printed.acknowledged {
+        if progress > 0,
+            publisher.lastSequence / progress > printed.published
+                || publisher.lastAcknowledged / progress > printed.acknowledged
+        {
             printed = (publisher.lastSequence / progress, publisher.lastAcknowledged / progress)
-            say("published \(publisher.lastSequence) acknowledged \(publisher.lastAcknowledged) resent \(publisher.resentMessages)")
+            say(
+                "published \(publisher.lastSequence) acknowledged \(publisher.lastAcknowledged) resent \(publisher.resentMessages)"
+            )
         }
         let now = ContinuousClock.now
         if let source = publisher.flowdSource, source != instance {
             if let previous = instance {
                 let gap = lastProgress.duration(to: now)
                 let milliseconds = Double(gap.components.seconds) * 1000 + Double(gap.components.attoseconds) / 1e15
-                say("failover from \(previous) to \(source): \(String(format: "%.1f", milliseconds)) ms between their acks, acknowledged \(publisher.lastAcknowledged)")
+                say(
+                    "failover from \(previous) to \(source): \(String(format: "%.1f", milliseconds)) ms between their acks, acknowledged \(publisher.lastAcknowledged)"
+                )
             }
             instance = source
         }

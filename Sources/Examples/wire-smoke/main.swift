@@ -150,7 +150,8 @@ struct Responder {
         let envelope = message.envelope
         if let last = dealtWith[envelope.source], envelope.sequence <= last {
             let error = WireError(
-                .duplicate, "sequence \(envelope.sequence) of \(envelope.source) was already dealt with (up to \(last))")
+                .duplicate, "sequence \(envelope.sequence) of \(envelope.source) was already dealt with (up to \(last))"
+            )
             say("refused \(error.reason): \(error.detail)")
             refuse(topic: message.topic, envelope: envelope, error, routingID: routingID)
             return false
@@ -239,7 +240,8 @@ struct Send: ParsableCommand {
     @Option(help: "The receiver's endpoint, e.g. ipc:///tmp/smoke.sock or tcp://127.0.0.1:5560.")
     var endpoint: String
 
-    @Option(name: .customLong("as"), help: ArgumentHelp("The stepper id; the topic is step/<id>.", valueName: "stepper-id"))
+    @Option(
+        name: .customLong("as"), help: ArgumentHelp("The stepper id; the topic is step/<id>.", valueName: "stepper-id"))
     var stepperID: String
 
     @Argument(help: "The step name, e.g. moviePicked ([A-Za-z0-9_.:-]).")
@@ -273,7 +275,8 @@ struct Send: ParsableCommand {
         let source = self.source ?? defaultSource(stepperID, suffix: "#swift-" + randomHex())
         let step = StepMessage(
             stepperID: stepperID,
-            envelope: Envelope(kind: .step, contentType: params.isEmpty ? .none : (json ? .json : .fbv), sequence: 1, source: source),
+            envelope: Envelope(
+                kind: .step, contentType: params.isEmpty ? .none : (json ? .json : .fbv), sequence: 1, source: source),
             name: name, params: params)
         let frames: FrameBuffer
         do {
@@ -350,7 +353,6 @@ func randomHex() -> String {
     let text = String(UInt32.random(in: .min ... .max), radix: 16)
     return String(repeating: "0", count: 8 - text.count) + text
 }
-
 
 /// A result line on stdout, written at once (no buffering), so a parent reading a pipe or a
 /// file sees each line when it happens, even if this process is killed later.

@@ -26,7 +26,9 @@ extension ManagedProcess {
     }
 
     /// Waits for the exit and fails with the process's output if the status is not `expected`.
-    func expectExit(_ expected: Int32, within timeout: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectExit(
+        _ expected: Int32, within timeout: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         let status = exitStatus(within: timeout)
         #expect(
             status == expected,
@@ -93,14 +95,16 @@ enum Locations {
 enum Python {
     static let hasPyzmq: Bool = {
         guard let directory = try? TemporaryDirectory(),
-            let check = try? ManagedProcess.python3(name: "python3-check", arguments: ["-c", "import zmq"], in: directory.url)
+            let check = try? ManagedProcess.python3(
+                name: "python3-check", arguments: ["-c", "import zmq"], in: directory.url)
         else { return false }
         return check.exitStatus(within: .seconds(30)) == 0
     }()
 
     static let hasPython3: Bool = {
         guard let directory = try? TemporaryDirectory(),
-            let check = try? ManagedProcess.python3(name: "python3-check", arguments: ["-c", "pass"], in: directory.url)
+            let check = try? ManagedProcess.python3(
+                name: "python3-check", arguments: ["-c", "pass"], in: directory.url)
         else { return false }
         return check.exitStatus(within: .seconds(30)) == 0
     }()

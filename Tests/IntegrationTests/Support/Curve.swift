@@ -17,14 +17,17 @@ struct TestKeys {
     let secrets: [String]
 
     init(_ names: [String]) throws {
-        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("flowbus-keys-\(UUID().uuidString.prefix(8))")
+        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
+            "flowbus-keys-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var secrets: [String] = []
         for name in names {
             let pair = try CurveKeyPair.generate()
             secrets.append(pair.secretKey)
-            try "\(pair.secretKey)\n".write(to: directory.appendingPathComponent("\(name).key"), atomically: true, encoding: .utf8)
-            try "\(pair.publicKey)\n".write(to: directory.appendingPathComponent("\(name).pub"), atomically: true, encoding: .utf8)
+            try "\(pair.secretKey)\n".write(
+                to: directory.appendingPathComponent("\(name).key"), atomically: true, encoding: .utf8)
+            try "\(pair.publicKey)\n".write(
+                to: directory.appendingPathComponent("\(name).pub"), atomically: true, encoding: .utf8)
         }
         self.secrets = secrets
     }
