@@ -71,7 +71,7 @@ package final class CoordinatorMetrics {
     private var pending = Totals()
     private var pendingNavigations: [String: Int] = [:]
     /// What the ingress loop and the publisher had counted at the last flush.
-    private var lastIngress = CoordinatorLoop.Counters()
+    private var lastIngress = IngressCounters()
     private var lastEvents = EventCounts()
     /// Whether the batch being applied carries a step or deep link (its latency is recorded).
     private var batchHasSteps = false
@@ -145,7 +145,7 @@ package final class CoordinatorMetrics {
     }
 
     /// Hands what was counted since the last flush to swift-metrics.
-    package func flush(ingress: CoordinatorLoop.Counters, events: EventCounts) {
+    package func flush(ingress: IngressCounters, events: EventCounts) {
         let counts = pending
         pending = Totals()
         add(counts.stepsReceived, to: stepsReceived, total: \.stepsReceived)

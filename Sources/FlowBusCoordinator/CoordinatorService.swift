@@ -97,8 +97,9 @@ public final class CoordinatorService: Service {
             journal?.close()
         }
         // The ZAP handler must exist before any CURVE socket binds: without it CURVE admits everyone.
-        let inbox = LoopInbox()
-        let authenticator = try startAuthenticator(context: context, inbox: inbox)
+        let control = DaemonControl()
+        let authenticator = try DaemonAuthenticator.start(
+            context: context, curve: config.curve, inbox: control.inbox, logger: logger)
         defer { authenticator?.stop() }
         let router = try await StepRouter(
             context: context, config: config, sourceID: sourceID, journal: journal, logger: logger)
@@ -121,10 +122,10 @@ public final class CoordinatorService: Service {
             await router.close()
             throw error
         }
-        let loop: CoordinatorLoop
+        let loop: CoordinatorDriver
         do {
-            loop = try await CoordinatorLoop(
-                context: context, config: config, sourceID: sourceID, router: router, inbox: inbox, logger: logger,
+            loop = try await CoordinatorDriver(
+                context: context, config: config, sourceID: sourceID, router: router, control: control, logger: logger,
                 journal: journal, acceptJournalLoss: acceptJournalLoss)
         } catch {
             await router.close()
@@ -132,7 +133,7 @@ public final class CoordinatorService: Service {
         }
         func closeAll() async {
             await loop.close()
-            await router.close(linger: CoordinatorLoop.shutdownLinger)
+            await router.close(linger: CoordinatorDriver.shutdownLinger)
         }
         let metricsEndpoint: MetricsEndpoint?
         do {
@@ -167,15 +168,15 @@ public final class CoordinatorService: Service {
         // Cancelling the service (another service of the group failed) stops it the same way.
         await withGracefulShutdownHandler {
             await withTaskCancellationHandler {
-                await loop.finished.wait()
+                await control.finished.wait()
             } onCancel: {
-                loop.stopAccepting()
+                control.stopAccepting()
             }
         } onGracefulShutdown: {
-            loop.stopAccepting()
+            control.stopAccepting()
         }
         FlowLoop.shared.uninstall(loop)
-        let failure = await loop.failure
+        let failure = control.failure
         await closeAll()
         context.shutdown()
         if let failure {
@@ -217,20 +218,5 @@ extension CoordinatorService {
             }
         }
         logger.notice("holding the lease of \(shared.location): active as \(sourceID)")
-    }
-
-    /// Starts a ZAP handler admitting only `security.allowedClients`, when the config has a server key.
-    package func startAuthenticator(context: Context, inbox: LoopInbox) throws -> ZAPHandler? {
-        let curve = config.curve
-        guard curve.requiresAuthentication else { return nil }
-        let logger = self.logger
-        return try ZAPHandler(context: context, policy: curve.decide) { request, decision in
-            guard case .deny(let reason) = decision else { return }
-            logger.warning("refused a connection from \(request.address): \(reason)")
-            inbox.inject(
-                Refusal(
-                    reason: .unauthorized, detail: "connection from \(request.address) refused: \(reason)",
-                    endpoint: "zap"))
-        }
     }
 }

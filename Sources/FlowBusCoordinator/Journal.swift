@@ -43,6 +43,9 @@ public protocol Journal: AnyObject, Sendable {
     func compact(_ compaction: StepJournal.Compaction) throws -> Int
     /// The last sequence dealt with of one source, nil if the journal has none.
     func lastSequence(of source: String) throws -> UInt64?
+    /// The last sequence dealt with of each of `sources` the journal has, in one read: flowd looks
+    /// up the sources a batch does not hold this way, off its loop's thread.
+    func lastSequences(of sources: [String]) throws -> [String: UInt64]
     /// Tidies up at a clean shutdown (SQLite folds its write-ahead log into the file).
     func flush()
     /// Closes it.

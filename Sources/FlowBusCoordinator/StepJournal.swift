@@ -333,6 +333,24 @@ public final class StepJournal: Journal {
         }
     }
 
+    public func lastSequences(of sources: [String]) throws -> [String: UInt64] {
+        try database.read { db in
+            var found: [String: UInt64] = [:]
+            // SQLite binds at most 32,766 parameters a statement.
+            for start in stride(from: 0, to: sources.count, by: 500) {
+                let chunk = Array(sources[start..<min(start + 500, sources.count)])
+                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                let rows = try Row.fetchCursor(
+                    db, sql: "SELECT id, lastSequence FROM source WHERE id IN (\(marks))",
+                    arguments: StatementArguments(chunk))
+                while let row = try rows.next() {
+                    found[row[0]] = UInt64(bitPattern: row[1])
+                }
+            }
+            return found
+        }
+    }
+
     /// Up to `limit` entries after the one with id `after`, in order.
     public func entries(after: Int64, limit: Int) throws -> [Entry] {
         try database.read { db in

@@ -18,7 +18,8 @@ import ZeroMQ
 @FlowActor
 package final class StepRouter {
     private var coordinator: FlowCoordinator
-    private let publisher: BusPublisher
+    /// flowd's `events` endpoint: the loop publishes its heartbeats and refusals there too.
+    let publisher: BusPublisher
     private let logger: Logger
     private let started = Date()
     private let journal: (any Journal)?
@@ -76,7 +77,7 @@ package final class StepRouter {
     }
 
     /// Hands the counts since the last call to swift-metrics.
-    private func syncMetrics(ingress: CoordinatorLoop.Counters) {
+    private func syncMetrics(ingress: IngressCounters) {
         let events = publisher.counters
         metrics.flush(
             ingress: ingress,
@@ -313,18 +314,11 @@ package final class StepRouter {
         }
     }
 
-    /// A batch begins: its events are held until it is committed (with a journal), and in any
-    /// case until its end, so that they reach the socket in one burst.
-    package func beginBatch() {
-        publisher.drainSubscriptions()
-        publisher.hold()
-    }
-
     /// Commits the batch's journal records with the sources' last sequences, then publishes
     /// what was held. Throws if the journal cannot be written: flowd then stops rather than
     /// acknowledge what it could not persist.
     package func commitBatch(
-        size: Int, receivedAt: ContinuousClock.Instant?, dealtWith: [String: UInt64], ingress: CoordinatorLoop.Counters
+        size: Int, receivedAt: ContinuousClock.Instant?, dealtWith: [String: UInt64], ingress: IngressCounters
     ) throws {
         var commitTime: Duration?
         if let journal {
@@ -338,7 +332,6 @@ package final class StepRouter {
                 // The engine holds what was not written: no checkpoint may be taken of it.
                 journalFailed = true
                 records.removeAll()
-                publisher.discardHeld()
                 throw error
             }
             commitTime = commitStart.duration(to: .now)
@@ -346,10 +339,8 @@ package final class StepRouter {
             checkpoints.sinceLast += records.count
             records.removeAll(keepingCapacity: true)
         }
-        publisher.releaseHeld()
         metrics.batchDone(size: size, receivedAt: receivedAt, journal: commitTime)
         syncMetrics(ingress: ingress)
-        publisher.drainSubscriptions()
         collectCheckpoint()
         checkpointIfDue()
     }
@@ -412,49 +403,6 @@ package final class StepRouter {
         applying = nil
     }
 
-    /// Logs (unless the caller did) and publishes a refused message.
-    package func publishRefusal(_ refusal: Refusal, logged: Bool = true) {
-        if logged {
-            logger.warning(
-                "refused message: \(refusal.reason): \(refusal.detail)",
-                metadata: ["source": "\(refusal.source ?? "?")"])
-        }
-        publisher.publish(refusal.diagnostic(publisher.envelope(.diagnostic)))
-    }
-
-    /// Publishes a diagnostic of flowd's own (not about one message).
-    package func publishDiagnostic(_ reason: DiagnosticReason, _ message: String, details: WireParams) {
-        publisher.publish(
-            DiagnosticMessage(
-                envelope: publisher.envelope(.diagnostic), reason: reason, message: message, details: details))
-    }
-
-    /// Publishes that many peers went silent at one liveness check, in one diagnostic: churn
-    /// (thousands of vanishing connections) must not flood the bus.
-    package func publishPeersDead(_ dead: [Intake.DeadPeer]) {
-        var roles: WireParams = [:]
-        for peer in dead { roles[peer.role] = .int((roles[peer.role]?.intValue ?? 0) + 1) }
-        publisher.publish(
-            DiagnosticMessage(
-                envelope: publisher.envelope(.diagnostic), reason: .peerDead,
-                message:
-                    "\(dead.count) more peers sent nothing for \(dead.map(\.silentFor).min() ?? .zero) or longer (their heartbeats stopped)",
-                details: [
-                    "count": .int(Int64(dead.count)), "roles": .map(roles),
-                    "sources": .list(dead.prefix(20).map { .string($0.source) }),
-                ]))
-    }
-
-    /// Publishes that a peer which sent heartbeats went silent.
-    package func publishPeerDead(_ dead: Intake.DeadPeer) {
-        let milliseconds = Int64(dead.silentFor.wholeMilliseconds)
-        publisher.publish(
-            DiagnosticMessage(
-                envelope: publisher.envelope(.diagnostic), reason: .peerDead,
-                message: "\(dead.role) \(dead.source) sent nothing for \(milliseconds) ms (its heartbeats stopped)",
-                details: ["source": .string(dead.source), "silent_ms": .int(milliseconds), "role": .string(dead.role)]))
-    }
-
     /// Journals an applied input; FBV params are kept as the bytes that arrived.
     private func record(_ kind: StepJournal.Kind, target: String, name: String, params: WirePayload?, origin: Origin) {
         guard journal != nil else { return }
@@ -478,15 +426,10 @@ package final class StepRouter {
         )
     }
 
-    /// Subscriptions, drop reports, a heartbeat and the metrics, once per heartbeat interval.
-    /// Throws when a shared journal's lease is lost: this instance must stop.
-    package func heartbeat(ingress: CoordinatorLoop.Counters) throws {
+    /// Once per heartbeat interval, before the loop's heartbeat: the lease, the metrics and the
+    /// checkpoints. Throws when a shared journal's lease is lost: this instance must stop.
+    func tick(ingress: IngressCounters) throws {
         try (journal as? any SharedJournal)?.verifyLease()
-        // Subscriptions first: a subscriber that sees this heartbeat is known from now on.
-        publisher.drainSubscriptions()
-        publisher.reportDrops(why: "a subscriber is too slow")
-        publisher.publish(Heartbeat(envelope: publisher.envelope(.heartbeat, carriesValues: false)))
-        publisher.drainSubscriptions()
         syncMetrics(ingress: ingress)
         collectCheckpoint()
         checkpointIfDue()
@@ -701,7 +644,7 @@ package final class StepRouter {
 
     /// The live tree, bindings and counters, as the status query returns them.
     package func status(
-        ingress counters: CoordinatorLoop.Counters, peers: [String: Intake.Liveness], control: WireValue = .null,
+        ingress counters: IngressCounters, peers: [String: Intake.Liveness], control: WireValue = .null,
         query: StatusQuery = StatusQuery()
     ) -> WireParams {
         syncMetrics(ingress: counters)

@@ -9,10 +9,10 @@ import ZeroMQ
 /// out what its ``Publication`` decides.
 ///
 /// Owned by one thread, like its socket. Sends never block: at the high-water mark XPUB refuses
-/// (`ZMQ_XPUB_NODROP`), and the drop is counted and reported in band by ``reportDrops(_:)``.
+/// (`ZMQ_XPUB_NODROP`), and the drop is counted and reported in band by ``reportDrops(why:details:)``.
 package final class BusPublisher {
-    /// The XPUB socket, for a poller: it is readable when subscriptions arrive.
-    package let socket: Socket
+    /// The socket under it, for a poller: it is readable when subscriptions arrive.
+    package let transport: any PublisherTransport
     private let sourceID: String
     private let logger: Logger
     /// The content type of the values this endpoint publishes (`wire.publish`).
@@ -22,43 +22,36 @@ package final class BusPublisher {
     private(set) var publication: Publication
 
     /// An XPUB socket for `endpoint`, named `name` in diagnostics; it serves once ``bind()``.
-    package init(
+    package convenience init(
         context: Context, name: String, endpoint: String, limits: FlowBusConfig.Limits, curve: CurveKeys,
-        sourceID: String,
-        contentType: ContentType, logger: Logger
+        sourceID: String, contentType: ContentType, logger: Logger
     ) throws {
-        self.endpoint = endpoint
-        self.name = name
+        let transport = try ZMQPublisherTransport(
+            context: context, endpoint: endpoint, what: "the \(name) endpoint", limits: limits, curve: curve)
+        self.init(transport: transport, name: name, sourceID: sourceID, contentType: contentType, logger: logger)
+    }
+
+    /// A publisher on `transport`, named `name` in diagnostics.
+    package init(
+        transport: any PublisherTransport, name: String, sourceID: String, contentType: ContentType, logger: Logger
+    ) {
+        self.transport = transport
         self.contentType = contentType
-        socket = try context.socket(.xpub)
-        try socket.setOptions([
-            .sendHighWaterMark(Int32(clamping: limits.highWaterMark)),
-            // At the mark XPUB returns EAGAIN instead of dropping silently, so drops are counted.
-            .xpubNoDrop(true),
-            .linger(200),
-        ])
-        try curve.secureServer(socket, endpoint: endpoint)
         publication = Publication(endpoint: name)
         self.sourceID = sourceID
         self.logger = logger
     }
 
-    private let endpoint: String
-    private let name: String
-
-    /// Binds the endpoint: subscribers reach it from now on.
+    /// Binds the endpoint (a ZeroMQ XPUB): subscribers reach it from now on.
     package func bind() throws {
-        try prepareToBind(endpoint, what: "the \(name) endpoint")
-        try socket.bind(endpoint)
-        restrictPermissions(ofIPCEndpoint: endpoint)
+        try (transport as? ZMQPublisherTransport)?.bind()
     }
 
     package var counters: Publication.Counters { publication.counters }
 
     /// Closes the socket; what it still queues may leave within `linger` milliseconds.
     package func close(linger: Int32 = 200) {
-        try? socket.setOption(.linger(linger))
-        socket.close()
+        transport.close(linger: linger)
     }
 
     /// A fresh envelope of this endpoint's own sequence, for values in its content type
@@ -137,7 +130,7 @@ package final class BusPublisher {
     @discardableResult
     private func send(_ frames: FrameBuffer) -> Bool {
         do {
-            let accepted = try socket.send(message: frames, mode: .nonBlocking)
+            let accepted = try transport.send(frames)
             if publication.sent(accepted: accepted) {
                 logger.warning(
                     "\(publication.endpoint) endpoint at its high-water mark: \(publication.counters.dropped) message(s) dropped so far (a subscriber is too slow)"
@@ -153,8 +146,26 @@ package final class BusPublisher {
     /// XPUB hands subscriptions to its owner; reading them keeps its queue empty and lets it
     /// attach new subscribers. Called once per batch and per heartbeat, not per message.
     package func drainSubscriptions() {
-        while (try? socket.receive(into: &subscriptions, mode: .nonBlocking)) == true {
+        while (try? transport.receiveSubscription(into: &subscriptions)) == true {
             subscriptions.withFrame(0) { publication.subscriptionMessage($0) }
         }
+    }
+
+    /// Encodes and sends one message now, past a hold: a report of the daemon's own trouble (a
+    /// failing save) must not wait for the commit it reports on.
+    package func publishPastHold(_ message: some WireMessageEncodable) {
+        guard publication.offer(topic: message.topic) else { return }
+        do {
+            try message.encode(into: &buffer)
+        } catch {
+            logger.error("cannot encode \(message.kind) for the \(publication.endpoint) endpoint: \(error)")
+            return
+        }
+        send(buffer)
+    }
+
+    /// Publishes a diagnostic of the daemon's own (not about one message).
+    package func publishDiagnostic(_ reason: DiagnosticReason, _ message: String, details: WireParams) {
+        publish(DiagnosticMessage(envelope: envelope(.diagnostic), reason: reason, message: message, details: details))
     }
 }

@@ -1,28 +1,40 @@
-import FlowBusClient
-import FlowBusConfiguration
 import FlowBusProtocol
-import FlowBusWire
 import Synchronization
 import ZeroMQ
 
-/// Where other threads leave work for the loop (the ZAP handler's refusals), and its wake-up.
-/// It exists before the sockets, so that the authenticator can run before any of them binds.
+/// Where other threads leave work for a ``DaemonLoop`` (the ZAP handler's refusals, the durable
+/// ledger's answers), and its wake-up. It exists before the sockets, so that the authenticator
+/// can run before any of them binds.
 package final class LoopInbox: Sendable {
-    package let wake = WakeSignal()
-    private let refusals = Mutex<[Refusal]>([])
+    package let wake: WakeSignal
+    private let queued = Mutex<(refusals: [Refusal], answers: [LedgerAnswer])>(([], []))
+
+    /// - Parameter wake: The loop's wake-up, shared with whatever else wakes it (a reactor host's
+    ///   reactors, when they hand it states).
+    package init(wake: WakeSignal = WakeSignal()) {
+        self.wake = wake
+    }
 
     /// Reports a refusal made on another thread with the loop's next turn.
-    package init() {}
-
     package func inject(_ refusal: Refusal) {
-        refusals.withLock { $0.append(refusal) }
+        queued.withLock { $0.refusals.append(refusal) }
         wake.signal()
     }
 
-    package func take() -> [Refusal] {
-        refusals.withLock { refusals in
-            defer { refusals.removeAll() }
-            return refusals
+    /// Hands the loop the durable ledger's answers to a batch's look-ups.
+    package func deliver(_ answers: [LedgerAnswer]) {
+        queued.withLock { $0.answers.append(contentsOf: answers) }
+        wake.signal()
+    }
+
+    /// Everything left since the last call.
+    package func take() -> (refusals: [Refusal], answers: [LedgerAnswer]) {
+        queued.withLock { queued in
+            defer {
+                queued.refusals.removeAll()
+                queued.answers.removeAll()
+            }
+            return queued
         }
     }
 }

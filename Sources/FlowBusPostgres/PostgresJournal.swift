@@ -400,6 +400,20 @@ public final class PostgresJournal: SharedJournal {
         .map { UInt64(bitPattern: try $0.decode(Int64.self)) }
     }
 
+    public func lastSequences(of sources: [String]) throws -> [String: UInt64] {
+        guard !sources.isEmpty else { return [:] }
+        let ids = sources.map { ByteBuffer(string: $0) }
+        let rows = try exclusive {
+            try run("SELECT id, last_sequence FROM flowbus_source WHERE id = ANY(\(ids))").rows
+        }
+        var found: [String: UInt64] = [:]
+        for row in rows {
+            let (id, last) = try row.decode((ByteBuffer, Int64).self)
+            found[String(buffer: id)] = UInt64(bitPattern: last)
+        }
+        return found
+    }
+
     public func flush() {}
 
     /// Closes the connection (ending the session frees the lease), waiting at most 2 s.

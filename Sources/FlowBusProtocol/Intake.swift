@@ -15,8 +15,11 @@ import FlowBusWire
 /// again, not applied. A later one is ``Verdict/outOfOrder(expected:)``: neither applied nor
 /// acknowledged, and its sender is told once per batch to resend from the sequence expected.
 /// A source the ledger does not hold is first looked up in the receiver's durable ledger
-/// (``Policy/lookUp``: flowd's journal, a reactor host's state database), so evicting a source
-/// from memory is safe. One found nowhere starts at 1 when the receiver remembers every source
+/// (``Policy/hasDurableLedger``: flowd's journal, a reactor host's state database), so evicting a
+/// source from memory is safe. The look-up is an action, not a call: the message is judged
+/// ``Verdict/lookUp`` and held by the caller, ``BatchEnd/lookUps`` names the sources to read (once per
+/// batch, off the loop thread: with PostgreSQL it is a network round trip), and the answer given to
+/// ``lookedUp(_:last:)`` or ``lookUpFailed(_:)`` lets the held messages be judged again, in order. One found nowhere starts at 1 when the receiver remembers every source
 /// it ever dealt with (``Policy/remembersSources``: flowd with a journal); otherwise its first
 /// sequence is adopted, since the receiver cannot tell a new source from one it forgot.
 ///
@@ -44,9 +47,9 @@ package struct Intake: Sendable {
         package var idleTimeout: Duration
         /// Sources held in memory at most; beyond it the least recently heard are forgotten.
         package var maxSources: Int
-        /// The last sequence the durable ledger holds of a source (nil: none; throws when it cannot
-        /// be read); nil when the receiver keeps none. Called once per source the intake does not hold.
-        package var lookUp: (@Sendable (String) throws -> UInt64?)?
+        /// Whether the receiver keeps a durable ledger, in which a source the intake does not hold
+        /// is looked up (``Verdict/lookUp``) before its message is judged.
+        package var hasDurableLedger: Bool
         /// Whether a sender found ahead of the durable ledger has its sequence adopted (the lost
         /// sequences are reported) rather than refused as `journal-behind`.
         package var acceptsLedgerLoss: Bool
@@ -57,14 +60,14 @@ package struct Intake: Sendable {
         package init(
             remembersSources: Bool, deadAfter: Duration, idleTimeout: Duration = .seconds(3600),
             maxSources: Int = 100_000,
-            lookUp: (@Sendable (String) throws -> UInt64?)? = nil, acceptsLedgerLoss: Bool = false,
+            hasDurableLedger: Bool = false, acceptsLedgerLoss: Bool = false,
             ledgerLossRemedy: String = "start the receiver accepting the loss"
         ) {
             self.remembersSources = remembersSources
             self.deadAfter = deadAfter
             self.idleTimeout = idleTimeout
             self.maxSources = max(1, maxSources)
-            self.lookUp = lookUp
+            self.hasDurableLedger = hasDurableLedger
             self.acceptsLedgerLoss = acceptsLedgerLoss
             self.ledgerLossRemedy = ledgerLossRemedy
         }
@@ -80,9 +83,10 @@ package struct Intake: Sendable {
         case outOfOrder(expected: UInt64)
         /// Sequence 0 on a message that must be numbered: refuse it as `malformed`, without an ack.
         case unnumbered
-        /// The durable ledger could not be read for this source: not applied, not acknowledged
-        /// (the sender resends later); nothing is assumed about the source.
-        case ledgerUnavailable
+        /// The source must first be looked up in the durable ledger (``BatchEnd/lookUps``): hold the
+        /// message and judge it again once ``lookedUp(_:last:)`` or ``lookUpFailed(_:)`` answered;
+        /// later messages of the source meanwhile are held too, behind it.
+        case lookUp
         /// The sender is ahead of the durable ledger and holds nothing older: not applied, not
         /// acknowledged; refused as `journal-behind` at the batch's end.
         case ledgerBehind
@@ -140,6 +144,9 @@ package struct Intake: Sendable {
         /// refusal goes to its peer before the acks unless adopted; log and publish the first
         /// report about a source only.
         package var ledgerBehind: [LedgerBehind] = []
+        /// Sources to look up in the durable ledger, in the order first heard: read them off the
+        /// loop thread, then answer with ``lookedUp(_:last:)`` or ``lookUpFailed(_:)``.
+        package var lookUps: [String] = []
     }
 
     /// Dead peers reported one by one per liveness check; the rest go into one report.
@@ -166,8 +173,10 @@ package struct Intake: Sendable {
         package var evicted = 0
         /// Sources looked up in the durable ledger.
         package var lookedUp = 0
-        /// Look-ups that failed (the message waited for a resend).
+        /// Look-ups that failed (the held messages were dropped: their senders resend them).
         package var lookUpFailures = 0
+        /// Messages held while their source was looked up.
+        package var heldForLookUp = 0
         /// Messages refused because their sender is ahead of the durable ledger.
         package var ledgerBehind = 0
         /// Sources whose sequence was adopted past the durable ledger, and the sequences lost so.
@@ -212,6 +221,9 @@ package struct Intake: Sendable {
     private var heartbeatAnswers: [Peer] = []
     private var dealtWith: [String: UInt64] = [:]
     private var heard: [String: Bool] = [:]
+    /// Sources being looked up in the durable ledger, and those not yet handed out for it.
+    private var lookingUp: Set<String> = []
+    private var lookUpOrder: [String] = []
     private var lastLivenessCheck: ContinuousClock.Instant?
     /// Peers heard, by source id.
     package private(set) var peers: [String: Liveness] = [:]
@@ -239,27 +251,17 @@ package struct Intake: Sendable {
         counters.received += 1
         guard sequence > 0 else { return .unnumbered }
         if heard[source] == nil { heard[source] = false }
-        var last = lastSequence[source]
-        if last == nil, !adopting.contains(source), let lookUp = policy.lookUp {
+        if lookingUp.contains(source) {
+            counters.heldForLookUp += 1
+            return .lookUp
+        }
+        let last = lastSequence[source]
+        if last == nil, !adopting.contains(source), policy.hasDurableLedger {
             counters.lookedUp += 1
-            let found: UInt64?
-            do {
-                found = try lookUp(source)
-            } catch {
-                counters.lookUpFailures += 1
-                return .ledgerUnavailable
-            }
-            if let found {
-                last = found
-                lastSequence[source] = found
-                unconfirmed[source] = 0
-            } else if policy.remembersSources {
-                last = 0
-                lastSequence[source] = 0
-                unconfirmed[source] = 0
-            } else {
-                adopting.insert(source)
-            }
+            counters.heldForLookUp += 1
+            lookingUp.insert(source)
+            lookUpOrder.append(source)
+            return .lookUp
         }
         if let last, sequence <= last {
             counters.duplicates += 1
@@ -302,33 +304,33 @@ package struct Intake: Sendable {
     /// (``ReadableEnvelope``) and names a numbered message, the ledger judges it like any other:
     /// the next one of its source is refused and acknowledged, a duplicate or a gap is dealt with
     /// as such. Otherwise nothing of it can be trusted: it is refused and not acknowledged.
-    /// - Returns: the refusal to send to `peer` and publish; nil when the ledger dealt with it.
-    package mutating func refuse(_ error: WireError, frames: FrameBuffer, peer: Peer, limits: WireLimits) -> Refusal? {
-        guard let readable = ReadableEnvelope(salvaging: frames, limits: limits), readable.sequence > 0 else {
+    /// - Returns: the refusal, and the ledger's verdict (nil: unreadable, refuse it without an
+    ///   ack): send the refusal when the verdict is ``Verdict/fresh`` or nil, hold it with the
+    ///   message on ``Verdict/lookUp``, drop it otherwise.
+    package mutating func refuse(
+        _ error: WireError, frames: FrameBuffer, peer: Peer, limits: WireLimits
+    ) -> (refusal: Refusal, verdict: Verdict?) {
+        let refusal = Refusal(error, frames: frames, endpoint: endpoint, limits: limits)
+        guard let source = refusal.source, let sequence = refusal.sequence, sequence > 0 else {
             counters.received += 1
-            return Refusal(
-                reason: error.reason, detail: error.detail, endpoint: endpoint,
-                topic: ReadableEnvelope.topic(of: frames))
+            return (refusal, nil)
         }
-        let refusal = Refusal(
-            reason: error.reason, detail: error.detail, endpoint: endpoint, source: readable.source,
-            topic: readable.topic,
-            sequence: readable.sequence)
-        switch receive(source: readable.source, sequence: readable.sequence, topic: readable.topic ?? "", peer: peer) {
-        case .fresh: return refusal
-        case .duplicate, .outOfOrder, .unnumbered, .ledgerUnavailable, .ledgerBehind: return nil
-        }
+        return (refusal, receive(source: source, sequence: sequence, topic: refusal.topic ?? "", peer: peer))
     }
 
     /// Notes a heartbeat: proof of life, answered at the end of the batch. With sequence 0 it is
     /// not numbered; with another it is a numbered no-op, judged by the ledger like any message
     /// (a sender fills with it a sequence it no longer wants to send, e.g. a view's stale
     /// snapshot request): acknowledged when fresh, nothing to apply.
-    package mutating func heartbeat(source: String, sequence: UInt64 = 0, topic: String = "", peer: Peer) {
+    /// - Returns: the ledger's verdict on a numbered heartbeat (hold it on ``Verdict/lookUp``);
+    ///   nil for an unnumbered one.
+    @discardableResult
+    package mutating func heartbeat(source: String, sequence: UInt64 = 0, topic: String = "", peer: Peer) -> Verdict? {
         counters.heartbeats += 1
         heartbeatAnswers.append(peer)
-        if sequence > 0 { _ = receive(source: source, sequence: sequence, topic: topic, peer: peer) }
         heard[source] = true
+        guard sequence > 0 else { return nil }
+        return receive(source: source, sequence: sequence, topic: topic, peer: peer)
     }
 
     /// Notes a heartbeat heard elsewhere (flowd subscribes to reactor hosts' `states`).
@@ -361,6 +363,8 @@ package struct Intake: Sendable {
         heartbeatAnswers.removeAll(keepingCapacity: true)
         end.dealtWith = dealtWith
         dealtWith.removeAll(keepingCapacity: true)
+        end.lookUps = lookUpOrder
+        lookUpOrder.removeAll(keepingCapacity: true)
         for (source, heartbeat) in heard { note(source, heartbeat: heartbeat, role: nil, now: now) }
         heard.removeAll(keepingCapacity: true)
         if lastLivenessCheck.map({ now - $0 >= checkEvery }) ?? true {
@@ -370,6 +374,29 @@ package struct Intake: Sendable {
             end.moreDeadPeers = Array(dead.dropFirst(Self.maxDeadPeersListed))
         }
         return end
+    }
+
+    /// The durable ledger's answer for `source` (one of ``BatchEnd/lookUps``): its last sequence
+    /// there, nil when it has none. Judge the messages held for it again, in order.
+    package mutating func lookedUp(_ source: String, last found: UInt64?) {
+        guard lookingUp.remove(source) != nil else { return }
+        if let found {
+            lastSequence[source] = found
+            unconfirmed[source] = 0
+        } else if policy.remembersSources {
+            lastSequence[source] = 0
+            unconfirmed[source] = 0
+        } else {
+            adopting.insert(source)
+        }
+    }
+
+    /// The durable ledger could not be read for `source`: drop the messages held for it, neither
+    /// applied nor acknowledged (their sender resends them); nothing is assumed about the source,
+    /// whose next message is looked up again.
+    package mutating func lookUpFailed(_ source: String) {
+        guard lookingUp.remove(source) != nil else { return }
+        counters.lookUpFailures += 1
     }
 
     /// Whether `source`, refused as out of order, is ahead of the durable ledger: judged so
@@ -516,6 +543,20 @@ package struct Refusal: Sendable, Equatable {
         self.topic = topic
         self.sequence = sequence
         self.extra = extra
+    }
+
+    /// A refusal of a message whose header did not decode (`error`), naming what can still be read
+    /// of it: its envelope's source, topic and sequence when the envelope is readable
+    /// (``ReadableEnvelope``) and numbered, else its topic if any.
+    package init(_ error: WireError, frames: FrameBuffer, endpoint: String, limits: WireLimits) {
+        if let readable = ReadableEnvelope(salvaging: frames, limits: limits), readable.sequence > 0 {
+            self.init(
+                reason: error.reason, detail: error.detail, endpoint: endpoint, source: readable.source,
+                topic: readable.topic, sequence: readable.sequence)
+        } else {
+            self.init(
+                reason: error.reason, detail: error.detail, endpoint: endpoint, topic: ReadableEnvelope.topic(of: frames))
+        }
     }
 
     /// A refusal naming the message `header` describes.

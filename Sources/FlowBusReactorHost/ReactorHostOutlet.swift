@@ -16,8 +16,6 @@ package enum ReactorHostOutboxItem: Sendable {
     case unencodableState(reactorID: String, sequence: UInt64, detail: String)
     /// A step a reactor publishes as a stepper.
     case step(stepperID: String, name: String, params: WireParams)
-    /// A connection the ZAP handler refused (its thread reports it here).
-    case unauthorized(address: String, reason: String)
 }
 
 /// Counters of a reactor host, for logs and tests.
@@ -95,6 +93,9 @@ package final class ReactorHostOutlet: Sendable {
             wake.signal()
         }
     }
+
+    /// Whether anything is queued.
+    var hasItems: Bool { queue.withLock { !$0.isEmpty } }
 
     /// Everything queued so far, in order.
     package func take() -> [ReactorHostOutboxItem] {

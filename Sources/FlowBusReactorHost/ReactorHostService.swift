@@ -113,7 +113,8 @@ public final class ReactorHostService: Service {
         let loop = ReactorHostLoop(
             settings: .init(
                 hostName: hostName, spec: spec, stepIngress: config.ingressEndpoints, limits: config.limits,
-                heartbeat: .milliseconds(config.heartbeatMilliseconds), contentType: contentType, sourceID: sourceID,
+                heartbeat: .milliseconds(config.heartbeatMilliseconds), liveness: config.heartbeatLiveness,
+                contentType: contentType, sourceID: sourceID,
                 drain: drain,
                 curve: config.curve),
             registry: registry, outlet: outlet, logger: logger)

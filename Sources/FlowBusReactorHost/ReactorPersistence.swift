@@ -78,6 +78,26 @@ package final class ReactorStateDatabase: Sendable {
         }
     }
 
+    /// The last sequence of each of `sources` the de-duplication table holds, in one read.
+    package func lastSequences(of sources: [String]) throws -> [String: UInt64] {
+        try queue.read { db in
+            var found: [String: UInt64] = [:]
+            // SQLite binds at most 32,766 parameters a statement.
+            for start in stride(from: 0, to: sources.count, by: 500) {
+                let chunk = Array(sources[start..<min(start + 500, sources.count)])
+                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                let rows = try Row.fetchCursor(
+                    db, sql: "SELECT source, sequence FROM reactor_action_sources WHERE source IN (\(marks))",
+                    arguments: StatementArguments(chunk))
+                while let row = try rows.next() {
+                    let sequence: Int64 = row[1]
+                    found[row[0]] = UInt64(clamping: sequence)
+                }
+            }
+            return found
+        }
+    }
+
     /// Every saved reactor state, and how many sources the de-duplication table holds (entries
     /// older than ``sourceRetention`` are deleted first; the others are read when their source
     /// is next heard).

@@ -4,9 +4,65 @@ import Testing
 
 @testable import FlowBusProtocol
 
+/// An ``Intake`` whose durable ledger answers each look-up at once, as a daemon's loop does a
+/// batch later: the tests of the ledger's rules read as if the look-up were a call.
+private struct TestIntake {
+    var intake: Intake
+    let lookUp: ((String) throws -> UInt64?)?
+
+    init(
+        endpoint: String, policy: Intake.Policy, defaultRole: String, lastSequences: [String: UInt64] = [:],
+        lookUp: ((String) throws -> UInt64?)? = nil
+    ) {
+        var policy = policy
+        policy.hasDurableLedger = lookUp != nil
+        intake = Intake(endpoint: endpoint, policy: policy, defaultRole: defaultRole, lastSequences: lastSequences)
+        self.lookUp = lookUp
+    }
+
+    mutating func receive(source: String, sequence: UInt64, topic: String, peer: [UInt8]) -> Intake.Verdict {
+        let verdict = intake.receive(source: source, sequence: sequence, topic: topic, peer: peer)
+        guard verdict == .lookUp, let lookUp else { return verdict }
+        do {
+            intake.lookedUp(source, last: try lookUp(source))
+        } catch {
+            intake.lookUpFailed(source)
+            return .lookUp
+        }
+        return intake.receive(source: source, sequence: sequence, topic: topic, peer: peer)
+    }
+
+    mutating func refuse(
+        _ error: WireError, frames: FrameBuffer, peer: [UInt8], limits: WireLimits
+    ) -> (refusal: Refusal, verdict: Intake.Verdict?) {
+        intake.refuse(error, frames: frames, peer: peer, limits: limits)
+    }
+
+    @discardableResult
+    mutating func heartbeat(source: String, sequence: UInt64 = 0, topic: String = "", peer: [UInt8]) -> Intake.Verdict? {
+        intake.heartbeat(source: source, sequence: sequence, topic: topic, peer: peer)
+    }
+
+    mutating func heard(source: String, role: String, now: ContinuousClock.Instant) {
+        intake.heard(source: source, role: role, now: now)
+    }
+
+    mutating func endBatch(now: ContinuousClock.Instant, checkEvery: Duration) -> Intake.BatchEnd {
+        intake.endBatch(now: now, checkEvery: checkEvery)
+    }
+
+    mutating func forgetSources(now: ContinuousClock.Instant, keeping isUnsaved: (String) -> Bool = { _ in false }) {
+        intake.forgetSources(now: now, keeping: isUnsaved)
+    }
+
+    func lastSequence(of source: String) -> UInt64? { intake.lastSequence(of: source) }
+    var sourceCount: Int { intake.sourceCount }
+    var counters: Intake.Counters { intake.counters }
+    var peers: [String: Intake.Liveness] { intake.peers }
+}
+
 @Suite("Intake: the receiving side of the protocol")
 struct IntakeTests {
-    private typealias TestIntake = Intake
     private let start = ContinuousClock.now
 
     private func intake(remembersSources: Bool = false, last: [String: UInt64] = [:]) -> TestIntake {
@@ -169,10 +225,10 @@ struct IntakeTests {
         frames = FrameBuffer(frames: [Array(frames.frameBytes(0)), envelope, Array(frames.frameBytes(2)), []])
         let error = WireError(.unknownKind, "kind 99")
         let first = intake.refuse(error, frames: frames, peer: peer, limits: .default)
-        let refusal = try #require(first)
-        #expect(refusal.details == ["endpoint": "ingress", "source": "s#1", "topic": "step/home", "sequence": 1])
+        #expect(first.verdict == .fresh)
+        #expect(first.refusal.details == ["endpoint": "ingress", "source": "s#1", "topic": "step/home", "sequence": 1])
         let resent = intake.refuse(error, frames: frames, peer: peer, limits: .default)
-        #expect(resent == nil, "a resend is a duplicate")
+        #expect(resent.verdict == .duplicate, "a resend is a duplicate")
         let end = intake.endBatch(now: start, checkEvery: .seconds(1))
         #expect(end.acks == [.init(peer: peer, source: "s#1", sequence: 1)], "refused, dealt with, acknowledged")
         #expect(
@@ -180,12 +236,12 @@ struct IntakeTests {
 
         envelope[0] = 2
         let wrongVersion = FrameBuffer(frames: [Array("step/home".utf8), envelope])
-        let refusedVersion = intake.refuse(
+        let untrusted = intake.refuse(
             WireError(.unsupportedVersion, "v2"), frames: wrongVersion, peer: peer, limits: .default)
-        let untrusted = try #require(refusedVersion)
+        #expect(untrusted.verdict == nil, "refused, not judged by the ledger")
         #expect(
-            untrusted.details == ["endpoint": "ingress", "topic": "step/home"], "another version's envelope is not read"
-        )
+            untrusted.refusal.details == ["endpoint": "ingress", "topic": "step/home"],
+            "another version's envelope is not read")
         #expect(intake.endBatch(now: start, checkEvery: .seconds(1)).acks.allSatisfy { $0.sequence == 2 })
     }
 
@@ -195,13 +251,11 @@ struct IntakeTests {
         let lookUps = Mutex(0)
         var intake = TestIntake(
             endpoint: "ingress",
-            policy: .init(
-                remembersSources: true, deadAfter: .seconds(3),
-                lookUp: { source in
-                    lookUps.withLock { $0 += 1 }
-                    return durable[source]
-                }),
-            defaultRole: "stepper")
+            policy: .init(remembersSources: true, deadAfter: .seconds(3)), defaultRole: "stepper",
+            lookUp: { source in
+                lookUps.withLock { $0 += 1 }
+                return durable[source]
+            })
         let peer = Array("p".utf8)
         #expect(intake.receive(source: "known", sequence: 7, topic: "step/x", peer: peer) == .duplicate)
         #expect(intake.receive(source: "known", sequence: 8, topic: "step/x", peer: peer) == .fresh)
@@ -214,8 +268,8 @@ struct IntakeTests {
             })
 
         var adopting = TestIntake(
-            endpoint: "actions", policy: .init(remembersSources: false, deadAfter: .seconds(3), lookUp: { _ in nil }),
-            defaultRole: "view")
+            endpoint: "actions", policy: .init(remembersSources: false, deadAfter: .seconds(3)), defaultRole: "view",
+            lookUp: { _ in nil })
         #expect(
             adopting.receive(source: "new", sequence: 40, topic: "action/x", peer: peer) == .fresh,
             "found nowhere: adopted")
@@ -230,10 +284,8 @@ struct IntakeTests {
         let durable = Mutex<[String: UInt64]>([:])
         var intake = TestIntake(
             endpoint: "ingress",
-            policy: .init(
-                remembersSources: true, deadAfter: .seconds(3), idleTimeout: .seconds(60), maxSources: 10,
-                lookUp: { source in durable.withLock { $0[source] } }),
-            defaultRole: "stepper")
+            policy: .init(remembersSources: true, deadAfter: .seconds(3), idleTimeout: .seconds(60), maxSources: 10),
+            defaultRole: "stepper", lookUp: { source in durable.withLock { $0[source] } })
         let peer = Array("p".utf8)
         for index in 0..<30 {
             let source = "s\(index)"
@@ -268,16 +320,14 @@ struct IntakeTests {
         let fails = Mutex(true)
         var intake = TestIntake(
             endpoint: "ingress",
-            policy: .init(
-                remembersSources: true, deadAfter: .seconds(3),
-                lookUp: { _ in
-                    if fails.withLock({ $0 }) { throw Unreadable() }
-                    return 3
-                }),
-            defaultRole: "stepper")
+            policy: .init(remembersSources: true, deadAfter: .seconds(3)), defaultRole: "stepper",
+            lookUp: { _ in
+                if fails.withLock({ $0 }) { throw Unreadable() }
+                return 3
+            })
         let peer = Array("p".utf8)
         #expect(intake.receive(source: "a", sequence: 0, topic: "step/x", peer: peer) == .unnumbered)
-        #expect(intake.receive(source: "a", sequence: 4, topic: "step/x", peer: peer) == .ledgerUnavailable)
+        #expect(intake.receive(source: "a", sequence: 4, topic: "step/x", peer: peer) == .lookUp, "held, then dropped: the look-up failed")
         #expect(
             intake.endBatch(now: start, checkEvery: .seconds(1)).acks.isEmpty, "nothing assumed, nothing acknowledged")
         fails.withLock { $0 = false }
@@ -287,13 +337,39 @@ struct IntakeTests {
         #expect(intake.counters.lookUpFailures == 1)
     }
 
+    @Test("a look-up is an action: messages of a source not held wait for it, in order; a failed one drops them unacknowledged")
+    func lookUpIsAnAction() {
+        var intake = Intake(
+            endpoint: "ingress", policy: .init(remembersSources: true, deadAfter: .seconds(3), hasDurableLedger: true),
+            defaultRole: "stepper")
+        let peer = Array("p".utf8)
+        #expect(intake.receive(source: "a", sequence: 8, topic: "step/x", peer: peer) == .lookUp)
+        #expect(intake.receive(source: "a", sequence: 9, topic: "step/x", peer: peer) == .lookUp, "held behind it")
+        #expect(intake.receive(source: "b", sequence: 1, topic: "step/x", peer: peer) == .lookUp)
+        var end = intake.endBatch(now: start, checkEvery: .seconds(1))
+        #expect(end.lookUps == ["a", "b"], "once per source, in the order first heard")
+        #expect(end.acks.isEmpty, "nothing judged, nothing acknowledged")
+        #expect(intake.receive(source: "a", sequence: 10, topic: "step/x", peer: peer) == .lookUp, "still waiting")
+        #expect(intake.endBatch(now: start, checkEvery: .seconds(1)).lookUps.isEmpty, "not asked twice")
+
+        intake.lookedUp("a", last: 7)
+        intake.lookUpFailed("b")
+        #expect(intake.receive(source: "a", sequence: 8, topic: "step/x", peer: peer) == .fresh)
+        #expect(intake.receive(source: "a", sequence: 9, topic: "step/x", peer: peer) == .fresh)
+        #expect(intake.receive(source: "b", sequence: 1, topic: "step/x", peer: peer) == .lookUp, "asked again")
+        end = intake.endBatch(now: start, checkEvery: .seconds(1))
+        #expect(end.lookUps == ["b"])
+        #expect(end.acks == [.init(peer: peer, source: "a", sequence: 9)])
+        #expect(intake.counters.lookUpFailures == 1 && intake.counters.lookedUp == 3)
+    }
+
     private func journaled(_ durable: [String: UInt64], acceptsLoss: Bool = false) -> TestIntake {
         TestIntake(
             endpoint: "ingress",
             policy: .init(
-                remembersSources: true, deadAfter: .seconds(3), lookUp: { durable[$0] }, acceptsLedgerLoss: acceptsLoss,
+                remembersSources: true, deadAfter: .seconds(3), acceptsLedgerLoss: acceptsLoss,
                 ledgerLossRemedy: "restart flowd with --accept-journal-loss"),
-            defaultRole: "stepper")
+            defaultRole: "stepper", lookUp: { durable[$0] })
     }
 
     @Test(
@@ -389,7 +465,7 @@ struct IntakeTests {
         for index in 0..<50 { intake.heartbeat(source: "s\(index)", peer: Array("p".utf8)) }
         _ = intake.endBatch(now: start, checkEvery: .seconds(1))
         let end = intake.endBatch(now: start + .seconds(10), checkEvery: .seconds(1))
-        #expect(end.deadPeers.count == TestIntake.maxDeadPeersListed)
-        #expect(end.moreDeadPeers.count == 50 - TestIntake.maxDeadPeersListed)
+        #expect(end.deadPeers.count == Intake.maxDeadPeersListed)
+        #expect(end.moreDeadPeers.count == 50 - Intake.maxDeadPeersListed)
     }
 }

@@ -1,0 +1,343 @@
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusDaemon
+import FlowBusProtocol
+import FlowBusWire
+import Foundation
+import Logging
+import Synchronization
+import ZeroMQ
+
+/// A reactor host's part of the ``DaemonLoop``: actions and snapshot requests from `actions` go to
+/// the hosted reactors; what the reactors make (states, steps) is committed — persisted states and
+/// the de-duplication entries saved in one transaction — then published.
+///
+/// A save that fails publishes and acknowledges nothing: the states wait, no action is read, and
+/// the save is tried again until it succeeds (``DaemonCommit/retry(after:)``); the failure is
+/// logged, counted and published as `persistence-failed`. So no view ever sees a state a restarted
+/// host does not have, and no view hears an action acknowledged whose state was not saved.
+///
+/// Used by the host's own thread only.
+final class ReactorHostRole: DaemonRole {
+    private let host: ReactorHostLoop
+    private let settings: ReactorHostLoop.Settings
+    private let logger: Logger
+    private let outlet: ReactorHostOutlet
+    private let context: Context
+    private let data: RouterEndpoint
+    private var publisher: BusPublisher { data.replier.publisher }
+    private let wireLimits: WireLimits
+    private var instances: [String: HostedReactor] = [:]
+    private var latest: [String: (sequence: UInt64, state: WireValue)] = [:]
+    /// Snapshot requests waiting for the first state of a reactor created for them.
+    private var pendingSnapshots: [String: [[UInt8]]] = [:]
+    private var steppers: [String: HostStepOutlet] = [:]
+    /// What the reactors made that is not committed yet (a save failed), oldest first.
+    private var uncommitted: [ReactorHostOutboxItem] = []
+    /// The last sequence dealt with per source, not saved yet (a host that persists).
+    private var unsavedSources: [String: UInt64] = [:]
+    private let database: ReactorStateDatabase?
+    /// Saved states not yet handed to their reactor (consumed when the reactor is created).
+    private var saved: [String: PersistedReactorState] = [:]
+    /// The sequence saved last per persisted reactor.
+    private var savedSequence: [String: UInt64] = [:]
+    private var persistedIDs: [String: Bool] = [:]
+    /// A failing save is tried again this often.
+    private static let saveRetry: Duration = .milliseconds(200)
+
+    init(host: ReactorHostLoop, data: RouterEndpoint, database: ReactorStateDatabase?, context: Context) throws {
+        self.host = host
+        settings = host.settings
+        logger = host.logger
+        outlet = host.outlet
+        self.data = data
+        self.database = database
+        self.context = context
+        wireLimits = WireLimits(maxFrameBytes: settings.limits.maxMessageBytes)
+        if let database {
+            let loaded = try database.load()
+            saved = loaded.states
+            savedSequence = loaded.states.mapValues(\.sequence)
+            logger.info(
+                "reactor state database \(database.path) open",
+                metadata: ["states": "\(loaded.states.count)", "sources": "\(loaded.sources)"])
+        }
+    }
+
+    func createExactReactors() {
+        for reactorID in host.registry.exactIDs {
+            _ = instance(for: reactorID)
+        }
+        for (reactorID, state) in saved where host.registry.registration(for: reactorID) == nil {
+            logger.warning(
+                "the state database has a state of \(reactorID) (sequence \(state.sequence)), which this host does not run")
+        }
+    }
+
+    func shutDownReactors() {
+        for instance in instances.values { instance.shutdown() }
+    }
+
+    func close() {
+        instances.removeAll()
+        for stepper in steppers.values { stepper.close() }
+        steppers.removeAll()
+        outlet.count { $0.reactors = 0 }
+        reportMetrics()
+    }
+
+    // MARK: DaemonRole
+
+    func beginTurn(now: ContinuousClock.Instant) {}
+
+    func beginBatch() {}
+
+    func apply(_ message: InboundMessage) -> DaemonApplied {
+        let header = message.header
+        do {
+            switch header.kind {
+            case .action:
+                let view = try NamedMessageView.decode(from: message.frames, header: header, limits: wireLimits)
+                let params = try view.params.decodeParams()
+                let reactorID = String(header.topicID)
+                guard let instance = instance(for: reactorID) else {
+                    data.refuse(.unknownReactor, "no reactor \(reactorID) on reactor host \(settings.hostName)", message: message)
+                    return .done
+                }
+                do {
+                    try instance.send(name: view.name, params: params)
+                    outlet.count { $0.actionsApplied += 1 }
+                    // Observers (`flowctl record`, audits) see each applied action, as received.
+                    publisher.publish(frames: message.frames)
+                } catch {
+                    data.refuse(error.reason, error.detail, message: message)
+                }
+            case .snapshotRequest:
+                _ = try WireMessage.decode(from: message.frames, header: header)
+                let reactorID = String(header.topicID)
+                guard instance(for: reactorID) != nil else {
+                    data.refuse(.unknownReactor, "no reactor \(reactorID) on reactor host \(settings.hostName)", message: message)
+                    return .done
+                }
+                answerSnapshot(reactorID, to: message.peer)
+            default:
+                data.refuse(
+                    .unknownKind,
+                    "a reactor host's actions endpoint accepts action, snapshotRequest and heartbeat, not \(header.kind)",
+                    message: message)
+            }
+        } catch {
+            data.refuse(error.reason, error.detail, message: message)
+        }
+        return .done
+    }
+
+    func answer(_ request: InboundMessage) {}
+
+    var isSuspended: Bool { false }
+
+    var hasOutput: Bool { !uncommitted.isEmpty || outlet.hasItems }
+
+    /// Saves what the reactors made since the last commit, with the batch's de-duplication
+    /// entries, in one transaction; then publishes it.
+    func commit(_ batch: DaemonBatch) -> DaemonCommit {
+        if database != nil { unsavedSources.merge(batch.dealtWith) { max($0, $1) } }
+        uncommitted += outlet.take()
+        guard save(uncommitted) else { return .retry(after: Self.saveRetry) }
+        let items = uncommitted
+        uncommitted.removeAll(keepingCapacity: true)
+        publish(items)
+        return .committed
+    }
+
+    func tick(now: ContinuousClock.Instant) throws {}
+
+    func endTurn(now: ContinuousClock.Instant) {
+        for stepper in steppers.values { stepper.service(now: now, logger: logger) }
+        reportMetrics()
+    }
+
+    // A source whose entry is not saved yet stays: forgotten, its resend would be judged by the
+    // database's older entry.
+    func isUnsaved(_ source: String) -> Bool { unsavedSources[source] != nil }
+
+    var hasWorkInFlight: Bool { instances.values.contains(where: \.hasWorkInFlight) }
+
+    // MARK: Reactors
+
+    private func isPersisted(_ reactorID: String) -> Bool {
+        guard let spec = settings.spec.persistence else { return false }
+        if let known = persistedIDs[reactorID] { return known }
+        let persisted = spec.persists(reactorID)
+        persistedIDs[reactorID] = persisted
+        return persisted
+    }
+
+    /// The running instance for `reactorID`, created from its registration on first use.
+    private func instance(for reactorID: String) -> HostedReactor? {
+        if let instance = instances[reactorID] { return instance }
+        guard let (registration, familyPrefix) = host.registry.registration(for: reactorID) else { return nil }
+        var reactorLogger = logger
+        reactorLogger[metadataKey: "reactor"] = "\(reactorID)"
+        let context = ReactorContext(
+            reactorID: reactorID, familyPrefix: familyPrefix, logger: reactorLogger, outlet: outlet)
+        let restoring = isPersisted(reactorID) ? saved[reactorID] : nil
+        guard let instance = registration.make(context, restoring) else { return nil }
+        if let restoring {
+            saved.removeValue(forKey: reactorID)
+            logger.info("reactor \(reactorID) restored at sequence \(restoring.sequence)")
+        }
+        instances[reactorID] = instance
+        outlet.count { $0.reactors = instances.count }
+        logger.debug("reactor \(reactorID) started")
+        return instance
+    }
+
+    // MARK: Snapshots
+
+    /// Answers with the latest *published* state: every later state follows it on the socket.
+    /// A reactor just created whose first state is not out yet is answered when it is.
+    private func answerSnapshot(_ reactorID: String, to peer: [UInt8]) {
+        guard let current = latest[reactorID] else {
+            pendingSnapshots[reactorID, default: []].append(peer)
+            return
+        }
+        let message = SnapshotMessage(
+            reactorID: reactorID,
+            envelope: Envelope(
+                kind: .snapshot, contentType: settings.contentType, sequence: current.sequence, messageID: .none,
+                source: settings.sourceID),
+            state: current.state)
+        data.replier.send(message, to: peer)
+        outlet.count { $0.snapshotsAnswered += 1 }
+    }
+
+    // MARK: Committing
+
+    /// Saves the last state of each persisted reactor among `items` and the changed
+    /// de-duplication entries, in one transaction.
+    /// - Returns: false when it failed (logged, counted and published as `persistence-failed`).
+    private func save(_ items: [ReactorHostOutboxItem]) -> Bool {
+        guard let database else { return true }
+        var states: [String: (sequence: UInt64, state: WireValue)] = [:]
+        for case .state(let reactorID, let sequence, let state) in items
+        where isPersisted(reactorID) && savedSequence[reactorID].map({ sequence > $0 }) ?? true {
+            states[reactorID] = (sequence, state)
+        }
+        let sources = unsavedSources
+        guard !states.isEmpty || !sources.isEmpty else { return true }
+        do {
+            try database.save(states: states.map { ($0.key, $0.value.sequence, $0.value.state) }, sources: sources)
+            for (reactorID, state) in states { savedSequence[reactorID] = state.sequence }
+            outlet.count { $0.saves += 1 }
+            unsavedSources.removeAll(keepingCapacity: true)
+            return true
+        } catch {
+            let failures = outlet.counters.withLock { counters in
+                counters.saveFailures += 1
+                return counters.saveFailures
+            }
+            let text =
+                "cannot save reactor states to \(database.path): \(error) (nothing is published or acknowledged, and no action read, until a save succeeds)"
+            if failures == 1 || failures % 1000 == 0 {
+                logger.error("\(text)")
+                // Past the hold: a failing save holds back everything else the host publishes.
+                publisher.publishPastHold(
+                    DiagnosticMessage(
+                        envelope: publisher.envelope(.diagnostic), reason: .persistenceFailed, message: text,
+                        details: ["host": .string(settings.hostName)]))
+            }
+            return false
+        }
+    }
+
+    /// Publishes what the reactors made, in order, once it is committed.
+    private func publish(_ items: [ReactorHostOutboxItem]) {
+        guard !items.isEmpty else { return }
+        var published = 0
+        var unsubscribed = 0
+        for item in items {
+            switch item {
+            case .state(let reactorID, let sequence, let state):
+                latest[reactorID] = (sequence, state)
+                let message = StateMessage(
+                    reactorID: reactorID,
+                    envelope: Envelope(
+                        kind: .state, contentType: settings.contentType, sequence: sequence, messageID: .none,
+                        source: settings.sourceID),
+                    state: state)
+                let unwantedBefore = publisher.counters.unwanted
+                if publisher.publish(message) {
+                    published += 1
+                } else if publisher.counters.unwanted > unwantedBefore {
+                    unsubscribed += 1
+                }
+                if let waiting = pendingSnapshots.removeValue(forKey: reactorID) {
+                    for peer in waiting { answerSnapshot(reactorID, to: peer) }
+                }
+            case .unencodableState(let reactorID, let sequence, let detail):
+                outlet.count { $0.statesUnencodable += 1 }
+                let text = "state \(sequence) of \(reactorID) cannot be encoded: \(detail)"
+                logger.error("\(text)")
+                publisher.publishDiagnostic(
+                    "bad-state", text,
+                    details: [
+                        "topic": .string(Topic.state(reactorID)), "sequence": .int(Int64(clamping: sequence)),
+                        "host": .string(settings.hostName),
+                    ])
+            case .step(let stepperID, let name, let params):
+                sendStep(stepperID: stepperID, name: name, params: params)
+            }
+        }
+        if published > 0 || unsubscribed > 0 {
+            outlet.count {
+                $0.statesPublished += published
+                $0.statesUnsubscribed += unsubscribed
+            }
+        }
+    }
+
+    /// Hands the counters to swift-metrics, with what the endpoints counted.
+    private func reportMetrics() {
+        let intake = data.intake.counters
+        let received = data.counters.received
+        let refused = data.replier.refused
+        let dropped = publisher.counters.dropped
+        outlet.count {
+            $0.received = received
+            $0.duplicates = intake.duplicates
+            $0.outOfOrder = intake.outOfOrder
+            $0.refused = refused
+            $0.statesDropped = dropped
+        }
+        outlet.reportMetrics()
+    }
+
+    // MARK: Steps
+
+    private func sendStep(stepperID: String, name: String, params: WireParams) {
+        let stepper: HostStepOutlet
+        if let existing = steppers[stepperID] {
+            stepper = existing
+        } else {
+            do {
+                stepper = try HostStepOutlet(
+                    stepperID: stepperID, sourceSuffix: String(settings.sourceID.split(separator: "#").last ?? "0"),
+                    endpoints: settings.stepIngress, contentType: settings.contentType, curve: settings.curve,
+                    heartbeatMilliseconds: settings.heartbeat.wholeMilliseconds, context: context)
+            } catch {
+                outlet.count { $0.stepsDropped += 1 }
+                logger.error(
+                    "cannot connect stepper \(stepperID) to \(FlowBusConfig.either(settings.stepIngress)): \(error)")
+                return
+            }
+            steppers[stepperID] = stepper
+        }
+        if stepper.send(name: name, params: params, logger: logger) {
+            outlet.count { $0.stepsSent += 1 }
+            logger.info("step \(MessageFormatter.step(name, params)) published as \(stepperID)")
+        } else {
+            outlet.count { $0.stepsDropped += 1 }
+        }
+    }
+}
