@@ -202,7 +202,7 @@ let package = Package(
             name: "FlowBusReactorHostTests",
             dependencies: [
                 "FlowBusReactorHost", "FlowBusClient", "FlowBusConfiguration", "FlowBusWire", "Reactors", "ZeroMQ",
-                logging,
+                logging, grdb,
             ]),
         .testTarget(
             name: "FlowBusToolsTests",

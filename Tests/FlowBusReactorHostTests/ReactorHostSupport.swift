@@ -18,8 +18,10 @@ func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async thr
 /// Runs a ``ReactorHostService`` in this process on ipc endpoints in a fresh directory, runs
 /// `body` on a thread with the config, then stops the host. Assert on what `body` returns (in the
 /// test's task), not inside it.
+/// `persists` lists the reactors whose states are saved, in `state.sqlite` of the directory
+/// (`body` finds it beside the endpoints); `liveness` is the config's `heartbeatLiveness`.
 func withReactorHost<T: Sendable>(
-    _ reactors: ReactorRegistry, serves: [String],
+    _ reactors: ReactorRegistry, serves: [String], persists: [String] = [], liveness: Int = 3,
     body: @escaping @Sendable (FlowBusConfig, ReactorHostService) throws -> T
 ) async throws -> T {
     let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
@@ -27,14 +29,19 @@ func withReactorHost<T: Sendable>(
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
     let run = directory.path
-    let config = FlowBusConfig(
+    let persistence = persists.isEmpty ? nil : ReactorPersistenceSpec(database: "\(run)/state.sqlite", reactors: persists)
+    var topology = FlowBusConfig(
         endpoints: .init(
             ingress: "ipc://\(run)/ingress.sock", events: "ipc://\(run)/events.sock",
             control: "ipc://\(run)/control.sock"),
         heartbeatMilliseconds: 20,
         reactors: [
-            "test": .init(actions: "ipc://\(run)/actions.sock", states: "ipc://\(run)/states.sock", serves: serves)
+            "test": .init(
+                actions: "ipc://\(run)/actions.sock", states: "ipc://\(run)/states.sock", serves: serves,
+                persistence: persistence)
         ])
+    topology.heartbeatLiveness = liveness
+    let config = topology
     let service = try ReactorHostService(
         hostName: "test", config: config, reactors: reactors,
         logger: Logger(label: "reactor-host-test") { _ in SwiftLogNoOpLogHandler() })
