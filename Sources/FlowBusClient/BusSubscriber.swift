@@ -26,19 +26,21 @@ public final class BusSubscriber {
     /// When set, a publisher silent for this long is reported through ``onLiveness``, and again
     /// when it comes back. Publishers send heartbeats (`heartbeatMilliseconds`), so a limit of a
     /// few intervals (`heartbeatLiveness`) tells a dead publisher from a quiet one.
-    public var silenceLimit: Duration?
+    public var silenceLimit: Duration? {
+        didSet { publisher.silenceLimit = silenceLimit ?? .zero }
+    }
     /// Called from ``next(timeout:)`` and ``waitUntilConnected(timeout:)`` when the publisher goes
     /// silent or comes back.
     public var onLiveness: ((LivenessChange) -> Void)?
     /// Whether the publisher is silent past ``silenceLimit`` now.
-    public private(set) var isPublisherSilent = false
+    public var isPublisherSilent: Bool { publisher.isSilent }
 
     private let context: Context
     private let socket: Socket
     private let includeHeartbeats: Bool
     private var buffer = FrameBuffer()
     private var early: [Received] = []
-    private var lastHeard = ContinuousClock.now
+    private var publisher = PeerLiveness(silenceLimit: .zero, now: .now)
 
     /// Connects to `endpoint` and subscribes to each topic prefix (all topics when empty).
     /// Heartbeats (`hb/`) are always subscribed, to know the publisher is there, and returned
@@ -109,7 +111,7 @@ public final class BusSubscriber {
     private func receiveOne(until deadline: ContinuousClock.Instant?) throws -> Received? {
         while true {
             // Wake at the silence limit too, to report an outage while waiting.
-            let silenceDeadline = isPublisherSilent ? nil : silenceLimit.map { lastHeard + $0 }
+            let silenceDeadline = silenceLimit == nil ? nil : publisher.silentAt
             let wakeAt =
                 switch (deadline, silenceDeadline) {
                 case (let deadline?, let silence?): min(deadline, silence)
@@ -133,18 +135,15 @@ public final class BusSubscriber {
                 return received
             }
             let now = ContinuousClock.now
-            if let silenceDeadline, now >= silenceDeadline {
-                isPublisherSilent = true
-                onLiveness?(.silent(silentFor: now - lastHeard))
+            if silenceLimit != nil, let silentFor = publisher.check(now: now) {
+                onLiveness?(.silent(silentFor: silentFor))
             }
             if let deadline, now >= deadline { return nil }
         }
     }
 
     private func heard(_ received: Received) {
-        lastHeard = .now
-        guard isPublisherSilent else { return }
-        isPublisherSilent = false
+        guard publisher.heard(now: .now) else { return }
         if case .message(let message) = received {
             onLiveness?(.back(source: message.envelope.source))
         } else {

@@ -45,11 +45,12 @@ public final class ReactorView {
     public var contentType: ContentType
     private let context: Context
     private let curve: CurveKeys
-    private let dealer: Socket
+    /// Actions and snapshot requests until the host acknowledges them.
+    private let dealer: ReliableDealer
     private var subscriber: Socket?
     private var poller: Poller?
-    /// Actions and snapshot requests until the host acknowledges them.
-    private var outbox: ReliableOutbox
+    /// Waits for the host's replies alone.
+    private let acks = Poller()
     private var merger = CloneMerger()
     private var sawHeartbeat = false
     private var pendingSnapshotRequest: UInt64?
@@ -69,12 +70,12 @@ public final class ReactorView {
     /// How many times the host's source id changed (the host restarted).
     public private(set) var hostRestarts = 0
     /// Messages sent again because the host had not acknowledged them.
-    public var retransmissions: Int { outbox.resentCount }
+    public var retransmissions: Int { dealer.outbox.resentCount }
     /// How long without ack progress before unacknowledged messages are sent again (the interval
     /// doubles while no ack comes).
     public var retransmitInterval: Duration {
-        get { outbox.retransmitInterval }
-        set { outbox.retransmitInterval = newValue }
+        get { dealer.retransmitInterval }
+        set { dealer.retransmitInterval = newValue }
     }
 
     /// A view of `reactorID` on the host at these endpoints. Connects the `actions` DEALER now;
@@ -91,25 +92,27 @@ public final class ReactorView {
         self.contentType = contentType
         sourceID =
             "view:\(String(decoding: reactorID.utf8.prefix(200), as: UTF8.self))#\(UUID().uuidString.prefix(8).lowercased())"
-        // Unbounded: a view does not wait for room (its sends never block).
-        outbox = ReliableOutbox(sourceID: sourceID, maxOutstanding: .max)
         self.context = try context ?? Context(defaultLinger: 0)
-        dealer = try self.context.socket(.dealer)
-        try dealer.setOptions([
-            .sendHighWaterMark(100_000), .reconnectInterval(100), .reconnectIntervalMax(2000), .linger(1000),
-        ])
-        try curve.secureClient(dealer, endpoint: actionsEndpoint)
-        try dealer.connect(actionsEndpoint)
-        // A DEALER queues messages before it connects; what it does not take (would block) waits.
-        outbox.socketQueuesUntilConnected()
+        // Unbounded: a view does not wait for room (its sends never block). A restarted host is
+        // told by its source (any message from it), not by the connection.
+        dealer = try ReliableDealer(
+            sourceID: sourceID, endpoints: [actionsEndpoint], curve: curve, context: self.context,
+            heartbeatMilliseconds: 1000, maxOutstanding: .max, linger: 1000, followsConnections: false)
+        _ = try acks.add(dealer.socket)
+        dealer.willSend = { [unowned self] sequence, transmission in
+            if sequence == pendingSnapshotRequest, transmission.isResend(sequence) {
+                // Resent as a filler: the request itself is made again.
+                pendingSnapshotRequest = nil
+            }
+        }
     }
 
     // MARK: Actions
 
     /// The last sequence this view sent (actions and snapshot requests share it).
-    public var lastSequence: UInt64 { outbox.lastSequence }
+    public var lastSequence: UInt64 { dealer.outbox.lastSequence }
     /// The highest sequence the host acknowledged.
-    public var lastAcknowledged: UInt64 { outbox.lastAcknowledged }
+    public var lastAcknowledged: UInt64 { dealer.outbox.lastAcknowledged }
 
     /// Sends an action given by name and params.
     /// - Returns: the action's sequence (for ``refusal(for:)``).
@@ -117,7 +120,7 @@ public final class ReactorView {
     public func send(_ name: String, _ params: WireParams = [:]) throws -> UInt64 {
         // Notice a host restart first, so that resent messages go before this one.
         try drainDealer()
-        let (sequence, action) = try outbox.enqueue { sequence throws(WireError) in
+        let sequence = try dealer.enqueue { sequence throws(WireError) in
             var frames = FrameBuffer()
             try ActionMessage(
                 reactorID: reactorID,
@@ -126,7 +129,6 @@ public final class ReactorView {
             ).encode(into: &frames)
             return frames
         }
-        try carryOut(action)
         try drainDealer()
         return sequence
     }
@@ -144,26 +146,23 @@ public final class ReactorView {
     ///   ``refusal(for:)``).
     public func waitForAcknowledgement(timeout: Duration = .seconds(5)) throws -> Bool {
         let deadline = ContinuousClock.now + timeout
-        while outbox.outstanding > 0 {
+        while dealer.outbox.outstanding > 0 {
             let now = ContinuousClock.now
             guard now < deadline else { return false }
             // No ack for a while: the messages may have been lost with a host that died.
-            try carryOut(outbox.tick(now: now))
-            let wait = min(now.duration(to: deadline), Self.tickInterval)
-            if try dealer.receive(into: &buffer, mode: .within(wait)) {
-                handleDealer()
-                try drainDealer()
-            }
+            try drainDealer()
+            guard dealer.outbox.outstanding > 0 else { break }
+            try acks.poll(timeout: max(1, min(now.duration(to: deadline), Self.tickInterval).wholeMilliseconds))
         }
         return true
     }
 
     /// Messages sent but not yet acknowledged by the host.
-    public var unacknowledgedCount: Int { outbox.outstanding }
+    public var unacknowledgedCount: Int { dealer.outbox.outstanding }
 
     /// The diagnostic the host sent back for the message with `sequence`, if it refused it.
     public func refusal(for sequence: UInt64) -> DiagnosticMessage? {
-        outbox.refusal(for: sequence)
+        dealer.outbox.refusal(for: sequence)
     }
 
     // MARK: States
@@ -180,7 +179,7 @@ public final class ReactorView {
             try self.poller
             ?? {
                 let poller = Poller()
-                try poller.add(dealer)
+                try poller.add(dealer.socket)
                 try poller.add(subscriber)
                 self.poller = poller
                 return poller
@@ -246,39 +245,14 @@ public final class ReactorView {
     /// with that sequence, which only fills the sequence (a new request is made while a snapshot
     /// is still wanted).
     private func requestSnapshot() throws {
-        let (sequence, action) = try outbox.enqueue(
+        pendingSnapshotRequest = try dealer.enqueue(
             { sequence throws(WireError) in
                 let envelope = Envelope(kind: .snapshotRequest, sequence: sequence, source: sourceID)
                 return try SnapshotRequest(reactorID: reactorID, envelope: envelope).encoded()
             },
-            resentAs: { sequence throws(WireError) in
+            resentAs: { [sourceID] sequence throws(WireError) in
                 try Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: sequence, source: sourceID)).encoded()
             })
-        pendingSnapshotRequest = sequence
-        try carryOut(action)
-    }
-
-    /// Hands the messages of `action` to the socket, in order. Sends never block: with no
-    /// connection to the host (not up yet, or it refused this client's key) the rest waits in the
-    /// outbox and goes out, in order, at the next chance.
-    private func carryOut(_ action: ReliableOutbox.Action) throws {
-        guard case .send(let transmission) = action else { return }
-        try dealer.send(transmission, of: &outbox) { sequence in
-            if sequence == pendingSnapshotRequest, transmission.isResend(sequence) {
-                // Resent as a filler: the request itself is made again.
-                pendingSnapshotRequest = nil
-            }
-        }
-    }
-
-    /// Carries out an action from a message handler, which reports failures through `failure`.
-    private func carryOutReporting(_ action: ReliableOutbox.Action) {
-        do {
-            try carryOut(action)
-        } catch {
-            failure = ClientError(
-                "cannot resend unacknowledged messages to the reactor host at \(actionsEndpoint): \(error)")
-        }
     }
 
     /// Any message from the host names its source: a new one means the host restarted. The view
@@ -296,36 +270,46 @@ public final class ReactorView {
         }
         hostSource = source
         // An ack tells the outbox itself, after what it acknowledges is released.
-        if !isAck { carryOutReporting(outbox.heard(from: source)) }
-    }
-
-    /// Sends what waits in the outbox (or resends after silence), then reads the host's replies.
-    private func drainDealer() throws {
-        try carryOut(outbox.tick(now: .now))
-        while try dealer.receive(into: &buffer, mode: .nonBlocking) {
-            handleDealer()
+        guard !isAck else { return }
+        do {
+            try dealer.heard(from: source)
+        } catch {
+            failure = ClientError(
+                "cannot resend unacknowledged messages to the reactor host at \(actionsEndpoint): \(error)")
         }
     }
 
-    /// An ack, diagnostic or snapshot from the host's `actions` endpoint (in `buffer`).
-    private func handleDealer() {
-        guard let message = try? WireMessage.decode(from: buffer) else { return }
+    /// Sends what waits in the outbox (or resends after silence), and reads the host's replies.
+    private func drainDealer() throws {
+        try dealer.service(now: .now, before: noticeReply, after: handleReply)
+    }
+
+    /// Any reply names the host's source: noticed before the outbox takes an ack or a refusal.
+    private func noticeReply(_ message: WireMessage?) {
         switch message {
-        case .ack(let ack) where ack.acknowledgedSource == sourceID:
+        case .ack(let ack)? where ack.acknowledgedSource == sourceID:
             noticeHost(ack.envelope.source, onSubscriber: false, isAck: true)
-            carryOutReporting(outbox.received(ack: ack))
-        case .diagnostic(let diagnostic):
+        case .diagnostic(let diagnostic)?:
             noticeHost(diagnostic.envelope.source, onSubscriber: false)
-            // An `out-of-order` refusal resends (the snapshot request among them as a filler).
-            carryOutReporting(outbox.received(refusal: diagnostic))
-            if let pending = pendingSnapshotRequest, let refusal = outbox.refusal(for: pending) {
+        case .snapshot(let snapshot)? where snapshot.reactorID == reactorID && pendingSnapshotRequest != nil:
+            noticeHost(snapshot.envelope.source, onSubscriber: false)
+        default:
+            break
+        }
+    }
+
+    /// A refusal of the snapshot request, or the snapshot, once the outbox took the reply.
+    private func handleReply(_ message: WireMessage?) {
+        switch message {
+        case .diagnostic?:
+            // An `out-of-order` refusal resent (the snapshot request among them as a filler).
+            if let pending = pendingSnapshotRequest, let refusal = dealer.outbox.refusal(for: pending) {
                 pendingSnapshotRequest = nil
                 let reason = "\(refusal.reason): \(refusal.message)"
                 failure = ClientError(
                     "the reactor host at \(actionsEndpoint) refused the snapshot of \(reactorID): \(reason)")
             }
-        case .snapshot(let snapshot) where snapshot.reactorID == reactorID && pendingSnapshotRequest != nil:
-            noticeHost(snapshot.envelope.source, onSubscriber: false)
+        case .snapshot(let snapshot)? where snapshot.reactorID == reactorID:
             // A restart noticed just now cancelled the request: a new one follows.
             guard pendingSnapshotRequest != nil else { return }
             pendingSnapshotRequest = nil

@@ -40,38 +40,37 @@ public final class StepPublisher {
     public var contentType: ContentType
     /// How many published messages may wait for their ack before ``publish(_:_:)`` waits.
     public var maxOutstanding: Int {
-        get { outbox.maxOutstanding }
-        set { outbox.maxOutstanding = newValue }
+        get { dealer.outbox.maxOutstanding }
+        set { dealer.maxOutstanding = newValue }
     }
     /// How long without ack progress, while connected, before unacknowledged messages are sent
     /// again (a safety net: reconnections and a new flowd instance trigger a resend at once).
     public var retransmitInterval: Duration {
-        get { outbox.retransmitInterval }
-        set { outbox.retransmitInterval = newValue }
+        get { dealer.outbox.retransmitInterval }
+        set { dealer.retransmitInterval = newValue }
     }
     /// When set, ``poll(timeout:)`` sends a heartbeat after this much silence, so flowd can tell
     /// this process is alive (and report it `peer-dead` when it stops).
-    public var heartbeatInterval: Duration?
+    public var heartbeatInterval: Duration? {
+        didSet { flowd.silenceLimit = silenceLimit }
+    }
     /// With ``heartbeatInterval`` set: flowd answers each heartbeat, so this many intervals with
     /// nothing from it mean it is down or unreachable (reported through ``onFlowdLiveness``).
-    public var livenessIntervals = 3
+    public var livenessIntervals = 3 {
+        didSet { flowd.silenceLimit = silenceLimit }
+    }
     /// Called from ``poll(timeout:)`` and the other calls that read the socket when flowd goes
     /// silent or comes back. Unacknowledged steps are kept and resent when it is back.
     public var onFlowdLiveness: ((LivenessChange) -> Void)?
     /// Whether flowd is silent past the liveness limit now.
-    public private(set) var isFlowdSilent = false
+    public var isFlowdSilent: Bool { flowd.isSilent }
     private var lastSent = ContinuousClock.now
-    private var lastHeard = ContinuousClock.now
+    private var flowd = PeerLiveness(silenceLimit: .seconds(3), now: .now)
+    private var silenceLimit: Duration { (heartbeatInterval ?? .zero) * max(1, livenessIntervals) }
 
     private let context: Context
-    private let socket: Socket
-    private let monitor: SocketMonitor
+    private let dealer: ReliableDealer
     private let poller = Poller()
-    private let socketIndex: Int
-    private let monitorIndex: Int
-    private var outbox: ReliableOutbox
-    private var links: FlowdLinks
-    private var received = FrameBuffer()
 
     /// Connects to `endpoint` (flowd's ingress). libzmq connects in the background and queues
     /// steps until flowd is there.
@@ -96,38 +95,33 @@ public final class StepPublisher {
         self.stepperID = stepperID
         self.sourceID = "\(stepperID)#\(UUID().uuidString.prefix(8).lowercased())"
         self.contentType = contentType
-        outbox = ReliableOutbox(sourceID: sourceID)
-        links = FlowdLinks(endpoints: endpoints)
         self.context = try context ?? Context(defaultLinger: 2000)
-        socket = try self.context.socket(.dealer)
-        try socket.setOptions([.sendHighWaterMark(100_000)])
-        monitor = try SocketMonitor(watching: socket, context: self.context, events: [.connected, .disconnected])
-        socketIndex = try poller.add(socket)
-        monitorIndex = try poller.add(monitor.socket)
-        if try socket.connect(toFlowdInstances: endpoints, curve: curve, heartbeatMilliseconds: heartbeatMilliseconds) {
-            outbox.socketQueuesUntilConnected()
-        }
+        dealer = try ReliableDealer(
+            sourceID: sourceID, endpoints: endpoints, curve: curve, context: self.context,
+            heartbeatMilliseconds: heartbeatMilliseconds, linger: 2000, followsConnections: true)
+        _ = try poller.add(dealer.socket)
+        if let monitor = dealer.monitor { _ = try poller.add(monitor.socket) }
     }
 
     /// flowd's ingress on each of its instances, as connected.
-    public var endpoints: [String] { links.endpoints }
+    public var endpoints: [String] { dealer.endpoints }
 
     /// The last sequence published.
-    public var lastSequence: UInt64 { outbox.lastSequence }
+    public var lastSequence: UInt64 { dealer.outbox.lastSequence }
     /// The highest sequence flowd acknowledged.
-    public var lastAcknowledged: UInt64 { outbox.lastAcknowledged }
+    public var lastAcknowledged: UInt64 { dealer.outbox.lastAcknowledged }
     /// How many published messages wait for their ack.
-    public var outstanding: Int { outbox.outstanding }
+    public var outstanding: Int { dealer.outbox.outstanding }
     /// Refusals flowd sent back for this publisher's messages, oldest first (the last 1024).
-    public var refusals: [DiagnosticMessage] { outbox.refusals }
+    public var refusals: [DiagnosticMessage] { dealer.outbox.refusals }
     /// How many messages were sent again so far.
-    public var resentMessages: Int { outbox.resentCount }
+    public var resentMessages: Int { dealer.outbox.resentCount }
     /// The source id of the flowd instance heard last (it changes when another takes over).
-    public var flowdSource: String? { outbox.daemonSource }
+    public var flowdSource: String? { dealer.outbox.daemonSource }
 
     /// The refusal flowd sent back for the message with `sequence`, if it refused it on arrival.
     public func refusal(for sequence: UInt64) -> DiagnosticMessage? {
-        outbox.refusal(for: sequence)
+        dealer.outbox.refusal(for: sequence)
     }
 
     /// Publishes a step given by name and params.
@@ -169,7 +163,7 @@ public final class StepPublisher {
     /// - Returns: whether everything was acknowledged.
     public func waitForAcknowledgement(timeout: Duration = .seconds(5)) throws -> Bool {
         let deadline = ContinuousClock.now + timeout
-        while outbox.outstanding > 0 {
+        while dealer.outbox.outstanding > 0 {
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { return false }
             try poll(timeout: min(left, .milliseconds(100)))
@@ -182,69 +176,37 @@ public final class StepPublisher {
     /// a sending loop that may go quiet, so that resends happen without a thread.
     public func poll(timeout: Duration = .zero) throws {
         try poller.poll(timeout: max(0, timeout.wholeMilliseconds))
-        if poller.isReadable(monitorIndex) {
-            while let event = try monitor.next(mode: .nonBlocking) {
-                try carryOut(try socket.follow(event, links: &links, outbox: &outbox))
-            }
-        }
-        if poller.isReadable(socketIndex) {
-            while try socket.receive(into: &received, mode: .nonBlocking) {
-                try record(received)
-            }
-        }
         let now = ContinuousClock.now
-        try carryOut(outbox.tick(now: now))
-        if let heartbeatInterval, !isFlowdSilent, now - lastHeard > heartbeatInterval * max(1, livenessIntervals) {
-            isFlowdSilent = true
-            onFlowdLiveness?(.silent(silentFor: now - lastHeard))
+        try dealer.service(now: now) { message in
+            guard flowd.heard(now: now) else { return }
+            onFlowdLiveness?(.back(source: message?.envelope.source ?? "?"))
+        }
+        if heartbeatInterval != nil, let silentFor = flowd.check(now: now) {
+            onFlowdLiveness?(.silent(silentFor: silentFor))
         }
         if let heartbeatInterval, now - lastSent >= heartbeatInterval {
             // Heartbeats are not numbered (sequence 0): a lost one leaves no gap to resend.
-            let heartbeat = Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: 0, source: sourceID))
-            try socket.send(message: try heartbeat.encoded(), mode: .nonBlocking)
+            try dealer.sendUnnumbered(
+                try Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: 0, source: sourceID)).encoded())
             lastSent = .now
         }
     }
 
     private func send(contentType: ContentType? = nil, _ make: (Envelope) -> some WireMessageEncodable) throws -> UInt64
     {
-        while !outbox.hasRoom {
+        while !dealer.outbox.hasRoom {
             try poll(timeout: .milliseconds(100))
         }
         let contentType = contentType ?? self.contentType
-        let (sequence, action) = try outbox.enqueue { sequence throws(WireError) in
+        let sequence = try dealer.enqueue { sequence throws(WireError) in
             var frames = FrameBuffer()
             let envelope = Envelope(kind: .step, contentType: contentType, sequence: sequence, source: sourceID)
             try make(envelope).encode(into: &frames)
             return frames
         }
-        try carryOut(action)
         lastSent = .now
         try poll()
         return sequence
-    }
-
-    /// Hands the messages of `action` to the socket, in order, as far as it takes them.
-    private func carryOut(_ action: ReliableOutbox.Action) throws {
-        guard case .send(let transmission) = action else { return }
-        try socket.send(transmission, of: &outbox)
-    }
-
-    private func record(_ frames: FrameBuffer) throws {
-        let message = try? WireMessage.decode(from: frames)
-        lastHeard = .now
-        if isFlowdSilent {
-            isFlowdSilent = false
-            onFlowdLiveness?(.back(source: message?.envelope.source ?? "?"))
-        }
-        switch message {
-        case .ack(let ack):
-            try carryOut(outbox.received(ack: ack))
-        case .diagnostic(let diagnostic):
-            try carryOut(outbox.received(refusal: diagnostic))
-        default:
-            break
-        }
     }
 }
 

@@ -168,7 +168,8 @@ final class CoordinatorRole: DaemonRole {
                 let view = try NamedMessageView.decode(from: message.frames, header: header, limits: wireLimits)
                 let step = CanonicalStep(view.name, try view.params.decodeParams())
                 accepted += 1
-                let input: StepRouter.Input = header.kind == .step ? .step(stepperID: String(header.topicID)) : .deepLink
+                let input: StepRouter.Input =
+                    header.kind == .step ? .step(stepperID: String(header.topicID)) : .deepLink
                 guard
                     let unfinished = router.apply(
                         input, step, frames: message.frames, params: view.params, origin: origin, topic: header.topic)
@@ -182,7 +183,8 @@ final class CoordinatorRole: DaemonRole {
                 router.applyReport(report.event, for: report.presentableID, origin: origin, topic: header.topic)
             default:
                 data.refuse(
-                    .unknownKind, "flowd's ingress accepts step, deepLink, presentableReport and heartbeat, not \(header.kind)",
+                    .unknownKind,
+                    "flowd's ingress accepts step, deepLink, presentableReport and heartbeat, not \(header.kind)",
                     message: message)
             }
         } catch {
@@ -217,7 +219,8 @@ final class CoordinatorRole: DaemonRole {
     private func answerOnLoop(_ request: InboundMessage) {
         let status: StepRouter.StatusQuery
         do {
-            guard case .statusRequest(let decoded) = try WireMessage.decode(from: request.frames, header: request.header)
+            guard
+                case .statusRequest(let decoded) = try WireMessage.decode(from: request.frames, header: request.header)
             else { return }
             status = try StepRouter.StatusQuery(decoded.params)
         } catch {
@@ -235,7 +238,8 @@ final class CoordinatorRole: DaemonRole {
             } catch {
                 // The routing id is sent: something must follow it.
                 let refusal = Refusal(
-                    reason: error.reason, detail: "status reply not encoded: \(error.detail)", endpoint: query.replier.name)
+                    reason: error.reason, detail: "status reply not encoded: \(error.detail)",
+                    endpoint: query.replier.name)
                 try? refusal.diagnostic(query.envelope(.diagnostic, contentType: .json)).encode(into: &frames)
             }
             return frames
@@ -277,10 +281,12 @@ final class CoordinatorDriver: FlowLoopDriver {
                 idleTimeout: .seconds(limits.sourceIdleSeconds), maxSources: limits.maxSources,
                 hasDurableLedger: journal != nil, acceptsLedgerLoss: acceptJournalLoss,
                 ledgerLossRemedy:
-                    "restart flowd with --accept-journal-loss (see docs/DEPLOYMENT.md, \"A journal behind its steppers\")"),
+                    "restart flowd with --accept-journal-loss (see docs/DEPLOYMENT.md, \"A journal behind its steppers\")"
+            ),
             defaultRole: "stepper")
         let ingress = try ZMQRouterTransport(
-            context: context, endpoint: endpoints.ingress, what: "endpoints.ingress", limits: limits, curve: config.curve)
+            context: context, endpoint: endpoints.ingress, what: "endpoints.ingress", limits: limits,
+            curve: config.curve)
         let controlSocket: ZMQRouterTransport
         do {
             // A reply to a peer that went away fails instead of vanishing: no reply is built for it.
@@ -312,7 +318,8 @@ final class CoordinatorDriver: FlowLoopDriver {
         let query = QueryEndpoint(
             replier: RouterReplier(
                 name: "control", transport: controlSocket, publisher: publisher, sourceID: sourceID, logger: logger),
-            accepts: [.statusRequest], limiter: RateLimiter(rate: limits.controlRate, burst: Double(limits.controlBurst)),
+            accepts: [.statusRequest],
+            limiter: RateLimiter(rate: limits.controlRate, burst: Double(limits.controlBurst)),
             limits: wireLimits, reportInterval: max(heartbeat, .seconds(1)), logger: logger)
         let role = CoordinatorRole(
             router: router, data: data, query: query, control: control, watched: watched, limits: wireLimits,

@@ -9,7 +9,9 @@ import ZeroMQ
 package enum DaemonAuthenticator {
     /// Starts the handler on `context`; nil when the topology has no server key. It must run before
     /// any CURVE socket binds: without it CURVE admits everyone.
-    package static func start(context: Context, curve: CurveKeys, inbox: LoopInbox, logger: Logger) throws -> ZAPHandler? {
+    package static func start(
+        context: Context, curve: CurveKeys, inbox: LoopInbox, logger: Logger
+    ) throws -> ZAPHandler? {
         guard curve.requiresAuthentication else { return nil }
         return try ZAPHandler(context: context, policy: curve.decide) { request, decision in
             guard case .deny(let reason) = decision else { return }

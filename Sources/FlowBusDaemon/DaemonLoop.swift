@@ -195,7 +195,8 @@ package final class DaemonLoop {
         self.logger = logger
         self.clock = clock
         nextTick = clock()
-        let sockets = [data.replier.transport.pollable, query?.replier.transport.pollable, publisher.transport.pollable]
+        let sockets =
+            [data.replier.transport.pollable, query?.replier.transport.pollable, publisher.transport.pollable]
             .compactMap { $0 } + sockets
         guard !sockets.isEmpty else { return }
         let poller = Poller()

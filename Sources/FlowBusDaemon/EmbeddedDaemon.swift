@@ -32,14 +32,16 @@ package final class EmbeddedDaemon {
         self.time = time
         var settings = settings
         settings.looksUpInline = true
-        let publisher = BusPublisher(transport: events, name: "events", sourceID: sourceID, contentType: .json, logger: logger)
+        let publisher = BusPublisher(
+            transport: events, name: "events", sourceID: sourceID, contentType: .json, logger: logger)
         let replier = RouterReplier(
             name: name, transport: router, publisher: publisher, sourceID: sourceID, refusalDetails: refusalDetails,
             logger: logger)
         let endpoint = RouterEndpoint(replier: replier, intake: intake, limits: .default, logger: logger)
         // Without sockets to poll, making the loop cannot fail.
         loop = try! DaemonLoop(
-            data: endpoint, publisher: publisher, control: DaemonControl(), role: role, settings: settings, logger: logger,
+            data: endpoint, publisher: publisher, control: DaemonControl(), role: role, settings: settings,
+            logger: logger,
             clock: { time.now })
     }
 

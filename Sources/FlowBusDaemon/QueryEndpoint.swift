@@ -62,7 +62,8 @@ package final class QueryEndpoint {
                 header = try RoutedHeader.decode(from: received.frames, limits: limits)
             } catch {
                 if limiter.admit(peer, now: now) == .allow {
-                    replier.refuse(Refusal(error, frames: received.frames, endpoint: replier.name, limits: limits), to: peer)
+                    replier.refuse(
+                        Refusal(error, frames: received.frames, endpoint: replier.name, limits: limits), to: peer)
                 }
                 continue
             }

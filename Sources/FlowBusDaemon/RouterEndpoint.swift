@@ -126,7 +126,9 @@ package final class RouterEndpoint {
         case .lookUp:
             hold(envelope.source, Held(frames: received.frames, peer: peer))
         case .unnumbered:
-            refuse(.malformed, "\(header.kind) with sequence 0: only a heartbeat may be unnumbered", header: header, peer: peer)
+            refuse(
+                .malformed, "\(header.kind) with sequence 0: only a heartbeat may be unnumbered", header: header,
+                peer: peer)
         case .duplicate, .outOfOrder, .ledgerBehind:
             // A resend of something dealt with is acknowledged again; a gap or a sender ahead of the
             // durable ledger is reported with the batch's end (PROTOCOL.md §4.4).
@@ -183,7 +185,8 @@ package final class RouterEndpoint {
     private func judgeAgain(_ message: Held, source: String) {
         if let refusal = message.refusal {
             guard let sequence = refusal.sequence else { return }
-            let verdict = intake.receive(source: source, sequence: sequence, topic: refusal.topic ?? "", peer: message.peer)
+            let verdict = intake.receive(
+                source: source, sequence: sequence, topic: refusal.topic ?? "", peer: message.peer)
             if verdict == .fresh { replier.refuse(refusal, to: message.peer) }
             return
         }
@@ -217,7 +220,9 @@ package final class RouterEndpoint {
     package func acknowledge(_ acks: [Intake.Ack]) {
         for ack in acks {
             replier.send(
-                Ack(envelope: replier.envelope(.ack), acknowledgedSource: ack.source, acknowledgedSequence: ack.sequence),
+                Ack(
+                    envelope: replier.envelope(.ack), acknowledgedSource: ack.source, acknowledgedSequence: ack.sequence
+                ),
                 to: ack.peer)
         }
     }
@@ -244,7 +249,8 @@ package final class RouterEndpoint {
         // An adopted sender's messages are applied: it is told nothing, and nothing is refused.
         let count = behind.adopted ? 0 : Int(behind.refusal.extra["count"]?.intValue ?? 1)
         replier.refuse(
-            behind.refusal, to: behind.adopted ? nil : behind.peer, count: count, publish: behind.isFirstReport, log: false)
+            behind.refusal, to: behind.adopted ? nil : behind.peer, count: count, publish: behind.isFirstReport,
+            log: false)
     }
 
     /// A peer that sent heartbeats went silent.

@@ -70,7 +70,8 @@ package final class RouterReplier {
         if count > 0 { refused[refusal.reason, default: 0] += count }
         if log {
             logger.warning(
-                "refused message: \(refusal.reason): \(refusal.detail)", metadata: ["source": "\(refusal.source ?? "?")"])
+                "refused message: \(refusal.reason): \(refusal.detail)",
+                metadata: ["source": "\(refusal.source ?? "?")"])
         }
         if publish { publisher.publish(refusal.diagnostic(publisher.envelope(.diagnostic))) }
         guard let peer else { return }

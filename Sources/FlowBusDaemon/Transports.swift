@@ -80,7 +80,7 @@ package final class ZMQRouterTransport: RouterTransport {
     package func send(to peer: [UInt8], building build: () -> FrameBuffer) throws(ZMQError) -> Bool {
         do {
             guard try socket.send(peer, more: true, mode: .nonBlocking) else { return false }
-        } catch where error.isHostUnreachable {
+        } catch  where error.isHostUnreachable {
             return false
         }
         // Only the first frame of a message can meet the high-water mark: the rest follow it.
@@ -101,7 +101,9 @@ package final class ZMQPublisherTransport: PublisherTransport {
     package var pollable: Socket? { socket }
 
     /// An XPUB for `endpoint`; it serves once ``bind()``.
-    package init(context: Context, endpoint: String, what: String, limits: FlowBusConfig.Limits, curve: CurveKeys) throws {
+    package init(
+        context: Context, endpoint: String, what: String, limits: FlowBusConfig.Limits, curve: CurveKeys
+    ) throws {
         self.endpoint = endpoint
         self.what = what
         socket = try context.socket(.xpub)

@@ -154,12 +154,15 @@ package struct Intake: Sendable {
 
     /// What is known of a peer's liveness.
     package struct Liveness: Sendable, Equatable {
-        package var lastHeard: ContinuousClock.Instant
+        /// Its silence, timed from when it was last heard.
+        package var heard: PeerLiveness
         /// Only peers that send heartbeats can be judged dead by their silence.
         package var sendsHeartbeats = false
-        package var isDead = false
         /// What the peer is, for diagnostics: `stepper`, `view`, `reactor-host <name>`.
         package var role: String
+
+        package var lastHeard: ContinuousClock.Instant { heard.lastHeard }
+        package var isDead: Bool { heard.isSilent }
     }
 
     /// Counts since the intake was created.
@@ -462,20 +465,20 @@ package struct Intake: Sendable {
     }
 
     private mutating func note(_ source: String, heartbeat: Bool, role: String?, now: ContinuousClock.Instant) {
-        var peer = peers[source] ?? Liveness(lastHeard: now, role: role ?? defaultRole)
-        peer.lastHeard = now
+        var peer =
+            peers[source]
+            ?? Liveness(heard: PeerLiveness(silenceLimit: policy.deadAfter, now: now), role: role ?? defaultRole)
+        peer.heard.heard(now: now)
         if heartbeat { peer.sendsHeartbeats = true }
         if let role { peer.role = role }
-        peer.isDead = false
         peers[source] = peer
     }
 
     private mutating func checkLiveness(now: ContinuousClock.Instant) -> [DeadPeer] {
         var dead: [DeadPeer] = []
-        for (source, peer) in peers
-        where peer.sendsHeartbeats && !peer.isDead && now - peer.lastHeard > policy.deadAfter {
-            peers[source]?.isDead = true
-            dead.append(DeadPeer(source: source, role: peer.role, silentFor: now - peer.lastHeard))
+        for (source, peer) in peers where peer.sendsHeartbeats {
+            guard let silentFor = peers[source]?.heard.check(now: now) else { continue }
+            dead.append(DeadPeer(source: source, role: peer.role, silentFor: silentFor))
         }
         return dead.sorted { $0.source < $1.source }
     }
@@ -555,7 +558,8 @@ package struct Refusal: Sendable, Equatable {
                 topic: readable.topic, sequence: readable.sequence)
         } else {
             self.init(
-                reason: error.reason, detail: error.detail, endpoint: endpoint, topic: ReadableEnvelope.topic(of: frames))
+                reason: error.reason, detail: error.detail, endpoint: endpoint,
+                topic: ReadableEnvelope.topic(of: frames))
         }
     }
 

@@ -137,7 +137,8 @@ private final class ReactorHostIO {
                 refusalDetails: ["host": .string(settings.hostName)], logger: logger),
             intake: intake, limits: WireLimits(maxFrameBytes: settings.limits.maxMessageBytes), logger: logger)
         role = try ReactorHostRole(host: host, data: data, database: database, context: context)
-        var loopSettings = DaemonLoop.Settings(heartbeat: settings.heartbeat, maxBatchSize: ReactorHostLoop.maxBatchSize)
+        var loopSettings = DaemonLoop.Settings(
+            heartbeat: settings.heartbeat, maxBatchSize: ReactorHostLoop.maxBatchSize)
         loopSettings.drain = settings.drain
         loopSettings.dropReason = "a view is too slow; views resynchronise from a snapshot on a gap"
         loopSettings.dropDetails = ["host": .string(settings.hostName)]

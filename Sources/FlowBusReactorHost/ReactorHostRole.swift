@@ -70,7 +70,8 @@ final class ReactorHostRole: DaemonRole {
         }
         for (reactorID, state) in saved where host.registry.registration(for: reactorID) == nil {
             logger.warning(
-                "the state database has a state of \(reactorID) (sequence \(state.sequence)), which this host does not run")
+                "the state database has a state of \(reactorID) (sequence \(state.sequence)), which this host does not run"
+            )
         }
     }
 
@@ -101,7 +102,9 @@ final class ReactorHostRole: DaemonRole {
                 let params = try view.params.decodeParams()
                 let reactorID = String(header.topicID)
                 guard let instance = instance(for: reactorID) else {
-                    data.refuse(.unknownReactor, "no reactor \(reactorID) on reactor host \(settings.hostName)", message: message)
+                    data.refuse(
+                        .unknownReactor, "no reactor \(reactorID) on reactor host \(settings.hostName)",
+                        message: message)
                     return .done
                 }
                 do {
@@ -116,7 +119,9 @@ final class ReactorHostRole: DaemonRole {
                 _ = try WireMessage.decode(from: message.frames, header: header)
                 let reactorID = String(header.topicID)
                 guard instance(for: reactorID) != nil else {
-                    data.refuse(.unknownReactor, "no reactor \(reactorID) on reactor host \(settings.hostName)", message: message)
+                    data.refuse(
+                        .unknownReactor, "no reactor \(reactorID) on reactor host \(settings.hostName)",
+                        message: message)
                     return .done
                 }
                 answerSnapshot(reactorID, to: message.peer)
@@ -324,7 +329,7 @@ final class ReactorHostRole: DaemonRole {
                 stepper = try HostStepOutlet(
                     stepperID: stepperID, sourceSuffix: String(settings.sourceID.split(separator: "#").last ?? "0"),
                     endpoints: settings.stepIngress, contentType: settings.contentType, curve: settings.curve,
-                    heartbeatMilliseconds: settings.heartbeat.wholeMilliseconds, context: context)
+                    heartbeatMilliseconds: settings.heartbeat.wholeMilliseconds, context: context, logger: logger)
             } catch {
                 outlet.count { $0.stepsDropped += 1 }
                 logger.error(

@@ -88,7 +88,11 @@ struct DaemonLoopTests {
 
     private func published(_ daemon: EmbeddedDaemon) -> [String] {
         daemon.events.takePublished().compactMap {
-            if case .diagnostic(let diagnostic) = $0 { "\(diagnostic.reason.rawValue):\(diagnostic.message)" } else { nil }
+            if case .diagnostic(let diagnostic) = $0 {
+                "\(diagnostic.reason.rawValue):\(diagnostic.message)"
+            } else {
+                nil
+            }
         }
     }
 
@@ -226,7 +230,8 @@ struct DaemonLoopTests {
         #expect(daemon.loop.data.replier.refused[.unauthorized] == 1)
     }
 
-    @Test("a graceful stop reads what is queued and waits for work in flight, up to its drain; a plain one stops at once")
+    @Test(
+        "a graceful stop reads what is queued and waits for work in flight, up to its drain; a plain one stops at once")
     func stopping() throws {
         let role = RecordingRole()
         let daemon = daemon(role: role, drain: .seconds(2))

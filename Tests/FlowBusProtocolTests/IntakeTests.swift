@@ -39,7 +39,8 @@ private struct TestIntake {
     }
 
     @discardableResult
-    mutating func heartbeat(source: String, sequence: UInt64 = 0, topic: String = "", peer: [UInt8]) -> Intake.Verdict? {
+    mutating func heartbeat(source: String, sequence: UInt64 = 0, topic: String = "", peer: [UInt8]) -> Intake.Verdict?
+    {
         intake.heartbeat(source: source, sequence: sequence, topic: topic, peer: peer)
     }
 
@@ -327,7 +328,9 @@ struct IntakeTests {
             })
         let peer = Array("p".utf8)
         #expect(intake.receive(source: "a", sequence: 0, topic: "step/x", peer: peer) == .unnumbered)
-        #expect(intake.receive(source: "a", sequence: 4, topic: "step/x", peer: peer) == .lookUp, "held, then dropped: the look-up failed")
+        #expect(
+            intake.receive(source: "a", sequence: 4, topic: "step/x", peer: peer) == .lookUp,
+            "held, then dropped: the look-up failed")
         #expect(
             intake.endBatch(now: start, checkEvery: .seconds(1)).acks.isEmpty, "nothing assumed, nothing acknowledged")
         fails.withLock { $0 = false }
@@ -337,7 +340,9 @@ struct IntakeTests {
         #expect(intake.counters.lookUpFailures == 1)
     }
 
-    @Test("a look-up is an action: messages of a source not held wait for it, in order; a failed one drops them unacknowledged")
+    @Test(
+        "a look-up is an action: messages of a source not held wait for it, in order; a failed one drops them unacknowledged"
+    )
     func lookUpIsAnAction() {
         var intake = Intake(
             endpoint: "ingress", policy: .init(remembersSources: true, deadAfter: .seconds(3), hasDurableLedger: true),

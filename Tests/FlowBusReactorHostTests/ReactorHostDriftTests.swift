@@ -15,17 +15,21 @@ struct ReactorHostDriftTests {
     func deadViewsAreReported() async throws {
         let outcome = try await withReactorHost(testRegistry(), serves: ["tally"], liveness: 2) { config, _ in
             let host = config.reactors["test"]!
-            let diagnostics = try BusSubscriber(endpoint: host.states, topics: ["diag/peer-dead"], includeHeartbeats: true)
+            let diagnostics = try BusSubscriber(
+                endpoint: host.states, topics: ["diag/peer-dead"], includeHeartbeats: true)
             guard try diagnostics.waitUntilConnected(timeout: .seconds(5)) else { return "no heartbeat from the host" }
             let context = try Context(defaultLinger: 0)
             let view = try context.socket(.dealer)
             try view.connect(host.actions)
-            let heartbeat = try Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: 0, source: "view#silent")).encoded()
+            let heartbeat = try Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: 0, source: "view#silent"))
+                .encoded()
             try view.send(message: heartbeat)
             let sentAt = ContinuousClock.now
             // Then silence: 2 intervals of 20 ms are the limit.
             while ContinuousClock.now - sentAt < .seconds(5) {
-                guard case .message(.diagnostic(let dead))? = try diagnostics.next(timeout: .seconds(5)) else { continue }
+                guard case .message(.diagnostic(let dead))? = try diagnostics.next(timeout: .seconds(5)) else {
+                    continue
+                }
                 let silent = ContinuousClock.now - sentAt
                 view.close()
                 return dead.details["source"] == "view#silent" && dead.details["role"] == "view"
@@ -43,6 +47,10 @@ struct ReactorHostDriftTests {
             let view = try ReactorView(reactorID: "tally", config: config)
             guard let snapshot = try view.next(timeout: .seconds(5)) else { return ["no snapshot"] }
             let diagnostics = try BusSubscriber(endpoint: host.states, topics: ["diag/persistence-failed"])
+            // Subscribed from its first heartbeat on: the report is not missed.
+            guard try diagnostics.waitUntilConnected(timeout: .seconds(5)) else {
+                return ["no heartbeat from the host"]
+            }
             var notes: [String] = ["snapshot \(snapshot.sequence)"]
             // Another connection holds the database's write lock: the host's saves fail at once.
             var locking = Configuration()

@@ -29,7 +29,8 @@ func withReactorHost<T: Sendable>(
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
     let run = directory.path
-    let persistence = persists.isEmpty ? nil : ReactorPersistenceSpec(database: "\(run)/state.sqlite", reactors: persists)
+    let persistence =
+        persists.isEmpty ? nil : ReactorPersistenceSpec(database: "\(run)/state.sqlite", reactors: persists)
     var topology = FlowBusConfig(
         endpoints: .init(
             ingress: "ipc://\(run)/ingress.sock", events: "ipc://\(run)/events.sock",
