@@ -206,7 +206,10 @@ let package = Package(
             ]),
         .testTarget(
             name: "FlowBusToolsTests",
-            dependencies: ["FlowBusTools", "FlowBusConfiguration", "FlowBusCoordinator", "FlowBusWire"]),
+            dependencies: [
+                "FlowBusTools", "FlowBusClient", "FlowBusConfiguration", "FlowBusCoordinator", "FlowBusReactorHost",
+                "FlowBusWire", "Reactors", logging,
+            ]),
         .testTarget(name: "FlowBusStudioTests", dependencies: ["FlowBusStudio", "FlowBusClient", "FlowBusWire"]),
         .testTarget(
             name: "FlowBusPostgresTests",
