@@ -179,7 +179,9 @@ public final class BusPlayer {
         guard unserved.isEmpty else {
             throw BusToolError(
                 .unservedReactor,
-                "no reactor host of \(configPath) serves \(unserved.joined(separator: ", ")), whose actions \(playlist.path ?? "the playlist") holds: list them (or their family, e.g. movie/) under reactors.<host>.serves"
+                "no reactor host of \(configPath) serves \(unserved.joined(separator: ", ")), whose actions "
+                    + "\(playlist.path ?? "the playlist") holds: list them (or their family, e.g. movie/) "
+                    + "under reactors.<host>.serves"
             )
         }
         if playlist.inputs.contains(where: { input in
@@ -192,7 +194,9 @@ public final class BusPlayer {
             } catch {
                 throw BusToolError(
                     .flowdNotAnswering,
-                    "flowd does not answer on \(FlowBusConfig.either(config.controlEndpoints)): start it with `flowd --config \(configPath)`, then play again (play sends to \(FlowBusConfig.either(config.ingressEndpoints)))"
+                    "flowd does not answer on \(FlowBusConfig.either(config.controlEndpoints)): start it with "
+                        + "`flowd --config \(configPath)`, then play again "
+                        + "(play sends to \(FlowBusConfig.either(config.ingressEndpoints)))"
                 )
             }
         }
@@ -250,7 +254,9 @@ public final class BusPlayer {
         guard try events.waitUntilConnected(timeout: timeout) else {
             throw BusToolError(
                 .flowdNotAnswering,
-                "no heartbeat from flowd's events endpoint \(FlowBusConfig.either(config.eventsEndpoints)) within \(timeout): play watches it for the steps the reactors publish; start flowd with `flowd --config \(configPath)`"
+                "no heartbeat from flowd's events endpoint \(FlowBusConfig.either(config.eventsEndpoints)) "
+                    + "within \(timeout): play watches it for the steps the reactors publish; start flowd with "
+                    + "`flowd --config \(configPath)`"
             )
         }
         self.events = events
@@ -385,7 +391,9 @@ public final class BusPlayer {
                 guard ContinuousClock.now < deadline else {
                     throw BusToolError(
                         .notAcknowledged,
-                        "flowd did not acknowledge within \(timeout) on \(FlowBusConfig.either(config.ingressEndpoints)): is it still running? Start it with `flowd --config \(configPath)` and play again"
+                        "flowd did not acknowledge within \(timeout) on "
+                            + "\(FlowBusConfig.either(config.ingressEndpoints)): is it still running? Start it with "
+                            + "`flowd --config \(configPath)` and play again"
                     )
                 }
                 _ = try publisher.waitForAcknowledgement(timeout: .milliseconds(100))
@@ -397,7 +405,9 @@ public final class BusPlayer {
                     let host = config.reactorHost(for: view.reactorID)?.name ?? "NAME"
                     throw BusToolError(
                         .notAcknowledged,
-                        "the reactor host serving \(view.reactorID) did not acknowledge within \(timeout) on \(view.actionsEndpoint): is it running? Start it with `reactor-host --config \(configPath) --host \(host)` and play again"
+                        "the reactor host serving \(view.reactorID) did not acknowledge within \(timeout) on "
+                            + "\(view.actionsEndpoint): is it running? Start it with "
+                            + "`reactor-host --config \(configPath) --host \(host)` and play again"
                     )
                 }
                 // The view resends meanwhile if acks stall.
@@ -454,7 +464,10 @@ public final class BusPlayer {
                     separator: ", ")
                 throw BusToolError(
                     .reactorStepMissing,
-                    "flowd did not receive step \(MessageFormatter.step(missing.name, missing.params)) of stepper \(missing.stepperID) from a reactor host within \(timeout) (in the recording a reactor published it after the actions played so far): is each host fresh, or in the state it had when the recording started? Start it with \(start)"
+                    "flowd did not receive step \(MessageFormatter.step(missing.name, missing.params)) of stepper "
+                        + "\(missing.stepperID) from a reactor host within \(timeout) (in the recording a reactor "
+                        + "published it after the actions played so far): is each host fresh, or in the state it had "
+                        + "when the recording started? Start it with \(start)"
                 )
             }
             try drainEvents(waiting: min(left, .milliseconds(100)))
