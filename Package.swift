@@ -159,6 +159,16 @@ let package = Package(
             ],
             path: "Sources/Examples/reactor-host"
         ),
+        // flowbench's and the integration tests' reactors (bench, ticker) behind a real reactor host;
+        // built with the package, so it lands beside flowd in the bin directory, but not a product.
+        .executableTarget(
+            name: "fixture-reactors",
+            dependencies: [
+                "FlowBusReactorHost", "FlowBusDaemon", "FlowBusConfiguration", "FlowBusPrometheus", "FlowBusWire",
+                "Reactors", argumentParser, logging,
+            ],
+            path: "Sources/Fixtures/fixture-reactors"
+        ),
         .executableTarget(
             name: "stepper-load",
             dependencies: ["FlowBusClient", "FlowBusConfiguration", "FlowBusWire", argumentParser],
@@ -206,7 +216,10 @@ let package = Package(
             ]),
         .testTarget(
             name: "FlowBusToolsTests",
-            dependencies: ["FlowBusTools", "FlowBusConfiguration", "FlowBusCoordinator", "FlowBusWire"]),
+            dependencies: [
+                "FlowBusTools", "FlowBusClient", "FlowBusConfiguration", "FlowBusCoordinator", "FlowBusReactorHost",
+                "FlowBusWire", "Reactors", logging,
+            ]),
         .testTarget(name: "FlowBusStudioTests", dependencies: ["FlowBusStudio", "FlowBusClient", "FlowBusWire"]),
         .testTarget(
             name: "FlowBusPostgresTests",

@@ -61,7 +61,7 @@ final class Bench {
     }
 
     /// A port on 127.0.0.1 that was free a moment ago, as an endpoint, for a program that binds
-    /// it itself and does not report kernel-chosen ports (flowd, reactor-host) over tcp.
+    /// it itself and does not report kernel-chosen ports (flowd, fixture-reactors) over tcp.
     func freeTCPEndpoint() throws -> String {
         let socket = try context.socket(.router)
         defer { socket.close() }

@@ -44,8 +44,8 @@ struct BenchConfig: Codable, Sendable {
     var flowdPath: String? = nil
     /// flowd's `--log-level` in the steps scenario.
     var flowdLogLevel: String = "info"
-    /// The reactor-host executable for the reactor scenario; `nil`: the one beside flowbench.
-    var reactorHostPath: String? = nil
+    /// The fixture-reactors executable for the reactor scenario; `nil`: the one beside flowbench.
+    var fixtureReactorsPath: String? = nil
     /// Leaf flows the scale scenario builds in flowd (at least; whole groups of tabs).
     var scaleFlows = 10_000
     /// Leaf stepper bindings the scale scenario builds in flowd (at least; as many per leaf).

@@ -91,7 +91,7 @@ enum BenchMessage {
 
     // MARK: The reactor scenario
 
-    /// The reactor the reactor scenario drives: reactor-host's `bench` (`tick(n:)` → `{n}`).
+    /// The reactor the reactor scenario drives: fixture-reactors' `bench` (`tick(n:)` → `{n}`).
     static let reactorID = "bench"
     static let actionName = "tick"
     /// A view's source id, as `ReactorView` names them (`view:<reactorId>#<random>`).

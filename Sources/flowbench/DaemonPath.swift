@@ -1,7 +1,7 @@
 import Foundation
 
 /// A FlowBus path through a real daemon that flowbench starts for each measurement (`flowd` for
-/// the steps scenario, `reactor-host` for the reactor scenario):
+/// the steps scenario, `fixture-reactors` for the reactor scenario):
 ///
 ///     sender DEALER → daemon (ROUTER → … → XPUB) → SUB receiver
 ///
@@ -55,7 +55,7 @@ struct DaemonRun {
 }
 
 /// A daemon executable that a scenario needs: `--<name>`, else `<name>` in flowbench's own
-/// directory (both are products of the package, so a build puts them side by side).
+/// directory (a build of the package puts its executables side by side).
 struct DaemonExecutable {
     /// The executable's file name, also its option (`--<name>`) and its name in messages.
     var name: String

@@ -31,8 +31,8 @@ struct RunBenchmarks: ParsableCommand {
             one message in flight, one-way time on the shared CLOCK_MONOTONIC, p50/p99. The steps \
             scenario runs the same step through a real flowd (built beside flowbench: \
             `swift build -c release --product flowd`) to a didNavigate subscriber; \
-            the reactor scenario sends actions to the real reactor-host example (built beside flowbench: \
-            `swift build -c release --product reactor-host`), whose bench reactor answers each with one \
+            the reactor scenario sends actions to a real reactor host, fixture-reactors (built beside \
+            flowbench: `swift build -c release --product fixture-reactors`), whose bench reactor answers each with one \
             state (`tick(n:)` in, `{n}` out), to a state subscriber; both with ratios to the raw two-hop \
             path. steps_journaled is the steps scenario with flowd's SQLite journal (synchronous: full) in \
             the temporary directory; steps_journaled_postgres the same with a journal in a PostgreSQL server \
@@ -40,7 +40,7 @@ struct RunBenchmarks: ParsableCommand {
             steps_journaled; steps_at_scale first builds --scale-flows flows and --scale-bindings \
             stepper bindings in flowd from a declared config, then sends the step from every bound stepper \
             in turn (with its ratio to steps, and flowd's peak RSS). cpu µs/msg is the user+system CPU time \
-            of the process in the middle (the raw forwarder, flowd, reactor-host) over the throughput run \
+            of the process in the middle (the raw forwarder, flowd, fixture-reactors) over the throughput run \
             per message; ×cpu divides a daemon's by the forwarder's. Compare ratios within one run: figures \
             move with the load of a shared machine.
             """
@@ -94,9 +94,9 @@ struct RunBenchmarks: ParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "The reactor-host executable for the reactor scenario (default: reactor-host beside flowbench).",
-            discussion: "Build it with `swift build -c release --product reactor-host`."))
-    var reactorHost: String?
+            "The fixture-reactors executable for the reactor scenario (default: fixture-reactors beside flowbench).",
+            discussion: "Build it with `swift build -c release --product fixture-reactors`."))
+    var fixtureReactors: String?
 
     @Option(
         help: ArgumentHelp(
@@ -138,7 +138,7 @@ struct RunBenchmarks: ParsableCommand {
             transport: transport, messages: messages, latencySamples: latencySamples, latencyWarmup: latencyWarmup,
             highWaterMark: hwm ?? Int32(clamping: max(100_000, messages + 1_000)), idleTimeoutMilliseconds: idleTimeout,
             codecSeconds: codecSeconds,
-            flowdPath: flowd, flowdLogLevel: flowdLogLevel, reactorHostPath: reactorHost,
+            flowdPath: flowd, flowdLogLevel: flowdLogLevel, fixtureReactorsPath: fixtureReactors,
             scaleFlows: scaleFlows, scaleBindings: scaleBindings)
         let progress = { (line: String) in FileHandle.standardError.write(Data("flowbench: \(line)\n".utf8)) }
 

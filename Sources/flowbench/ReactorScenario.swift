@@ -5,9 +5,10 @@ import ZeroMQ
 /// The reactor path: a view process sends actions → a reactor host → the view receives states.
 ///
 /// flowbench writes a config with one `reactors:` entry (host `bench`, serving the `bench`
-/// reactor) into its temporary directory and starts the real `reactor-host` example (the
-/// executable beside flowbench, or `--reactor-host`). Its `bench` reactor turns `tick(n: k)` into
-/// the state `{n: k}` synchronously, on the host's I/O thread: one action, one state.
+/// reactor) into its temporary directory and starts `fixture-reactors` (the executable beside
+/// flowbench, or `--fixture-reactors`), which runs the shipped reactor host service. Its `bench`
+/// reactor turns `tick(n: k)` into the state `{n: k}` synchronously, on the host's I/O thread:
+/// one action, one state.
 ///
 /// The sender is a view's DEALER sending `tick(n:)` actions to the host's `actions` ROUTER; the
 /// host's cumulative acks pile up unread in that DEALER and are dropped by the ROUTER once its
@@ -22,7 +23,7 @@ struct ReactorScenario: DaemonPathScenario {
 
     var id: ScenarioID { ScenarioID(group: .flowbus, key: Self.key) }
     var path: String {
-        "view DEALER → reactor-host (ROUTER → bench reactor → XPUB) → SUB state/bench, action in, state out"
+        "view DEALER → fixture-reactors (ROUTER → bench reactor → XPUB) → SUB state/bench, action in, state out"
     }
     var baseline: ScenarioID? { .rawTwoHop }
 
@@ -30,8 +31,8 @@ struct ReactorScenario: DaemonPathScenario {
 
     var daemon: DaemonExecutable {
         DaemonExecutable(
-            name: "reactor-host", scenario: Self.key, explicitPath: \.reactorHostPath,
-            buildHint: "swift build -c release --product reactor-host", builds: "it",
+            name: "fixture-reactors", scenario: Self.key, explicitPath: \.fixtureReactorsPath,
+            buildHint: "swift build -c release --product fixture-reactors", builds: "it",
             otherScenarios: [
                 "one_hop", "two_hop", StepsScenario.plainKey, StepsScenario.journaledKey, ScaleScenario.key,
             ].joined(separator: " "))
@@ -54,13 +55,12 @@ struct ReactorScenario: DaemonPathScenario {
             isReady: { try Self.isReady(actions: actions, context: bench.context) })
     }
 
-    // MARK: reactor-host's config
+    // MARK: The host's config
 
     static let hostName = "bench"
 
     /// One reactor host. The config format requires flowd's `endpoints:` too; nothing binds or
-    /// connects them here (socket files that are never created). `serves` lists the example's
-    /// other reactors as well, which it always hosts, so that it does not warn about them.
+    /// connects them here (socket files that are never created).
     private func hostConfig(
         run: String, actions: String, states: String, directory: String, highWaterMark: Int32
     ) -> String {
@@ -80,7 +80,7 @@ struct ReactorScenario: DaemonPathScenario {
           \(Self.hostName):
             actions: \(actions)
             states: \(states)
-            serves: [\(BenchMessage.reactorID), counter, login, movie/]
+            serves: [\(BenchMessage.reactorID)]
 
         """
     }

@@ -39,7 +39,7 @@ struct BenchReport: Encodable {
             "one message in flight; one-way time from the sender's CLOCK_MONOTONIC before send to the receiver's after receive (returned in an ack); nearest-rank percentiles"
         var cpuMethod =
             "utime + stime from /proc/PID/stat of the middle process (raw forwarder, flowd, "
-            + "reactor-host), read before the throughput run's first message and after the receiver's report, "
+            + "fixture-reactors), read before the throughput run's first message and after the receiver's report, "
             + "divided by the messages received"
     }
     struct MessageInfo: Encodable {
@@ -277,7 +277,7 @@ func renderTable(config: BenchConfig, results: [ScenarioResult], codec: [CodecRe
         out += table(header: header, rows: rows, rightAligned: Set(2..<header.count))
         if results.contains(where: { $0.measurement.usage != nil }) {
             out +=
-                "cpu µs/msg: user+system CPU time of the middle process (raw forwarder, flowd, reactor-host) "
+                "cpu µs/msg: user+system CPU time of the middle process (raw forwarder, flowd, fixture-reactors) "
                 + "over the throughput run ÷ messages received; peak MB: its VmHWM (10^6 bytes)\n"
         }
         if results.contains(where: { $0.baseline != nil }) {

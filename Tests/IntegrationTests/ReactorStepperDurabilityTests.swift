@@ -9,8 +9,8 @@ import Foundation
 import Testing
 
 /// A journaled flowd whose `TickFlow` takes the `tick` steps of stepper `ticker` (changing
-/// nothing), and a reactor host `steps` serving the `ticker` reactor, which publishes
-/// `tick(n: N)` as that stepper for each action `tick(n: N)`.
+/// nothing), and a reactor host `steps` (fixture-reactors) serving the `ticker` reactor, which
+/// publishes `tick(n: N)` as that stepper for each action `tick(n: N)`.
 private let reactorStepperYAML = """
     endpoints:
       ingress: ipc://${FLOWBUS_RUN_DIR}/ingress.sock
@@ -46,7 +46,7 @@ struct ReactorStepperDurabilityTests {
     func reactorStepsAcrossFlowdKill() throws {
         let topology = try TestTopology(configYAML: reactorStepperYAML)
         var flowd = try topology.startFlowd(arguments: ["--log-level", "info"])
-        let host = try topology.startReactorHost("steps")
+        let host = try topology.startReactorHost("steps", executable: "fixture-reactors")
         let before = try topology.navigationTrace(exhaustivity: .off)
         for n in 1...5 { try topology.send("tick", ["n": .int(Int64(n))], to: "ticker") }
         try before.expect(ticks(1...5), exhaustivity: .on)

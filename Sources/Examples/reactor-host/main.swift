@@ -7,8 +7,8 @@ import Foundation
 import Logging
 
 /// The demo's reactor host: the Counter of seed 001, the api key `login` reactor (a stepper too)
-/// and the `movie/<id>` family, served on the endpoints of one `reactors:` entry of the config;
-/// also flowbench's `bench` reactor and the tests' `ticker` when that entry serves them.
+/// and the `movie/<id>` family, served on the endpoints of one `reactors:` entry of the config.
+/// flowbench's and the tests' reactors are in `fixture-reactors`.
 struct ReactorHostCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "reactor-host",
@@ -66,16 +66,6 @@ struct ReactorHostCommand: AsyncParsableCommand {
             reactors.register("login") { context in LoginReactor(steps: context.stepper("apikey")) }
             reactors.register(family: "movie/") { context in
                 Int(context.memberID).map { MovieDetailReactor(id: $0, loadTime: movieDelay) }
-            }
-            // flowbench's reactor, only for a host that serves it (the demo's does not).
-            if topology.reactors[host]?.serves(BenchReactor.reactorID) == true {
-                reactors.register(BenchReactor.reactorID) { _ in BenchReactor() }
-            }
-            // The numbered stepper of the tests, only for a host that serves it.
-            if topology.reactors[host]?.serves(TickerReactor.reactorID) == true {
-                reactors.register(TickerReactor.reactorID) { context in
-                    TickerReactor(steps: context.stepper(TickerReactor.reactorID))
-                }
             }
             return [
                 try ReactorHostService(
