@@ -400,7 +400,6 @@ public final class FlowCoordinator {
         node.placement = .window
         let record = makeRecord(flow, parent: nil, allowStepWhenDismissed: allowStepWhenDismissed)
         roots.append(record)
-        emit(.command(NavigationCommand(verb: .setRoot, target: node.presentableID, kind: node.kind, flow: record.id)))
         let outer = (collected, collectingTicket)
         collected = []
         collectingTicket = ticket
@@ -795,9 +794,18 @@ public final class FlowCoordinator {
         recordsByID[record.id] = record
         let node = flow.navigationNode
         node.rootOfFlow = record.id
-        node.attach(to: self)
+        let joined = node.attach(to: self)
         navigationNodeAttached(node)
         emit(.flowStarted(flow: record.id, parent: parent?.id, rootPresentableID: node.presentableID))
+        // A root flow's root becomes a window. Renderers learn it, then what a flow put in its
+        // root before it was coordinated (a child flow's root usually joined its parent's tree before).
+        let outer = currentFlow
+        if parent == nil {
+            currentFlow = record.id
+            navigationCommand(NavigationCommand(verb: .setRoot, target: node.presentableID, kind: node.kind))
+        }
+        node.announceContent(of: joined)
+        currentFlow = outer
         return record
     }
 

@@ -80,6 +80,13 @@ enum Golden {
                     target: "movie/23452", container: "movies-stack", presentableKind: .screen))
         ),
         (
+            "navigationCommand-setTabs",
+            .navigationCommand(
+                NavigationCommandMessage(
+                    envelope: envelope(.navigationCommand, .none, 17, "flowd#1"), flow: "MainFlow", verb: .setTabs,
+                    target: "dashboard", container: "wishlist,watched", presentableKind: .tabs))
+        ),
+        (
             "diagnostic-unbound-stepper-json",
             .diagnostic(
                 DiagnosticMessage(

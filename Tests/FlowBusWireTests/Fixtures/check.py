@@ -42,6 +42,8 @@ expected = {
     "didNavigate-movies-json": [b"nav/did/movies", envelope(8, 1, 12, "flowd#1"), b"movies", b"moviePicked",
                                 fjson({"withMovieId": 23452}), b"movie/23452"],
     "navigationCommand-push": [b"cmd/movies", envelope(9, 0, 13, "flowd#1"), b"push", b"movie/23452", b"movies-stack", b"screen"],
+    "navigationCommand-setTabs": [b"cmd/MainFlow", envelope(9, 0, 17, "flowd#1"), b"setTabs", b"dashboard",
+                                  b",".join([b"wishlist", b"watched"]), b"tabs"],
     "diagnostic-unbound-stepper-json": [b"diag/unbound-stepper", envelope(10, 1, 14, "flowd#1"), b"unbound-stepper",
         fjson({"message": "stepper movie-list is not bound to a flow", "source": "movie-list#5f3a", "sequence": 1,
                "stepper": "movie-list", "topic": "step/movie-list"})],

@@ -75,6 +75,19 @@ def test_navigation_publishes_will_then_commands_then_did(topo):
     assert any(m.kind == w.NAV_COMMAND for m in events.seen), "a tabs navigation has commands"
 
 
+def test_tabs_rule_tells_renderers_the_tabs_in_order(topo):
+    """§4.3 NAVIGATION-COMMAND: `setTabs` gives a tab bar's tab ids in order (frame 4, joined by `,`); a container
+    shown with what it already holds is followed by the commands that build it. MainFlow's `tabs:` rule puts tab bar
+    `dashboard` in stack `main`, then sets its tabs: WishlistFlow's `wishlist`, WatchedFlow's `watched`."""
+    events = topo.sub(topo.events, ["nav/", "cmd/"])
+    navigate_to_dashboard(topo, events)
+    commands = [m.frames[2:] for m in events.seen if m.kind == w.NAV_COMMAND and m.topic == "cmd/MainFlow"]
+    placed, tabs = [b"setRoot", b"dashboard", b"main", b"tabs"], [b"setTabs", b"dashboard", b"wishlist,watched", b"tabs"]
+    assert placed in commands, f"§4.3: the tab bar is put in MainFlow's stack: {commands}"
+    assert tabs in commands, f"§4.3: a renderer learns the tabs, in order (setTabs): {commands}"
+    assert commands.index(placed) < commands.index(tabs), commands
+
+
 def expect_flow_refusal(topo, events, peer, frames, source, seq, reason):
     """§3.3: a step read but not applied is acknowledged, without a diagnostic to the sender, and its diagnostic is
     published on `events` only, after the step's re-publication and before the next heartbeat."""
