@@ -110,6 +110,31 @@ struct DeclaredFlowTests {
         #expect(log.didNavigate == ["Main start", "Main settings", "Settings open", "Settings done", "Main closed"])
         #expect(coordinator.activeFlows.map(\.name) == ["Main"])
         #expect(!coordinator.snapshot().bindings.map(\.stepperID).contains("settings/main"))
+        // Every command of a navigation, the end of the flow it ends included, comes before its didNavigate.
+        #expect(
+            Array(log.trace.suffix(6)) == [
+                "will Settings done",
+                "Settings: end settings (stack)",
+                "did Settings done",
+                "will Main closed",
+                "Main: dismiss settings (stack) in main",
+                "did Main closed",
+            ])
+    }
+
+    @Test("A flow ended by its parent's navigation (its root dismissed) ends before that navigation's didNavigate")
+    func dismissedChildFlowEndsWithinTheNavigation() async throws {
+        let (coordinator, log) = try await start()
+        await coordinator.receive(CanonicalStep("settings"), from: "list")
+        await coordinator.navigate(to: CanonicalStep("closed"))
+        #expect(coordinator.activeFlows.map(\.name) == ["Main"])
+        #expect(
+            Array(log.trace.suffix(4)) == [
+                "will Main closed",
+                "Main: dismiss settings (stack) in main",
+                "Settings: end settings (stack)",
+                "did Main closed",
+            ])
     }
 
     @Test("A tabs rule puts the tab bar in the root stack, then tells renderers its tabs in order")

@@ -75,6 +75,23 @@ def test_navigation_publishes_will_then_commands_then_did(topo):
     assert any(m.kind == w.NAV_COMMAND for m in events.seen), "a tabs navigation has commands"
 
 
+def test_end_of_a_flow_is_a_command_of_its_navigation(topo):
+    """§3.3: "willNavigate, then the navigation commands for the renderers, then didNavigate", the `end` of the flow a
+    navigation ends included. WishlistFlow's `close` ends it (`end: wishlistClosed`, handled by MainFlow)."""
+    events = topo.sub(topo.events, ["nav/", "cmd/"])
+    peer = navigate_to_dashboard(topo, events)
+    source = w.new_source("wishlist")
+    peer.send(w.step("wishlist/movies", "close", 1, source))
+    wait_ack(peer, source, 1)
+    events.until(lambda m: m.topic == "nav/did/MainFlow" and m.frames[3] == b"wishlistClosed", T, "wishlistClosed")
+    trace = [(m.topic, m.frames[2] if m.kind == w.NAV_COMMAND else m.frames[3]) for m in events.seen
+             if m.kind in (w.WILL_NAVIGATE, w.DID_NAVIGATE, w.NAV_COMMAND)]
+    will, did = ("nav/will/WishlistFlow", b"close"), ("nav/did/WishlistFlow", b"close")
+    end = ("cmd/WishlistFlow", b"end")
+    assert will in trace and did in trace and end in trace, trace
+    assert trace.index(will) < trace.index(end) < trace.index(did), f"§3.3: `end` outside its navigation: {trace}"
+
+
 def test_tabs_rule_tells_renderers_the_tabs_in_order(topo):
     """§4.3 NAVIGATION-COMMAND: `setTabs` gives a tab bar's tab ids in order (frame 4, joined by `,`); a container
     shown with what it already holds is followed by the commands that build it. MainFlow's `tabs:` rule puts tab bar
