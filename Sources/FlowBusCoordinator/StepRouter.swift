@@ -497,7 +497,7 @@ package final class StepRouter {
     package static let statusListLimit = StatusQuery.maxPageLimit
 
     /// The message being applied, while the engine handles it: diagnostics name it, and a step
-    /// the flow passes through is published with the params frame it arrived with.
+    /// the flow passes through is published with the FBV params frame it arrived with.
     private struct Applying {
         package var origin: Origin
         package var topic: String
@@ -527,7 +527,7 @@ package final class StepRouter {
                     flow: navigation.flow.name, stepName: step.name, params: step.params,
                     presentableID: navigation.presentableID)
                 // A step the flow passes through keeps its params dictionary (== is then O(1)):
-                // its params go out as the bytes that came in.
+                // FBV params go out as the bytes that came in (the message writes JSON again).
                 if let received = applying?.step, received.name == step.name, received.params == step.params {
                     message.encodedParams = applying?.params
                 }

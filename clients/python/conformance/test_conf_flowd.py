@@ -51,6 +51,25 @@ def test_accepted_step_and_deep_link_republished_unchanged(topo):
     assert [m.frames for m in got if m.source == source] == sent
 
 
+def test_navigation_params_written_by_flowd(topo):
+    """§4.3 WILL/DID-NAVIGATE frame 4 and §5.2: flowd writes the params of its navigation events itself — keys sorted
+    (MUST), no whitespace, only `"`, `\\` and controls escaped, doubles with `.` or an exponent — whatever the step's JSON
+    sender wrote; the step itself is re-published unchanged (§3.3)."""
+    events = topo.sub(topo.events, ["step/", "nav/"])
+    peer = topo.peer(topo.ingress)
+    source = w.new_source("apikey")
+    sent = w.step("apikey", "apiKeyIsComplete", 1, source, rb'{"q":"caf\u00e9", "p":"a\/b","s":1E2,"n":-0}')
+    peer.send(sent)
+    wait_ack(peer, source, 1)
+    events.seen_or_wait(lambda m: m.topic == "nav/did/MainFlow", T, "didNavigate apiKeyIsComplete")
+    assert [m.frames for m in events.seen if m.source == source] == [sent], "§3.3: the step re-published unchanged"
+    navigations = [m for m in events.seen if m.topic in ("nav/will/MainFlow", "nav/did/MainFlow")]
+    assert len(navigations) == 2, navigations
+    for m in navigations:
+        assert not shape_errors(m), (m, shape_errors(m))
+        assert m.frames[4] == '{"n":0,"p":"a/b","q":"café","s":100.0}'.encode(), m.frames[4]
+
+
 def test_navigation_publishes_will_then_commands_then_did(topo):
     """§3.3: "For each navigation, flowd publishes willNavigate, then the navigation commands, then didNavigate";
     §4.3: flow name frame = topic id, step name, params, valid verbs and presentable kinds."""
