@@ -547,17 +547,21 @@ package final class StepRouter {
             if let flow = diagnostic.flow { details["flow"] = .string(flow.name) }
             if let presentable = diagnostic.presentableID { details["presentable"] = .string(presentable) }
             if let step = diagnostic.step { details["step"] = .string(describeStep(step)) }
-            // Name the message that caused it, so its sender can match the refusal to its step.
-            if let applying {
-                details["source"] = .string(applying.origin.source)
-                details["sequence"] = .int(Int64(clamping: applying.origin.sequence))
-                details["topic"] = .string(applying.topic)
-            }
             logger.notice("\(diagnostic.reason): \(diagnostic.message)")
-            publisher.publish(
-                DiagnosticMessage(
-                    envelope: publisher.envelope(.diagnostic), reason: diagnostic.reason, message: diagnostic.message,
-                    details: details))
+            guard let applying else {
+                publisher.publish(
+                    DiagnosticMessage(
+                        envelope: publisher.envelope(.diagnostic), reason: diagnostic.reason,
+                        message: diagnostic.message, details: details))
+                return
+            }
+            // A refusal of the message being applied, named as every refusal is, so that its sender
+            // can match it to its step.
+            let refusal = Refusal(
+                reason: diagnostic.reason, detail: diagnostic.message, endpoint: "ingress",
+                source: applying.origin.source, topic: applying.topic, sequence: applying.origin.sequence,
+                extra: details)
+            publisher.publish(refusal.diagnostic(publisher.envelope(.diagnostic)))
         case .flowStarted, .flowReady, .flowEnded, .bound, .unbound:
             logger.debug("\(event)")
         }

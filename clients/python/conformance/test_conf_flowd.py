@@ -137,7 +137,8 @@ def expect_flow_refusal(topo, events, peer, frames, source, seq, reason):
     between = got[republished[0] + 1:-1]
     assert not [m for m in between if m.kind == w.HEARTBEAT], f"§3.3: diagnostic after the next heartbeat: {got}"
     diag = got[-1]
-    assert not shape_errors(diag) and diag.details.get("topic") == frames[0].decode(), diag.details
+    topic = frames[0].decode()[:64]  # §8: the reference cuts the topic it quotes to 64 characters
+    assert not shape_errors(diag) and diag.details.get("topic") == topic, diag.details
 
 
 def test_unbound_stepper_acknowledged_and_refused_on_events(topo):
@@ -145,6 +146,16 @@ def test_unbound_stepper_acknowledged_and_refused_on_events(topo):
     events = topo.sub(topo.events, ["step/", "diag/"])
     source = w.new_source("nobody")
     expect_flow_refusal(topo, events, topo.peer(topo.ingress), w.step("nobody", "apiKeyIsComplete", 1, source),
+                        source, 1, "unbound-stepper")
+
+
+def test_flow_refusal_quotes_a_long_topic_cut(topo):
+    """§8: "the reference implementation truncates quoted input to 64 characters", in flow refusals too; `source` and
+    `sequence` still name the step."""
+    events = topo.sub(topo.events, ["step/", "diag/"])
+    source = w.new_source("nobody")
+    stepper = "nobody/" + "x" * 200
+    expect_flow_refusal(topo, events, topo.peer(topo.ingress), w.step(stepper, "apiKeyIsComplete", 1, source),
                         source, 1, "unbound-stepper")
 
 
