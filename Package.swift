@@ -101,7 +101,8 @@ let package = Package(
         .target(
             name: "FlowBusTesting",
             dependencies: [
-                "FlowBusClient", "FlowBusConfiguration", "FlowBusTools", "FlowBusWire", "Reactors", "ZeroMQ",
+                "FlowBusClient", "FlowBusConfiguration", "FlowBusProtocol", "FlowBusTools", "FlowBusWire", "Reactors",
+                "ZeroMQ",
             ]),
         .target(
             name: "FlowBusPrometheus",

@@ -440,7 +440,7 @@ package final class StepRouter {
     package static let statusListLimit = StatusQuery.maxPageLimit
 
     /// The message being applied, while the engine handles it: diagnostics name it, and a step
-    /// the flow passes through is published with the params frame it arrived with.
+    /// the flow passes through is published with the FBV params frame it arrived with.
     private struct Applying {
         package var origin: Origin
         package var topic: String
@@ -470,7 +470,7 @@ package final class StepRouter {
                     flow: navigation.flow.name, stepName: step.name, params: step.params,
                     presentableID: navigation.presentableID)
                 // A step the flow passes through keeps its params dictionary (== is then O(1)):
-                // its params go out as the bytes that came in.
+                // FBV params go out as the bytes that came in (the message writes JSON again).
                 if let received = applying?.step, received.name == step.name, received.params == step.params {
                     message.encodedParams = applying?.params
                 }
@@ -490,17 +490,21 @@ package final class StepRouter {
             if let flow = diagnostic.flow { details["flow"] = .string(flow.name) }
             if let presentable = diagnostic.presentableID { details["presentable"] = .string(presentable) }
             if let step = diagnostic.step { details["step"] = .string(describeStep(step)) }
-            // Name the message that caused it, so its sender can match the refusal to its step.
-            if let applying {
-                details["source"] = .string(applying.origin.source)
-                details["sequence"] = .int(Int64(clamping: applying.origin.sequence))
-                details["topic"] = .string(applying.topic)
-            }
             logger.notice("\(diagnostic.reason): \(diagnostic.message)")
-            publisher.publish(
-                DiagnosticMessage(
-                    envelope: publisher.envelope(.diagnostic), reason: diagnostic.reason, message: diagnostic.message,
-                    details: details))
+            guard let applying else {
+                publisher.publish(
+                    DiagnosticMessage(
+                        envelope: publisher.envelope(.diagnostic), reason: diagnostic.reason,
+                        message: diagnostic.message, details: details))
+                return
+            }
+            // A refusal of the message being applied, named as every refusal is, so that its sender
+            // can match it to its step.
+            let refusal = Refusal(
+                reason: diagnostic.reason, detail: diagnostic.message, endpoint: "ingress",
+                source: applying.origin.source, topic: applying.topic, sequence: applying.origin.sequence,
+                extra: details)
+            publisher.publish(refusal.diagnostic(publisher.envelope(.diagnostic)))
         case .flowStarted, .flowReady, .flowEnded, .bound, .unbound:
             logger.debug("\(event)")
         }

@@ -573,14 +573,29 @@ package struct Refusal: Sendable, Equatable {
     }
 
     /// The diagnostic's details map: `endpoint`, then `source`, `topic`, `sequence` when known,
-    /// then the reason-specific keys.
+    /// then the reason-specific keys. The topic is quoted input: cut (``quoted(_:)``).
     package var details: WireParams {
         var details: WireParams = ["endpoint": .string(endpoint)]
         if let source { details["source"] = .string(source) }
-        if let topic { details["topic"] = .string(topic) }
+        if let topic { details["topic"] = .string(Self.quoted(topic)) }
         if let sequence { details["sequence"] = .int(Int64(clamping: sequence)) }
         details.merge(extra) { _, reasonSpecific in reasonSpecific }
         return details
+    }
+
+    /// The most of a refused message's text its details quote, in Unicode code points.
+    package static let quotedLimit = 64
+
+    /// `text` cut to its first ``quotedLimit`` code points (PROTOCOL.md §8): a diagnostic echoes
+    /// neither a message's secrets nor its size (a topic over the limit may be 1 KiB). The source
+    /// is not cut: at most 255 bytes, it is what a sender matches its refusals by.
+    package static func quoted(_ text: String) -> String {
+        if text.utf8.count <= quotedLimit { return text }
+        let scalars = text.unicodeScalars
+        guard let end = scalars.index(scalars.startIndex, offsetBy: quotedLimit, limitedBy: scalars.endIndex) else {
+            return text
+        }
+        return String(scalars[..<end])
     }
 
     /// The diagnostic message a daemon sends back and publishes.

@@ -1,5 +1,6 @@
 import FlowBusClient
 import FlowBusConfiguration
+import FlowBusProtocol
 import FlowBusTools
 import FlowBusWire
 import Foundation
@@ -156,7 +157,9 @@ public final class StateTrace<State: Decodable & Equatable> {
 
     private func take(_ received: BusSubscriber.Received) {
         if case .message(.diagnostic(let diagnostic)) = received {
-            if diagnostic.details["topic"]?.stringValue == Topic.action(reactorID) { refusals.append(diagnostic) }
+            // Refusals quote the topic cut (PROTOCOL.md §8).
+            let topic = Refusal.quoted(Topic.action(reactorID))
+            if diagnostic.details["topic"]?.stringValue == topic { refusals.append(diagnostic) }
             return
         }
         guard case .message(.state(let message)) = received, message.reactorID == reactorID else {

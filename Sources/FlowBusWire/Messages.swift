@@ -234,8 +234,11 @@ public struct NavigationEventMessage: WireMessageEncodable, Hashable {
     public var params: WireParams
     /// The presentable the step came from or leads to, if any.
     public var presentableID: String?
-    /// The params as the step arrived, written as they are when their content type is the
-    /// envelope's: a step the flow only passes through is not encoded again.
+    /// The params as the step arrived. FBV bytes are written as they are when the envelope's
+    /// content type is FBV too: a step the flow only passes through is not encoded again. JSON
+    /// text is not: a sender may escape, space or spell numbers as it likes (`caf\u00e9`, `1E2`),
+    /// and what FlowBus writes follows its own writer's rules (PROTOCOL.md §5.2), so ``params``
+    /// are written then.
     public var encodedParams: WirePayload?
 
     /// Creates a navigation event.
@@ -261,7 +264,7 @@ public struct NavigationEventMessage: WireMessageEncodable, Hashable {
             try out.writeEnvelope(envelope, kind: kind)
             out.append(text: flow)
             try out.writeName(stepName, field: "step name")
-            if let encodedParams, encodedParams.contentType == envelope.contentType {
+            if let encodedParams, encodedParams.contentType == .fbv, envelope.contentType == .fbv {
                 out.append(frame: encodedParams.bytes)
             } else {
                 try out.writeParams(params, contentType: envelope.contentType)

@@ -168,7 +168,8 @@ public enum CoordinatorEvent: Sendable, CustomStringConvertible {
     case flowEnded(flow: FlowID, reason: FlowEndReason)
     /// Before `navigate(to:)` (after adapt).
     case willNavigate(NavigationEvent)
-    /// After `navigate(to:)`.
+    /// After `navigate(to:)` and what it did to the tree: the flows it ended (by `.end`, or by
+    /// dismissing their roots) are ended, so every command of the navigation precedes it.
     case didNavigate(NavigationEvent)
     /// A change of the navigation tree for renderers.
     case command(NavigationCommand)

@@ -400,7 +400,6 @@ public final class FlowCoordinator {
         node.placement = .window
         let record = makeRecord(flow, parent: nil, allowStepWhenDismissed: allowStepWhenDismissed)
         roots.append(record)
-        emit(.command(NavigationCommand(verb: .setRoot, target: node.presentableID, kind: node.kind, flow: record.id)))
         let outer = (collected, collectingTicket)
         collected = []
         collectingTicket = ticket
@@ -612,7 +611,7 @@ public final class FlowCoordinator {
     }
 
     /// RXFLOW.md rules 1 and 6 for one step: decode → adapt → willNavigate → navigate (tree
-    /// commands) → didNavigate → dismissal cleanup → side effects → readiness → contributors
+    /// commands) → dismissal cleanup → `.end` → didNavigate → forwards → readiness → contributors
     /// bound in array order → consequences queued.
     private func process(_ item: PendingStep) async {
         defer { complete(item) }
@@ -694,7 +693,6 @@ public final class FlowCoordinator {
             presentableID: item.binding?.info.presentableID)
         emit(.willNavigate(navigation))
         let contributors = record.flow.navigate(to: step)
-        emit(.didNavigate(navigation))
         if let binding = item.binding {
             binding.stats.counters.accepted += 1
             totals.accepted += 1
@@ -719,10 +717,18 @@ public final class FlowCoordinator {
             }
         }
 
-        switch contributors {
-        case .end(let forwarded):
+        if case .end(let forwarded) = contributors {
             forwardToParent(forwarded)
             endFlow(record, reason: .ended(step: forwarded))
+        }
+        // didNavigate closes the navigation once every command it caused is out (PROTOCOL.md
+        // §3.3): its tree operations', then the `end` of each flow it ended, by `.end` or by
+        // dismissing the flow's root.
+        emit(.didNavigate(navigation))
+
+        switch contributors {
+        case .end:
+            break
         case .none, .one, .multiple:
             var childFlows: [any Flow] = []
             for contributor in contributors.contributors {
@@ -795,9 +801,18 @@ public final class FlowCoordinator {
         recordsByID[record.id] = record
         let node = flow.navigationNode
         node.rootOfFlow = record.id
-        node.attach(to: self)
+        let joined = node.attach(to: self)
         navigationNodeAttached(node)
         emit(.flowStarted(flow: record.id, parent: parent?.id, rootPresentableID: node.presentableID))
+        // A root flow's root becomes a window. Renderers learn it, then what a flow put in its
+        // root before it was coordinated (a child flow's root usually joined its parent's tree before).
+        let outer = currentFlow
+        if parent == nil {
+            currentFlow = record.id
+            navigationCommand(NavigationCommand(verb: .setRoot, target: node.presentableID, kind: node.kind))
+        }
+        node.announceContent(of: joined)
+        currentFlow = outer
         return record
     }
 

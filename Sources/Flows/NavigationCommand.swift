@@ -16,10 +16,14 @@ public enum NodePlacement: String, Sendable, Hashable, CaseIterable {
 
 /// One change of the navigation tree, published for renderer processes.
 ///
-/// Every tree operation called while the coordinator is running (``NavigationStack/push(_:)``,
+/// Every tree operation on a node of a coordinator's tree (``NavigationStack/push(_:)``,
 /// ``NavigationNode/present(_:)``, …) records exactly one command, emitted as
 /// ``CoordinatorEvent/command(_:)`` at the moment the operation happens (so between the
-/// `willNavigate` and `didNavigate` of the step whose `navigate(to:)` called it).
+/// `willNavigate` and `didNavigate` of the step whose `navigate(to:)` called it). Operations on
+/// a node the coordinator does not hold yet (built before it is shown) record nothing; when it
+/// joins the tree, what it holds is announced right after the command that inserted it: a tab
+/// bar given its tabs, then pushed, yields `push`, then `setTabs`; a stack's items yield
+/// `setRoot` and `push`es; a modal it presents, `present`.
 public struct NavigationCommand: Sendable, Hashable, CustomStringConvertible {
     /// The operation.
     public enum Verb: String, Sendable, Hashable, CaseIterable {

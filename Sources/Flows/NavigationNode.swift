@@ -134,8 +134,9 @@ open class NavigationNode: Presentable {
         let presenter = topmostPresenter
         guard presenter.canAdopt(node) else { return }
         presenter.presented = node
-        presenter.adopt(node, placement: .modal)
+        let joined = presenter.adopt(node, placement: .modal)
         command(.present, target: node, container: presenter)
+        announceContent(of: joined)
     }
 
     /// Dismisses the modal this node presents (and whatever that modal presents).
@@ -256,16 +257,51 @@ open class NavigationNode: Presentable {
         return true
     }
 
-    func adopt(_ node: NavigationNode, placement: NodePlacement) {
+    /// Inserts `node` here.
+    /// - Returns: the nodes of its subtree that joined this node's host (see ``attach(to:)``).
+    func adopt(_ node: NavigationNode, placement: NodePlacement) -> [NavigationNode] {
         node.container = self
         node.placement = placement
-        if let host { node.attach(to: host) }
+        guard let host else { return [] }
+        return node.attach(to: host)
     }
 
-    func attach(to host: any NavigationHost) {
+    /// Makes `host` the host of this subtree.
+    /// - Returns: the nodes it did not host before, pre-order: their content was built without
+    ///   a host, so no command told renderers about it. Announce it (``announceContent(of:)``)
+    ///   once the command that inserts them is recorded.
+    @discardableResult
+    func attach(to host: any NavigationHost) -> [NavigationNode] {
+        var joined: [NavigationNode] = []
         for node in subtree where node.host !== host {
             node.host = host
             host.navigationNodeAttached(node)
+            joined.append(node)
+        }
+        return joined
+    }
+
+    /// Records, for nodes that just joined a host, the commands that build what they already
+    /// hold: a tab bar's `setTabs`, a stack's `setRoot` and `push`es, a `present` of their modal.
+    /// A flow usually fills a container before showing it (RxFlow's tab bar is given its tabs,
+    /// then pushed); the operations it did then recorded nothing, and a renderer must still learn
+    /// every node the tree shows.
+    func announceContent(of nodes: [NavigationNode]) {
+        for node in nodes {
+            if node.kind == .tabs, !node.children.isEmpty {
+                node.command(
+                    .setTabs, target: node, container: nil, index: node.selected,
+                    items: node.children.map(\.presentableID))
+            } else if node.kind == .stack {
+                for (index, item) in node.children.enumerated() {
+                    if index == 0 {
+                        node.command(.setRoot, target: item, container: node, index: 0, items: [item.presentableID])
+                    } else {
+                        node.command(.push, target: item, container: node, index: index)
+                    }
+                }
+            }
+            if let modal = node.presented { node.command(.present, target: modal, container: node) }
         }
     }
 
@@ -309,8 +345,9 @@ public final class NavigationStack: NavigationNode {
         let node = presentable.navigationNode
         guard canAdopt(node) else { return }
         children.append(node)
-        adopt(node, placement: .stackItem)
+        let joined = adopt(node, placement: .stackItem)
         command(.push, target: node, container: self, index: children.count - 1)
+        announceContent(of: joined)
     }
 
     /// Pops the top item (dismissing it). Records `pop`; a flow-error diagnostic when only the
@@ -340,8 +377,9 @@ public final class NavigationStack: NavigationNode {
         }
         guard canAdopt(node) else { return }
         children = [node]
-        adopt(node, placement: .stackItem)
+        let joined = adopt(node, placement: .stackItem)
         command(.setRoot, target: node, container: self, index: 0, items: [node.presentableID])
+        announceContent(of: joined)
         discard(old)
     }
 }
@@ -372,13 +410,15 @@ public final class TabBar: NavigationNode {
         }
         children = []
         var accepted: [NavigationNode] = []
+        var joined: [NavigationNode] = []
         for node in nodes where canAdopt(node) {
             accepted.append(node)
             children.append(node)
-            adopt(node, placement: .tab)
+            joined += adopt(node, placement: .tab)
         }
         selected = accepted.isEmpty ? nil : min(max(index, 0), accepted.count - 1)
         command(.setTabs, target: self, container: nil, index: selected, items: accepted.map(\.presentableID))
+        announceContent(of: joined)
         discard(old)
     }
 

@@ -12,15 +12,22 @@ final class EventLog {
     var diagnostics: [DiagnosticReason] = []
     var messages: [String] = []
     var commands: [String] = []
+    /// Navigations and commands in the order a renderer receives them.
+    var trace: [String] = []
 
     func record(_ event: CoordinatorEvent) {
         switch event {
+        case .willNavigate(let navigation):
+            trace.append("will \(navigation.flow.name) \(describeStep(navigation.step))")
         case .didNavigate(let navigation):
             didNavigate.append("\(navigation.flow.name) \(describeStep(navigation.step))")
+            trace.append("did \(navigation.flow.name) \(describeStep(navigation.step))")
         case .diagnostic(let diagnostic):
             diagnostics.append(diagnostic.reason)
             messages.append(diagnostic.message)
-        case .command(let command): commands.append("\(command.verb.rawValue) \(command.target)")
+        case .command(let command):
+            commands.append("\(command.verb.rawValue) \(command.target)")
+            trace.append("\(command.flow?.name ?? "-"): \(command)")
         default: break
         }
     }
@@ -103,6 +110,79 @@ struct DeclaredFlowTests {
         #expect(log.didNavigate == ["Main start", "Main settings", "Settings open", "Settings done", "Main closed"])
         #expect(coordinator.activeFlows.map(\.name) == ["Main"])
         #expect(!coordinator.snapshot().bindings.map(\.stepperID).contains("settings/main"))
+        // Every command of a navigation, the end of the flow it ends included, comes before its didNavigate.
+        #expect(
+            Array(log.trace.suffix(6)) == [
+                "will Settings done",
+                "Settings: end settings (stack)",
+                "did Settings done",
+                "will Main closed",
+                "Main: dismiss settings (stack) in main",
+                "did Main closed",
+            ])
+    }
+
+    @Test("A flow ended by its parent's navigation (its root dismissed) ends before that navigation's didNavigate")
+    func dismissedChildFlowEndsWithinTheNavigation() async throws {
+        let (coordinator, log) = try await start()
+        await coordinator.receive(CanonicalStep("settings"), from: "list")
+        await coordinator.navigate(to: CanonicalStep("closed"))
+        #expect(coordinator.activeFlows.map(\.name) == ["Main"])
+        #expect(
+            Array(log.trace.suffix(4)) == [
+                "will Main closed",
+                "Main: dismiss settings (stack) in main",
+                "Settings: end settings (stack)",
+                "did Main closed",
+            ])
+    }
+
+    @Test("A tabs rule puts the tab bar in the root stack, then tells renderers its tabs in order")
+    func tabsAnnounced() async throws {
+        let config = try FlowBusConfig.parse(
+            yaml: """
+                endpoints: { ingress: ipc://a, events: ipc://b, control: ipc://c }
+                coordinator: { flow: Main, step: start }
+                flows:
+                  Main:
+                    root: stack
+                    id: main
+                    steps:
+                      start:
+                        - tabs:
+                            id: dashboard
+                            flows:
+                              - { flow: Wishlist, step: list }
+                              - { flow: Watched, step: list }
+                  Wishlist:
+                    id: wishlist
+                    steps:
+                      list:
+                        - push: { screen: wishlist/movies }
+                  Watched:
+                    id: watched
+                    steps:
+                      list:
+                        - push: { screen: watched/movies }
+                """, environment: [:])
+        let log = EventLog()
+        let coordinator = FlowCoordinator { log.record($0) }
+        let main = try #require(DeclaredFlow.make(named: "Main", in: config))
+        await coordinator.coordinate(flow: main, with: OneStepper(withSingleStep: CanonicalStep("start")))
+        #expect(
+            log.trace == [
+                "Main: setRoot main (stack)",
+                "will Main start",
+                "Main: setRoot dashboard (tabs) in main at 0 [dashboard]",
+                "Main: setTabs dashboard (tabs) at 0 [wishlist, watched]",
+                "did Main start",
+                "will Wishlist list",
+                "Wishlist: push wishlist/movies (screen) in wishlist at 0",
+                "did Wishlist list",
+                "will Watched list",
+                "Watched: push watched/movies (screen) in watched at 0",
+                "did Watched list",
+            ])
     }
 
     @Test(

@@ -246,6 +246,31 @@ struct IntakeTests {
         #expect(intake.endBatch(now: start, checkEvery: .seconds(1)).acks.allSatisfy { $0.sequence == 2 })
     }
 
+    @Test("a refusal quotes at most 64 code points of the refused message's topic (§8); its source whole")
+    func refusalsCutQuotedInput() throws {
+        var intake = intake(remembersSources: true)
+        let source = String(repeating: "s", count: 200) + "#1"
+        let frames = try StepMessage(
+            stepperID: "home", envelope: Envelope(kind: .step, contentType: .fbv, sequence: 1, source: source),
+            name: "go", params: [:]
+        ).encoded()
+        // A topic over the limit, as it arrived: 300 bytes, `é` (2 bytes) across the 64th code point.
+        let topic = "step/" + String(repeating: "é", count: 100) + String(repeating: "x", count: 95)
+        #expect(topic.utf8.count == 300)
+        let oversize = FrameBuffer(frames: [Array(topic.utf8)] + frames.frames.dropFirst())
+        let refused = intake.refuse(
+            WireError(.oversize, "topic is 300 bytes, at most 255 allowed"), frames: oversize, peer: Array("p".utf8),
+            limits: .default)
+        let refusal = try #require(refused)
+        #expect(refusal.details["topic"] == .string("step/" + String(repeating: "é", count: 59)))
+        #expect(refusal.details["source"] == .string(source), "a sender matches its refusals by its source")
+        let unreadable = Refusal(reason: .malformed, detail: "no", endpoint: "ingress", topic: topic)
+        #expect(unreadable.details["topic"]?.stringValue?.unicodeScalars.count == 64, "every refusal is cut alike")
+        #expect(
+            Refusal(reason: .malformed, detail: "no", endpoint: "ingress", topic: "step/home").details["topic"]
+                == "step/home")
+    }
+
     @Test("a source not held in memory is looked up in the durable ledger, once")
     func lookUpInTheDurableLedger() {
         let durable = ["known": UInt64(7)]

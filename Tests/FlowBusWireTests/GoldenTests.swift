@@ -21,6 +21,7 @@ enum Golden {
     }
 
     static let counterState: WireValue = ["value": 3, "isLoading": false, "label": "três"]
+    static let searchedParams: WireParams = ["q": "café", "p": "a/b", "s": 100.0, "n": 0]
 
     static let vectors: [(file: String, message: WireMessage)] = [
         (
@@ -73,11 +74,25 @@ enum Golden {
                     params: ["withMovieId": 23452], presentableID: "movie/23452"))
         ),
         (
+            "didNavigate-searched-json",
+            .navigation(
+                NavigationEventMessage(
+                    phase: .did, envelope: envelope(.didNavigate, .json, 18, "flowd#1"), flow: "movies",
+                    stepName: "searched", params: Golden.searchedParams, presentableID: "movies/search"))
+        ),
+        (
             "navigationCommand-push",
             .navigationCommand(
                 NavigationCommandMessage(
                     envelope: envelope(.navigationCommand, .none, 13, "flowd#1"), flow: "movies", verb: .push,
                     target: "movie/23452", container: "movies-stack", presentableKind: .screen))
+        ),
+        (
+            "navigationCommand-setTabs",
+            .navigationCommand(
+                NavigationCommandMessage(
+                    envelope: envelope(.navigationCommand, .none, 17, "flowd#1"), flow: "MainFlow", verb: .setTabs,
+                    target: "dashboard", container: "wishlist,watched", presentableKind: .tabs))
         ),
         (
             "diagnostic-unbound-stepper-json",
@@ -150,6 +165,26 @@ enum Golden {
         let files = try FileManager.default.contentsOfDirectory(atPath: Golden.directory.path)
             .filter { $0.hasSuffix(".hex") }.map { String($0.dropLast(4)) }
         #expect(Set(files) == Set(Golden.vectors.map(\.file)))
+    }
+
+    @Test func receivedJSONParamsAreWrittenAgain() throws {
+        // A step's params as a JSON sender may write them: escapes, an exponent, -0, any key order.
+        let received = WirePayload(
+            contentType: .json, bytes: Array(#"{"q":"caf\u00e9","p":"a\/b","s":1E2,"n":-0}"#.utf8)[...])
+        let params = try received.decodeParams()
+        #expect(params == Golden.searchedParams)
+        var message = NavigationEventMessage(
+            phase: .did, envelope: Golden.envelope(.didNavigate, .json, 18, "flowd#1"), flow: "movies",
+            stepName: "searched", params: params, presentableID: "movies/search")
+        message.encodedParams = received
+        let stored = try String(contentsOf: Golden.url("didNavigate-searched-json"), encoding: .utf8)
+        #expect(Golden.text(try message.encoded()) == stored, "JSON params are written by FlowBus's writer (§5.2)")
+        #expect(Golden.parse(stored)?[4] == Array(#"{"n":0,"p":"a/b","q":"café","s":100.0}"#.utf8))
+        // FBV is canonical: the bytes that came in go out as they are, when the event is FBV too.
+        let fbv = WirePayload(contentType: .fbv, bytes: try FBV.encode(.map(params))[...])
+        message.encodedParams = fbv
+        message.envelope = Golden.envelope(.didNavigate, .fbv, 18, "flowd#1")
+        #expect(try message.encoded().frameBytes(4) == fbv.bytes)
     }
 
     @Test func stepVectorSpelledOut() throws {

@@ -138,6 +138,45 @@ struct NavigationTreeTests {
         #expect(log.commands.dropFirst().allSatisfy { $0.flow == app })
     }
 
+    @Test("Containers filled before they are shown are announced when they join the tree: tabs, items, modals")
+    func contentBuiltBeforeShown() async {
+        let (coordinator, log) = makeCoordinator()
+        let flow = ScriptedFlow("AppFlow", root: NavigationStack(id: "app")) { flow, step in
+            guard step as? TestStep == .one else { return .none }
+            // RxFlow's dashboard: the tab bar gets its tabs first, then it is shown.
+            let list = NavigationStack(id: "list")
+            list.push(Screen(id: "list/home"))
+            list.push(Screen(id: "list/detail"))
+            let tabs = TabBar(id: "tabs")
+            tabs.setTabs([list, Screen(id: "other")], selected: 1)
+            flow.stack.setRoot(tabs)
+            let sheet = NavigationStack(id: "sheet")
+            sheet.setRoot(Screen(id: "sheet/form"))
+            sheet.present(Screen(id: "sheet/alert"))
+            flow.stack.present(sheet)
+            return .none
+        }
+        await coordinator.coordinate(flow: flow, with: OneStepper(withSingleStep: TestStep.one))
+        #expect(
+            log.commands.map(\.description) == [
+                "setRoot app (stack)",
+                "setRoot tabs (tabs) in app at 0 [tabs]",
+                "setTabs tabs (tabs) at 1 [list, other]",
+                "setRoot list/home (screen) in list at 0 [list/home]",
+                "push list/detail (screen) in list at 1",
+                "present sheet (stack) in app",
+                "setRoot sheet/form (screen) in sheet at 0 [sheet/form]",
+                "present sheet/alert (screen) in sheet",
+            ])
+        let app = FlowID(name: "AppFlow", instance: 1)
+        #expect(log.commands.allSatisfy { $0.flow == app })
+        // Announced once: a later change is one command again.
+        log.clear()
+        (flow.stack.top as? TabBar)?.select(0)
+        #expect(log.commands.map(\.description) == ["selectTab list (stack) in tabs at 0"])
+        withExtendedLifetime(coordinator) {}
+    }
+
     @Test("Renderer reports override the tree for that node: appeared, disappeared")
     func rendererOverride() async {
         let stack = NavigationStack(id: "stack")

@@ -525,7 +525,6 @@ struct RuleTests {
         #expect(
             log.lines == [
                 "will navigate flow=ChildFlow#1 step=two",
-                "did navigate flow=ChildFlow#1 step=two",
                 "unbound grandchild -> GrandChildFlow#1 @ grandchildflow (flowEnded)",
                 "command end grandchildflow (screen)",
                 "flow ended GrandChildFlow#1 parentEnded",
@@ -533,6 +532,8 @@ struct RuleTests {
                 "unbound child/screen -> ChildFlow#1 @ child/screen (flowEnded)",
                 "command end child (stack)",
                 "flow ended ChildFlow#1 ended(three)",
+                // didNavigate closes the navigation: the end commands it caused come before it.
+                "did navigate flow=ChildFlow#1 step=two",
                 "will navigate flow=ParentFlow#1 step=three",
                 "command dismiss child (stack) in parent",
                 "did navigate flow=ParentFlow#1 step=three",

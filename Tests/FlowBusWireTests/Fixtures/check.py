@@ -14,7 +14,7 @@ def envelope(kind, ctype, seq, source):
     s = source.encode()
     return struct.pack(">BBBBQq16sB", 1, kind, ctype, 0, seq, TS, MID, len(s)) + s
 
-def fjson(value):  # deterministic JSON as FlowBus writes it (ints/strings/bools only here)
+def fjson(value):  # deterministic JSON as FlowBus writes it (ints, strings, bools, integral doubles here)
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 def fbv(value):
@@ -41,7 +41,11 @@ expected = {
     "snapshot-counter-json": [b"state/counter", envelope(6, 1, 3, "counter-host#77"), fjson(state)],
     "didNavigate-movies-json": [b"nav/did/movies", envelope(8, 1, 12, "flowd#1"), b"movies", b"moviePicked",
                                 fjson({"withMovieId": 23452}), b"movie/23452"],
+    "didNavigate-searched-json": [b"nav/did/movies", envelope(8, 1, 18, "flowd#1"), b"movies", b"searched",
+                                  fjson({"q": "café", "p": "a/b", "s": 100.0, "n": 0}), b"movies/search"],
     "navigationCommand-push": [b"cmd/movies", envelope(9, 0, 13, "flowd#1"), b"push", b"movie/23452", b"movies-stack", b"screen"],
+    "navigationCommand-setTabs": [b"cmd/MainFlow", envelope(9, 0, 17, "flowd#1"), b"setTabs", b"dashboard",
+                                  b",".join([b"wishlist", b"watched"]), b"tabs"],
     "diagnostic-unbound-stepper-json": [b"diag/unbound-stepper", envelope(10, 1, 14, "flowd#1"), b"unbound-stepper",
         fjson({"message": "stepper movie-list is not bound to a flow", "source": "movie-list#5f3a", "sequence": 1,
                "stepper": "movie-list", "topic": "step/movie-list"})],
@@ -50,6 +54,11 @@ expected = {
 }
 
 failed = 0
+# §4.3/§5.2: flowd writes a step's params again, whatever its JSON sender wrote.
+received = json.loads(r'{"q":"caf\u00e9","p":"a\/b","s":1E2,"n":-0}')
+if fjson(received) != expected["didNavigate-searched-json"][4]:
+    failed += 1
+    print("MISMATCH didNavigate-searched-json: not the received params written again")
 for name, frames in expected.items():
     if load(name) != frames:
         failed += 1

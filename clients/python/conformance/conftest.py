@@ -57,12 +57,15 @@ flows:
       watchedTab:
         - selectTab: 1
       moviePicked: []
+      wishlistClosed: []
   WishlistFlow:
     root: stack
     id: wishlist
     steps:
       movieList:
         - push: {{ screen: wishlist/movies, stepper: wishlist/movies }}
+      close:
+        - end: wishlistClosed
       moviePicked:
         - push: {{ screen: "wishlist/movie/{{withMovieId}}", stepper: "wishlist/movie/{{withMovieId}}" }}
   WatchedFlow:

@@ -51,6 +51,25 @@ def test_accepted_step_and_deep_link_republished_unchanged(topo):
     assert [m.frames for m in got if m.source == source] == sent
 
 
+def test_navigation_params_written_by_flowd(topo):
+    """§4.3 WILL/DID-NAVIGATE frame 4 and §5.2: flowd writes the params of its navigation events itself — keys sorted
+    (MUST), no whitespace, only `"`, `\\` and controls escaped, doubles with `.` or an exponent — whatever the step's JSON
+    sender wrote; the step itself is re-published unchanged (§3.3)."""
+    events = topo.sub(topo.events, ["step/", "nav/"])
+    peer = topo.peer(topo.ingress)
+    source = w.new_source("apikey")
+    sent = w.step("apikey", "apiKeyIsComplete", 1, source, rb'{"q":"caf\u00e9", "p":"a\/b","s":1E2,"n":-0}')
+    peer.send(sent)
+    wait_ack(peer, source, 1)
+    events.seen_or_wait(lambda m: m.topic == "nav/did/MainFlow", T, "didNavigate apiKeyIsComplete")
+    assert [m.frames for m in events.seen if m.source == source] == [sent], "§3.3: the step re-published unchanged"
+    navigations = [m for m in events.seen if m.topic in ("nav/will/MainFlow", "nav/did/MainFlow")]
+    assert len(navigations) == 2, navigations
+    for m in navigations:
+        assert not shape_errors(m), (m, shape_errors(m))
+        assert m.frames[4] == '{"n":0,"p":"a/b","q":"café","s":100.0}'.encode(), m.frames[4]
+
+
 def test_navigation_publishes_will_then_commands_then_did(topo):
     """§3.3: "For each navigation, flowd publishes willNavigate, then the navigation commands, then didNavigate";
     §4.3: flow name frame = topic id, step name, params, valid verbs and presentable kinds."""
@@ -75,6 +94,36 @@ def test_navigation_publishes_will_then_commands_then_did(topo):
     assert any(m.kind == w.NAV_COMMAND for m in events.seen), "a tabs navigation has commands"
 
 
+def test_end_of_a_flow_is_a_command_of_its_navigation(topo):
+    """§3.3: "willNavigate, then the navigation commands for the renderers, then didNavigate", the `end` of the flow a
+    navigation ends included. WishlistFlow's `close` ends it (`end: wishlistClosed`, handled by MainFlow)."""
+    events = topo.sub(topo.events, ["nav/", "cmd/"])
+    peer = navigate_to_dashboard(topo, events)
+    source = w.new_source("wishlist")
+    peer.send(w.step("wishlist/movies", "close", 1, source))
+    wait_ack(peer, source, 1)
+    events.until(lambda m: m.topic == "nav/did/MainFlow" and m.frames[3] == b"wishlistClosed", T, "wishlistClosed")
+    trace = [(m.topic, m.frames[2] if m.kind == w.NAV_COMMAND else m.frames[3]) for m in events.seen
+             if m.kind in (w.WILL_NAVIGATE, w.DID_NAVIGATE, w.NAV_COMMAND)]
+    will, did = ("nav/will/WishlistFlow", b"close"), ("nav/did/WishlistFlow", b"close")
+    end = ("cmd/WishlistFlow", b"end")
+    assert will in trace and did in trace and end in trace, trace
+    assert trace.index(will) < trace.index(end) < trace.index(did), f"§3.3: `end` outside its navigation: {trace}"
+
+
+def test_tabs_rule_tells_renderers_the_tabs_in_order(topo):
+    """§4.3 NAVIGATION-COMMAND: `setTabs` gives a tab bar's tab ids in order (frame 4, joined by `,`); a container
+    shown with what it already holds is followed by the commands that build it. MainFlow's `tabs:` rule puts tab bar
+    `dashboard` in stack `main`, then sets its tabs: WishlistFlow's `wishlist`, WatchedFlow's `watched`."""
+    events = topo.sub(topo.events, ["nav/", "cmd/"])
+    navigate_to_dashboard(topo, events)
+    commands = [m.frames[2:] for m in events.seen if m.kind == w.NAV_COMMAND and m.topic == "cmd/MainFlow"]
+    placed, tabs = [b"setRoot", b"dashboard", b"main", b"tabs"], [b"setTabs", b"dashboard", b"wishlist,watched", b"tabs"]
+    assert placed in commands, f"§4.3: the tab bar is put in MainFlow's stack: {commands}"
+    assert tabs in commands, f"§4.3: a renderer learns the tabs, in order (setTabs): {commands}"
+    assert commands.index(placed) < commands.index(tabs), commands
+
+
 def expect_flow_refusal(topo, events, peer, frames, source, seq, reason):
     """§3.3: a step read but not applied is acknowledged, without a diagnostic to the sender, and its diagnostic is
     published on `events` only, after the step's re-publication and before the next heartbeat."""
@@ -88,7 +137,8 @@ def expect_flow_refusal(topo, events, peer, frames, source, seq, reason):
     between = got[republished[0] + 1:-1]
     assert not [m for m in between if m.kind == w.HEARTBEAT], f"§3.3: diagnostic after the next heartbeat: {got}"
     diag = got[-1]
-    assert not shape_errors(diag) and diag.details.get("topic") == frames[0].decode(), diag.details
+    topic = frames[0].decode()[:64]  # §8: the reference cuts the topic it quotes to 64 characters
+    assert not shape_errors(diag) and diag.details.get("topic") == topic, diag.details
 
 
 def test_unbound_stepper_acknowledged_and_refused_on_events(topo):
@@ -96,6 +146,16 @@ def test_unbound_stepper_acknowledged_and_refused_on_events(topo):
     events = topo.sub(topo.events, ["step/", "diag/"])
     source = w.new_source("nobody")
     expect_flow_refusal(topo, events, topo.peer(topo.ingress), w.step("nobody", "apiKeyIsComplete", 1, source),
+                        source, 1, "unbound-stepper")
+
+
+def test_flow_refusal_quotes_a_long_topic_cut(topo):
+    """§8: "the reference implementation truncates quoted input to 64 characters", in flow refusals too; `source` and
+    `sequence` still name the step."""
+    events = topo.sub(topo.events, ["step/", "diag/"])
+    source = w.new_source("nobody")
+    stepper = "nobody/" + "x" * 200
+    expect_flow_refusal(topo, events, topo.peer(topo.ingress), w.step(stepper, "apiKeyIsComplete", 1, source),
                         source, 1, "unbound-stepper")
 
 

@@ -33,9 +33,16 @@ def built(name):
                                                                  sequence=3, content_type=flowbus.CONTENT_JSON, **ENV),
         "didNavigate-movies-json": lambda: flowbus.did_navigate_frames("movies", "moviePicked", {"withMovieId": 23452},
                                                                        "movie/23452", source="flowd#1", sequence=12, **ENV),
+        "didNavigate-searched-json": lambda: flowbus.did_navigate_frames("movies", "searched",
+                                                                         {"q": "café", "p": "a/b", "s": 100.0, "n": 0},
+                                                                         "movies/search", source="flowd#1", sequence=18,
+                                                                         **ENV),
         "navigationCommand-push": lambda: flowbus.navigation_command_frames("movies", "push", "movie/23452",
                                                                             "movies-stack", "screen", source="flowd#1",
                                                                             sequence=13, **ENV),
+        "navigationCommand-setTabs": lambda: flowbus.navigation_command_frames("MainFlow", "setTabs", "dashboard",
+                                                                               ",".join(["wishlist", "watched"]), "tabs",
+                                                                               source="flowd#1", sequence=17, **ENV),
         "diagnostic-unbound-stepper-json": lambda: flowbus.diagnostic_frames(
             "unbound-stepper", "stepper movie-list is not bound to a flow",
             {"source": "movie-list#5f3a", "sequence": 1, "stepper": "movie-list", "topic": "step/movie-list"},
@@ -95,6 +102,9 @@ def test_decoded_fields():
     command = flowbus.decode(load_vector("navigationCommand-push"))
     assert (command.flow, command.verb, command.target, command.container, command.presentable_kind) == \
         ("movies", "push", "movie/23452", "movies-stack", "screen")
+    tabs = flowbus.decode(load_vector("navigationCommand-setTabs"))
+    assert (tabs.verb, tabs.target, tabs.container.split(","), tabs.presentable_kind) == \
+        ("setTabs", "dashboard", ["wishlist", "watched"], "tabs")
 
     heartbeat = flowbus.decode(load_vector("heartbeat-flowd"))
     assert isinstance(heartbeat, flowbus.Heartbeat) and heartbeat.source == "flowd#1"
