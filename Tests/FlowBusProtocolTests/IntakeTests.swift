@@ -261,7 +261,7 @@ struct IntakeTests {
         let refused = intake.refuse(
             WireError(.oversize, "topic is 300 bytes, at most 255 allowed"), frames: oversize, peer: Array("p".utf8),
             limits: .default)
-        let refusal = try #require(refused)
+        let refusal = refused.refusal
         #expect(refusal.details["topic"] == .string("step/" + String(repeating: "é", count: 59)))
         #expect(refusal.details["source"] == .string(source), "a sender matches its refusals by its source")
         let unreadable = Refusal(reason: .malformed, detail: "no", endpoint: "ingress", topic: topic)
