@@ -174,6 +174,7 @@ public enum StatusClient {
         let answers = try ask(endpoints, curve: curve, timeout: timeout, params: params, afterFirst: nil)
         guard let answer = answers.first(where: { $0.outcome != nil }) else {
             throw ClientError(
+                .noAnswer,
                 "flowd did not answer on \(describeEither(endpoints)) within \(timeout): is it running? Start it with `flowd --config FILE`"
             )
         }
@@ -242,10 +243,11 @@ public enum StatusClient {
         case .statusReply(let reply)?:
             .success(reply.status)
         case .diagnostic(let refusal)?:
-            .failure(ClientError("flowd refused the status request: \(refusal.reason): \(refusal.message)"))
+            .failure(ClientError(.refused, "flowd refused the status request: \(refusal.reason): \(refusal.message)"))
         default:
             .failure(
                 ClientError(
+                    .unexpectedReply,
                     "\(endpoint) answered with something other than a status reply: is it flowd's control endpoint?"))
         }
     }

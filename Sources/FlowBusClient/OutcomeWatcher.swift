@@ -82,6 +82,7 @@ public final class OutcomeWatcher {
             includeHeartbeats: true, curve: curve)
         guard try subscriber.waitUntilConnected(timeout: timeout) else {
             throw ClientError(
+                .noAnswer,
                 "no heartbeat from flowd on \(endpoint) within \(timeout): is it running? Start it with `flowd --config FILE`"
             )
         }
@@ -104,6 +105,7 @@ public final class OutcomeWatcher {
             guard left > .zero, let received = try subscriber.next(timeout: left) else {
                 if !republished {
                     throw ClientError(
+                        .notRepublished,
                         "flowd acknowledged it but did not re-publish it on \(endpoint) within \(timeout)")
                 }
                 return navigations.isEmpty ? .noNavigation : .applied(navigations: navigations)

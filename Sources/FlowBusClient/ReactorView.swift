@@ -275,7 +275,7 @@ public final class ReactorView {
             try dealer.heard(from: source)
         } catch {
             failure = ClientError(
-                "cannot resend unacknowledged messages to the reactor host at \(actionsEndpoint): \(error)")
+                .notSent, "cannot resend unacknowledged messages to the reactor host at \(actionsEndpoint): \(error)")
         }
     }
 
@@ -307,7 +307,7 @@ public final class ReactorView {
                 pendingSnapshotRequest = nil
                 let reason = "\(refusal.reason): \(refusal.message)"
                 failure = ClientError(
-                    "the reactor host at \(actionsEndpoint) refused the snapshot of \(reactorID): \(reason)")
+                    .refused, "the reactor host at \(actionsEndpoint) refused the snapshot of \(reactorID): \(reason)")
             }
         case .snapshot(let snapshot)? where snapshot.reactorID == reactorID:
             // A restart noticed just now cancelled the request: a new one follows.

@@ -3,15 +3,6 @@ import FlowBusWire
 import Foundation
 import ZeroMQ
 
-/// Why a client call failed, said so that the reader knows what to do.
-public struct ClientError: Error, CustomStringConvertible, Sendable {
-    public var description: String
-
-    public init(_ description: String) {
-        self.description = description
-    }
-}
-
 /// A process's connection to `flowd`'s ingress, publishing steps as one stepper.
 ///
 /// Steps carry this publisher's source id and a sequence number from 1; `flowd` acknowledges

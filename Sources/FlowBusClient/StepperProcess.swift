@@ -72,6 +72,7 @@ public final class StepperProcess {
     ) throws {
         guard waitUntilBound(timeout: timeout) else {
             throw ClientError(
+                .notBound,
                 "no flow bound stepper \(stepperID) within \(timeout): check the flow that should contribute it (flowctl status)"
             )
         }

@@ -46,6 +46,7 @@ extension ReactorView {
     ) throws {
         guard let host = config.reactorHost(for: reactorID) else {
             throw ClientError(
+                .unknownReactor,
                 "no reactor host serves \(reactorID): list it (or its family, e.g. movie/) under reactors.<host>.serves in the config"
             )
         }

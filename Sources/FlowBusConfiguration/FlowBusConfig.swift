@@ -272,6 +272,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         guard (1...flowdInstances.count).contains(number) else {
             let range = flowdInstances.count == 1 ? "1 (endpoints: is a single map)" : "1 to \(flowdInstances.count)"
             throw ConfigError(
+                .unknownName,
                 "--instance \(number): endpoints lists \(flowdInstances.count) flowd instance(s): give \(range)")
         }
         selectedInstance = number - 1
@@ -284,10 +285,53 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
 }
 
 /// Why a configuration could not be used, with what to do about it.
-public struct ConfigError: Error, CustomStringConvertible, Sendable {
+public struct ConfigError: Error, CustomStringConvertible, Sendable, Hashable {
+    /// What is wrong, so that a caller can match it; new codes do not break callers.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Value: String {
+            case missingFile = "missing-file"
+            case unreadable
+            case syntax
+            case unknownKey = "unknown-key"
+            case unsetVariable = "unset-variable"
+            case invalid
+            case unknownName = "unknown-name"
+            case endpointInUse = "endpoint-in-use"
+        }
+
+        private let value: Value
+
+        private init(_ value: Value) {
+            self.value = value
+        }
+
+        /// The config file does not exist.
+        public static let missingFile = Code(.missingFile)
+        /// A file the config needs (itself, a key, a database) cannot be read or opened.
+        public static let unreadable = Code(.unreadable)
+        /// The file is not YAML, or a value has the wrong type.
+        public static let syntax = Code(.syntax)
+        /// A key the config does not know (a typo, or a setting of another version).
+        public static let unknownKey = Code(.unknownKey)
+        /// `${NAME}` names an environment variable that is not set and has no default.
+        public static let unsetVariable = Code(.unsetVariable)
+        /// A value is out of range, or values contradict each other.
+        public static let invalid = Code(.invalid)
+        /// A name given on the command line (a host, an instance, a launch entry) is not in the config.
+        public static let unknownName = Code(.unknownName)
+        /// An endpoint to bind is already served by another process.
+        public static let endpointInUse = Code(.endpointInUse)
+
+        public var description: String { value.rawValue }
+    }
+
+    /// What is wrong, to match.
+    public var code: Code
+    /// What is wrong and how to fix it, in words.
     public var description: String
 
-    public init(_ description: String) {
+    public init(_ code: Code, _ description: String) {
+        self.code = code
         self.description = description
     }
 }
@@ -313,6 +357,7 @@ extension FlowBusConfig {
     ) throws(ConfigError) -> FlowBusConfig {
         guard FileManager.default.fileExists(atPath: path) else {
             throw ConfigError(
+                .missingFile,
                 "config file \(path) does not exist: pass --config FILE or set \(pathVariable) (the demo's is config/demo.yaml)"
             )
         }
@@ -320,7 +365,7 @@ extension FlowBusConfig {
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            throw ConfigError("cannot read config file \(path): \(error.localizedDescription)")
+            throw ConfigError(.unreadable, "cannot read config file \(path): \(error.localizedDescription)")
         }
         return try parse(yaml: text, source: path, environment: environment, expandingLaunch: expandingLaunch)
     }
@@ -340,21 +385,22 @@ extension FlowBusConfig {
         do {
             config = try YAMLDecoder().decode(FlowBusConfig.self, from: expanded)
         } catch let error as DecodingError {
-            throw ConfigError("\(source): \(describe(error))")
+            throw ConfigError(.syntax, "\(source): \(describe(error))")
         } catch {
-            throw ConfigError("\(source): \(error)")
+            throw ConfigError(.syntax, "\(source): \(error)")
         }
         try config.validate(source: source)
         let unknown: [(path: String, suggestion: String?)]
         do {
             unknown = try UnknownKeys.find(in: expanded, understood: config)
         } catch {
-            throw ConfigError("\(source): \(error)")
+            throw ConfigError(.syntax, "\(source): \(error)")
         }
         if !unknown.isEmpty {
             let list = unknown.map { key in key.suggestion.map { "\(key.path) (did you mean '\($0)'?)" } ?? key.path }
             let one = unknown.count == 1
             throw ConfigError(
+                .unknownKey,
                 "\(source): unknown key\(one ? "" : "s"): \(list.joined(separator: ", ")); remove or correct \(one ? "it" : "them")"
             )
         }
@@ -387,12 +433,14 @@ extension FlowBusConfig {
         }
         for (name, endpoint) in instanceEndpoints + reactorEndpoints {
             guard endpoint.hasPrefix("ipc://") || endpoint.hasPrefix("tcp://") || endpoint.hasPrefix("inproc://") else {
-                throw ConfigError("\(source): \(name) '\(endpoint)' is not an ipc://, tcp:// or inproc:// endpoint")
+                throw ConfigError(
+                    .invalid, "\(source): \(name) '\(endpoint)' is not an ipc://, tcp:// or inproc:// endpoint")
             }
         }
         if several {
             guard persistence?.postgres != nil else {
                 throw ConfigError(
+                    .invalid,
                     "\(source): endpoints lists \(flowdInstances.count) flowd instances, which must share one journal to take over from each other: "
                         + "set persistence.postgres (see docs/DEPLOYMENT.md), or list one instance")
             }
@@ -400,6 +448,7 @@ extension FlowBusConfig {
             for (name, endpoint) in instanceEndpoints {
                 if let other = seen[endpoint] {
                     throw ConfigError(
+                        .invalid,
                         "\(source): \(name) and \(other) are both '\(endpoint)': each instance needs its own endpoints "
                             + "(instances that take over the same endpoints on one machine are listed once)")
                 }
@@ -413,28 +462,33 @@ extension FlowBusConfig {
             + reactors.sorted { $0.key < $1.key }.map { ("reactors.\($0.key).metrics", $0.value.metrics) }
         for case let (name, endpoint?) in metricsEndpoints where !endpoint.hasPrefix("tcp://") {
             throw ConfigError(
+                .invalid,
                 "\(source): \(name) '\(endpoint)' is not a tcp:// address (Prometheus scrapes over TCP, e.g. tcp://127.0.0.1:9464)"
             )
         }
         guard limits.maxSources >= 1, limits.sourceIdleSeconds >= 1 else {
-            throw ConfigError("\(source): limits.maxSources and limits.sourceIdleSeconds must be at least 1")
+            throw ConfigError(.invalid, "\(source): limits.maxSources and limits.sourceIdleSeconds must be at least 1")
         }
         guard limits.controlRate > 0, limits.controlBurst >= 1 else {
             throw ConfigError(
+                .invalid,
                 "\(source): limits.controlRate is \(limits.controlRate) and limits.controlBurst \(limits.controlBurst): the rate must be above 0 and the burst at least 1 (defaults: 100 and 200)"
             )
         }
         guard heartbeatMilliseconds >= 10 else {
-            throw ConfigError("\(source): heartbeatMilliseconds is \(heartbeatMilliseconds), at least 10 expected")
+            throw ConfigError(
+                .invalid, "\(source): heartbeatMilliseconds is \(heartbeatMilliseconds), at least 10 expected")
         }
         if let coordinator {
             guard let root = flows[coordinator.flow] else {
                 throw ConfigError(
+                    .invalid,
                     "\(source): coordinator.flow '\(coordinator.flow)' is not declared under flows (declared: \(flows.keys.sorted().joined(separator: ", ")))"
                 )
             }
             guard root.steps[coordinator.step] != nil else {
                 throw ConfigError(
+                    .invalid,
                     "\(source): coordinator.step '\(coordinator.step)' is not a step of flows.\(coordinator.flow).steps (\(Self.list(root.steps.keys))): "
                         + "add it there, or name one of those\(Self.suggestion(coordinator.step, among: root.steps.keys))"
                 )
@@ -443,6 +497,7 @@ extension FlowBusConfig {
         for (name, flow) in flows.sorted(by: { $0.key < $1.key }) {
             for child in flow.childFlowNames where flows[child] == nil {
                 throw ConfigError(
+                    .invalid,
                     "\(source): flow '\(name)' starts flow '\(child)', which is not declared under flows (\(Self.list(flows.keys))): "
                         + "declare it under flows.\(child), or correct the name\(Self.suggestion(child, among: flows.keys))"
                 )
@@ -452,6 +507,7 @@ extension FlowBusConfig {
                     for case .child(let child, let first) in rule.handoffs {
                         guard let steps = flows[child]?.steps, steps[first] == nil else { continue }
                         throw ConfigError(
+                            .invalid,
                             "\(source): flows.\(name).steps.\(step)[\(index)] starts \(child) with step '\(first)', which flows.\(child).steps lacks "
                                 + "(\(Self.list(steps.keys))): add it there, or name one of those\(Self.suggestion(first, among: steps.keys))"
                         )
@@ -460,6 +516,7 @@ extension FlowBusConfig {
             }
             for step in (flow.params ?? [:]).keys.sorted() where flow.steps[step] == nil {
                 throw ConfigError(
+                    .invalid,
                     "\(source): flows.\(name).params.\(step) declares params of a step flows.\(name).steps lacks (\(Self.list(flow.steps.keys))): "
                         + "add the step, or correct the name\(Self.suggestion(step, among: flow.steps.keys))")
             }
@@ -502,6 +559,7 @@ extension FlowBusConfig {
                         continue
                     }
                     throw ConfigError(
+                        .invalid,
                         "\(source): \(path).\(key) '\(template)' uses {\(missing)}, but step '\(visit.step)' of \(visit.flow) is reached "
                             + "\(how): it would be refused as bad-params every time. Write the id without {\(missing)}, "
                             + "or reach this step from a stepper's step that carries '\(missing)'")
@@ -553,7 +611,7 @@ extension FlowBusConfig {
         while let start = rest.range(of: "${") {
             result += rest[..<start.lowerBound]
             guard let end = rest[start.upperBound...].firstIndex(of: "}") else {
-                throw ConfigError("\(source): unterminated ${ in '\(rest.prefix(40))'")
+                throw ConfigError(.syntax, "\(source): unterminated ${ in '\(rest.prefix(40))'")
             }
             let body = rest[start.upperBound..<end]
             let parts = body.split(separator: ":-", maxSplits: 1, omittingEmptySubsequences: false)
@@ -564,6 +622,7 @@ extension FlowBusConfig {
                 result += parts[1]
             } else {
                 throw ConfigError(
+                    .unsetVariable,
                     "\(source): environment variable \(name) is not set and ${\(name)} has no default (write ${\(name):-value})"
                 )
             }

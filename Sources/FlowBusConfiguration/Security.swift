@@ -41,13 +41,13 @@ extension CurveKeys {
             let path = trimmed.hasPrefix("/") ? trimmed : (directory as NSString).appendingPathComponent(trimmed)
             guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else {
                 throw ConfigError(
-                    "security.\(what): cannot read \(path): write it with `flowctl keygen NAME --dir DIR`")
+                    .unreadable, "security.\(what): cannot read \(path): write it with `flowctl keygen NAME --dir DIR`")
             }
             let key =
                 contents.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
                 .first { !$0.isEmpty && !$0.hasPrefix("#") } ?? ""
             guard key.utf8.count == 40, Z85.decode(key) != nil else {
-                throw ConfigError("security.\(what): \(path) does not hold a 40-character Z85 key")
+                throw ConfigError(.invalid, "security.\(what): \(path) does not hold a 40-character Z85 key")
             }
             return key
         }
@@ -58,7 +58,7 @@ extension CurveKeys {
             } catch let error as ConfigError {
                 throw error
             } catch {
-                throw ConfigError("security.\(what): \(error)")
+                throw ConfigError(.invalid, "security.\(what): \(error)")
             }
         }
         var allowed = Set<String>()

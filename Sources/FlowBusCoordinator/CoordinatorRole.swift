@@ -217,12 +217,12 @@ final class CoordinatorRole: DaemonRole {
     }
 
     private func answerOnLoop(_ request: InboundMessage) {
-        let status: StepRouter.StatusQuery
+        let status: StatusQuery
         do {
             guard
                 case .statusRequest(let decoded) = try WireMessage.decode(from: request.frames, header: request.header)
             else { return }
-            status = try StepRouter.StatusQuery(decoded.params)
+            status = try StatusQuery(decoded.params)
         } catch {
             query.refuse(error.reason, error.detail, request: request)
             return

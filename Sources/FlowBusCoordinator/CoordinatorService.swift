@@ -153,7 +153,8 @@ public final class CoordinatorService: Service {
         }
         guard FlowLoop.shared.install(loop) else {
             await closeAll()
-            throw ClientError("another coordinator already runs in this process: one CoordinatorService per process")
+            throw CoordinatorError(
+                .alreadyRunning, "another coordinator already runs in this process: one CoordinatorService per process")
         }
         logger.info(
             "flowd listening",
@@ -195,7 +196,8 @@ extension CoordinatorService {
             return try StepJournal.open(path: path, synchronous: persistence.synchronous)
         }
         guard let openJournal else {
-            throw ClientError(
+            throw CoordinatorError(
+                .backendMissing,
                 "persistence.postgres needs a coordinator built with the PostgreSQL trait: build flowd with "
                     + "`swift build --traits PostgreSQL --product flowd`; a coordinator of your own passes PostgresJournal.opener as openJournal"
             )

@@ -25,11 +25,13 @@ package func prepareToBind(_ endpoint: String, what: String) throws(ConfigError)
                 atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
             throw ConfigError(
+                .unreadable,
                 "\(what) \(endpoint): cannot create its directory \(directory): \(error.localizedDescription)")
         }
     }
     if isServed(unixSocketAt: path) {
         throw ConfigError(
+            .endpointInUse,
             "\(what) \(endpoint) is already served by another process (a daemon started with this config?): "
                 + "stop it first, or give this one other endpoints")
     }

@@ -70,6 +70,7 @@ public final class ReactorHostService: Service {
         guard let spec = config.reactors[hostName] else {
             let known = config.reactors.keys.sorted()
             throw ConfigError(
+                .unknownName,
                 "no reactor host '\(hostName)' in the config's reactors: section (\(known.isEmpty ? "it declares none" : "declared: \(known.joined(separator: ", "))"))"
             )
         }
@@ -178,6 +179,7 @@ public final class ReactorHostService: Service {
             }
             guard registration.isRestorable else {
                 throw ConfigError(
+                    .invalid,
                     "reactors.\(hostName).persistence lists \(listed), whose State is not Decodable: make it Codable (register it with a Codable State) or remove it from the list"
                 )
             }

@@ -64,7 +64,7 @@ package final class ReactorStateDatabase: Sendable {
             }
             try migrator.migrate(queue)
         } catch {
-            throw ConfigError("cannot open the reactor state database \(path): \(error)")
+            throw ConfigError(.unreadable, "cannot open the reactor state database \(path): \(error)")
         }
     }
 

@@ -74,11 +74,12 @@ public final class Launcher: Sendable {
         config: FlowBusConfig, options: LaunchOptions = LaunchOptions(), source: String = "config"
     ) throws(ConfigError) {
         guard let declared = config.launch, !declared.isEmpty else {
-            throw ConfigError("\(source): no launch: section lists processes to start")
+            throw ConfigError(.invalid, "\(source): no launch: section lists processes to start")
         }
         let optionalNames = declared.filter(\.optional).map(\.name)
         for name in options.including.sorted() where !optionalNames.contains(name) {
             throw ConfigError(
+                .unknownName,
                 "--with \(name): no optional launch entry of that name (\(optionalNames.isEmpty ? "the file has none; mark one optional: true" : "optional: \(optionalNames.joined(separator: ", "))"))"
             )
         }
@@ -90,42 +91,49 @@ public final class Launcher: Sendable {
         for (index, spec) in launch.enumerated() {
             let at = "\(source): launch[\(index)] \(spec.name)"
             guard !spec.name.isEmpty, names.insert(spec.name).inserted else {
-                throw ConfigError("\(at): every launch entry needs a name of its own")
+                throw ConfigError(.invalid, "\(at): every launch entry needs a name of its own")
             }
-            guard !spec.command.isEmpty, !spec.command[0].isEmpty else { throw ConfigError("\(at): command is empty") }
+            guard !spec.command.isEmpty, !spec.command[0].isEmpty else {
+                throw ConfigError(.invalid, "\(at): command is empty")
+            }
             if let ready = spec.ready {
                 guard ready.kinds.count == 1 else {
                     throw ConfigError(
+                        .invalid,
                         "\(at): ready needs exactly one of control, heartbeat, logLine, delayMs (has \(ready.kinds.count))"
                     )
                 }
                 if let host = ready.heartbeat, config.reactors[host] == nil {
                     throw ConfigError(
+                        .invalid,
                         "\(at): ready.heartbeat names reactor host '\(host)', which is not declared under reactors")
                 }
                 if let pattern = ready.logLine {
                     do { _ = try Regex(pattern) } catch {
-                        throw ConfigError("\(at): ready.logLine '\(pattern)' is not a regular expression: \(error)")
+                        throw ConfigError(
+                            .invalid, "\(at): ready.logLine '\(pattern)' is not a regular expression: \(error)")
                     }
                 }
             }
             if let restart = spec.restart {
                 guard !spec.oneShot else {
-                    throw ConfigError("\(at): a oneShot process is not restarted: remove restart")
+                    throw ConfigError(.invalid, "\(at): a oneShot process is not restarted: remove restart")
                 }
                 guard restart.maxRetries >= 0, restart.backoffMs >= 0 else {
-                    throw ConfigError("\(at): restart needs maxRetries and backoffMs >= 0")
+                    throw ConfigError(.invalid, "\(at): restart needs maxRetries and backoffMs >= 0")
                 }
             }
         }
         for spec in launch {
             for dependency in spec.after where optionalNames.contains(dependency) && !names.contains(dependency) {
                 throw ConfigError(
+                    .invalid,
                     "\(source): launch \(spec.name) is after '\(dependency)', an optional entry: start it too with --with \(dependency)"
                 )
             }
             for dependency in spec.after where !names.contains(dependency) || dependency == spec.name {
                 throw ConfigError(
+                    .invalid,
                     "\(source): launch \(spec.name) is after '\(dependency)', which is not another launch entry")
             }
         }
@@ -137,6 +145,7 @@ public final class Launcher: Sendable {
             else {
                 let cycle = launch.filter { !placed.contains($0.name) }.map(\.name)
                 throw ConfigError(
+                    .invalid,
                     "\(source): launch entries depend on each other in a cycle: \(cycle.joined(separator: ", "))")
             }
             ordered.append(next)
@@ -145,10 +154,11 @@ public final class Launcher: Sendable {
         if let name = options.untilExit {
             guard let spec = launch.first(where: { $0.name == name }) else {
                 throw ConfigError(
+                    .unknownName,
                     "--until-exit \(name): no launch entry of that name (\(launch.map(\.name).joined(separator: ", ")))"
                 )
             }
-            guard spec.oneShot else { throw ConfigError("--until-exit \(name): it is not oneShot: true") }
+            guard spec.oneShot else { throw ConfigError(.invalid, "--until-exit \(name): it is not oneShot: true") }
         }
         var executables: [URL] = []
         for spec in ordered {
@@ -158,6 +168,7 @@ public final class Launcher: Sendable {
             else {
                 let beside = options.searchDirectories.map(\.path).joined(separator: ", ")
                 throw ConfigError(
+                    .invalid,
                     "\(source): launch \(spec.name): '\(spec.command[0])' is not an executable\(beside.isEmpty ? "" : " in \(beside)") or in PATH"
                 )
             }

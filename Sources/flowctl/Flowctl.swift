@@ -62,7 +62,7 @@ struct ConfigOptions: ParsableArguments {
         do {
             return try FlowBusConfig.load(path: FlowBusConfig.resolvePath(config))
         } catch {
-            throw ClientError(error.description)
+            throw ClientError(.failed, error.description)
         }
     }
 }
@@ -304,6 +304,7 @@ struct EchoCommand: ParsableCommand {
         while count.map({ printed < $0 }) ?? true {
             guard let received = try subscriber.next(timeout: idleTimeout.map { .milliseconds(Int($0 * 1000)) }) else {
                 throw ClientError(
+                    .failed,
                     "no message within \(idleTimeout ?? 0) s on \(FlowBusConfig.either(config.eventsEndpoints)): is flowd running?"
                 )
             }
@@ -398,6 +399,7 @@ struct StatusCommand: ParsableCommand {
         guard let active = answers.firstIndex(where: { $0.outcome != nil }), let outcome = answers[active].outcome
         else {
             throw ClientError(
+                .failed,
                 "flowd did not answer on \(FlowBusConfig.either(config.controlEndpoints)) within \(timeout) s: is it running? Start it with `flowd --config FILE`"
             )
         }
@@ -405,6 +407,7 @@ struct StatusCommand: ParsableCommand {
         if metrics {
             guard let text = status["metrics"]?.mapValue?["prometheus"]?.stringValue else {
                 throw ClientError(
+                    .failed,
                     "flowd on \(answers[active].endpoint) returned no Prometheus text (it was started without a metrics registry)"
                 )
             }
@@ -491,12 +494,12 @@ struct KeygenCommand: ParsableCommand {
         let secretPath = directory.appendingPathComponent("\(name).key").path
         let publicPath = directory.appendingPathComponent("\(name).pub").path
         for path in [secretPath, publicPath] where FileManager.default.fileExists(atPath: path) && !force {
-            throw ClientError("\(path) exists: pass --force to replace it")
+            throw ClientError(.failed, "\(path) exists: pass --force to replace it")
         }
         // Created private before the secret is written into it.
         guard FileManager.default.createFile(atPath: secretPath, contents: nil, attributes: [.posixPermissions: 0o600])
         else {
-            throw ClientError("cannot create \(secretPath)")
+            throw ClientError(.failed, "cannot create \(secretPath)")
         }
         try "# FlowBus CURVE secret key of \(name): keep it private\n\(pair.secretKey)\n".write(
             toFile: secretPath, atomically: false, encoding: .utf8)
@@ -525,6 +528,7 @@ struct GraphCommand: ParsableCommand {
         let config = try options.load()
         if !live && config.flows.isEmpty {
             throw ClientError(
+                .failed,
                 "\(FlowBusConfig.resolvePath(options.config)) declares no flows: they are Swift code in your coordinator, so there is no table to draw. "
                     + "Draw the live navigation tree with `flowctl graph --live` while it runs")
         }
@@ -540,6 +544,7 @@ struct GraphCommand: ParsableCommand {
             let dot = ["/usr/bin/dot", "/usr/local/bin/dot"].first(where: FileManager.default.isExecutableFile(atPath:))
         else {
             throw ClientError(
+                .failed,
                 "--svg needs Graphviz's `dot`: install it with `apt-get install graphviz`, or print DOT without --svg")
         }
         let process = Process()
@@ -552,7 +557,7 @@ struct GraphCommand: ParsableCommand {
         try input.fileHandleForWriting.close()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
-            throw ClientError("dot failed (exit \(process.terminationStatus)) rendering \(svg)")
+            throw ClientError(.failed, "dot failed (exit \(process.terminationStatus)) rendering \(svg)")
         }
         print("wrote \(svg)")
     }

@@ -45,6 +45,7 @@ struct JournalEntriesCommand: ParsableCommand {
         let config = try options.load()
         guard let persistence = config.persistence else {
             throw ClientError(
+                .failed,
                 "\(FlowBusConfig.resolvePath(options.config)) has no persistence section: flowd journals nothing")
         }
         if let path = persistence.journal {
@@ -56,6 +57,7 @@ struct JournalEntriesCommand: ParsableCommand {
             try printEntries(of: journal)
             #else
             throw ClientError(
+                .failed,
                 "this flowctl was built without the PostgreSQL trait, so it cannot read persistence.postgres: "
                     + "build it with `swift build --traits PostgreSQL --product flowctl` (docs/DEPLOYMENT.md)")
             #endif
@@ -105,7 +107,7 @@ struct JournalEntriesCommand: ParsableCommand {
             done.signal()
         }
         guard done.wait(timeout: .now() + .seconds(10)) == .success else {
-            throw ClientError("no answer from the PostgreSQL server of persistence.postgres within 10 s")
+            throw ClientError(.failed, "no answer from the PostgreSQL server of persistence.postgres within 10 s")
         }
         return try outcome.withLock { $0! }.get()
     }

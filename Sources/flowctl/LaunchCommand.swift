@@ -56,6 +56,7 @@ struct LaunchCommand: ParsableCommand {
         do {
             if let binDirectory, !FileManager.default.fileExists(atPath: binDirectory.path) {
                 throw ClientError(
+                    .failed,
                     "--bin-dir \(binDirectory.path) does not exist: build first (swift build --product NAME), or pass `swift build --show-bin-path`"
                 )
             }
@@ -71,7 +72,7 @@ struct LaunchCommand: ParsableCommand {
         } catch let error as ClientError {
             throw error
         } catch {
-            throw ClientError("\(error)")
+            throw ClientError(.failed, "\(error)")
         }
         onStopSignal { number in launcher.requestStop(reason: number == SIGINT ? "SIGINT" : "SIGTERM") }
         let status = launcher.run()

@@ -18,6 +18,7 @@ private func view(of reactorID: String, options: ConfigOptions, json: Bool = fal
             "\($0.key): \($0.value.serves.joined(separator: ", "))"
         }
         throw ClientError(
+            .failed,
             "no reactor host of the config serves \(reactorID) (\(hosts.isEmpty ? "the config has no reactors: section" : hosts.joined(separator: "; "))): list it, or its family such as movie/, under reactors.<host>.serves"
         )
     }
@@ -78,6 +79,7 @@ struct ReactorStateCommand: ParsableCommand {
         let view = try view(of: reactorID, options: options)
         guard let snapshot = try view.next(timeout: seconds(timeout)) else {
             throw ClientError(
+                .failed,
                 "no snapshot of \(reactorID) within \(timeout) s from \(view.statesEndpoint) / \(view.actionsEndpoint): is the reactor host running? Start it with `reactor-host --config FILE --host NAME`"
             )
         }
@@ -107,10 +109,11 @@ struct ReactorEchoStateCommand: ParsableCommand {
             guard let state = try view.next(timeout: wait) else {
                 if printed == 0 {
                     throw ClientError(
+                        .failed,
                         "no snapshot of \(reactorID) within \(timeout) s from \(view.statesEndpoint): is the reactor host running? Start it with `reactor-host --config FILE --host NAME`"
                     )
                 }
-                throw ClientError("no state of \(reactorID) for \(idleTimeout ?? 0) s")
+                throw ClientError(.failed, "no state of \(reactorID) for \(idleTimeout ?? 0) s")
             }
             emit(json ? MessageFormatter.json(state.message) : MessageFormatter.line(state.message))
             printed += 1

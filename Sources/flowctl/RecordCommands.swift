@@ -96,6 +96,7 @@ struct RecordCommand: ParsableCommand {
             recorder.discard()
             let missing = recorder.missingSources.map { "\($0.owner) on \($0.address) (start it with `\($0.start)`)" }
             throw ClientError(
+                .failed,
                 "no publisher answered within \(timeout) s: \(missing.joined(separator: "; ")); nothing recorded")
         }
         if running {

@@ -63,6 +63,7 @@ struct Flowd: AsyncParsableCommand {
                 try topology.selectInstance(instance)
             } else if topology.flowdInstances.count > 1 {
                 throw ConfigError(
+                    .invalid,
                     "\(options.configPath): endpoints lists \(topology.flowdInstances.count) flowd instances: say which this one is with --instance 1…\(topology.flowdInstances.count)"
                 )
             }

@@ -196,7 +196,7 @@ final class StepWatch {
     init(_ config: FlowBusConfig) throws {
         subscriber = try BusSubscriber(endpoints: config.eventsEndpoints, topics: ["step/"], curve: config.curve)
         guard try subscriber.waitUntilConnected(timeout: .seconds(10)) else {
-            throw ClientError("no heartbeat from flowd's events endpoint")
+            throw ClientError(.noAnswer, "no heartbeat from flowd's events endpoint")
         }
     }
 

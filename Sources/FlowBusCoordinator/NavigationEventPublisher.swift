@@ -1,0 +1,125 @@
+import FlowBusDaemon
+import FlowBusProtocol
+import FlowBusWire
+import Flows
+import Logging
+
+/// The message the engine is applying, while it does: a diagnostic the engine makes names it, and
+/// a step a flow passes through is published with the FBV params frame it arrived with.
+struct MessageBeingApplied {
+    var origin: Origin
+    var topic: String
+    var step: CanonicalStep?
+    var params: WirePayload?
+}
+
+/// Writes what the ``FlowCoordinator`` emits on flowd's `events` endpoint: will/didNavigate with
+/// the step's wire name and params, navigation commands, and the engine's diagnostics — a refusal
+/// of the message being applied named as every refusal is (``Refusal``), so that its sender can
+/// match it.
+@FlowActor
+final class NavigationEventPublisher {
+    /// flowd's `events` endpoint.
+    let publisher: BusPublisher
+    private let logger: Logger
+    private let metrics: CoordinatorMetrics
+    /// True while the journal is replayed or followed: the engine rebuilds its state silently (its
+    /// events were published when the steps first happened).
+    var isSilent = false
+    /// The message being applied, set by the router around each one.
+    var applying: MessageBeingApplied?
+
+    init(publisher: BusPublisher, metrics: CoordinatorMetrics, logger: Logger) {
+        self.publisher = publisher
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    func publish(_ event: CoordinatorEvent) {
+        guard !isSilent else { return }
+        switch event {
+        case .willNavigate(let navigation), .didNavigate(let navigation):
+            let phase: NavigationPhase
+            if case .willNavigate = event { phase = .will } else { phase = .did }
+            if phase == .did {
+                metrics.didNavigate(flow: navigation.flow.name)
+                logger.debug("did navigate flow=\(navigation.flow.name) step=\(describeStep(navigation.step))")
+            }
+            guard publisher.wants(head: phase == .will ? "nav/will/" : "nav/did/", id: navigation.flow.name) else {
+                return
+            }
+            var message: NavigationEventMessage
+            if let step = navigation.step as? CanonicalStep {
+                message = NavigationEventMessage(
+                    phase: phase, envelope: publisher.envelope(phase == .will ? .willNavigate : .didNavigate),
+                    flow: navigation.flow.name, stepName: step.name, params: step.params,
+                    presentableID: navigation.presentableID)
+                // A step the flow passes through keeps its params dictionary (== is then O(1)):
+                // FBV params go out as the bytes that came in (the message writes JSON again).
+                if let received = applying?.step, received.name == step.name, received.params == step.params {
+                    message.encodedParams = applying?.params
+                }
+            } else {
+                let (name, params) = canonical(navigation.step)
+                message = NavigationEventMessage(
+                    phase: phase, envelope: publisher.envelope(phase == .will ? .willNavigate : .didNavigate),
+                    flow: navigation.flow.name, stepName: name, params: params, presentableID: navigation.presentableID)
+            }
+            publisher.publishWanted(message)
+        case .command(let command):
+            guard let message = wireCommand(command) else { return }
+            publisher.publish(message)
+        case .diagnostic(let diagnostic):
+            var details: WireParams = [:]
+            if let stepper = diagnostic.stepperID { details["stepper"] = .string(stepper) }
+            if let flow = diagnostic.flow { details["flow"] = .string(flow.name) }
+            if let presentable = diagnostic.presentableID { details["presentable"] = .string(presentable) }
+            if let step = diagnostic.step { details["step"] = .string(describeStep(step)) }
+            logger.notice("\(diagnostic.reason): \(diagnostic.message)")
+            guard let applying else {
+                publisher.publish(
+                    DiagnosticMessage(
+                        envelope: publisher.envelope(.diagnostic), reason: diagnostic.reason,
+                        message: diagnostic.message, details: details))
+                return
+            }
+            // A refusal of the message being applied, named as every refusal is, so that its sender
+            // can match it to its step.
+            let refusal = Refusal(
+                reason: diagnostic.reason, detail: diagnostic.message, endpoint: "ingress",
+                source: applying.origin.source, topic: applying.topic, sequence: applying.origin.sequence,
+                extra: details)
+            publisher.publish(refusal.diagnostic(publisher.envelope(.diagnostic)))
+        case .flowStarted, .flowReady, .flowEnded, .bound, .unbound:
+            logger.debug("\(event)")
+        }
+    }
+
+    /// The wire name and params of a step: canonical steps as they are, Swift enums through Codable.
+    private func canonical(_ step: any Step) -> (String, WireParams) {
+        if let step = step as? CanonicalStep { return (step.name, step.params) }
+        if let encodable = step as? any Encodable, let form = try? canonicalForm(encodable) {
+            return (form.name, form.params)
+        }
+        return (describeStep(step), [:])
+    }
+
+    private func wireCommand(_ command: Flows.NavigationCommand) -> NavigationCommandMessage? {
+        let verb: NavigationVerb
+        switch command.verb {
+        case .setRoot: verb = .setRoot
+        case .push: verb = .push
+        case .pop: verb = .pop
+        case .present: verb = .present
+        case .dismiss: verb = .dismiss
+        case .setTabs: verb = .setTabs
+        case .selectTab: verb = .selectTab
+        case .end: verb = .end
+        }
+        let container = command.verb == .setTabs ? command.items.joined(separator: ",") : (command.container ?? "")
+        return NavigationCommandMessage(
+            envelope: publisher.envelope(.navigationCommand, carriesValues: false),
+            flow: command.flow?.name ?? "coordinator",
+            verb: verb, target: command.target, container: container, presentableKind: command.kind)
+    }
+}
