@@ -2,7 +2,7 @@ import FlowBusProtocol
 import FlowBusWire
 import ZeroMQ
 
-/// Keys loaded from a ``SecurityConfig``, ready to apply to sockets.
+/// Keys loaded from a `SecurityConfig`, ready to apply to sockets.
 public struct CurveKeys: Sendable, Hashable {
     /// The daemons' key pair (only in a daemon's config).
     public var server: CurveKeyPair?

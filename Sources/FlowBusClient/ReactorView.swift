@@ -24,7 +24,7 @@ import ZeroMQ
 /// cumulatively (``waitForAcknowledgement(timeout:)``), applies each (source, sequence) once, and
 /// tells the view about a refused one (``refusal(for:)``) before the ack that covers it.
 ///
-/// The view keeps every message the host has not acknowledged in a ``ReliableOutbox`` and sends
+/// The view keeps every message the host has not acknowledged in a `ReliableOutbox` and sends
 /// it again, with its original sequence, when the host restarts (a message from a new host
 /// source), when the host says a message was lost in transit (`out-of-order`), or when no ack has
 /// come for ``retransmitInterval`` (doubling up to 30 s while none comes). The host de-duplicates

@@ -13,7 +13,7 @@ import ZeroMQ
 /// is re-established (ZeroMQ socket monitor), when acks start coming from another flowd
 /// instance, when flowd reports a gap (`out-of-order`), or when no ack progress was seen for
 /// ``retransmitInterval`` (doubling up to 30 s). While the connection is down, new steps wait and
-/// go out once it is back. ``ReliableOutbox`` makes these decisions; the publisher carries them out.
+/// go out once it is back. `ReliableOutbox` makes these decisions; the publisher carries them out.
 /// flowd drops what it already dealt with and what arrives before a missing sequence, so each
 /// step is applied exactly once. With a journal (`persistence:` in the config), this holds even
 /// across a SIGKILL of flowd.

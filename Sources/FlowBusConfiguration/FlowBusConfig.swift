@@ -5,7 +5,7 @@ import Yams
 
 /// A FlowBus topology: where the coordinator listens, which flows it runs, and their limits.
 ///
-/// Loaded from one YAML file (``load(path:environment:)``); `${VAR}` and `${VAR:-default}` in it
+/// Loaded from one YAML file (``load(path:environment:expandingLaunch:)``); `${VAR}` and `${VAR:-default}` in it
 /// are replaced from the environment, so one file serves a temporary demo directory and a
 /// system path alike.
 public struct FlowBusConfig: Codable, Sendable, Hashable {

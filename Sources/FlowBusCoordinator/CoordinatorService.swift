@@ -10,7 +10,7 @@ import ServiceLifecycle
 import Synchronization
 import ZeroMQ
 
-/// The coordinator daemon as a ``Service``: routes steps from stepper processes to flows and
+/// The coordinator daemon as a `Service`: routes steps from stepper processes to flows and
 /// publishes what happens.
 ///
 /// Run it in a `ServiceGroup`; it stops cleanly on SIGTERM: it stops reading its endpoints,
@@ -18,7 +18,7 @@ import ZeroMQ
 /// leave (each within a bounded linger), then returns. With `persistence: { journal: PATH }` in
 /// the config it journals what it applies and restores it when it starts again (see
 /// ``StepJournal``). The flows come from the config
-/// (``declared(config:logger:)``) or from Swift code (``init(config:logger:root:)``):
+/// (``declared(config:logger:metrics:acceptJournalLoss:openJournal:)``) or from Swift code (``init(config:logger:metrics:makeFlow:acceptJournalLoss:openJournal:root:)``):
 ///
 /// ```swift
 /// let service = CoordinatorService(config: config, logger: logger) {
@@ -47,7 +47,7 @@ public final class CoordinatorService: Service {
     /// `metrics` is the process's Prometheus text: served on `endpoints.metrics` when the config
     /// sets it, and returned by status queries. The coordinator records its metrics through
     /// swift-metrics either way (see `docs/METRICS.md`). With `makeFlow`, which builds each of
-    /// the flows by name (all of them ``CheckpointableFlow``s), the journal's checkpoints are
+    /// the flows by name (all of them `CheckpointableFlow`s), the journal's checkpoints are
     /// restored; without it the journal is replayed from its first entry and never compacted.
     ///
     /// `acceptJournalLoss` (flowd's `--accept-journal-loss`): a stepper found ahead of the journal

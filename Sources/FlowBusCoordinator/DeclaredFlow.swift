@@ -6,7 +6,7 @@ import FlowBusWire
 import Flows
 import ZeroMQ
 
-/// A ``Flow`` built from a ``DeclaredFlowSpec``: navigate looks the step's name up in the table.
+/// A `Flow` built from a `DeclaredFlowSpec`: navigate looks the step's name up in the table.
 @FlowActor
 public final class DeclaredFlow: CheckpointableFlow {
     public nonisolated let flowName: String

@@ -8,7 +8,7 @@ import Foundation
 import ZeroMQ
 
 /// Where flowd keeps what it applied, so that a restarted (or another) flowd goes on from there:
-/// the SQLite ``StepJournal`` on the machine's disk (the default) or the ``PostgresJournal``
+/// the SQLite ``StepJournal`` on the machine's disk (the default) or the `PostgresJournal`
 /// that several flowd instances share. Both keep the same tables and obey the same rules:
 /// one transaction per batch, the sources' last sequences in the same transaction, checkpoints
 /// and compaction (see ``StepJournal``).

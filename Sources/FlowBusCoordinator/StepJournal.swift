@@ -14,7 +14,7 @@ import ZeroMQ
 ///
 /// flowd appends one transaction per ingress batch and acknowledges the batch only after it is
 /// committed, so an acknowledged step survives a crash. Every so often it also stores a
-/// checkpoint of the engine (``CoordinatorCheckpoint``) and drops the entries it covers, so that
+/// checkpoint of the engine (`CoordinatorCheckpoint`) and drops the entries it covers, so that
 /// neither the file nor the restart time grows with history. On start it restores the newest
 /// checkpoint, then replays the entries after it through the engine (which is deterministic given
 /// the same inputs); the sources' last sequences are looked up on demand. Delete the file to
@@ -245,7 +245,7 @@ public final class StepJournal: Journal {
         public var entry: Int64
         /// When it was written.
         public var created: Date
-        /// The ``CoordinatorCheckpoint``, as JSON.
+        /// The `CoordinatorCheckpoint`, as JSON.
         public var state: Data
 
         public init(entry: Int64, created: Date, state: Data) {

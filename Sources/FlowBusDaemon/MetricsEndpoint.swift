@@ -13,7 +13,7 @@ import ZeroMQ
 /// The HTTP is read and written on a ZeroMQ `STREAM` socket (raw TCP), owned by a thread of its
 /// own, so no HTTP server library is needed and a slow scraper never holds up the bus. Each
 /// response says `Connection: close` and carries a `Content-Length`; the client closes, or the
-/// endpoint does ``closeAfter`` later (closing at once could cut off a response libzmq has not
+/// endpoint does `closeAfter` later (closing at once could cut off a response libzmq has not
 /// written out yet).
 public final class MetricsEndpoint: Sendable {
     /// The address as configured, e.g. `tcp://127.0.0.1:9464`.

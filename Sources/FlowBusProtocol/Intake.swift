@@ -4,8 +4,8 @@ import FlowBusWire
 /// DEALERs: flowd's `ingress` and a reactor host's `actions` (PROTOCOL.md §4).
 ///
 /// A pure state machine: the daemon's loop hands it what each message's envelope says
-/// (``receive(source:sequence:topic:peer:now:)``, ``heartbeat(source:peer:now:)``) and carries
-/// out what ``endBatch(now:)`` returns. It owns the per-source sequence ledger (one policy for
+/// (``receive(source:sequence:topic:peer:)``, ``heartbeat(source:sequence:topic:peer:)``) and carries
+/// out what ``endBatch(now:checkEvery:)`` returns. It owns the per-source sequence ledger (one policy for
 /// both daemons), the cumulative acks, the `out-of-order` refusals and their details, heartbeat
 /// answers and the liveness of peers that send heartbeats. It does no I/O and reads no clock.
 ///
@@ -304,7 +304,7 @@ package struct Intake: Sendable {
     }
 
     /// Judges a message whose header did not decode (`error`). When its envelope can still be read
-    /// (``ReadableEnvelope``) and names a numbered message, the ledger judges it like any other:
+    /// (`ReadableEnvelope`) and names a numbered message, the ledger judges it like any other:
     /// the next one of its source is refused and acknowledged, a duplicate or a gap is dealt with
     /// as such. Otherwise nothing of it can be trusted: it is refused and not acknowledged.
     /// - Returns: the refusal, and the ledger's verdict (nil: unreadable, refuse it without an
@@ -550,7 +550,7 @@ package struct Refusal: Sendable, Equatable {
 
     /// A refusal of a message whose header did not decode (`error`), naming what can still be read
     /// of it: its envelope's source, topic and sequence when the envelope is readable
-    /// (``ReadableEnvelope``) and numbered, else its topic if any.
+    /// (`ReadableEnvelope`) and numbered, else its topic if any.
     package init(_ error: WireError, frames: FrameBuffer, endpoint: String, limits: WireLimits) {
         if let readable = ReadableEnvelope(salvaging: frames, limits: limits), readable.sequence > 0 {
             self.init(

@@ -10,7 +10,7 @@ import ServiceLifecycle
 import Synchronization
 import ZeroMQ
 
-/// A process hosting reactor instances behind the bus, as a ``Service``.
+/// A process hosting reactor instances behind the bus, as a `Service`.
 ///
 /// It binds the host's `actions` ROUTER and `states` PUB from `config.reactors[hostName]`. Views
 /// send actions and snapshot requests to `actions`; every state of every hosted reactor is
@@ -62,7 +62,7 @@ public final class ReactorHostService: Service {
     ///     config sets it. The host records its metrics through swift-metrics either way; bootstrap
     ///     `MetricsSystem` before creating the host.
     ///   - logger: Where the host logs.
-    /// - Throws: ``ConfigError`` when the config has no host `hostName`.
+    /// - Throws: `ConfigError` when the config has no host `hostName`.
     public init(
         hostName: String, config: FlowBusConfig, reactors: ReactorRegistry, contentType: ContentType? = nil,
         drain: Duration = .seconds(2), metrics: MetricsExposition? = nil, logger: Logger

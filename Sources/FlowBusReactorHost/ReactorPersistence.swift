@@ -29,7 +29,7 @@ package final class ReactorStateDatabase: Sendable {
     private let queue: DatabaseQueue
 
     /// Opens (or creates) the database and its tables.
-    /// - Throws: ``ConfigError`` with the path and SQLite's reason when it cannot be opened.
+    /// - Throws: `ConfigError` with the path and SQLite's reason when it cannot be opened.
     package init(spec: ReactorPersistenceSpec) throws(ConfigError) {
         path = spec.database
         var configuration = Configuration()

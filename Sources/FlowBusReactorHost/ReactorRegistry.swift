@@ -187,7 +187,7 @@ public struct ReactorContext: Sendable {
 }
 
 /// Publishes steps as one stepper from inside a hosted reactor (typically from a
-/// ``Mutations/run(_:)`` part of `mutate`). Never blocks; callable from any thread.
+/// `Mutations.run(_:)` part of `mutate`). Never blocks; callable from any thread.
 ///
 /// The host owns one DEALER per stepper id, connected to flowd's `ingress`, with its own source id
 /// and sequence; flowd acknowledges and de-duplicates as for any stepper.

@@ -8,10 +8,10 @@ import Testing
 /// One didNavigate event, or the expectation of one: a flow and a step, written
 /// `"WishlistFlow.moviePicked(withMovieId: 23452)"`.
 ///
-/// The step is written as Swift writes the enum case (``MessageFormatter/step(_:_:)``): its name,
+/// The step is written as Swift writes the enum case (`MessageFormatter.step(_:_:)`): its name,
 /// then its params sorted by key, strings in quotes. Spaces outside quotes do not matter. A
 /// presentable id after ` @ ` (`"MainFlow.apiKeyIsComplete @ apikey"`) must match too; without
-/// it, any presentable matches. Flow names containing a `.` need ``init(flow:step:presentable:)``.
+/// it, any presentable matches. Flow names containing a `.` need `init(flow:step:presentable:)`.
 public struct Navigation: Hashable, Sendable, CustomStringConvertible, ExpressibleByStringLiteral {
     /// The flow that navigated.
     public var flow: String
@@ -107,7 +107,7 @@ public struct Navigation: Hashable, Sendable, CustomStringConvertible, Expressib
 /// ```
 /// With ``Exhaustivity/on`` (the default), ``expect(_:exhaustivity:ignoring:timeout:sourceLocation:)``
 /// asserts the very next navigations, so any extra or missing one fails with a diff, and
-/// ``expectNothingMore(sourceLocation:)`` — called for every trace when ``withTopology(_:sourceLocation:_:)``
+/// ``expectNothingMore(sourceLocation:)`` — called for every trace when `withTopology(_:sourceLocation:_:)`
 /// ends — fails on anything received but not asserted. With ``Exhaustivity/off`` the expected
 /// navigations must come in order, with others allowed in between.
 ///

@@ -116,7 +116,7 @@ public final class ReactorTestStore<R: Reactor>: Sendable where R.State: Equatab
 
 /// The same exhaustive style against a reactor running in another process, over the bus.
 ///
-/// Works from one thread (it owns a ``ReactorView``). States are decoded into `State`.
+/// Works from one thread (it owns a `ReactorView`). States are decoded into `State`.
 public final class RemoteReactorTestStore<State: Decodable & Equatable> {
     private let view: ReactorView
     private let exhaustivity: Exhaustivity

@@ -16,7 +16,7 @@ import Testing
 /// try counter.expect([CounterState(value: 0, isLoading: true), CounterState(value: 1, isLoading: true), CounterState(value: 1, isLoading: false)])
 /// ```
 /// Exhaustive by default, like ``NavigationTrace``: the expected states must be the very next
-/// ones, and ``expectNothingMore(sourceLocation:)`` (called when ``withTopology(_:sourceLocation:_:)``
+/// ones, and ``expectNothingMore(sourceLocation:)`` (called when `withTopology(_:sourceLocation:_:)`
 /// ends) fails on states received and not asserted. A gap in the sequence (a state lost) or a
 /// state that does not decode as `State` fails the next assertion. A trace owns a socket: use it
 /// from one thread.

@@ -315,7 +315,7 @@ public final class TestTopology: @unchecked Sendable {
     /// false) from now on; returns once the subscription is active.
     ///
     /// Navigations matching `ignoring` are not recorded at all. The trace is checked when
-    /// ``withTopology(_:sourceLocation:_:)`` ends (with ``Exhaustivity/on``: nothing unasserted).
+    /// `withTopology(_:sourceLocation:_:)` ends (with ``Exhaustivity/on``: nothing unasserted).
     public func navigationTrace(
         exhaustivity: Exhaustivity = .on, diagnostics: Bool = true,
         ignoring: @escaping (Navigation) -> Bool = { _ in false },
@@ -328,7 +328,7 @@ public final class TestTopology: @unchecked Sendable {
     }
 
     /// Starts recording the states of `reactorID`, from its snapshot on; returns once the
-    /// snapshot arrived. Checked when ``withTopology(_:sourceLocation:_:)`` ends, like a navigation trace.
+    /// snapshot arrived. Checked when `withTopology(_:sourceLocation:_:)` ends, like a navigation trace.
     public func stateTrace<State: Decodable & Equatable>(
         of reactorID: String, as type: State.Type = State.self, exhaustivity: Exhaustivity = .on,
         timeout: Duration = .seconds(20)
@@ -364,7 +364,7 @@ public final class TestTopology: @unchecked Sendable {
 
     /// Checks the end of a test: no process died unexpectedly, and each trace with
     /// ``Exhaustivity/on`` has nothing unasserted (after settling). Traces are not checked once
-    /// a process died: what they wait for may have died with it. ``withTopology(_:sourceLocation:_:)``
+    /// a process died: what they wait for may have died with it. `withTopology(_:sourceLocation:_:)`
     /// calls it when its body returns.
     public func finish(sourceLocation: SourceLocation = #_sourceLocation) throws {
         try watch.check("before the end of the test")
@@ -589,7 +589,7 @@ public func withTopology<Result>(
     }
 }
 
-/// ``withTopology(_:sourceLocation:_:)`` on a config file (see ``TestTopology/init(configFile:appending:heartbeat:)``).
+/// `withTopology(_:sourceLocation:_:)` on a config file (see ``TestTopology/init(configFile:appending:heartbeat:)``).
 @discardableResult
 public func withTopology<Result>(
     configFile: String, appending: String = "", heartbeat: Duration? = .milliseconds(50),
@@ -601,7 +601,7 @@ public func withTopology<Result>(
         sourceLocation: sourceLocation, body)
 }
 
-/// ``withTopology(_:sourceLocation:_:)`` on a topology built in code.
+/// `withTopology(_:sourceLocation:_:)` on a topology built in code.
 @discardableResult
 public func withTopology<Result>(
     _ builder: TopologyBuilder, sourceLocation: SourceLocation = #_sourceLocation,

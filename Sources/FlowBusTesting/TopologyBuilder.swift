@@ -84,7 +84,7 @@ public struct TopologyBuilder: Sendable {
         return copy
     }
 
-    /// Adds an entry to the `launch:` section (see ``LaunchSpec``), started by ``TestTopology/launch(only:)``.
+    /// Adds an entry to the `launch:` section (see `LaunchSpec`), started by ``TestTopology/launch(only:)``.
     public func launch(
         _ name: String, _ command: [String], ready: LaunchSpec.Readiness? = nil, after: [String] = [],
         oneShot: Bool = false,

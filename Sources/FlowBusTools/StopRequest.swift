@@ -10,12 +10,12 @@ import Darwin
 /// A request to stop a ``BusRecorder`` or a ``BusPlayer`` early, which their loops see at once.
 ///
 /// The request is a byte on a pipe, so that a recorder's poll wakes as soon as it comes and
-/// the recording is flushed and closed instead of cut mid-write. ``request(_:)`` may be called
+/// the recording is flushed and closed instead of cut mid-write. ``request()`` may be called
 /// from any thread; flowctl makes SIGINT and SIGTERM call it. The first reason sticks.
 public final class StopRequest: Sendable {
     /// Why a loop stopped.
     public enum Reason: Sendable, Hashable {
-        /// ``request(_:)`` was called.
+        /// ``request()`` was called.
         case requested
         /// The process received this signal (SIGINT, SIGTERM).
         case signal(Int32)

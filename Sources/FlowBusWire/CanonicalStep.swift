@@ -2,8 +2,8 @@
 /// parameters. `moviePicked(withMovieId: 23452)` is name `moviePicked`, params `["withMovieId": 23452]`.
 ///
 /// A declared (table-driven) flow navigates on `CanonicalStep` directly; a typed Swift flow turns
-/// it into its own step type through ``Flow/step(from:)`` or a decoder registered with
-/// ``FlowCoordinator/setStepDecoder(_:forFlowNamed:)``.
+/// it into its own step type through `Flow/step(from:)` or a decoder registered with
+/// `FlowCoordinator/setStepDecoder(_:forFlowNamed:)`.
 public struct CanonicalStep: Sendable, Hashable, CustomStringConvertible {
     /// The step's name, e.g. `moviePicked`.
     public var name: String
@@ -24,7 +24,7 @@ public struct CanonicalStep: Sendable, Hashable, CustomStringConvertible {
         self.init(name: name, params: params)
     }
 
-    /// The canonical `home` step, the initial step of ``DefaultStepper``.
+    /// The canonical `home` step, the initial step of `DefaultStepper`.
     public static let home = CanonicalStep(name: "home")
 
     /// The step as Swift would print the matching enum case: `movieList`,

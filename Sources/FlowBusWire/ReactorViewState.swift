@@ -25,7 +25,7 @@ public struct ReactorViewState: Sendable, Hashable {
         try WireValueDecoder().decode(type, from: state)
     }
 
-    /// The state as the wire message it came in (for ``MessageFormatter``).
+    /// The state as the wire message it came in (for `MessageFormatter`).
     public var message: WireMessage {
         isSnapshot
             ? .snapshot(SnapshotMessage(reactorID: reactorID, envelope: envelope, state: state))

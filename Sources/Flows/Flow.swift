@@ -49,7 +49,7 @@ public struct FlowID: Hashable, Sendable, Comparable, CustomStringConvertible {
 ///
 /// A conforming class is isolated to ``FlowActor`` (inferred from the protocol), so it may hold
 /// mutable state. A declared (table-driven) flow works on ``CanonicalStep`` directly: its
-/// `navigate` looks the step's ``CanonicalStep/name`` up in a table.
+/// `navigate` looks the step's `CanonicalStep/name` up in a table.
 @FlowActor
 public protocol Flow: Presentable {
     /// The flow's root presentable. Must return the same instance every time.

@@ -159,7 +159,7 @@ public final class FlowCoordinator {
     /// Like ``receive(_:from:)``, without suspending when it can: the step and its consequences
     /// are processed on the caller's stack unless a flow on the way adapts steps
     /// (``Flow/adaptsSteps``). Then the rest continues asynchronously, in order, before any later
-    /// input: await ``StepProgress/outcomes()`` before handing the coordinator the next one.
+    /// input: await ``StepProgress/Pending/outcomes()`` before handing the coordinator the next one.
     public func receiveNow(_ step: CanonicalStep, from stepperID: String) -> StepProgress {
         let ticket = Ticket()
         admitRemote(step, from: stepperID, ticket: ticket)

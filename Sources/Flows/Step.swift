@@ -35,7 +35,7 @@ public struct RefusedStep: Step, Hashable, CustomStringConvertible {
 }
 
 /// Turns a canonical step into the typed step a flow understands; `nil` when it cannot
-/// (the coordinator then reports ``DiagnosticReason/unknownStep``).
+/// (the coordinator then reports `DiagnosticReason/unknownStep`).
 ///
 /// The engine knows nothing about Codable: the runtime builds these closures.
 public typealias StepDecoder = @Sendable (CanonicalStep) -> (any Step)?

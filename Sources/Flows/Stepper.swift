@@ -109,13 +109,13 @@ public final class OneStepper: Stepper {
     }
 }
 
-/// A ``OneStepper`` emitting ``CanonicalStep/home``: what `coordinate(flow:)` uses by default.
+/// A ``OneStepper`` emitting `CanonicalStep/home`: what `coordinate(flow:)` uses by default.
 /// (RxFlow's `DefaultStepper` emits `RxFlowStep.home`; the FlowBus home step is canonical so
 /// declared flows see it by name and typed flows decode it like any bus step.)
 public final class DefaultStepper: Stepper {
     /// The relay (never used).
     public let steps = StepRelay()
-    /// ``CanonicalStep/home``.
+    /// `CanonicalStep/home`.
     public var initialStep: any Step { CanonicalStep.home }
 
     /// Creates the default stepper.
