@@ -189,8 +189,11 @@ func allScenarios(config: BenchConfig, includeSingleFrame: Bool) -> [any Scenari
     // FlowBus scenarios, with `baseline: .rawTwoHop`; the plain steps first, the reference of the others.
     list.append(StepsScenario(journal: .none))
     list.append(StepsScenario(journal: .sqlite))
-    // Where PostgreSQL is installed (scripts/bootstrap installs it).
+    // Built with the PostgreSQL trait (flowd too, in the same build), where PostgreSQL is installed
+    // (scripts/bootstrap installs it).
+    #if PostgreSQL
     if BenchPostgres.isAvailable { list.append(StepsScenario(journal: .postgres)) }
+    #endif
     list.append(ScaleScenario(tree: ScaleTree(flows: config.scaleFlows, bindings: config.scaleBindings)))
     list.append(ReactorScenario())
     return list
