@@ -293,6 +293,28 @@ def test_status_request_bad_params_refused(flowd_only):
     assert status_with(flowd_only, {"colour": "blue"}).kind == w.STATUS_REPLY
 
 
+def test_control_refusals_name_the_request(flowd_only):
+    """§7: a refusal names the refused message's `source`, `topic` and `sequence` when they could be read — on
+    `control` as on `ingress`: a request under the wrong topic and one of an unknown kind carry all three; one of
+    another version, whose envelope is not read, its topic."""
+    topo = flowd_only
+    control = topo.peer(topo.control)
+    source = w.new_source("ctl")
+    control.send([b"status/x", w.envelope(w.STATUS_REQUEST, 7, source)])
+    wrong_topic = control.until(lambda m: m.is_diag(), T, "the refusal of a request under the wrong topic")[-1]
+    assert wrong_topic.reason in ("malformed", "unknown-kind"), wrong_topic
+    assert wrong_topic.details["endpoint"] == "control", wrong_topic.details
+    assert wrong_topic.details["source"] == source and wrong_topic.details["sequence"] == 7, wrong_topic.details
+    assert wrong_topic.details["topic"] == "status/x", wrong_topic.details
+    control.send(w.heartbeat(source, sequence=8))
+    unknown = control.until(lambda m: m.is_diag("unknown-kind"), T, "the refusal of a heartbeat on control")[-1]
+    assert unknown.details["source"] == source and unknown.details["sequence"] == 8, unknown.details
+    assert unknown.details["topic"] == f"hb/{source}", unknown.details
+    control.send(w.status_request(source, sequence=9, version=2))
+    other = control.until(lambda m: m.is_diag("unsupported-version"), T, "the refusal of a version-2 request")[-1]
+    assert other.details["topic"] == "status" and "sequence" not in other.details, other.details
+
+
 def test_status_flood_is_rate_limited(flowd_only):
     """§4.3 STATUS: past `burst` requests at once a peer is refused with `rate-limited` (`retry_after_ms`) or
     dropped unanswered; a step sent meanwhile is still acknowledged."""
