@@ -191,7 +191,9 @@ let package = Package(
             dependencies: ["FlowBusStudio", "FlowBusConfiguration", argumentParser, logging]
         ),
         // Flows and reactors the tests share; not shipped.
-        .target(name: "TestFixtures", path: "Tests/TestFixtures"),
+        .target(
+            name: "TestFixtures", dependencies: ["FlowBusConfiguration", "FlowBusCoordinator", "FlowBusWire"],
+            path: "Tests/TestFixtures"),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "FlowBusWireTests", dependencies: ["FlowBusWire"], exclude: ["Fixtures"]),
         .testTarget(name: "FlowsTests", dependencies: ["Flows"]),
@@ -208,7 +210,7 @@ let package = Package(
             ]),
         .testTarget(
             name: "FlowBusCoordinatorTests",
-            dependencies: ["FlowBusCoordinator", "FlowBusConfiguration", "FlowBusWire", "Flows", logging]),
+            dependencies: ["FlowBusCoordinator", "FlowBusConfiguration", "FlowBusWire", "Flows", "TestFixtures", logging]),
         .testTarget(
             name: "FlowBusReactorHostTests",
             dependencies: [
@@ -219,7 +221,7 @@ let package = Package(
             name: "FlowBusToolsTests",
             dependencies: [
                 "FlowBusTools", "FlowBusClient", "FlowBusConfiguration", "FlowBusCoordinator", "FlowBusReactorHost",
-                "FlowBusWire", "Reactors", logging,
+                "FlowBusWire", "Reactors", "TestFixtures", logging,
             ]),
         .testTarget(name: "FlowBusStudioTests", dependencies: ["FlowBusStudio", "FlowBusClient", "FlowBusWire"]),
         .testTarget(

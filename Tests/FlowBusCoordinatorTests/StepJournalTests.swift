@@ -1,5 +1,6 @@
 import FlowBusConfiguration
 import Foundation
+import TestFixtures
 import Testing
 
 @testable import FlowBusCoordinator
@@ -53,20 +54,10 @@ struct StepJournalTests {
 
 @Suite("flowd's journal: checkpoints and compaction")
 struct JournalCompactionTests {
-    static func tick(_ n: Int64) throws -> StepJournal.Record {
-        .init(
-            kind: .step, target: "load", name: "tick", params: Data(try FBV.encode(.map(["n": .int(n)]))),
-            source: "s#1", sequence: UInt64(n))
-    }
+    static func tick(_ n: Int64) throws -> StepJournal.Record { try JournalFixture.tick(n) }
 
     static func withJournal(_ body: (String, StepJournal) throws -> Void) throws {
-        let path = NSTemporaryDirectory() + "journal-\(UUID().uuidString).sqlite"
-        defer {
-            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
-        }
-        let journal = try StepJournal.open(path: path, synchronous: .normal)
-        defer { journal.close() }
-        try body(path, journal)
+        try JournalFixture.withJournal(body)
     }
 
     @Test(

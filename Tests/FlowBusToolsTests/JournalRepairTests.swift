@@ -3,24 +3,15 @@ import FlowBusCoordinator
 import FlowBusTools
 import FlowBusWire
 import Foundation
+import TestFixtures
 import Testing
 
 @Suite("Journal repair: check and salvage")
 struct JournalRepairTests {
-    static func tick(_ n: Int64) throws -> StepJournal.Record {
-        .init(
-            kind: .step, target: "load", name: "tick", params: Data(try FBV.encode(.map(["n": .int(n)]))),
-            source: "s#1", sequence: UInt64(n))
-    }
+    static func tick(_ n: Int64) throws -> StepJournal.Record { try JournalFixture.tick(n) }
 
     static func withJournal(_ body: (String, StepJournal) throws -> Void) throws {
-        let path = NSTemporaryDirectory() + "journal-\(UUID().uuidString).sqlite"
-        defer {
-            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
-        }
-        let journal = try StepJournal.open(path: path, synchronous: .normal)
-        defer { journal.close() }
-        try body(path, journal)
+        try JournalFixture.withJournal(body)
     }
 
     @Test("Salvage copies the entries under their ids, and the checkpoint")
