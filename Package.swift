@@ -221,7 +221,9 @@ let package = Package(
                 "FlowBusTools", "FlowBusClient", "FlowBusConfiguration", "FlowBusCoordinator", "FlowBusReactorHost",
                 "FlowBusWire", "Reactors", logging,
             ]),
-        .testTarget(name: "FlowBusStudioTests", dependencies: ["FlowBusStudio", "FlowBusClient", "FlowBusWire"]),
+        .testTarget(
+            name: "FlowBusStudioTests",
+            dependencies: ["FlowBusStudio", "FlowBusClient", "FlowBusConfiguration", "FlowBusWire", logging]),
         .testTarget(
             name: "FlowBusPostgresTests",
             dependencies: [
