@@ -223,7 +223,9 @@ let package = Package(
                 "FlowBusTools", "FlowBusClient", "FlowBusConfiguration", "FlowBusCoordinator", "FlowBusReactorHost",
                 "FlowBusWire", "Reactors", "TestFixtures", logging,
             ]),
-        .testTarget(name: "FlowBusStudioTests", dependencies: ["FlowBusStudio", "FlowBusClient", "FlowBusWire"]),
+        .testTarget(
+            name: "FlowBusStudioTests",
+            dependencies: ["FlowBusStudio", "FlowBusClient", "FlowBusConfiguration", "FlowBusWire", logging]),
         .testTarget(
             name: "FlowBusPostgresTests",
             dependencies: [

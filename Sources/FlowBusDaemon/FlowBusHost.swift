@@ -55,14 +55,17 @@ public struct HostOptions: Sendable, Hashable {
                 value = String(argument[argument.index(after: equals)...])
             }
             guard ["-c", "--config", "--host", "--log-level"].contains(name) else {
-                throw HostUsageError("unknown argument '\(argument)'")
+                throw HostUsageError(.unknownArgument, "unknown argument '\(argument)'")
             }
-            guard let given = value ?? rest.popFirst() else { throw HostUsageError("\(name) needs a value") }
+            guard let given = value ?? rest.popFirst() else {
+                throw HostUsageError(.missingValue, "\(name) needs a value")
+            }
             switch name {
             case "--host": options.host = given
             case "--log-level":
                 guard let level = Logger.Level(rawValue: given) else {
                     throw HostUsageError(
+                        .invalidValue,
                         "'\(given)' is not a log level: use trace, debug, info, notice, warning, error or critical")
                 }
                 options.logLevel = level
@@ -74,10 +77,41 @@ public struct HostOptions: Sendable, Hashable {
 }
 
 /// A command-line argument a host does not take.
-public struct HostUsageError: Error, CustomStringConvertible, Sendable {
+///
+/// ``code`` says what is wrong, so that a caller can match it (`error.code == .unknownArgument`);
+/// ``description`` says it for a person, naming the argument. New codes do not break callers.
+public struct HostUsageError: Error, CustomStringConvertible, Sendable, Hashable {
+    /// What is wrong with the command line.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Value: String {
+            case unknownArgument = "unknown-argument"
+            case missingValue = "missing-value"
+            case invalidValue = "invalid-value"
+        }
+
+        private let value: Value
+
+        private init(_ value: Value) {
+            self.value = value
+        }
+
+        /// An argument that is not one of the host's options (a typo, or another tool's option).
+        public static let unknownArgument = Code(.unknownArgument)
+        /// An option that takes a value is the last argument, without one.
+        public static let missingValue = Code(.missingValue)
+        /// An option's value is not one it takes (e.g. a log level that does not exist).
+        public static let invalidValue = Code(.invalidValue)
+
+        public var description: String { value.rawValue }
+    }
+
+    /// What is wrong, to match.
+    public var code: Code
+    /// What is wrong, naming the argument, in words.
     public var description: String
 
-    public init(_ description: String) {
+    public init(_ code: Code, _ description: String) {
+        self.code = code
         self.description = description
     }
 }

@@ -54,7 +54,9 @@ public final class PostgresJournal: SharedJournal {
 
     /// What ``CoordinatorService`` calls to open `persistence.postgres`.
     public static let opener: CoordinatorService.JournalOpener = { persistence, logger in
-        guard let url = persistence.postgres else { throw PostgresJournalError("persistence.postgres is not set") }
+        guard let url = persistence.postgres else {
+            throw PostgresJournalError(.invalidURL, "persistence.postgres is not set")
+        }
         return try await connect(url: url, logger: logger)
     }
 
@@ -64,6 +66,7 @@ public final class PostgresJournal: SharedJournal {
             let user = components.user, !user.isEmpty
         else {
             throw PostgresJournalError(
+                .invalidURL,
                 "persistence.postgres '\(redacted(url))' is not postgres://user:password@host:port/database")
         }
         let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
@@ -75,7 +78,7 @@ public final class PostgresJournal: SharedJournal {
         do {
             connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
         } catch {
-            throw PostgresJournalError("cannot connect to \(location): \(String(reflecting: error))")
+            throw PostgresJournalError(.cannotConnect, "cannot connect to \(location): \(String(reflecting: error))")
         }
         // The server notices a vanished flowd within seconds, not hours, and frees its lease.
         for setting in [
@@ -89,7 +92,8 @@ public final class PostgresJournal: SharedJournal {
             try await journal.createTables()
         } catch {
             journal.close()
-            throw PostgresJournalError("cannot create flowd's tables in \(location): \(String(reflecting: error))")
+            throw PostgresJournalError(
+                .queryFailed, "cannot create flowd's tables in \(location): \(String(reflecting: error))")
         }
         return journal
     }
@@ -451,7 +455,7 @@ public final class PostgresJournal: SharedJournal {
         _ query: PostgresQuery, timeout: Duration = PostgresJournal.callTimeout
     ) throws -> PostgresQueryResult {
         if let reason = broken.withLock({ $0 }) {
-            throw PostgresJournalError("the connection to \(location) is gone: \(reason)")
+            throw PostgresJournalError(.connectionLost, "the connection to \(location) is gone: \(reason)")
         }
         let future: EventLoopFuture<PostgresQueryResult> = connection.query(query, logger: logger)
         let outcome = Mutex<Result<PostgresQueryResult, any Error>?>(nil)
@@ -467,24 +471,67 @@ public final class PostgresJournal: SharedJournal {
             broken.withLock { $0 = reason }
             let closing: EventLoopFuture<Void> = connection.close()
             _ = closing
-            throw PostgresJournalError("\(location): \(reason)")
+            throw PostgresJournalError(.noAnswer, "\(location): \(reason)")
         }
         do {
             return try outcome.withLock { $0! }.get()
         } catch let error as PSQLError where error.code == .serverClosedConnection || error.code == .connectionError {
             broken.withLock { $0 = "\(error.code)" }
-            throw PostgresJournalError("the connection to \(location) is gone: \(String(reflecting: error))")
+            throw PostgresJournalError(
+                .connectionLost, "the connection to \(location) is gone: \(String(reflecting: error))")
         } catch let error as PSQLError {
-            throw PostgresJournalError("\(location): \(error.serverInfo?[.message] ?? String(reflecting: error))")
+            throw PostgresJournalError(
+                .queryFailed, "\(location): \(error.serverInfo?[.message] ?? String(reflecting: error))")
         }
     }
 }
 
-/// Why the PostgreSQL journal failed, in words.
-public struct PostgresJournalError: Error, CustomStringConvertible, Sendable {
-    public let description: String
+/// Why the PostgreSQL journal failed.
+///
+/// ``code`` says what went wrong, so that a caller can match it (`error.code == .connectionLost`);
+/// ``description`` says it for a person, naming the server (without the password). New codes do
+/// not break callers.
+public struct PostgresJournalError: Error, CustomStringConvertible, Sendable, Hashable {
+    /// What went wrong.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Value: String {
+            case invalidURL = "invalid-url"
+            case cannotConnect = "cannot-connect"
+            case connectionLost = "connection-lost"
+            case noAnswer = "no-answer"
+            case queryFailed = "query-failed"
+        }
 
-    init(_ description: String) {
+        private let value: Value
+
+        private init(_ value: Value) {
+            self.value = value
+        }
+
+        /// `persistence.postgres` is not set, or is not `postgres://user:password@host:port/database`.
+        public static let invalidURL = Code(.invalidURL)
+        /// No connection to the server could be made (down, unreachable, or refusing the login).
+        public static let cannotConnect = Code(.cannotConnect)
+        /// The connection broke, or broke earlier: the lease can no longer be trusted, and every
+        /// later call fails at once.
+        public static let connectionLost = Code(.connectionLost)
+        /// The server did not answer within ``PostgresJournal/callTimeout``: the connection is
+        /// given up, and later calls fail with ``connectionLost``.
+        public static let noAnswer = Code(.noAnswer)
+        /// The server answered with an error (its message is in the description): permissions, a
+        /// constraint, a table it cannot create.
+        public static let queryFailed = Code(.queryFailed)
+
+        public var description: String { value.rawValue }
+    }
+
+    /// What went wrong, to match.
+    public var code: Code
+    /// What went wrong, in words.
+    public var description: String
+
+    init(_ code: Code, _ description: String) {
+        self.code = code
         self.description = description
     }
 }

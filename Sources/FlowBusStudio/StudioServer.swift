@@ -38,10 +38,14 @@ public struct StudioServer: Sendable {
     public let options: Options
     public let logger: Logger
 
-    /// - Throws: ``StudioError`` when a non-loopback address is asked for without a token.
-    public init(config: FlowBusConfig, configPath: String?, options: Options, logger: Logger) throws {
+    /// - Throws: ``StudioError`` (``StudioError/Code/tokenRequired``) when a non-loopback address is
+    ///   asked for without a token.
+    public init(
+        config: FlowBusConfig, configPath: String?, options: Options, logger: Logger
+    ) throws(StudioError) {
         if !options.isLoopback && (options.token ?? "").isEmpty {
             throw StudioError(
+                .tokenRequired,
                 "binding to \(options.host) lets other machines see the bus: give --token SECRET (pages then open with ?token=SECRET)"
             )
         }
@@ -126,10 +130,38 @@ public struct StudioServer: Sendable {
     }
 }
 
-/// A studio that cannot start, in words.
-public struct StudioError: Error, CustomStringConvertible, Sendable {
+/// Why a studio cannot start, with what to do about it.
+///
+/// ``code`` says what is wrong, so that a caller can match it (`error.code == .tokenRequired`);
+/// ``description`` says it for a person. New codes do not break callers.
+public struct StudioError: Error, CustomStringConvertible, Sendable, Hashable {
+    /// What is wrong.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Value: String {
+            case tokenRequired = "token-required"
+        }
+
+        private let value: Value
+
+        private init(_ value: Value) {
+            self.value = value
+        }
+
+        /// The studio is to listen on an address other machines can reach, and no token guards it.
+        public static let tokenRequired = Code(.tokenRequired)
+
+        public var description: String { value.rawValue }
+    }
+
+    /// What is wrong, to match.
+    public var code: Code
+    /// What is wrong and what to do, in words.
     public var description: String
-    public init(_ description: String) { self.description = description }
+
+    public init(_ code: Code, _ description: String) {
+        self.code = code
+        self.description = description
+    }
 }
 
 /// Refuses requests without the token, when there is one.

@@ -65,6 +65,7 @@ final class BusFeed {
             try watch.check("while a trace waited to connect to \(publisher)")
             guard ContinuousClock.now < deadline else {
                 throw HarnessError(
+                    .timedOut,
                     "no heartbeat from \(publisher) on \(endpoint) within \(readable(timeout)): is it running?")
             }
         }
@@ -105,6 +106,7 @@ final class BusFeed {
             guard now < deadline else {
                 try watch.check(context())
                 throw HarnessError(
+                    .timedOut,
                     "no heartbeat from \(publisher) within \(readable(timeout)) \(context()): is it still running?")
             }
             if let received = try next(timeout: .milliseconds(50), context()) { try take(received) }

@@ -69,7 +69,7 @@ public final class ManagedProcess: @unchecked Sendable {
         exitAllowed = mayExit
         let files = errorURL == nil ? [outputURL] : [outputURL, self.errorURL]
         for url in files where !FileManager.default.createFile(atPath: url.path, contents: nil) {
-            throw HarnessError("cannot create \(url.path) for \(name)'s output")
+            throw HarnessError(.unavailable, "cannot create \(url.path) for \(name)'s output")
         }
         let output = try FileHandle(forWritingTo: outputURL)
         let errorOutput = errorURL == nil ? output : try FileHandle(forWritingTo: self.errorURL)
@@ -91,6 +91,7 @@ public final class ManagedProcess: @unchecked Sendable {
             try process.run()
         } catch {
             throw HarnessError(
+                .cannotStart,
                 "cannot start \(name) from \(executable.path): \(error.localizedDescription); build it first (swift build)"
             )
         }
@@ -204,7 +205,7 @@ public final class ManagedProcess: @unchecked Sendable {
         do {
             regex = try Regex(pattern)
         } catch {
-            throw HarnessError("'\(pattern)' is not a regular expression: \(error)")
+            throw HarnessError(.invalidArgument, "'\(pattern)' is not a regular expression: \(error)")
         }
         let deadline = ContinuousClock.now + timeout
         while true {
@@ -250,15 +251,6 @@ extension ManagedProcess {
     }
 }
 
-/// A harness failure, with what to do about it.
-public struct HarnessError: Error, CustomStringConvertible, Sendable {
-    public var description: String
-
-    public init(_ description: String) {
-        self.description = description
-    }
-}
-
 /// Finds the executables this package builds (flowd, flowctl, examples).
 public enum BuiltProducts {
     /// The build directory: `$FLOWBUS_BIN_DIR`, else the directory of the running test bundle.
@@ -282,6 +274,7 @@ public enum BuiltProducts {
         let url = directory.appendingPathComponent(name)
         guard FileManager.default.isExecutableFile(atPath: url.path) else {
             throw HarnessError(
+                .notBuilt,
                 "\(name) is not built in \(directory.path): run `swift build --product \(name)` (a dependency's executable is built only when named), or set FLOWBUS_BIN_DIR"
             )
         }

@@ -96,7 +96,7 @@ public final class Network {
 
     /// Namespace `<prefix>-<pid>-<random>-<host>` for each host, addresses `<subnet>.1`, `.2`, ….
     public init(hosts: [String]) throws {
-        guard let ip = NetworkNamespaces.ip else { throw HarnessError("`ip` is not installed") }
+        guard let ip = NetworkNamespaces.ip else { throw HarnessError(.unavailable, "`ip` is not installed") }
         self.ip = ip
         self.hosts = hosts
         id = "\(Self.prefix)-\(getpid())-\(String(UInt16.random(in: 0 ... .max), radix: 16))"
@@ -119,7 +119,7 @@ public final class Network {
             }
         } catch {
             tearDown()
-            throw HarnessError("cannot build the test network: \(error)")
+            throw HarnessError(.unavailable, "cannot build the test network: \(error)")
         }
     }
 

@@ -26,7 +26,9 @@ public final class PostgresServer: @unchecked Sendable {
     ///   - durable: flush each commit to the disk, as a production server does (a benchmark);
     ///     otherwise `fsync=off`, which tests do not need.
     public init(host: String = "127.0.0.1", port: Int? = nil, wrap: [String] = [], durable: Bool = false) throws {
-        guard let binaries = Self.findBinaries() else { throw HarnessError(Self.unavailableReason ?? "no PostgreSQL") }
+        guard let binaries = Self.findBinaries() else {
+            throw HarnessError(.unavailable, Self.unavailableReason ?? "no PostgreSQL")
+        }
         self.binaries = binaries
         runAs = getuid() == 0 ? "postgres" : nil
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
@@ -104,14 +106,15 @@ public final class PostgresServer: @unchecked Sendable {
         defer { arguments.forEach { free($0) } }
         let spawned = posix_spawn(&pid, command[0], &actions, nil, arguments, environ)
         guard spawned == 0 else {
-            throw HarnessError("cannot start \(command[0]): \(String(cString: strerror(spawned)))")
+            throw HarnessError(.cannotStart, "cannot start \(command[0]): \(String(cString: strerror(spawned)))")
         }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
         // Exited normally with status 0.
         guard status & 0x7f == 0, (status >> 8) & 0xff == 0 else {
-            throw HarnessError("\(command.joined(separator: " ")) failed (wait status \(status)): \(text)")
+            throw HarnessError(
+                .commandFailed, "\(command.joined(separator: " ")) failed (wait status \(status)): \(text)")
         }
     }
 

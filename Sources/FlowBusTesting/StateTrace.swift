@@ -41,6 +41,7 @@ public final class StateTrace<State: Decodable & Equatable> {
     init(topology: TestTopology, reactorID: String, exhaustivity: Exhaustivity, timeout: Duration) throws {
         guard let host = topology.config.reactorHost(for: reactorID) else {
             throw HarnessError(
+                .notDeclared,
                 "no reactor host of the topology serves \(reactorID): list it under reactors.<host>.serves")
         }
         self.reactorID = reactorID
@@ -59,14 +60,16 @@ public final class StateTrace<State: Decodable & Equatable> {
             try topology.watch.check("while a state trace waited for the snapshot of \(reactorID)")
             if snapshot == nil, ContinuousClock.now >= deadline {
                 throw HarnessError(
+                    .timedOut,
                     "no snapshot of \(reactorID) from reactor host \(host.name) within \(readable(timeout))")
             }
         }
-        guard let snapshot else { throw HarnessError("no snapshot of \(reactorID)") }
+        guard let snapshot else { throw HarnessError(.timedOut, "no snapshot of \(reactorID)") }
         do {
             initial = try snapshot.decode(State.self)
         } catch {
             throw HarnessError(
+                .unexpected,
                 "the snapshot of \(reactorID) does not decode as \(State.self): \(error)\nit is \(snapshot.state.displayText)"
             )
         }

@@ -61,7 +61,7 @@ public final class TestTopology: @unchecked Sendable {
             config = try FlowBusConfig.load(path: path, environment: environment)
         } catch let error as ConfigError {
             try? FileManager.default.removeItem(at: directory)
-            throw HarnessError(error.description)
+            throw HarnessError(.invalidConfig, error.description)
         } catch {
             try? FileManager.default.removeItem(at: directory)
             throw error
@@ -79,6 +79,7 @@ public final class TestTopology: @unchecked Sendable {
             text = try String(contentsOfFile: configFile, encoding: .utf8)
         } catch {
             throw HarnessError(
+                .invalidConfig,
                 "cannot read \(configFile) (from \(FileManager.default.currentDirectoryPath)): \(error.localizedDescription)"
             )
         }
@@ -129,6 +130,7 @@ public final class TestTopology: @unchecked Sendable {
                 executable, searchDirectories: [BuiltProducts.directory], environment: searchEnvironment)
         else {
             throw HarnessError(
+                .notBuilt,
                 "\(executable) is neither built in \(BuiltProducts.directory.path) (run `swift build`, or set FLOWBUS_BIN_DIR) nor in PATH"
             )
         }
@@ -157,6 +159,7 @@ public final class TestTopology: @unchecked Sendable {
     ) throws -> ManagedProcess {
         guard config.reactors[host] != nil else {
             throw HarnessError(
+                .notDeclared,
                 "the topology declares no reactor host \(host) (declared: \(config.reactors.keys.sorted().joined(separator: ", ")))"
             )
         }
@@ -187,12 +190,13 @@ public final class TestTopology: @unchecked Sendable {
                 source: configPath
             ).specs
         } catch {
-            throw HarnessError(error.description)
+            throw HarnessError(.invalidConfig, error.description)
         }
         var wanted = Set(names ?? ordered.map(\.name))
         if let names {
             for name in names where !ordered.contains(where: { $0.name == name }) {
                 throw HarnessError(
+                    .notDeclared,
                     "the launch: section has no entry \(name) (it has \(ordered.map(\.name).joined(separator: ", ")))")
             }
             // Dependencies first in `ordered`: walking it backwards reaches each before its own.
@@ -219,6 +223,7 @@ public final class TestTopology: @unchecked Sendable {
         guard let status = process.waitForExit(timeout: timeout) else {
             process.kill()
             throw HarnessError(
+                .timedOut,
                 "\(executable) \(arguments.joined(separator: " ")) did not finish within \(readable(timeout)):\n\(process.outputTail())"
             )
         }
@@ -345,6 +350,7 @@ public final class TestTopology: @unchecked Sendable {
         guard try subscriber.waitUntilConnected(timeout: timeout) else {
             try checkProcesses()
             throw HarnessError(
+                .timedOut,
                 "no heartbeat from flowd's events endpoint \(config.endpoints.events) within \(readable(timeout))")
         }
         return subscriber
@@ -439,6 +445,7 @@ public final class TestTopology: @unchecked Sendable {
             try watch.check("while waiting for flowd to acknowledge the \(what)")
             guard ContinuousClock.now < deadline else {
                 throw HarnessError(
+                    .timedOut,
                     "flowd did not acknowledge the \(what) within \(readable(timeout)): is it running on \(config.endpoints.ingress)?"
                 )
             }
@@ -456,6 +463,7 @@ public final class TestTopology: @unchecked Sendable {
             try watch.check("while waiting for the reactor host to acknowledge the \(what)")
             guard ContinuousClock.now < deadline else {
                 throw HarnessError(
+                    .timedOut,
                     "the reactor host did not acknowledge the \(what) within \(readable(timeout)): is it running?")
             }
         }
@@ -484,12 +492,14 @@ public final class TestTopology: @unchecked Sendable {
         }
         func notReady() -> HarnessError {
             HarnessError(
+                .timedOut,
                 "\(process.name) was not ready (\(how)) within \(readable(timeout)); its last output:\n\(process.outputTail())"
             )
         }
         if let host = ready.heartbeat {
             guard let spec = config.reactors[host] else {
-                throw HarnessError("ready.heartbeat names reactor host \(host), which the topology does not declare")
+                throw HarnessError(
+                    .notDeclared, "ready.heartbeat names reactor host \(host), which the topology does not declare")
             }
             let probe = try BusSubscriber(endpoint: spec.states, topics: ["hb/"], curve: config.curve)
             while try !probe.waitUntilConnected(timeout: .milliseconds(100)) {
@@ -522,6 +532,7 @@ public final class TestTopology: @unchecked Sendable {
     private func waitForOneShot(_ process: ManagedProcess, timeout: Duration) throws {
         guard process.waitForExit(timeout: timeout) != nil else {
             throw HarnessError(
+                .timedOut,
                 "one-shot \(process.name) did not finish within \(readable(timeout)); its last output:\n\(process.outputTail())"
             )
         }
@@ -540,7 +551,7 @@ public final class TestTopology: @unchecked Sendable {
         if parent.isEmpty || parent.utf8.count > 60 { parent = "/tmp" }
         var template = Array("\(parent)/flowbus-test.XXXXXX".utf8CString)
         guard let created = mkdtemp(&template) else {
-            throw HarnessError("cannot create a temporary directory in \(parent): errno \(errno)")
+            throw HarnessError(.unavailable, "cannot create a temporary directory in \(parent): errno \(errno)")
         }
         return URL(fileURLWithPath: String(cString: created), isDirectory: true)
     }

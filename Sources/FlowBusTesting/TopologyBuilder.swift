@@ -53,7 +53,7 @@ public struct TopologyBuilder: Sendable {
         do {
             parsed = try FlowBusConfig.parse(yaml: wrapper, source: "TopologyBuilder.flows(yaml:)", environment: [:])
         } catch {
-            throw HarnessError(error.description)
+            throw HarnessError(.invalidConfig, error.description)
         }
         var copy = self
         copy.config.flows.merge(parsed.flows) { _, new in new }
@@ -110,7 +110,7 @@ public struct TopologyBuilder: Sendable {
         do {
             return String(decoding: try encoder.encode(config), as: UTF8.self) + "\n"
         } catch {
-            throw HarnessError("the built topology cannot be written: \(error)")
+            throw HarnessError(.invalidConfig, "the built topology cannot be written: \(error)")
         }
     }
 }

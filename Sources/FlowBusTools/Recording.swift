@@ -223,7 +223,8 @@ public final class BusRecording {
     // MARK: Writing
 
     /// Creates a new recording at `path`.
-    /// - Parameter overwrite: replace an existing file (else that is an error).
+    /// - Parameter overwrite: replace an existing file (else that is an error,
+    ///   ``RecordingError/Code/exists``).
     /// - Throws: ``RecordingError`` saying what to do.
     public static func create(
         path: String, metadata: Metadata, overwrite: Bool = false
@@ -231,13 +232,13 @@ public final class BusRecording {
         let manager = FileManager.default
         if manager.fileExists(atPath: path) {
             guard overwrite else {
-                throw RecordingError("\(path) exists: pass --force to replace it, or name another file")
+                throw RecordingError(.exists, "\(path) exists: pass --force to replace it, or name another file")
             }
             for file in [path, path + "-wal", path + "-shm"] where manager.fileExists(atPath: file) {
                 do {
                     try manager.removeItem(atPath: file)
                 } catch {
-                    throw RecordingError("cannot replace \(file): \(error.localizedDescription)")
+                    throw RecordingError(.unwritable, "cannot replace \(file): \(error.localizedDescription)")
                 }
             }
         }
@@ -285,7 +286,7 @@ public final class BusRecording {
         } catch let error as RecordingError {
             throw error
         } catch {
-            throw RecordingError("cannot create the recording \(path): \(error)")
+            throw RecordingError(.unwritable, "cannot create the recording \(path): \(error)")
         }
     }
 
@@ -312,7 +313,7 @@ public final class BusRecording {
                 return stored
             }
         } catch {
-            throw RecordingError("cannot write to the recording \(path): \(error)")
+            throw RecordingError(.unwritable, "cannot write to the recording \(path): \(error)")
         }
     }
 
@@ -325,7 +326,7 @@ public final class BusRecording {
         do {
             try database.write { db in try Self.writeMeta([row], db) }
         } catch {
-            throw RecordingError("cannot write to the recording \(path): \(error)")
+            throw RecordingError(.unwritable, "cannot write to the recording \(path): \(error)")
         }
     }
 
@@ -342,18 +343,19 @@ public final class BusRecording {
                 try db.execute(sql: "PRAGMA journal_mode = DELETE")
             }
         } catch {
-            throw RecordingError("cannot finish the recording \(path): \(error)")
+            throw RecordingError(.unwritable, "cannot finish the recording \(path): \(error)")
         }
     }
 
     // MARK: Reading
 
     /// Opens an existing recording read-only.
-    /// - Throws: ``RecordingError`` when the file is missing, is not a recording, or has a format
-    ///   version this module does not read, saying what to do.
+    /// - Throws: ``RecordingError`` when the file is missing (``RecordingError/Code/missing``), is
+    ///   not a recording (``RecordingError/Code/notARecording``), has a format version this module
+    ///   does not read (``RecordingError/Code/unsupportedVersion``) or is damaged, saying what to do.
     public static func open(path: String) throws(RecordingError) -> BusRecording {
         guard FileManager.default.fileExists(atPath: path) else {
-            throw RecordingError("recording \(path) does not exist: record one with `flowctl record \(path)`")
+            throw RecordingError(.missing, "recording \(path) does not exist: record one with `flowctl record \(path)`")
         }
         let notARecording = "\(path) is not a FlowBus recording"
         let fix = "pass a file written by `flowctl record`"
@@ -374,16 +376,18 @@ public final class BusRecording {
                 return (true, rows)
             }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_NOTADB {
-            throw RecordingError("\(notARecording) (it is not an SQLite database): \(fix)")
+            throw RecordingError(.notARecording, "\(notARecording) (it is not an SQLite database): \(fix)")
         } catch {
-            throw RecordingError("cannot read \(path): \(error)")
+            throw RecordingError(.unreadable, "cannot read \(path): \(error)")
         }
         guard hasMeta, rows["format"] == format else {
             throw RecordingError(
+                .notARecording,
                 "\(notARecording) (an SQLite database without a \(format) meta table, e.g. a journal): \(fix)")
         }
         guard let version = rows["format_version"].flatMap(Int.init) else {
             throw RecordingError(
+                .damaged,
                 "\(path) has no readable format_version: the file is damaged; record it again with `flowctl record`")
         }
         guard version == formatVersion else {
@@ -391,10 +395,11 @@ public final class BusRecording {
                 version > formatVersion
                 ? "it is newer than this flowctl reads (\(formatVersion)): use the flowctl that recorded it, or a newer one"
                 : "this flowctl reads format \(formatVersion) only: record it again with `flowctl record`"
-            throw RecordingError("\(path) is a recording in format version \(version); \(advice)")
+            throw RecordingError(.unsupportedVersion, "\(path) is a recording in format version \(version); \(advice)")
         }
         guard let metadata = Metadata(rows: rows) else {
-            throw RecordingError("\(path) has damaged metadata (meta table): record it again with `flowctl record`")
+            throw RecordingError(
+                .damaged, "\(path) has damaged metadata (meta table): record it again with `flowctl record`")
         }
         return BusRecording(path: path, database: database, metadata: metadata)
     }
@@ -418,7 +423,7 @@ public final class BusRecording {
                     let id: Int64 = row[0]
                     let blob: Data = row[7]
                     guard let frames = Self.decode(blob) else {
-                        throw RecordingError("message \(id) of \(path) has damaged frames")
+                        throw RecordingError(.damaged, "message \(id) of \(path) has damaged frames")
                     }
                     let rawKind: Int = row[4]
                     messages.append(
@@ -432,7 +437,7 @@ public final class BusRecording {
         } catch let error as RecordingError {
             throw error
         } catch {
-            throw RecordingError("cannot read messages from \(path): \(error)")
+            throw RecordingError(.unreadable, "cannot read messages from \(path): \(error)")
         }
     }
 
@@ -498,7 +503,7 @@ public final class BusRecording {
                     hosts.filter { withActions.contains($0.endpoint) }.compactMap { Self.sourceSuffix($0.source) })
             }
         } catch {
-            throw RecordingError("cannot read \(path): \(error)")
+            throw RecordingError(.unreadable, "cannot read \(path): \(error)")
         }
     }
 
@@ -546,7 +551,7 @@ public final class BusRecording {
                     reactorStepCount: reactorSteps)
             }
         } catch {
-            throw RecordingError("cannot read \(path): \(error)")
+            throw RecordingError(.unreadable, "cannot read \(path): \(error)")
         }
     }
 
@@ -677,10 +682,56 @@ extension BusRecording.Metadata {
 }
 
 /// Why a recording could not be written or read, with what to do about it.
-public struct RecordingError: Error, CustomStringConvertible, Sendable {
+///
+/// ``code`` says what went wrong, so that a caller can match it (`error.code == .missing`);
+/// ``description`` says it for a person, naming the file and the fix. New codes do not break
+/// callers.
+public struct RecordingError: Error, CustomStringConvertible, Sendable, Hashable {
+    /// What went wrong.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Value: String {
+            case exists
+            case missing
+            case notARecording = "not-a-recording"
+            case unsupportedVersion = "unsupported-version"
+            case damaged
+            case unreadable
+            case unwritable
+        }
+
+        private let value: Value
+
+        private init(_ value: Value) {
+            self.value = value
+        }
+
+        /// The file to record into exists, and replacing it was not asked for (`--force`).
+        public static let exists = Code(.exists)
+        /// The recording to open does not exist.
+        public static let missing = Code(.missing)
+        /// The file is not a FlowBus recording: not an SQLite database, or one without a
+        /// recording's tables (e.g. a journal).
+        public static let notARecording = Code(.notARecording)
+        /// The file is a recording in a format version this module does not read (newer or older
+        /// than ``BusRecording/formatVersion``).
+        public static let unsupportedVersion = Code(.unsupportedVersion)
+        /// The file is a recording, but its metadata or a message's frames do not read back.
+        public static let damaged = Code(.damaged)
+        /// The file cannot be opened or read (permissions, I/O, a lock).
+        public static let unreadable = Code(.unreadable)
+        /// The recording cannot be created, replaced, written to or finished.
+        public static let unwritable = Code(.unwritable)
+
+        public var description: String { value.rawValue }
+    }
+
+    /// What went wrong, to match.
+    public var code: Code
+    /// What went wrong and what to do, in words.
     public var description: String
 
-    public init(_ description: String) {
+    public init(_ code: Code, _ description: String) {
+        self.code = code
         self.description = description
     }
 }

@@ -1,9 +1,43 @@
 /// A command-line parameter that cannot be read, with what is wrong.
-public struct ParamSyntaxError: Error, Sendable, CustomStringConvertible {
-    public let description: String
+///
+/// ``code`` says what is wrong, so that a caller can match it (`error.code == .duplicateKey`);
+/// ``description`` says it for a person, quoting the argument. New codes do not break callers.
+public struct ParamSyntaxError: Error, CustomStringConvertible, Sendable, Hashable {
+    /// What is wrong with the argument.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Value: String {
+            case malformed
+            case duplicateKey = "duplicate-key"
+            case invalidJSON = "invalid-json"
+            case outOfRange = "out-of-range"
+        }
 
-    init(message: String) {
-        description = message
+        private let value: Value
+
+        private init(_ value: Value) {
+            self.value = value
+        }
+
+        /// The argument is not `key=value` or `key:=JSON`, or its key is empty.
+        public static let malformed = Code(.malformed)
+        /// The same key is given twice.
+        public static let duplicateKey = Code(.duplicateKey)
+        /// The value after `:=` is not JSON.
+        public static let invalidJSON = Code(.invalidJSON)
+        /// A number that does not fit: an integer beyond 64 bits, or a double beyond its range.
+        public static let outOfRange = Code(.outOfRange)
+
+        public var description: String { value.rawValue }
+    }
+
+    /// What is wrong, to match.
+    public var code: Code
+    /// What is wrong, quoting the argument, in words.
+    public var description: String
+
+    init(_ code: Code, _ description: String) {
+        self.code = code
+        self.description = description
     }
 }
 
@@ -18,7 +52,7 @@ public enum CommandLineParams {
         var params: WireParams = [:]
         for argument in arguments {
             let (key, value) = try parseParam(argument)
-            if params[key] != nil { throw ParamSyntaxError(message: "parameter \"\(key)\" is given twice") }
+            if params[key] != nil { throw ParamSyntaxError(.duplicateKey, "parameter \"\(key)\" is given twice") }
             params[key] = value
         }
         return params
@@ -26,7 +60,7 @@ public enum CommandLineParams {
 
     static func parseParam(_ argument: String) throws(ParamSyntaxError) -> (String, WireValue) {
         guard let equals = argument.firstIndex(of: "=") else {
-            throw ParamSyntaxError(message: "\"\(argument)\" is not key=value (or key:=JSON)")
+            throw ParamSyntaxError(.malformed, "\"\(argument)\" is not key=value (or key:=JSON)")
         }
         var key = String(argument[..<equals])
         let raw = String(argument[argument.index(after: equals)...])
@@ -36,12 +70,13 @@ public enum CommandLineParams {
             do {
                 value = try WireJSON.decode(raw)
             } catch {
-                throw ParamSyntaxError(message: "\"\(argument)\": the value after ':=' is not JSON (\(error.detail))")
+                throw ParamSyntaxError(
+                    .invalidJSON, "\"\(argument)\": the value after ':=' is not JSON (\(error.detail))")
             }
         } else {
             value = try parseValue(raw)
         }
-        if key.isEmpty { throw ParamSyntaxError(message: "\"\(argument)\" has an empty key") }
+        if key.isEmpty { throw ParamSyntaxError(.malformed, "\"\(argument)\" has an empty key") }
         return (key, value)
     }
 
@@ -54,12 +89,12 @@ public enum CommandLineParams {
         if isInteger {
             guard let value = Int64(text) else {
                 throw ParamSyntaxError(
-                    message: "\(text) does not fit a signed 64-bit int; write \(text).0 to send a double")
+                    .outOfRange, "\(text) does not fit a signed 64-bit int; write \(text).0 to send a double")
             }
             return .int(value)
         }
         guard let value = Double(text), value.isFinite else {
-            throw ParamSyntaxError(message: "\(text) is out of the double range")
+            throw ParamSyntaxError(.outOfRange, "\(text) is out of the double range")
         }
         return .double(value)
     }

@@ -132,10 +132,50 @@ public struct CoordinatorCheckpoint: Codable, Sendable, Hashable {
 }
 
 /// Why a coordinator cannot write or restore a checkpoint.
-public struct CheckpointError: Error, CustomStringConvertible, Sendable {
-    public let description: String
+///
+/// ``code`` says what went wrong, so that a caller can match it (`error.code == .unsupportedFormat`);
+/// ``description`` says it for a person. New codes do not break callers.
+public struct CheckpointError: Error, CustomStringConvertible, Sendable, Hashable {
+    /// What went wrong.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private enum Value: String {
+            case obstructed
+            case coordinatorNotNew = "coordinator-not-new"
+            case unsupportedFormat = "unsupported-format"
+            case configMismatch = "config-mismatch"
+            case inconsistent
+        }
 
-    init(_ description: String) {
+        private let value: Value
+
+        private init(_ value: Value) {
+            self.value = value
+        }
+
+        /// No checkpoint can be taken now: ``FlowCoordinator/checkpointObstacle`` says why (steps
+        /// under way, or a flow or stepper whose state a checkpoint cannot hold).
+        public static let obstructed = Code(.obstructed)
+        /// The coordinator to restore into already coordinates flows: restore into a new one.
+        public static let coordinatorNotNew = Code(.coordinatorNotNew)
+        /// The checkpoint's layout is not ``CoordinatorCheckpoint/currentFormat``: it was written by
+        /// another version.
+        public static let unsupportedFormat = Code(.unsupportedFormat)
+        /// The checkpoint names a flow the config does not declare, or a flow whose root differs
+        /// from the config's: the config changed since it was taken.
+        public static let configMismatch = Code(.configMismatch)
+        /// The checkpoint contradicts itself (links outside, values no build knows): it is damaged.
+        public static let inconsistent = Code(.inconsistent)
+
+        public var description: String { value.rawValue }
+    }
+
+    /// What went wrong, to match.
+    public var code: Code
+    /// What went wrong, in words.
+    public var description: String
+
+    init(_ code: Code, _ description: String) {
+        self.code = code
         self.description = description
     }
 }
@@ -161,9 +201,12 @@ extension FlowCoordinator {
     }
 
     /// The state now, between two inputs.
-    /// - Throws: ``CheckpointError`` naming the ``checkpointObstacle``.
-    public func checkpoint() throws -> CoordinatorCheckpoint {
-        if let obstacle = checkpointObstacle { throw CheckpointError("no checkpoint can be taken: \(obstacle)") }
+    /// - Throws: ``CheckpointError`` (``CheckpointError/Code/obstructed``) naming the
+    ///   ``checkpointObstacle``.
+    public func checkpoint() throws(CheckpointError) -> CoordinatorCheckpoint {
+        if let obstacle = checkpointObstacle {
+            throw CheckpointError(.obstructed, "no checkpoint can be taken: \(obstacle)")
+        }
         var checkpoint = CoordinatorCheckpoint()
         var flowIndex: [ObjectIdentifier: Int] = [:]
         var nodeIndex: [ObjectIdentifier: Int] = [:]
@@ -278,16 +321,19 @@ extension FlowCoordinator {
     ///   node (id and kind) must be the one the checkpoint has.
     /// - Throws: ``CheckpointError`` when the checkpoint does not fit the flows `makeFlow` builds;
     ///   the coordinator must then be discarded.
-    public func restore(_ checkpoint: CoordinatorCheckpoint, makeFlow: (String) -> (any Flow)?) throws {
+    public func restore(
+        _ checkpoint: CoordinatorCheckpoint, makeFlow: (String) -> (any Flow)?
+    ) throws(CheckpointError) {
         guard roots.isEmpty, recordsByID.isEmpty, bindingsByStepper.isEmpty else {
-            throw CheckpointError("a checkpoint can only be restored into a new coordinator")
+            throw CheckpointError(.coordinatorNotNew, "a checkpoint can only be restored into a new coordinator")
         }
         guard checkpoint.format == CoordinatorCheckpoint.currentFormat else {
             throw CheckpointError(
+                .unsupportedFormat,
                 "checkpoint format \(checkpoint.format) is not \(CoordinatorCheckpoint.currentFormat)")
         }
-        func check(_ condition: Bool, _ problem: @autoclosure () -> String) throws {
-            if !condition { throw CheckpointError("the checkpoint is inconsistent: \(problem())") }
+        func check(_ condition: Bool, _ problem: @autoclosure () -> String) throws(CheckpointError) {
+            if !condition { throw CheckpointError(.inconsistent, "the checkpoint is inconsistent: \(problem())") }
         }
         let nodeCount = checkpoint.nodes.count
         let flowCount = checkpoint.flows.count
@@ -296,13 +342,14 @@ extension FlowCoordinator {
         var flows: [any Flow] = []
         for saved in checkpoint.flows {
             guard let flow = makeFlow(saved.name) else {
-                throw CheckpointError("flow \(saved.name) is in the checkpoint but not in the config")
+                throw CheckpointError(.configMismatch, "flow \(saved.name) is in the checkpoint but not in the config")
             }
             try check(saved.root >= 0 && saved.root < nodeCount, "flow \(saved.name) has no root node")
             let root = flow.navigationNode
             let savedRoot = checkpoint.nodes[saved.root]
             guard root.presentableID == savedRoot.id, root.kind.rawValue == savedRoot.kind else {
                 throw CheckpointError(
+                    .configMismatch,
                     "flow \(saved.name)'s root is \(root.kind.rawValue) \(root.presentableID) in the config, "
                         + "\(savedRoot.kind) \(savedRoot.id) in the checkpoint")
             }
@@ -322,12 +369,12 @@ extension FlowCoordinator {
             case .screen: nodes.append(Screen(id: saved.id))
             case .stack: nodes.append(NavigationStack(id: saved.id))
             case .tabs: nodes.append(TabBar(id: saved.id))
-            case .flow, nil: throw CheckpointError("node \(saved.id) has kind \(saved.kind)")
+            case .flow, nil: throw CheckpointError(.inconsistent, "node \(saved.id) has kind \(saved.kind)")
             }
         }
         for (node, saved) in zip(nodes, checkpoint.nodes) {
             guard let placement = NodePlacement(rawValue: saved.placement) else {
-                throw CheckpointError("node \(saved.id) has placement \(saved.placement)")
+                throw CheckpointError(.inconsistent, "node \(saved.id) has placement \(saved.placement)")
             }
             try check(
                 saved.children.allSatisfy { $0 < nodeCount } && (saved.presented ?? 0) < nodeCount,
@@ -386,7 +433,7 @@ extension FlowCoordinator {
         for saved in checkpoint.bindings {
             try check(saved.flow < flowCount && saved.node < nodeCount, "binding of \(saved.stepper) links outside")
             guard let role = BindingRole(rawValue: saved.role) else {
-                throw CheckpointError("binding of \(saved.stepper) has role \(saved.role)")
+                throw CheckpointError(.inconsistent, "binding of \(saved.stepper) has role \(saved.role)")
             }
             let stepper: any Stepper
             if saved.remote {

@@ -180,7 +180,7 @@ struct CheckpointTests {
         let coordinator = FlowCoordinator()
         await coordinator.coordinate(flow: PlainFlow())
         #expect(coordinator.checkpointObstacle?.contains("PlainFlow#1") == true)
-        #expect(throws: CheckpointError.self) { try coordinator.checkpoint() }
+        #expect { try coordinator.checkpoint() } throws: { ($0 as? CheckpointError)?.code == .obstructed }
     }
 
     @Test("A checkpoint that does not fit the config is refused with the reason")
@@ -197,6 +197,7 @@ struct CheckpointTests {
             try coordinator.restore(checkpoint) { DeclaredFlow.make(named: $0, in: other) }
         } throws: { error in
             "\(error)".contains("preferences") && "\(error)".contains("settings")
+                && (error as? CheckpointError)?.code == .configMismatch
         }
     }
 }

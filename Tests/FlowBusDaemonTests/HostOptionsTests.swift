@@ -24,4 +24,21 @@ struct HostOptionsTests {
             "\($0)".contains("'loud' is not a log level")
         }
     }
+
+    @Test("Each usage error carries a code a caller can match")
+    func codes() {
+        func code(_ arguments: [String]) -> HostUsageError.Code? {
+            do {
+                _ = try HostOptions.parse(arguments)
+                return nil
+            } catch {
+                return error.code
+            }
+        }
+        #expect(code(["--cofig", "x"]) == .unknownArgument)
+        #expect(code(["--config"]) == .missingValue)
+        #expect(code(["--log-level=loud"]) == .invalidValue)
+        #expect(code(["--host", "cart"]) == nil)
+        #expect(HostUsageError.Code.unknownArgument.description == "unknown-argument")
+    }
 }

@@ -286,7 +286,7 @@ final class FailoverSite {
             mayExit: true)
         processes.append(process)
         guard process.waitForExit(timeout: .seconds(120)) == 0 else {
-            throw HarnessError("\(process.name) failed:\n\(process.outputTail(lines: 40))")
+            throw HarnessError(.commandFailed, "\(process.name) failed:\n\(process.outputTail(lines: 40))")
         }
         return process.output
     }
@@ -298,10 +298,11 @@ final class FailoverSite {
         let deadline = ContinuousClock.now + timeout
         while !condition() {
             for process in processes where !process.isRunning {
-                throw HarnessError("\(process.name) exited before \(what):\n\(process.outputTail(lines: 40))")
+                throw HarnessError(.exited, "\(process.name) exited before \(what):\n\(process.outputTail(lines: 40))")
             }
             guard ContinuousClock.now < deadline else {
                 throw HarnessError(
+                    .timedOut,
                     "not within \(timeout): \(what)\n\(processes.map { $0.outputTail() }.joined(separator: "\n"))")
             }
             Thread.sleep(forTimeInterval: 0.02)

@@ -1,6 +1,8 @@
 #if Studio
+import FlowBusConfiguration
 import FlowBusStudio
 import FlowBusWire
+import Logging
 import Testing
 
 private func command(
@@ -121,5 +123,28 @@ private func node(_ value: WireValue?, _ path: [Int]) -> [String: WireValue]? {
         StudioEvent.describe(
             .heartbeat(Heartbeat(envelope: Envelope(kind: .heartbeat, sequence: 0, source: "x"))), endpoint: "events")
             == nil)
+}
+
+@Test func anAddressOtherMachinesReachNeedsAToken() throws {
+    let config = try FlowBusConfig.parse(
+        yaml: """
+            endpoints:
+              ingress: ipc:///tmp/fb-studio/in.sock
+              events: ipc:///tmp/fb-studio/ev.sock
+              control: ipc:///tmp/fb-studio/ctl.sock
+            """, environment: [:])
+    var options = StudioServer.Options()
+    options.host = "0.0.0.0"
+    let logger = Logger(label: "studio-test")
+    #expect {
+        try StudioServer(config: config, configPath: nil, options: options, logger: logger)
+    } throws: { error in
+        let error = error as? StudioError
+        return error?.code == .tokenRequired && error?.description.contains("give --token SECRET") == true
+    }
+    options.token = "secret"
+    #expect(throws: Never.self) {
+        try StudioServer(config: config, configPath: nil, options: options, logger: logger)
+    }
 }
 #endif

@@ -33,4 +33,24 @@ struct CommandLineParamsTests {
         // Not a JSON number: kept as text.
         #expect((try? CommandLineParams.parse(["v=007"])) == ["v": "007"])
     }
+
+    @Test("Each malformed argument carries a code a caller can match")
+    func codes() {
+        func code(_ arguments: [String]) -> ParamSyntaxError.Code? {
+            do {
+                _ = try CommandLineParams.parse(arguments)
+                return nil
+            } catch {
+                return error.code
+            }
+        }
+        #expect(code(["withMovieId"]) == .malformed)
+        #expect(code(["=1"]) == .malformed)
+        #expect(code(["a=1", "a:=2"]) == .duplicateKey)
+        #expect(code(["j:={"]) == .invalidJSON)
+        #expect(code(["n=99999999999999999999"]) == .outOfRange)
+        #expect(code(["x=1e999"]) == .outOfRange)
+        #expect(code(["a=1", "b:=[2]"]) == nil)
+        #expect(ParamSyntaxError.Code.duplicateKey.description == "duplicate-key")
+    }
 }

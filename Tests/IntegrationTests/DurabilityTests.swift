@@ -52,7 +52,7 @@ func journaledTicks(_ topology: TestTopology, stepper: String = "load") throws -
 func treeAndBindings(_ topology: TestTopology) throws -> String {
     let result = try topology.run("flowctl", ["status", "--json", "--config", topology.configPath])
     guard result.status == 0, case .map(let status) = try WireJSON.decode(Array(result.output.utf8)) else {
-        throw HarnessError("flowctl status --json failed: \(result.output)")
+        throw HarnessError(.commandFailed, "flowctl status --json failed: \(result.output)")
     }
     let text = "\(try WireJSON.string(status["flows"] ?? .null))\n\(try WireJSON.string(status["bindings"] ?? .null))"
     return text.replacingOccurrences(of: #"@0x[0-9a-f]+"#, with: "@…", options: .regularExpression)

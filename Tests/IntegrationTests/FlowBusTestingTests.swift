@@ -105,8 +105,25 @@ struct FlowBusTestingTests {
         try withTopology(builder) { topology in
             let started = try topology.launch(only: ["marker"])
             #expect(started.map(\.name) == ["flowd", "marker"])
-            #expect(throws: HarnessError.self) { try topology.launch(only: ["nobody"]) }
+            let unknown = #expect(throws: HarnessError.self) { try topology.launch(only: ["nobody"]) }
+            #expect(unknown?.code == .notDeclared)
         }
+    }
+
+    @Test("Harness errors carry a code a test can match: not built, not declared, an invalid config or argument")
+    func harnessErrorCodes() throws {
+        func code(_ error: any Error) -> HarnessError.Code? { (error as? HarnessError)?.code }
+        #expect { _ = try BuiltProducts.executable("flowbus-no-such-product") } throws: { code($0) == .notBuilt }
+        #expect { _ = try TestTopology(configYAML: "endpoints: 3\n") } throws: { code($0) == .invalidConfig }
+        try withTopology(itemsTopology()) { topology in
+            #expect { _ = try topology.start("flowbus-no-such-product") } throws: { code($0) == .notBuilt }
+            #expect { _ = try topology.startReactorHost("nobody") } throws: { code($0) == .notDeclared }
+            let sleeper = try topology.start("sleep", arguments: ["60"])
+            #expect { _ = try sleeper.waitForOutput(matching: "(", timeout: .milliseconds(10)) } throws: {
+                code($0) == .invalidArgument
+            }
+        }
+        #expect(HarnessError.Code.timedOut.description == "timed-out")
     }
 
     @Test("An exact trace passes; diagnostics are asserted beside it")
@@ -321,10 +338,11 @@ struct FlowBusTestingTests {
                     try topology.start(
                         "sh", arguments: ["-c", "echo sleeping; exec sleep 60"], name: "sleeper",
                         ready: .init(logLine: "sleeping")))
-                throw HarnessError("the test failed here")
+                throw HarnessError(.failed, "the test failed here")
             }
         }
         #expect(failure?.description == "the test failed here")
+        #expect(failure?.code == .failed)
         let removed = try #require(directory)
         #expect(!FileManager.default.fileExists(atPath: removed.path))
         #expect(processes.map(\.isRunning) == [false, false])
@@ -373,6 +391,7 @@ struct FlowBusTestingTests {
             #expect(
                 slow?.description.hasPrefix("slow was not ready (log line /^never$/) within 300 ms") == true,
                 "\(String(describing: slow))")
+            #expect(slow?.code == .timedOut)
             topology.process(named: "slow")?.terminate()
             let crash = #expect(throws: ProcessDied.self) {
                 try topology.start(

@@ -30,7 +30,7 @@ private func launch(
     let flowctl = try topology.start("flowctl", arguments: ["launch", topology.configPath] + arguments)
     guard let status = flowctl.waitForExit(timeout: timeout) else {
         flowctl.kill()
-        throw HarnessError("flowctl launch did not finish within \(timeout):\n\(flowctl.output)")
+        throw HarnessError(.timedOut, "flowctl launch did not finish within \(timeout):\n\(flowctl.output)")
     }
     return (status, flowctl.output.split(separator: "\n").map(String.init))
 }

@@ -25,7 +25,7 @@ private func demoWithMetrics(appending: String = "") throws -> TestTopology {
         ("    serves: [counter, login, movie/]\n", "    metrics: tcp://127.0.0.1:*\n"),
     ] {
         guard let range = yaml.range(of: anchor) else {
-            throw HarnessError("config/demo.yaml has no '\(anchor)' line to add metrics after")
+            throw HarnessError(.invalidConfig, "config/demo.yaml has no '\(anchor)' line to add metrics after")
         }
         yaml.insert(contentsOf: line, at: range.upperBound)
     }
@@ -43,14 +43,14 @@ private func sample(_ text: String, _ series: String) -> Double? {
 /// `GET /metrics` from `endpoint` (`tcp://127.0.0.1:PORT`) over a plain TCP socket: the body of a 200 response.
 private func scrape(_ endpoint: String) throws -> String {
     guard let port = endpoint.split(separator: ":").last.flatMap({ UInt16($0) }) else {
-        throw HarnessError("no port in \(endpoint)")
+        throw HarnessError(.invalidArgument, "no port in \(endpoint)")
     }
     #if canImport(Glibc)
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     #else
     let fd = socket(AF_INET, SOCK_STREAM, 0)
     #endif
-    guard fd >= 0 else { throw HarnessError("socket() failed: errno \(errno)") }
+    guard fd >= 0 else { throw HarnessError(.unavailable, "socket() failed: errno \(errno)") }
     defer { close(fd) }
     var timeout = timeval(tv_sec: 5, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -63,10 +63,10 @@ private func scrape(_ endpoint: String) throws -> String {
             connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
         }
     }
-    guard connected == 0 else { throw HarnessError("cannot connect to \(endpoint): errno \(errno)") }
+    guard connected == 0 else { throw HarnessError(.failed, "cannot connect to \(endpoint): errno \(errno)") }
     let request = Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
     guard send(fd, request, request.count, 0) == request.count else {
-        throw HarnessError("send to \(endpoint) failed: errno \(errno)")
+        throw HarnessError(.failed, "send to \(endpoint) failed: errno \(errno)")
     }
     // The endpoint closes the connection after its response (Connection: close).
     var received: [UInt8] = []
@@ -75,13 +75,13 @@ private func scrape(_ endpoint: String) throws -> String {
         let count = recv(fd, &buffer, buffer.count, 0)
         if count == 0 { break }
         guard count > 0 else {
-            throw HarnessError("\(endpoint) did not finish its response within 5 s (errno \(errno))")
+            throw HarnessError(.timedOut, "\(endpoint) did not finish its response within 5 s (errno \(errno))")
         }
         received += buffer[..<count]
     }
     let text = String(decoding: received, as: UTF8.self)
     guard text.hasPrefix("HTTP/1.1 200 OK\r\n"), let end = text.range(of: "\r\n\r\n") else {
-        throw HarnessError("\(endpoint) answered:\n\(text)")
+        throw HarnessError(.unexpected, "\(endpoint) answered:\n\(text)")
     }
     return String(text[end.upperBound...])
 }
@@ -96,7 +96,7 @@ private func scrape(
         let text = try scrape(endpoint)
         if condition(text) { return text }
         guard ContinuousClock.now < deadline else {
-            throw HarnessError("metrics of \(endpoint) never met the condition; last:\n\(text)")
+            throw HarnessError(.timedOut, "metrics of \(endpoint) never met the condition; last:\n\(text)")
         }
         Thread.sleep(forTimeInterval: 0.05)
     }

@@ -323,11 +323,11 @@ final class MultiHostSite {
         let deadline = ContinuousClock.now + timeout
         while try !condition() {
             for daemon in [flowd, reactorHost].compactMap({ $0 }) where !daemon.isRunning {
-                throw HarnessError("\(daemon.name) exited while waiting until \(what)\n\(daemon.transcript)")
+                throw HarnessError(.exited, "\(daemon.name) exited while waiting until \(what)\n\(daemon.transcript)")
             }
             guard ContinuousClock.now < deadline else {
                 let outputs = [flowd, reactorHost].compactMap { $0?.transcript }.joined(separator: "\n")
-                throw HarnessError("not within \(timeout): \(what)\n\(outputs)")
+                throw HarnessError(.timedOut, "not within \(timeout): \(what)\n\(outputs)")
             }
             Thread.sleep(forTimeInterval: 0.2)
         }
@@ -335,7 +335,8 @@ final class MultiHostSite {
 
     func waitForOutput(of process: ManagedProcess, matching pattern: String) throws {
         guard try process.waitForOutput(matching: pattern, timeout: timeout) else {
-            throw HarnessError("\(process.name) did not print /\(pattern)/ within \(timeout)\n\(process.transcript)")
+            throw HarnessError(
+                .timedOut, "\(process.name) did not print /\(pattern)/ within \(timeout)\n\(process.transcript)")
         }
     }
 

@@ -33,10 +33,12 @@ private func startHost(_ topology: TestTopology, _ arguments: [String] = []) thr
     let probe = try BusSubscriber(endpoint: spec.states, topics: ["hb/"])
     let deadline = ContinuousClock.now + .seconds(20)
     while ContinuousClock.now < deadline {
-        guard host.isRunning else { throw HarnessError("reactor-host exited during start-up:\n\(host.output)") }
+        guard host.isRunning else {
+            throw HarnessError(.exited, "reactor-host exited during start-up:\n\(host.output)")
+        }
         if try probe.waitUntilConnected(timeout: .milliseconds(200)) { return host }
     }
-    throw HarnessError("reactor-host sent no heartbeat within 20 s:\n\(host.output)")
+    throw HarnessError(.timedOut, "reactor-host sent no heartbeat within 20 s:\n\(host.output)")
 }
 
 private struct Counter: Decodable, Equatable {

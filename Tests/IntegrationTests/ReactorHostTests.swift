@@ -22,15 +22,17 @@ private func startReactorHost(_ topology: TestTopology, _ arguments: [String] = 
     let host = try topology.start(
         "reactor-host", arguments: ["--config", topology.configPath, "--host", "demo"] + arguments)
     guard let spec = topology.config.reactors["demo"] else {
-        throw HarnessError("config/demo.yaml has no reactors.demo")
+        throw HarnessError(.notDeclared, "config/demo.yaml has no reactors.demo")
     }
     let probe = try BusSubscriber(endpoint: spec.states, topics: ["hb/"])
     let deadline = ContinuousClock.now + .seconds(20)
     while ContinuousClock.now < deadline {
-        guard host.isRunning else { throw HarnessError("reactor-host exited during start-up:\n\(host.output)") }
+        guard host.isRunning else {
+            throw HarnessError(.exited, "reactor-host exited during start-up:\n\(host.output)")
+        }
         if try probe.waitUntilConnected(timeout: .milliseconds(200)) { return host }
     }
-    throw HarnessError("reactor-host sent no heartbeat on \(spec.states) within 20 s:\n\(host.output)")
+    throw HarnessError(.timedOut, "reactor-host sent no heartbeat on \(spec.states) within 20 s:\n\(host.output)")
 }
 
 private struct CounterState: Decodable, Equatable {

@@ -31,10 +31,11 @@ private func waitForOutput(_ process: ManagedProcess, _ text: String, timeout: D
     let deadline = ContinuousClock.now + timeout
     while !process.output.contains(text) {
         guard process.isRunning else {
-            throw HarnessError("\(process.name) exited before printing '\(text)':\n\(process.output)")
+            throw HarnessError(.exited, "\(process.name) exited before printing '\(text)':\n\(process.output)")
         }
         guard ContinuousClock.now < deadline else {
-            throw HarnessError("\(process.name) did not print '\(text)' within \(timeout):\n\(process.output)")
+            throw HarnessError(
+                .timedOut, "\(process.name) did not print '\(text)' within \(timeout):\n\(process.output)")
         }
         Thread.sleep(forTimeInterval: 0.02)
     }
@@ -53,6 +54,7 @@ private func waitForRecording(
         if done(summary) { return summary }
         guard ContinuousClock.now < deadline else {
             throw HarnessError(
+                .timedOut,
                 "the recording \(path) did not get there within \(timeout): kinds \(summary.kinds), topics \(summary.topics)"
             )
         }

@@ -60,7 +60,7 @@ final class TemporaryDirectory {
     init() throws {
         var template = Array("/tmp/flowbus-it.XXXXXX".utf8CString)
         guard let created = mkdtemp(&template) else {
-            throw HarnessError("mkdtemp failed: errno \(errno)")
+            throw HarnessError(.unavailable, "mkdtemp failed: errno \(errno)")
         }
         url = URL(fileURLWithPath: String(cString: created), isDirectory: true)
     }

@@ -13,10 +13,11 @@ func receive(
         if let frames = try socket.receiveMessage(mode: .timeout(milliseconds: 50)) { return frames }
         if let child, !child.isRunning {
             if let frames = try socket.receiveMessage(mode: .timeout(milliseconds: 200)) { return frames }
-            throw HarnessError("\(child.name) exited before \(what) arrived\n\(child.transcript)")
+            throw HarnessError(.exited, "\(child.name) exited before \(what) arrived\n\(child.transcript)")
         }
     }
-    throw HarnessError("\(what) did not arrive within \(timeout)" + (child.map { "\n\($0.transcript)" } ?? ""))
+    throw HarnessError(
+        .timedOut, "\(what) did not arrive within \(timeout)" + (child.map { "\n\($0.transcript)" } ?? ""))
 }
 
 /// Receives and fully decodes one message (no routing id: a DEALER's view).
