@@ -210,7 +210,9 @@ let package = Package(
             ]),
         .testTarget(
             name: "FlowBusCoordinatorTests",
-            dependencies: ["FlowBusCoordinator", "FlowBusConfiguration", "FlowBusWire", "Flows", "TestFixtures", logging]),
+            dependencies: [
+                "FlowBusCoordinator", "FlowBusConfiguration", "FlowBusWire", "Flows", "TestFixtures", logging,
+            ]),
         .testTarget(
             name: "FlowBusReactorHostTests",
             dependencies: [

@@ -50,11 +50,8 @@ public enum NetworkNamespaces {
 }
 
 /// Runs `ip` and waits for it (setup commands, not the topology's processes).
+/// What fails throws a ``HarnessError``: `cannot-start` when `ip` cannot run, `command-failed` when it fails.
 public enum IP {
-    public struct Failure: Error, CustomStringConvertible {
-        public var description: String
-    }
-
     @discardableResult
     public static func run(_ ip: URL, _ arguments: [String]) throws -> String {
         let process = Process()
@@ -67,15 +64,15 @@ public enum IP {
         do {
             try process.run()
         } catch {
-            throw Failure(description: "cannot run \(ip.path): \(error.localizedDescription)")
+            throw HarnessError(.cannotStart, "cannot run \(ip.path): \(error.localizedDescription)")
         }
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         guard process.terminationReason == .exit, process.terminationStatus == 0 else {
             let said = text.trimmingCharacters(in: .whitespacesAndNewlines)
-            throw Failure(
-                description:
-                    "`ip \(arguments.joined(separator: " "))` failed (status \(process.terminationStatus)): \(said)")
+            throw HarnessError(
+                .commandFailed,
+                "`ip \(arguments.joined(separator: " "))` failed (status \(process.terminationStatus)): \(said)")
         }
         return text
     }
