@@ -27,6 +27,10 @@ package final class HostStepOutlet {
         dealer.didResend = { reason, count in
             logger.notice("resending \(count) unacknowledged step(s) of \(stepperID) to flowd: \(reason)")
         }
+        dealer.didNotTake = {
+            logger.warning(
+                "steps of \(stepperID) wait: flowd's ingress queue is full or not connected (is flowd running?)")
+        }
     }
 
     /// Queues a step for flowd.
@@ -60,12 +64,17 @@ package final class HostStepOutlet {
     /// Reads connection events, acks and refusals, and sends what is due.
     package func service(now: ContinuousClock.Instant, logger: Logger) {
         do {
-            try dealer.service(now: now) { message in
+            try dealer.read { message in
                 guard case .diagnostic(let diagnostic)? = message else { return }
                 logger.notice("flowd refused a step of \(stepperID): \(diagnostic.reason): \(diagnostic.message)")
             }
         } catch {
-            logger.error("stepper \(stepperID): talking to flowd failed: \(error) (its steps wait for the next chance)")
+            logger.error("stepper \(stepperID): reading from flowd failed: \(error)")
+        }
+        do {
+            try dealer.tick(now: now)
+        } catch {
+            logger.error("step of \(stepperID) not sent: \(error) (it waits for the next chance)")
         }
     }
 

@@ -26,10 +26,14 @@ package final class ReliableDealer {
     private var links: FlowdLinks
     private var received = FrameBuffer()
     /// Called before each message goes to the socket, with its sequence and the transmission (a
-    /// view notices its snapshot request going out again as a filler).
+    /// view notices its snapshot request going out again as a filler). It runs while the outbox is
+    /// being changed: it must not read it.
     package var willSend: (UInt64, ReliableOutbox.Transmission) -> Void = { _, _ in }
     /// Called when messages handed over before go out again, with why and how many.
     package var didResend: (ReliableOutbox.ResendReason, UInt64) -> Void = { _, _ in }
+    /// Called when the socket does not take a message (no connection yet, or its queue is full):
+    /// the rest waits in the outbox for the next chance.
+    package var didNotTake: () -> Void = {}
 
     /// A DEALER of `sourceID` connected to `endpoints` (one daemon, or flowd's instances).
     /// - Parameters:
@@ -84,13 +88,20 @@ package final class ReliableDealer {
         return sequence
     }
 
-    /// Reads the connection events and what the daemon sent, without waiting: acks and refusals
-    /// go to the outbox; every message read is shown to `before` first and `after` once the
-    /// outbox took it (nil: one that did not decode). Then sends what the outbox says is due by `now`.
+    /// Reads the connection events and what the daemon sent, without waiting (``read(before:after:)``),
+    /// then sends what the outbox says is due by `now` (``tick(now:)``).
     package func service(
         now: ContinuousClock.Instant, before: (WireMessage?) -> Void = { _ in },
         after: (WireMessage?) -> Void = { _ in }
     ) throws {
+        try read(before: before, after: after)
+        try tick(now: now)
+    }
+
+    /// Reads the connection events and what the daemon sent, without waiting: acks and refusals
+    /// go to the outbox; every message read is shown to `before` first and `after` once the
+    /// outbox took it (nil: one that did not decode).
+    package func read(before: (WireMessage?) -> Void = { _ in }, after: (WireMessage?) -> Void = { _ in }) throws {
         if let monitor {
             while let event = try monitor.next(mode: .nonBlocking) {
                 try carryOut(try socket.follow(event, links: &links, outbox: &outbox))
@@ -109,6 +120,10 @@ package final class ReliableDealer {
             }
             after(message)
         }
+    }
+
+    /// Sends what waits, and what the outbox says is due by `now` (a resend after silence).
+    package func tick(now: ContinuousClock.Instant) throws {
         try carryOut(outbox.tick(now: now))
     }
 
@@ -136,6 +151,8 @@ package final class ReliableDealer {
         if let reason = transmission.reason {
             didResend(reason, transmission.firstNew - transmission.sequences.lowerBound)
         }
-        try socket.send(transmission, of: &outbox) { sequence in willSend(sequence, transmission) }
+        if try !socket.send(transmission, of: &outbox, willSend: { sequence in willSend(sequence, transmission) }) {
+            didNotTake()
+        }
     }
 }

@@ -166,12 +166,16 @@ public final class StepPublisher {
     /// something arrived), and resends unacknowledged messages if flowd lost them. Call it from
     /// a sending loop that may go quiet, so that resends happen without a thread.
     public func poll(timeout: Duration = .zero) throws {
-        try poller.poll(timeout: max(0, timeout.wholeMilliseconds))
-        let now = ContinuousClock.now
-        try dealer.service(now: now) { message in
-            guard flowd.heard(now: now) else { return }
-            onFlowdLiveness?(.back(source: message?.envelope.source ?? "?"))
+        // Only what the poller found readable is read: a publish costs no receive on a quiet socket.
+        if try poller.poll(timeout: max(0, timeout.wholeMilliseconds)) > 0 {
+            let now = ContinuousClock.now
+            try dealer.read { message in
+                guard flowd.heard(now: now) else { return }
+                onFlowdLiveness?(.back(source: message?.envelope.source ?? "?"))
+            }
         }
+        let now = ContinuousClock.now
+        try dealer.tick(now: now)
         if heartbeatInterval != nil, let silentFor = flowd.check(now: now) {
             onFlowdLiveness?(.silent(silentFor: silentFor))
         }

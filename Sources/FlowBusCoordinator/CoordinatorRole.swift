@@ -353,9 +353,8 @@ final class CoordinatorDriver: FlowLoopDriver {
 
     /// Sends what is still queued and closes the sockets, letting replies leave within a linger.
     func close() {
-        let linger = Self.shutdownLinger
-        loop.data.replier.transport.close(linger: linger)
-        loop.query?.replier.transport.close(linger: linger)
+        // The events endpoint is the router's: it closes it after the engine's last events.
+        loop.closeEndpoints(linger: Self.shutdownLinger)
         for host in watched { host.socket.close() }
     }
 }

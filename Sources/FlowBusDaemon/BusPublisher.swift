@@ -151,17 +151,12 @@ package final class BusPublisher {
         }
     }
 
-    /// Encodes and sends one message now, past a hold: a report of the daemon's own trouble (a
-    /// failing save) must not wait for the commit it reports on.
-    package func publishPastHold(_ message: some WireMessageEncodable) {
-        guard publication.offer(topic: message.topic) else { return }
-        do {
-            try message.encode(into: &buffer)
-        } catch {
-            logger.error("cannot encode \(message.kind) for the \(publication.endpoint) endpoint: \(error)")
-            return
-        }
-        send(buffer)
+    /// Publishes what `body` publishes now, past a hold: the daemon's own heartbeat, drop reports and
+    /// reports of its own trouble (a failing save) must not wait for the commit that is held back.
+    package func pastHold(_ body: () -> Void) {
+        let wasHolding = publication.pauseHold()
+        body()
+        publication.resumeHold(wasHolding)
     }
 
     /// Publishes a diagnostic of the daemon's own (not about one message).

@@ -139,6 +139,8 @@ package final class DaemonLoop {
         /// On a graceful stop, how long queued data messages are still read and in-flight work
         /// awaited; zero: reading stops at once.
         package var drain: Duration = .zero
+        /// On a stop, how long a step an asynchronous flow holds may still take.
+        package var suspendedStopLimit: Duration = .seconds(10)
         /// Why subscribers miss messages, in the `dropped-hwm` report, and its extra details.
         package var dropReason = "a subscriber is too slow"
         package var dropDetails: WireParams = [:]
@@ -205,10 +207,16 @@ package final class DaemonLoop {
         self.poller = poller
     }
 
-    /// Closes the endpoints, letting what they still queue leave within `linger` milliseconds.
-    package func close(linger: Int32) {
+    /// Closes the ROUTER endpoints, letting what they still queue leave within `linger` milliseconds.
+    package func closeEndpoints(linger: Int32) {
         data.replier.transport.close(linger: linger)
         query?.replier.transport.close(linger: linger)
+    }
+
+    /// Closes the endpoints and the publisher, letting what they still queue leave within `linger`
+    /// milliseconds.
+    package func close(linger: Int32) {
+        closeEndpoints(linger: linger)
         publisher.close(linger: linger)
     }
 
@@ -255,7 +263,7 @@ package final class DaemonLoop {
             stop(after: error, doing: "receive")
             return
         }
-        endBatch(now: now)
+        endBatch(now: now, readData: readsData)
         // A failed commit stopped the loop: nothing more may be published.
         if isFinished { return }
         if now >= nextTick {
@@ -269,7 +277,15 @@ package final class DaemonLoop {
             heartbeat(now: now)
         }
         role.endTurn(now: now)
-        guard !isAccepting, !role.isSuspended, batchSize == 0 else { return }
+        guard !isAccepting, batchSize == 0 else { return }
+        if role.isSuspended {
+            // A step an asynchronous flow holds is committed and acknowledged already (replayed from
+            // the journal at the next start): a flow that never finishes does not keep the daemon up.
+            guard let drainDeadline, now >= drainDeadline + settings.suspendedStopLimit else { return }
+            logger.warning("stopping while a flow still holds a step, after \(settings.suspendedStopLimit)")
+            stop(failure: nil)
+            return
+        }
         // A graceful stop reads what is queued, then waits for the work in flight, up to its deadline.
         if draining, !drainedQueue || role.hasWorkInFlight { return }
         if role.hasWorkInFlight {
@@ -282,9 +298,10 @@ package final class DaemonLoop {
     /// sends the acks it owes, after the loop finished.
     package func flush() {
         guard control.failure == nil else { return }
-        publisher.hold()
-        endBatch(now: clock())
-        publisher.releaseHeld()
+        if retry == nil { publisher.hold() }
+        endBatch(now: clock(), readData: false, retryNow: true)
+        // A commit still failing publishes nothing of what it held.
+        if retry != nil { publisher.discardHeld() }
     }
 
     /// Turns until the loop finished (a daemon's own thread).
@@ -335,12 +352,16 @@ package final class DaemonLoop {
     }
 
     /// Ends the batch: the intake's replies, then the commit, then what was held and the acks.
-    private func endBatch(now: ContinuousClock.Instant) {
-        let end = data.endBatch(now: now, checkEvery: settings.heartbeat)
+    /// - Parameters:
+    ///   - readData: Whether the turn read the data endpoint: peers are judged dead only then.
+    ///   - retryNow: Try a failed commit again even before it is due (a final flush).
+    private func endBatch(now: ContinuousClock.Instant, readData: Bool, retryNow: Bool = false) {
+        let end = data.endBatch(now: now, checkEvery: settings.heartbeat, checksLiveness: readData)
         if !end.lookUps.isEmpty { lookUp(end.lookUps) }
         var acks = end.acks
         if let retry {
-            guard now >= retry.at || batchSize > 0 else {
+            // No data is read while a commit is held back: nothing new waits but these acks.
+            guard now >= retry.at || retryNow else {
                 self.retry?.acks += acks
                 return
             }
@@ -369,8 +390,11 @@ package final class DaemonLoop {
 
     private func heartbeat(now: ContinuousClock.Instant) {
         publisher.drainSubscriptions()
-        publisher.reportDrops(why: settings.dropReason, details: settings.dropDetails)
-        publisher.publish(Heartbeat(envelope: publisher.envelope(.heartbeat, carriesValues: false)))
+        // Past a failed commit's hold: subscribers and flowd must still hear the daemon is alive.
+        publisher.pastHold {
+            publisher.reportDrops(why: settings.dropReason, details: settings.dropDetails)
+            publisher.publish(Heartbeat(envelope: publisher.envelope(.heartbeat, carriesValues: false)))
+        }
         publisher.drainSubscriptions()
         // Once what was dealt with is durable: a source whose entry is not saved yet stays.
         data.forgetSources(now: now, keeping: role.isUnsaved)

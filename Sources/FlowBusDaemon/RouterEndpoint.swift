@@ -19,8 +19,9 @@ package struct InboundMessage: Sendable {
 /// It reads each message, decodes its header, and lets the intake judge it: heartbeats are
 /// answered, duplicates and gaps dealt with, malformed messages refused; only fresh ones reach the
 /// daemon (``read()``). A message whose source must first be looked up in the durable ledger is
-/// held here, a copy of its frames, until ``lookedUp(_:)`` brings the answer; it is then judged
-/// again, in order. ``endBatch(now:checkEvery:)`` sends the batch's refusals, `journal-behind`
+/// held here, a copy of its frames (a refusal without them), until ``lookedUp(_:)`` brings the
+/// answer; it is then read again, in order, before anything the socket holds — judged, applied and
+/// acknowledged in the batch that reads it, never before. ``endBatch(now:checkEvery:)`` sends the batch's refusals, `journal-behind`
 /// reports and heartbeat answers and reports the peers found dead; ``acknowledge(_:)`` sends the
 /// acks once the batch is durable. Every reply is numbered in the socket's own sequence.
 ///
@@ -41,12 +42,16 @@ package final class RouterEndpoint {
     package struct Counters: Sendable, Equatable {
         /// Messages read from the socket.
         package var received = 0
-        /// Messages dropped while their source was looked up, past ``maxHeld``: their senders resend them.
+        /// Messages dropped while their source was looked up, past ``maxHeld`` or ``maxHeldBytes``, or
+        /// with a look-up that failed or took longer than ``lookUpTimeout``: their senders resend them.
         package var heldDropped = 0
     }
 
-    /// Messages held at most while their sources are looked up.
+    /// Messages held at most while their sources are looked up, and their bytes.
     package static let maxHeld = 10_000
+    package static let maxHeldBytes = 64 << 20
+    /// A look-up with no answer after this long has failed.
+    package static let lookUpTimeout: Duration = .seconds(10)
 
     package let replier: RouterReplier
     package private(set) var intake: Intake
@@ -56,16 +61,20 @@ package final class RouterEndpoint {
     private var received = RoutedFrames()
     private var held: [String: [Held]] = [:]
     private var heldCount = 0
-    /// Held messages judged fresh once their source was looked up, waiting for ``read()``.
-    private var ready: [InboundMessage] = []
-    private var readyHead = 0
+    private var heldBytes = 0
+    private var unreportedDrops = 0
+    /// When each source's look-up was handed out.
+    private var lookingUp: [String: ContinuousClock.Instant] = [:]
+    /// Held messages whose source was looked up, read again before the socket's.
+    private var replay: [Held] = []
+    private var replayHead = 0
 
+    /// A message held while its source is looked up: its frames, or only its refusal when its
+    /// header did not decode (what the refusal says is all that is left to do with it).
     private struct Held {
         var frames: FrameBuffer
         var peer: [UInt8]
-        /// A message whose header did not decode: refused once judged fresh.
         var refusal: Refusal?
-        var isHeartbeat = false
     }
 
     /// The endpoint's name in refusals (`ingress`, `actions`).
@@ -81,30 +90,38 @@ package final class RouterEndpoint {
     /// The peers heard, by source id.
     package var peers: [String: Intake.Liveness] { intake.peers }
 
-    /// Reads the next message and deals with what the intake says of it.
+    /// Reads the next message — one held for a look-up that was answered, else one from the
+    /// socket — and deals with what the intake says of it.
     package func read() throws(ZMQError) -> Read {
-        if readyHead < ready.count {
-            let message = ready[readyHead]
-            readyHead += 1
-            if readyHead == ready.count {
-                ready.removeAll(keepingCapacity: true)
-                readyHead = 0
+        if replayHead < replay.count {
+            let message = replay[replayHead]
+            replayHead += 1
+            if replayHead == replay.count {
+                replay.removeAll(keepingCapacity: true)
+                replayHead = 0
             }
-            return .fresh(message)
+            if let refusal = message.refusal {
+                judge(refusal, from: message.peer)
+                return .dealtWith
+            }
+            return judge(message.frames, from: message.peer)
         }
         guard try replier.transport.receive(into: &received) else { return .none }
         counters.received += 1
-        let peer = received.routingID
+        return judge(received.frames, from: received.routingID)
+    }
+
+    private func judge(_ frames: FrameBuffer, from peer: [UInt8]) -> Read {
         let header: RoutedHeader
         do {
-            header = try RoutedHeader.decode(from: received.frames, limits: limits)
+            header = try RoutedHeader.decode(from: frames, limits: limits)
         } catch {
-            let (refusal, verdict) = intake.refuse(error, frames: received.frames, peer: peer, limits: limits)
+            let (refusal, verdict) = intake.refuse(error, frames: frames, peer: peer, limits: limits)
             switch verdict {
             case nil, .fresh?:
                 replier.refuse(refusal, to: peer)
             case .lookUp?:
-                hold(refusal.source ?? "", Held(frames: received.frames, peer: peer, refusal: refusal))
+                hold(refusal.source ?? "", Held(frames: FrameBuffer(), peer: peer, refusal: refusal))
             case .duplicate?, .outOfOrder?, .unnumbered?, .ledgerBehind?:
                 break
             }
@@ -115,16 +132,14 @@ package final class RouterEndpoint {
             // Heartbeats prove a peer alive and are answered; a numbered one fills its sequence.
             let verdict = intake.heartbeat(
                 source: envelope.source, sequence: envelope.sequence, topic: header.topic, peer: peer)
-            if verdict == .lookUp {
-                hold(envelope.source, Held(frames: received.frames, peer: peer, isHeartbeat: true))
-            }
+            if verdict == .lookUp { hold(envelope.source, Held(frames: frames, peer: peer)) }
             return .dealtWith
         }
         switch intake.receive(source: envelope.source, sequence: envelope.sequence, topic: header.topic, peer: peer) {
         case .fresh:
-            return .fresh(InboundMessage(header: header, frames: received.frames, peer: peer))
+            return .fresh(InboundMessage(header: header, frames: frames, peer: peer))
         case .lookUp:
-            hold(envelope.source, Held(frames: received.frames, peer: peer))
+            hold(envelope.source, Held(frames: frames, peer: peer))
         case .unnumbered:
             refuse(
                 .malformed, "\(header.kind) with sequence 0: only a heartbeat may be unnumbered", header: header,
@@ -135,6 +150,16 @@ package final class RouterEndpoint {
             break
         }
         return .dealtWith
+    }
+
+    /// A held refusal, its source now known: refused if it is the next of its source.
+    private func judge(_ refusal: Refusal, from peer: [UInt8]) {
+        guard let source = refusal.source, let sequence = refusal.sequence else { return }
+        switch intake.receive(source: source, sequence: sequence, topic: refusal.topic ?? "", peer: peer) {
+        case .fresh: replier.refuse(refusal, to: peer)
+        case .lookUp: hold(source, Held(frames: FrameBuffer(), peer: peer, refusal: refusal))
+        case .duplicate, .outOfOrder, .ledgerBehind, .unnumbered: break
+        }
     }
 
     /// Refuses a fresh message the daemon cannot apply; its sender hears it before the ack.
@@ -154,48 +179,59 @@ package final class RouterEndpoint {
     // MARK: Look-ups
 
     private func hold(_ source: String, _ message: Held) {
-        guard heldCount < Self.maxHeld else {
+        let bytes = message.frames.byteCount
+        guard heldCount < Self.maxHeld, heldBytes + bytes <= Self.maxHeldBytes else {
             counters.heldDropped += 1
+            unreportedDrops += 1
             return
         }
         heldCount += 1
+        heldBytes += bytes
         held[source, default: []].append(message)
     }
 
+    /// Drops what is held for `source`, unacknowledged: its sender resends it.
+    private func dropHeld(_ source: String) -> Int {
+        let messages = held.removeValue(forKey: source) ?? []
+        heldCount -= messages.count
+        heldBytes -= messages.reduce(0) { $0 + $1.frames.byteCount }
+        counters.heldDropped += messages.count
+        return messages.count
+    }
+
     /// The durable ledger's answers for the sources a batch end named (``Intake/BatchEnd/lookUps``):
-    /// the messages held for each are judged again, in order; fresh ones come out of ``read()``
-    /// before anything the socket holds. A failed look-up drops them unacknowledged (resent later).
+    /// the messages held for each are read again, in order, before anything the socket holds. A
+    /// failed look-up drops them unacknowledged (their senders resend them).
     package func lookedUp(_ answers: [LedgerAnswer]) {
         for answer in answers {
-            let messages = held.removeValue(forKey: answer.source) ?? []
-            heldCount -= messages.count
+            guard lookingUp.removeValue(forKey: answer.source) != nil else { continue }
             switch answer.last {
             case .failure(let error):
+                let dropped = dropHeld(answer.source)
                 logger.error(
-                    "cannot read source \(answer.source) from the durable ledger: \(error); its \(messages.count) message(s) wait for a resend"
+                    "cannot read source \(answer.source) from the durable ledger: \(error); its \(dropped) message(s) wait for a resend"
                 )
                 intake.lookUpFailed(answer.source)
             case .success(let last):
                 intake.lookedUp(answer.source, last: last)
-                for message in messages { judgeAgain(message, source: answer.source) }
+                let messages = held.removeValue(forKey: answer.source) ?? []
+                heldCount -= messages.count
+                heldBytes -= messages.reduce(0) { $0 + $1.frames.byteCount }
+                replay += messages
             }
         }
     }
 
-    private func judgeAgain(_ message: Held, source: String) {
-        if let refusal = message.refusal {
-            guard let sequence = refusal.sequence else { return }
-            let verdict = intake.receive(
-                source: source, sequence: sequence, topic: refusal.topic ?? "", peer: message.peer)
-            if verdict == .fresh { replier.refuse(refusal, to: message.peer) }
-            return
+    /// Fails the look-ups handed out longer than ``lookUpTimeout`` ago that got no answer.
+    private func expireLookUps(now: ContinuousClock.Instant) {
+        for (source, since) in lookingUp where now - since > Self.lookUpTimeout {
+            lookingUp.removeValue(forKey: source)
+            let dropped = dropHeld(source)
+            logger.error(
+                "no answer from the durable ledger about source \(source) within \(Self.lookUpTimeout); its \(dropped) message(s) wait for a resend"
+            )
+            intake.lookUpFailed(source)
         }
-        // It decoded when it arrived; the same bytes decode again.
-        guard let header = try? RoutedHeader.decode(from: message.frames, limits: limits) else { return }
-        let verdict = intake.receive(
-            source: source, sequence: header.envelope.sequence, topic: header.topic, peer: message.peer)
-        guard verdict == .fresh, !message.isHeartbeat else { return }
-        ready.append(InboundMessage(header: header, frames: message.frames, peer: message.peer))
     }
 
     // MARK: Batch end
@@ -204,8 +240,22 @@ package final class RouterEndpoint {
     /// acks that cover what came before) and the heartbeat answers, and reports the peers found dead.
     /// - Returns: the intake's batch end: the acks to send with ``acknowledge(_:)`` once the batch
     ///   is durable, what was dealt with per source, and the sources to look up.
-    package func endBatch(now: ContinuousClock.Instant, checkEvery: Duration) -> Intake.BatchEnd {
-        let end = intake.endBatch(now: now, checkEvery: checkEvery)
+    /// - Parameter checksLiveness: Whether peers may be judged dead now: not in a turn that read no
+    ///   data (the daemon suspended, or holding back a failed commit), whose heartbeats wait unread.
+    package func endBatch(
+        now: ContinuousClock.Instant, checkEvery: Duration, checksLiveness: Bool = true
+    )
+        -> Intake.BatchEnd
+    {
+        let end = intake.endBatch(now: now, checkEvery: checkEvery, checksLiveness: checksLiveness)
+        for source in end.lookUps { lookingUp[source] = now }
+        if !lookingUp.isEmpty { expireLookUps(now: now) }
+        if unreportedDrops > 0 {
+            logger.warning(
+                "\(unreportedDrops) message(s) of sources being looked up in the durable ledger dropped, over \(Self.maxHeld) messages or \(Self.maxHeldBytes >> 20) MiB held: their senders resend them (\(counters.heldDropped) in all)"
+            )
+            unreportedDrops = 0
+        }
         for (peer, refusal) in end.refusals { replier.refuse(refusal, to: peer) }
         for behind in end.ledgerBehind { reportBehind(behind) }
         for peer in end.heartbeatAnswers {

@@ -331,8 +331,12 @@ package struct Intake: Sendable {
     package mutating func heartbeat(source: String, sequence: UInt64 = 0, topic: String = "", peer: Peer) -> Verdict? {
         counters.heartbeats += 1
         heartbeatAnswers.append(peer)
-        heard[source] = true
-        guard sequence > 0 else { return nil }
+        // Only an unnumbered heartbeat is a liveness signal; a numbered one (a view's filler for a
+        // request it no longer wants) says nothing of the heartbeats to come.
+        guard sequence > 0 else {
+            heard[source] = true
+            return nil
+        }
         return receive(source: source, sequence: sequence, topic: topic, peer: peer)
     }
 
@@ -343,7 +347,11 @@ package struct Intake: Sendable {
 
     /// Ends a batch: the acks, refusals and answers to send, and the peers found dead (checked at
     /// most once per `checkEvery`).
-    package mutating func endBatch(now: ContinuousClock.Instant, checkEvery: Duration) -> BatchEnd {
+    /// `checksLiveness`: false in a batch that read nothing (the daemon is suspended), so that peers
+    /// whose heartbeats wait unread are not judged dead.
+    package mutating func endBatch(
+        now: ContinuousClock.Instant, checkEvery: Duration, checksLiveness: Bool = true
+    ) -> BatchEnd {
         var end = BatchEnd()
         for source in skipOrder {
             guard let skip = skips[source] else { continue }
@@ -370,7 +378,7 @@ package struct Intake: Sendable {
         lookUpOrder.removeAll(keepingCapacity: true)
         for (source, heartbeat) in heard { note(source, heartbeat: heartbeat, role: nil, now: now) }
         heard.removeAll(keepingCapacity: true)
-        if lastLivenessCheck.map({ now - $0 >= checkEvery }) ?? true {
+        if checksLiveness, lastLivenessCheck.map({ now - $0 >= checkEvery }) ?? true {
             lastLivenessCheck = now
             let dead = checkLiveness(now: now)
             end.deadPeers = Array(dead.prefix(Self.maxDeadPeersListed))

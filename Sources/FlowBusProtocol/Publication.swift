@@ -159,6 +159,19 @@ package struct Publication: Sendable {
         isHolding = true
     }
 
+    /// Lets what follows go out at once, past a hold, until ``resumeHold(_:)``: the daemon's own
+    /// heartbeat and drop reports while a failed commit holds back everything else.
+    /// - Returns: whether it was holding, for ``resumeHold(_:)``.
+    package mutating func pauseHold() -> Bool {
+        defer { isHolding = false }
+        return isHolding
+    }
+
+    /// Holds again if it held before ``pauseHold()``.
+    package mutating func resumeHold(_ wasHolding: Bool) {
+        isHolding = wasHolding
+    }
+
     /// Stops holding; returns what was held, in order, to send.
     package mutating func release() -> [FrameBuffer] {
         isHolding = false

@@ -148,7 +148,10 @@ final class ReactorHostRole: DaemonRole {
     func commit(_ batch: DaemonBatch) -> DaemonCommit {
         if database != nil { unsavedSources.merge(batch.dealtWith) { max($0, $1) } }
         uncommitted += outlet.take()
-        guard save(uncommitted) else { return .retry(after: Self.saveRetry) }
+        guard save(uncommitted) else {
+            coalesceUncommitted()
+            return .retry(after: Self.saveRetry)
+        }
         let items = uncommitted
         uncommitted.removeAll(keepingCapacity: true)
         publish(items)
@@ -247,12 +250,26 @@ final class ReactorHostRole: DaemonRole {
             if failures == 1 || failures % 1000 == 0 {
                 logger.error("\(text)")
                 // Past the hold: a failing save holds back everything else the host publishes.
-                publisher.publishPastHold(
-                    DiagnosticMessage(
-                        envelope: publisher.envelope(.diagnostic), reason: .persistenceFailed, message: text,
-                        details: ["host": .string(settings.hostName)]))
+                publisher.pastHold {
+                    publisher.publishDiagnostic(.persistenceFailed, text, details: ["host": .string(settings.hostName)])
+                }
             }
             return false
+        }
+    }
+
+    /// While saves fail, keeps of each reactor's states only the last (views resynchronise from a
+    /// snapshot on the gap) and every step, so that a long outage does not grow without bound.
+    private func coalesceUncommitted() {
+        var lastState: [String: Int] = [:]
+        for (index, item) in uncommitted.enumerated() {
+            if case .state(let reactorID, _, _) = item { lastState[reactorID] = index }
+        }
+        var index = 0
+        uncommitted.removeAll { item in
+            defer { index += 1 }
+            guard case .state(let reactorID, _, _) = item else { return false }
+            return lastState[reactorID] != index
         }
     }
 
