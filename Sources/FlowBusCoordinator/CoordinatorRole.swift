@@ -25,6 +25,8 @@ package struct IngressCounters: Sendable {
     /// Sources adopted past the journal (`--accept-journal-loss`), and the sequences lost so.
     package var journalAdopted = 0
     package var journalLost: UInt64 = 0
+    /// Messages dropped while their source was looked up in the journal (resent by their sender).
+    package var heldDropped = 0
     /// Control requests read, refused or dropped over their peer's rate, and not answered
     /// because their peer was gone.
     package var controlRequests = 0
@@ -88,6 +90,7 @@ final class CoordinatorRole: DaemonRole {
         counters.refused = data.replier.refused.merging(query.replier.refused, uniquingKeysWith: +)
         counters.journalAdopted = intake.adoptedSources
         counters.journalLost = intake.lostSequences
+        counters.heldDropped = data.counters.heldDropped
         counters.controlRequests = query.counters.requests
         counters.controlRateRefused = query.rateLimited.refused
         counters.controlRateDropped = query.rateLimited.dropped

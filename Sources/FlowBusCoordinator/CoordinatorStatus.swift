@@ -56,6 +56,7 @@ struct CoordinatorStatus {
                 "duplicates": .int(Int64(counters.duplicates)), "out_of_order": .int(Int64(counters.outOfOrder)),
                 "journal_adopted": .int(Int64(counters.journalAdopted)),
                 "journal_lost": .int(Int64(clamping: counters.journalLost)),
+                "held_dropped": .int(Int64(counters.heldDropped)),
                 "refused": .map(
                     Dictionary(
                         uniqueKeysWithValues: counters.refused.map { ($0.key.rawValue, WireValue.int(Int64($0.value))) }
