@@ -37,6 +37,23 @@ final class Bench {
         }
     }
 
+    /// The allocation counter preloaded into the middle processes, or why there is none.
+    private(set) lazy var allocationCounter: AllocationCounter.Built = AllocationCounter.build(in: directory)
+
+    /// Where a counted process named `name` reports its allocations.
+    func allocationsFile(of name: String) -> String { "\(directory)/\(name).allocs" }
+
+    /// The environment of a process whose allocations are counted; nil without a counter.
+    private func countedEnvironment(_ name: String) -> [String: String]? {
+        guard case .library(let library) = allocationCounter else { return nil }
+        return AllocationCounter.environment(library: library, file: allocationsFile(of: name))
+    }
+
+    /// The process id of the peer or program named `name`.
+    func processID(of name: String) -> Int32? {
+        peers[name]?.process.processIdentifier ?? externals[name]?.process.processIdentifier
+    }
+
     /// Stops every peer still running and removes the temporary directory. Safe to call twice.
     func shutdown() {
         stopAll()
@@ -86,6 +103,8 @@ final class Bench {
         // Peers never write to stdout: it may carry the JSON report.
         process.standardOutput = FileHandle.standardError
         process.standardInput = FileHandle.nullDevice
+        // The forwarder is a path's middle: its allocations are counted, as a daemon's are.
+        if role == .forwarder, let environment = countedEnvironment(name) { process.environment = environment }
         do {
             try process.run()
         } catch {
@@ -200,6 +219,7 @@ final class Bench {
         process.standardOutput = log
         process.standardError = log
         process.standardInput = FileHandle.nullDevice
+        if let environment = countedEnvironment(name) { process.environment = environment }
         do {
             try process.run()
         } catch {

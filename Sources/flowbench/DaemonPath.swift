@@ -167,7 +167,7 @@ extension DaemonPathScenario {
             try bench.spawnPeer(sender, role: .sender, arguments: senderArguments)
 
             // Probes (sequence 0) go through the daemon until the receiver sees what they cause.
-            let middle = mode == .throughput ? daemon.process.processIdentifier : nil
+            let middle = mode == .throughput ? daemon.name : nil
             let measured = try bench.primeAndMeasure(
                 sender: sender, receiver: receiver,
                 timeout: 30 + Double(expected) / 2_000, middle: middle)

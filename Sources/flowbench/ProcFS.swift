@@ -65,6 +65,8 @@ struct ProcessUsage: Codable, Sendable {
     var cpuSeconds: Double
     /// VmHWM at the end of the run (the whole life of the process so far).
     var peakResidentBytes: Int?
+    /// Heap allocations over the run, when the process was counted (``AllocationCounter``).
+    var allocations: Int?
 
     /// Starts measuring `pid`; ``finish()`` reads the figures.
     struct Meter {

@@ -47,7 +47,7 @@ struct RawPathScenario: Scenario {
         if mode == .latency { receiverArguments += ["--ack-bind", bench.bindEndpoint("\(run)-ack")] }
         let target: String
         let receiverEndpoints: [String: String]
-        var middle: Int32?
+        var middle: String?
         switch hops {
         case .one:
             receiverEndpoints = try bench.spawnPeer(
@@ -68,7 +68,7 @@ struct RawPathScenario: Scenario {
                     "--input", "sub", "--endpoint", try endpoint("out", of: forwarder),
                 ])
             target = try endpoint("in", of: forwarder)
-            middle = mode == .throughput ? bench.processID(ofPeer: "\(run)-forwarder") : nil
+            middle = mode == .throughput ? "\(run)-forwarder" : nil
         }
         var senderArguments = ["--connect", target, "--mode", mode.rawValue, "--shape", shape.rawValue] + hwm
         switch mode {

@@ -64,6 +64,8 @@ struct BenchReport: Encodable {
         /// User + system CPU time of the middle process (forwarder or daemon) per message moved
         /// in the throughput run.
         var cpuUsPerMsg: Double?
+        /// Its heap allocations per message moved in the throughput run (libzmq's included).
+        var allocsPerMsg: Double?
         /// Its peak resident set size (VmHWM) at the end of the throughput run, in 10^6 bytes.
         var peakRssMb: Double?
         var baseline: String?
@@ -94,6 +96,9 @@ struct BenchReport: Encodable {
         /// The raw forwarder's, which ``cpuRatio`` divides by.
         var baselineCpuUsPerMsg: Double?
         var cpuRatio: Double?
+        var allocsPerMsg: Double?
+        /// The raw forwarder's: what libzmq and a minimal loop allocate per message.
+        var baselineAllocsPerMsg: Double?
         var peakRssMb: Double?
         var hasReference: Bool
         var throughputRatioToSteps: Double?
@@ -101,7 +106,7 @@ struct BenchReport: Encodable {
 
         enum CodingKeys: String, CodingKey {
             case throughputPerS, p50Us, p99Us, throughputRatio, p50Ratio, p99Ratio
-            case cpuUsPerMsg, baselineCpuUsPerMsg, cpuRatio, peakRssMb
+            case cpuUsPerMsg, baselineCpuUsPerMsg, cpuRatio, allocsPerMsg, baselineAllocsPerMsg, peakRssMb
             case throughputRatioToSteps, flows, bindings, remoteBindings, setupSteps, setupS, rssAfterSetupMb
         }
 
@@ -115,6 +120,8 @@ struct BenchReport: Encodable {
             cpuUsPerMsg = path.cpuUsPerMsg
             baselineCpuUsPerMsg = baseline?.cpuUsPerMsg
             cpuRatio = path.cpuRatio
+            allocsPerMsg = path.allocsPerMsg
+            baselineAllocsPerMsg = baseline?.allocsPerMsg
             peakRssMb = path.peakRssMb
             hasReference = path.reference != nil
             throughputRatioToSteps = path.referenceThroughputRatio
@@ -132,6 +139,8 @@ struct BenchReport: Encodable {
             try container.encode(cpuUsPerMsg, forKey: .cpuUsPerMsg)
             try container.encode(baselineCpuUsPerMsg, forKey: .baselineCpuUsPerMsg)
             try container.encode(cpuRatio, forKey: .cpuRatio)
+            try container.encode(allocsPerMsg, forKey: .allocsPerMsg)
+            try container.encode(baselineAllocsPerMsg, forKey: .baselineAllocsPerMsg)
             try container.encode(peakRssMb, forKey: .peakRssMb)
             if hasReference { try container.encode(throughputRatioToSteps, forKey: .throughputRatioToSteps) }
             if let setup {
@@ -187,6 +196,7 @@ struct BenchReport: Encodable {
                 maxUs: m.latency.map { rounded(Double($0.maxNanoseconds) / 1000, 1) },
                 latencySamples: m.latency?.samples, lost: m.lost, latencyLost: m.latencyLost,
                 cpuUsPerMsg: m.cpuMicrosecondsPerMessage.map { rounded($0, 2) },
+                allocsPerMsg: m.allocationsPerMessage.map { rounded($0, 2) },
                 peakRssMb: m.usage?.peakResidentBytes.map { rounded(Double($0) / 1e6, 1) },
                 baseline: result.baseline?.description,
                 throughputRatio: result.throughputRatio.map { rounded($0, 3) },
@@ -255,7 +265,7 @@ func renderTable(config: BenchConfig, results: [ScenarioResult], codec: [CodecRe
     }
     if !results.isEmpty {
         let header = [
-            "scenario", "path", "bytes", "msg/s", "p50 µs", "p99 µs", "lost", "cpu µs/msg", "peak MB",
+            "scenario", "path", "bytes", "msg/s", "p50 µs", "p99 µs", "lost", "cpu µs/msg", "allocs/msg", "peak MB",
             "×msg/s", "×p50", "×p99", "×cpu",
         ]
         var rows: [[String]] = []
@@ -267,6 +277,7 @@ func renderTable(config: BenchConfig, results: [ScenarioResult], codec: [CodecRe
                 m.latency.map { String(format: "%.1f", $0.p99Microseconds) } ?? "-",
                 m.latencyLost == 0 ? String(m.lost) : "\(m.lost)+\(m.latencyLost)",
                 m.cpuMicrosecondsPerMessage.map { String(format: "%.2f", $0) } ?? "-",
+                m.allocationsPerMessage.map { String(format: "%.2f", $0) } ?? "-",
                 m.usage?.peakResidentBytes.map { String(format: "%.1f", Double($0) / 1e6) } ?? "-",
             ]
             let ratios: [Double?] = [result.throughputRatio, result.p50Ratio, result.p99Ratio, result.cpuRatio]
@@ -278,7 +289,9 @@ func renderTable(config: BenchConfig, results: [ScenarioResult], codec: [CodecRe
         if results.contains(where: { $0.measurement.usage != nil }) {
             out +=
                 "cpu µs/msg: user+system CPU time of the middle process (raw forwarder, flowd, fixture-reactors) "
-                + "over the throughput run ÷ messages received; peak MB: its VmHWM (10^6 bytes)\n"
+                + "over the throughput run ÷ messages received; allocs/msg: its heap allocations (malloc, calloc, realloc, "
+                + "aligned) ÷ messages received, libzmq's included (the raw forwarder's are libzmq's and a minimal loop's); "
+                + "peak MB: its VmHWM (10^6 bytes)\n"
         }
         if results.contains(where: { $0.baseline != nil }) {
             out += "ratios: scenario ÷ \(ScenarioID.rawTwoHop) (×cpu: daemon ÷ forwarder, goal ≤ 4)\n"

@@ -79,6 +79,12 @@ struct Measurement: Sendable {
     /// What a setup phase built in the daemon before the throughput run.
     var setup: SetupFigures? = nil
 
+    /// Heap allocations of the middle process per message moved (libzmq's included).
+    var allocationsPerMessage: Double? {
+        guard let allocations = usage?.allocations, throughputMessages > 0 else { return nil }
+        return Double(allocations) / Double(throughputMessages)
+    }
+
     /// User + system CPU time of the middle process per message moved, in microseconds.
     var cpuMicrosecondsPerMessage: Double? {
         guard let usage, throughputMessages > 0 else { return nil }
@@ -148,16 +154,27 @@ extension Bench {
     /// Primes a path whose peers are started (probes until the receiver has one), measures, and
     /// collects both reports. `middle` (the forwarder's or daemon's process id) is metered from
     /// just before `go` to the reports.
-    func primeAndMeasure(sender: String, receiver: String, timeout: Double, middle: Int32?) throws -> PathRun {
+    /// - Parameter middle: The name of the process in the middle of the path, whose CPU time,
+    ///   memory and allocations are metered over the run.
+    func primeAndMeasure(sender: String, receiver: String, timeout: Double, middle: String?) throws -> PathRun {
         // Slow joiner: probes flow until the receiver has one, so its subscription is in place
         // end to end before the first measured message.
         try send(sender, "prime")
         _ = try waitFor("primed", from: receiver, timeout: 15)
-        let meter = middle.map(ProcessUsage.Meter.init(pid:))
+        let pid = middle.flatMap(processID(of:))
+        let meter = pid.map(ProcessUsage.Meter.init(pid:))
+        var allocations = middle.flatMap { name in
+            pid.map { AllocationCounter.Meter(pid: $0, file: allocationsFile(of: name)) }
+        }
+        let allocationsBefore = allocations?.read()
         try send(sender, "go")
         let senderReport = try result(SenderReport.self, from: sender, timeout: timeout)
         let receiverReport = try result(ReceiverReport.self, from: receiver, timeout: timeout)
-        return PathRun(sender: senderReport, receiver: receiverReport, usage: meter?.finish())
+        var usage = meter?.finish()
+        if let allocationsBefore, let allocationsAfter = allocations?.read() {
+            usage?.allocations = allocationsAfter - allocationsBefore
+        }
+        return PathRun(sender: senderReport, receiver: receiverReport, usage: usage)
     }
 }
 
