@@ -19,6 +19,8 @@ package final class BusPublisher {
     package let contentType: ContentType
     private var buffer = FrameBuffer()
     private var subscriptions = FrameBuffer()
+    /// What the last release sends, kept with its capacity.
+    private var released = HeldMessages()
     private(set) var publication: Publication
 
     /// An XPUB socket for `endpoint`, named `name` in diagnostics; it serves once ``bind()``.
@@ -119,7 +121,9 @@ package final class BusPublisher {
 
     /// Sends what was held back, in order, and stops holding.
     package func releaseHeld() {
-        for frames in publication.release() { send(frames) }
+        publication.release(into: &released)
+        for index in 0..<released.count { send(released.message(index)) }
+        released.removeAll()
     }
 
     /// Forgets what was held back (the batch it belonged to was not committed).
@@ -128,7 +132,7 @@ package final class BusPublisher {
     }
 
     @discardableResult
-    private func send(_ frames: FrameBuffer) -> Bool {
+    private func send(_ frames: some FrameSource) -> Bool {
         do {
             let accepted = try transport.send(frames)
             if publication.sent(accepted: accepted) {

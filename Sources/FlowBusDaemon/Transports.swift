@@ -1,5 +1,6 @@
 import FlowBusClient
 import FlowBusConfiguration
+import FlowBusProtocol
 import FlowBusWire
 import ZeroMQ
 
@@ -29,7 +30,7 @@ package protocol PublisherTransport: AnyObject {
     /// The socket a poller waits on (readable when subscriptions arrive); nil when there is none.
     var pollable: Socket? { get }
     /// Sends one message. - Returns: false when the socket refused it (its high-water mark).
-    func send(_ frames: FrameBuffer) throws(ZMQError) -> Bool
+    func send(_ frames: some FrameSource) throws(ZMQError) -> Bool
     /// Reads the next subscription message (`\u{1}topic` or `\u{0}topic`). - Returns: false when none.
     func receiveSubscription(into frames: inout FrameBuffer) throws(ZMQError) -> Bool
     /// Closes it; what it still queues may leave within `linger` milliseconds.
@@ -123,7 +124,7 @@ package final class ZMQPublisherTransport: PublisherTransport {
         restrictPermissions(ofIPCEndpoint: endpoint)
     }
 
-    package func send(_ frames: FrameBuffer) throws(ZMQError) -> Bool {
+    package func send(_ frames: some FrameSource) throws(ZMQError) -> Bool {
         try socket.send(message: frames, mode: .nonBlocking)
     }
 
@@ -233,9 +234,11 @@ package final class EmbeddedPublisherTransport: PublisherTransport {
         return published.compactMap { try? WireMessage.decode(from: $0) }
     }
 
-    package func send(_ frames: FrameBuffer) throws(ZMQError) -> Bool {
+    package func send(_ frames: some FrameSource) throws(ZMQError) -> Bool {
         guard !isFull else { return false }
-        published.append(frames)
+        var copy = FrameBuffer()
+        for index in 0..<frames.frameCount { frames.withFrameBytes(index) { copy.append(frame: $0) } }
+        published.append(copy)
         return true
     }
 
@@ -248,4 +251,11 @@ package final class EmbeddedPublisherTransport: PublisherTransport {
     }
 
     package func close(linger: Int32) {}
+}
+
+// A held message goes to the socket straight from the store it was copied into.
+extension HeldMessages.Message: FrameSource {
+    package func withFrameBytes<Result>(_ index: Int, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        withFrame(index, body)
+    }
 }

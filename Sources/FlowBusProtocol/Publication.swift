@@ -31,7 +31,7 @@ package struct Publication: Sendable {
     package enum Decision: Sendable, Equatable {
         /// Send it now.
         case send
-        /// Held until ``release()``.
+        /// Held until ``release(into:)``.
         case held
         /// Nobody subscribed to its topic: not sent (counted).
         case unwanted
@@ -47,7 +47,7 @@ package struct Publication: Sendable {
     package let endpoint: String
     private var prefixes: [[UInt8]] = []
     private var sequence: UInt64 = 0
-    private var held: [FrameBuffer] = []
+    private var held = HeldMessages()
     private var reportedDrops = 0
     /// Whether messages are held back (the events of a batch until it is committed).
     package private(set) var isHolding = false
@@ -134,7 +134,7 @@ package struct Publication: Sendable {
         return take(frames)
     }
 
-    /// Takes a message whose topic is known to be wanted: held while holding, else to send now.
+    /// Takes a message whose topic is known to be wanted: held (a copy) while holding, else to send now.
     package mutating func take(_ frames: FrameBuffer) -> Decision {
         guard isHolding else { return .send }
         held.append(frames)
@@ -153,7 +153,7 @@ package struct Publication: Sendable {
         return counters.dropped == 1 || counters.dropped % 10_000 == 0
     }
 
-    /// Holds every message back until ``release()``: observers never see an event of a step
+    /// Holds every message back until ``release(into:)``: observers never see an event of a step
     /// that a crash could undo.
     package mutating func hold() {
         isHolding = true
@@ -172,11 +172,11 @@ package struct Publication: Sendable {
         isHolding = wasHolding
     }
 
-    /// Stops holding; returns what was held, in order, to send.
-    package mutating func release() -> [FrameBuffer] {
+    /// Stops holding, and hands what was held, in order, to send: swapped with `released` (empty),
+    /// so that both stores keep their capacity from batch to batch.
+    package mutating func release(into released: inout HeldMessages) {
         isHolding = false
-        defer { held.removeAll(keepingCapacity: true) }
-        return held
+        swap(&held, &released)
     }
 
     /// Stops holding and forgets what was held (its batch was not committed).

@@ -1,0 +1,57 @@
+import FlowBusWire
+
+/// Messages a publisher holds back until their batch is committed, copied into one store that
+/// keeps its capacity: the buffers they were encoded in or received into stay their owner's own,
+/// so that writing the next message into them copies nothing and allocates nothing.
+package struct HeldMessages: Sendable {
+    private var bytes: [UInt8] = []
+    /// The end of each frame in ``bytes``.
+    private var frameEnds: [Int] = []
+    /// The end of each message in ``frameEnds``.
+    private var messageEnds: [Int] = []
+
+    package init() {}
+
+    /// How many messages are held.
+    package var count: Int { messageEnds.count }
+    package var isEmpty: Bool { messageEnds.isEmpty }
+
+    /// Adds a copy of `frames`.
+    package mutating func append(_ frames: FrameBuffer) {
+        let base = bytes.count
+        bytes.append(contentsOf: frames.storage)
+        for index in 0..<frames.count { frameEnds.append(base + frames.frameRange(index).upperBound) }
+        messageEnds.append(frameEnds.count)
+    }
+
+    /// Forgets every message, keeping the capacity.
+    package mutating func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+        frameEnds.removeAll(keepingCapacity: true)
+        messageEnds.removeAll(keepingCapacity: true)
+    }
+
+    /// The message at `index`, in the order they were added.
+    package func message(_ index: Int) -> Message {
+        Message(held: self, firstFrame: index == 0 ? 0 : messageEnds[index - 1], endFrame: messageEnds[index])
+    }
+
+    /// One held message, to send.
+    package struct Message {
+        fileprivate let held: HeldMessages
+        fileprivate let firstFrame: Int
+        fileprivate let endFrame: Int
+
+        /// Its number of frames.
+        package var frameCount: Int { endFrame - firstFrame }
+
+        /// Calls `body` with the bytes of frame `index` (from 0).
+        package func withFrame<Result>(_ index: Int, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+            let frame = firstFrame + index
+            let start = frame == 0 ? 0 : held.frameEnds[frame - 1]
+            return held.bytes.withUnsafeBytes {
+                body(UnsafeRawBufferPointer(rebasing: $0[start..<held.frameEnds[frame]]))
+            }
+        }
+    }
+}
