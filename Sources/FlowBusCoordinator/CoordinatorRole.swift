@@ -54,7 +54,7 @@ private struct WatchedHost {
 /// between turns, status queries and heartbeats go on meanwhile, and later steps are read once it
 /// is done, so arrival order holds.
 @FlowActor
-final class CoordinatorRole: DaemonRole {
+final class CoordinatorRole: @FlowActor DaemonRole {
     private let router: StepRouter
     private let data: RouterEndpoint
     private let query: QueryEndpoint
@@ -63,6 +63,8 @@ final class CoordinatorRole: DaemonRole {
     private let wireLimits: WireLimits
     private let watched: [WatchedHost]
     private var heartbeatFrames = FrameBuffer()
+    /// Step names and stepper ids, made once each.
+    private let texts = TextInterner()
     private var accepted = 0
     private var suspended = false
 
@@ -100,45 +102,46 @@ final class CoordinatorRole: DaemonRole {
 
     // MARK: DaemonRole
 
-    nonisolated func beginTurn(now: ContinuousClock.Instant) {
-        FlowActor.assumeIsolated { readHeartbeatsOfHosts(now: now) }
+    // An isolated conformance: the loop calls these on FlowLoop's thread, the engine's, with no
+    // check or hop per message.
+
+    func beginTurn(now: ContinuousClock.Instant) {
+        readHeartbeatsOfHosts(now: now)
     }
 
-    nonisolated func beginBatch() {}
+    func beginBatch() {}
 
-    nonisolated func apply(_ message: InboundMessage) -> DaemonApplied {
-        FlowActor.assumeIsolated { applyOnLoop(message) }
+    func apply(_ message: InboundMessage) -> DaemonApplied {
+        applyOnLoop(message)
     }
 
-    nonisolated func answer(_ request: InboundMessage) {
-        FlowActor.assumeIsolated { answerOnLoop(request) }
+    func answer(_ request: InboundMessage) {
+        answerOnLoop(request)
     }
 
-    nonisolated var isSuspended: Bool { FlowActor.assumeIsolated { suspended } }
+    var isSuspended: Bool { suspended }
 
-    nonisolated var hasOutput: Bool { false }
+    var hasOutput: Bool { false }
 
-    nonisolated func commit(_ batch: DaemonBatch) -> DaemonCommit {
-        FlowActor.assumeIsolated { commitOnLoop(batch) }
+    func commit(_ batch: DaemonBatch) -> DaemonCommit {
+        commitOnLoop(batch)
     }
 
-    nonisolated func tick(now: ContinuousClock.Instant) throws {
-        try FlowActor.assumeIsolated {
-            do {
-                try router.tick(ingress: counters)
-            } catch {
-                logger.critical("lost the journal's lease: \(error); stopping so that the standby takes over")
-                throw error
-            }
+    func tick(now: ContinuousClock.Instant) throws {
+        do {
+            try router.tick(ingress: counters)
+        } catch {
+            logger.critical("lost the journal's lease: \(error); stopping so that the standby takes over")
+            throw error
         }
     }
 
-    nonisolated func endTurn(now: ContinuousClock.Instant) {}
+    func endTurn(now: ContinuousClock.Instant) {}
 
     // What was dealt with is durable once committed, and flowd commits every batch it acknowledges.
-    nonisolated func isUnsaved(_ source: String) -> Bool { false }
+    func isUnsaved(_ source: String) -> Bool { false }
 
-    nonisolated var hasWorkInFlight: Bool { false }
+    var hasWorkInFlight: Bool { false }
 
     // MARK: On the loop
 
@@ -168,11 +171,12 @@ final class CoordinatorRole: DaemonRole {
         do {
             switch header.kind {
             case .step, .deepLink:
-                let view = try NamedMessageView.decode(from: message.frames, header: header, limits: wireLimits)
+                let view = try NamedMessageView.decode(
+                    from: message.frames, header: header, limits: wireLimits, texts: texts)
                 let step = CanonicalStep(view.name, try view.params.decodeParams())
                 accepted += 1
                 let input: StepRouter.Input =
-                    header.kind == .step ? .step(stepperID: String(header.topicID)) : .deepLink
+                    header.kind == .step ? .step(stepperID: texts.text(header.topicID)) : .deepLink
                 guard
                     let unfinished = router.apply(
                         input, step, frames: message.frames, params: view.params, origin: origin, topic: header.topic)

@@ -59,6 +59,8 @@ package final class RouterEndpoint {
     private let limits: WireLimits
     private let logger: Logger
     private var received = RoutedFrames()
+    /// Topics and sources, made once each.
+    private let texts = TextInterner()
     private var held: [String: [Held]] = [:]
     private var heldCount = 0
     private var heldBytes = 0
@@ -114,7 +116,7 @@ package final class RouterEndpoint {
     private func judge(_ frames: FrameBuffer, from peer: [UInt8]) -> Read {
         let header: RoutedHeader
         do {
-            header = try RoutedHeader.decode(from: frames, limits: limits)
+            header = try RoutedHeader.decode(from: frames, limits: limits, texts: texts)
         } catch {
             let (refusal, verdict) = intake.refuse(error, frames: frames, peer: peer, limits: limits)
             switch verdict {

@@ -27,6 +27,8 @@ final class ReactorHostRole: DaemonRole {
     private let data: RouterEndpoint
     private var publisher: BusPublisher { data.replier.publisher }
     private let wireLimits: WireLimits
+    /// Action names and reactor ids, made once each.
+    private let texts = TextInterner()
     private var instances: [String: HostedReactor] = [:]
     private var latest: [String: (sequence: UInt64, state: WireValue)] = [:]
     /// Snapshot requests waiting for the first state of a reactor created for them.
@@ -98,9 +100,10 @@ final class ReactorHostRole: DaemonRole {
         do {
             switch header.kind {
             case .action:
-                let view = try NamedMessageView.decode(from: message.frames, header: header, limits: wireLimits)
+                let view = try NamedMessageView.decode(
+                    from: message.frames, header: header, limits: wireLimits, texts: texts)
                 let params = try view.params.decodeParams()
-                let reactorID = String(header.topicID)
+                let reactorID = texts.text(header.topicID)
                 guard let instance = instance(for: reactorID) else {
                     data.refuse(
                         .unknownReactor, "no reactor \(reactorID) on reactor host \(settings.hostName)",

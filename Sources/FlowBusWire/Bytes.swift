@@ -108,7 +108,7 @@ func validUTF8(_ bytes: UnsafeRawBufferPointer) -> String? {
 
 /// Decodes a UTF-8 field of `min...max` bytes or throws with reason `malformed`/`oversize`.
 func decodeText(
-    _ bytes: UnsafeRawBufferPointer, field: @autoclosure () -> String, min: Int, max: Int
+    _ bytes: UnsafeRawBufferPointer, field: @autoclosure () -> String, min: Int, max: Int, texts: TextInterner? = nil
 ) throws(WireError) -> String {
     if bytes.count < min {
         throw .malformed("\(field()) is \(bytes.count) bytes, at least \(min) expected")
@@ -116,7 +116,7 @@ func decodeText(
     if bytes.count > max {
         throw WireError(.oversize, "\(field()) is \(bytes.count) bytes, at most \(max) allowed")
     }
-    guard let text = validUTF8(bytes) else {
+    guard let text = texts?.text(bytes) ?? validUTF8(bytes) else {
         throw .malformed("\(field()) is not valid UTF-8")
     }
     if containsNUL(bytes) { throw .malformed("\(field()) contains a NUL byte (U+0000)") }

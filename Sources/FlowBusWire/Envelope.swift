@@ -114,8 +114,9 @@ public struct Envelope: Sendable, Hashable {
     /// - Throws: `unsupported-version` for a version other than 1, `unknown-kind`, `malformed`
     ///   for a wrong length, an unknown content type or a source that is not UTF-8,
     ///   `oversize` for a source over the limit.
+    ///   - texts: Where sources seen before are kept, so that decoding allocates no new text.
     public static func decode(
-        _ bytes: UnsafeRawBufferPointer, limits: WireLimits = .default
+        _ bytes: UnsafeRawBufferPointer, limits: WireLimits = .default, texts: TextInterner? = nil
     ) throws(WireError) -> Envelope {
         if bytes.count < minimumSize {
             throw .malformed("envelope is \(bytes.count) bytes, at least \(minimumSize) expected")
@@ -149,7 +150,7 @@ public struct Envelope: Sendable, Hashable {
             )
         }
         let sourceBytes = try reader.slice(sourceCount, "source")
-        guard let source = validUTF8(sourceBytes) else {
+        guard let source = texts?.text(sourceBytes) ?? validUTF8(sourceBytes) else {
             throw .malformed("envelope source is not valid UTF-8")
         }
         if containsNUL(sourceBytes) { throw .malformed("envelope source contains a NUL byte (U+0000)") }

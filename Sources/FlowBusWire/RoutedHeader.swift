@@ -23,8 +23,10 @@ public struct RoutedHeader: Sendable, Hashable {
     /// `limits.maxFrameBytes` (`oversize`); a UTF-8 topic of 1...`maxTopicBytes` bytes with a known
     /// prefix and a non-empty id; a valid envelope; the topic prefix matching the kind
     /// (`malformed`). The number of body frames is checked by the full decoders.
-    public static func decode(from buffer: FrameBuffer, limits: WireLimits = .default) throws(WireError) -> RoutedHeader
-    {
+    /// - Parameter texts: Where topics and sources seen before are kept, so that decoding allocates no new text.
+    public static func decode(
+        from buffer: FrameBuffer, limits: WireLimits = .default, texts: TextInterner? = nil
+    ) throws(WireError) -> RoutedHeader {
         if buffer.count < 2 {
             throw .malformed("message has \(buffer.count) frame(s), at least 2 (topic, envelope) expected")
         }
@@ -37,10 +39,10 @@ public struct RoutedHeader: Sendable, Hashable {
             )
         }
         let topic = try buffer.withFrame(0) { (raw) throws(WireError) in
-            try decodeText(raw, field: "topic", min: 1, max: limits.maxTopicBytes)
+            try decodeText(raw, field: "topic", min: 1, max: limits.maxTopicBytes, texts: texts)
         }
         let envelope = try buffer.withFrame(1) { (raw) throws(WireError) in
-            try Envelope.decode(raw, limits: limits)
+            try Envelope.decode(raw, limits: limits, texts: texts)
         }
         guard let (prefix, idStart) = Topic.parsePrefix(topic.utf8) else {
             throw .malformed("topic \(quoted(topic)) has no known prefix with an id")
@@ -148,15 +150,16 @@ public struct NamedMessageView: Sendable, Hashable {
     }
 
     /// Decodes the name of a step, deep link or action whose header is already decoded.
+    /// - Parameter texts: Where names seen before are kept, so that decoding allocates no new text.
     public static func decode(
-        from buffer: FrameBuffer, header: RoutedHeader, limits: WireLimits = .default
+        from buffer: FrameBuffer, header: RoutedHeader, limits: WireLimits = .default, texts: TextInterner? = nil
     ) throws(WireError) -> NamedMessageView {
         switch header.kind {
         case .step, .deepLink, .action: break
         default: throw .malformed("\(header.kind) message is not a step, deep link or action")
         }
         try header.requireFrameCount(buffer)
-        let name = try buffer.name(2, field: "\(header.kind) name", limits: limits)
+        let name = try buffer.name(2, field: "\(header.kind) name", limits: limits, texts: texts)
         if header.kind == .deepLink, header.topicID != name {
             throw .malformed("deep link topic \(quoted(header.topic)) does not match its name \(quoted(name))")
         }
@@ -175,7 +178,9 @@ extension FrameBuffer {
         }
     }
 
-    func name(_ index: Int, field: @autoclosure () -> String, limits: WireLimits) throws(WireError) -> String {
+    func name(
+        _ index: Int, field: @autoclosure () -> String, limits: WireLimits, texts: TextInterner? = nil
+    ) throws(WireError) -> String {
         try withFrame(index) { (raw) throws(WireError) in
             // Built only for an error: this runs for every step and action.
             func label() -> String { "\(field()) (frame \(index))" }
@@ -187,7 +192,7 @@ extension FrameBuffer {
                 throw .malformed(
                     "\(label()) has byte 0x\(WireHex.string([byte])) at offset \(offset), only [A-Za-z0-9_.:-] allowed")
             }
-            return String(decoding: raw, as: UTF8.self)
+            return texts?.text(raw) ?? String(decoding: raw, as: UTF8.self)
         }
     }
 

@@ -50,6 +50,8 @@ public final class FlowCoordinator {
     /// Non-nil while a step's synchronous phase runs: steps emitted then are its consequences.
     var collected: [PendingStep]?
     private var collectingTicket: Ticket?
+    /// See ``reusableTicket()``.
+    private var spareTicket: Ticket?
     private var currentFlow: FlowID?
     private var deferDismissals = false
     var pendingDismissals: [NavigationNode] = []
@@ -161,21 +163,36 @@ public final class FlowCoordinator {
     /// (``Flow/adaptsSteps``). Then the rest continues asynchronously, in order, before any later
     /// input: await ``StepProgress/Pending/outcomes()`` before handing the coordinator the next one.
     public func receiveNow(_ step: CanonicalStep, from stepperID: String) -> StepProgress {
-        let ticket = Ticket()
+        let ticket = reusableTicket()
         admitRemote(step, from: stepperID, ticket: ticket)
         return progress(of: ticket)
     }
 
     /// Like ``navigate(to:)``, without suspending when it can (see ``receiveNow(_:from:)``).
     public func navigateNow(to step: any Step) -> StepProgress {
-        let ticket = Ticket()
+        let ticket = reusableTicket()
         admitDeepLink(step, ticket: ticket)
         return progress(of: ticket)
     }
 
     private func progress(of ticket: Ticket) -> StepProgress {
-        if ticket.pending == 0 || pumpSynchronously() { return .done(ticket.outcomes) }
+        if ticket.pending == 0 || pumpSynchronously() {
+            // Done on the caller's stack: nothing refers to it any more, the next input reuses it.
+            spareTicket = ticket
+            return .done(ticket.outcomes)
+        }
         return .pending(StepProgress.Pending(coordinator: self, ticket: ticket))
+    }
+
+    /// The ticket of an input processed on the caller's stack: the last one's, reset, so that the
+    /// routing of a step allocates neither a ticket nor (once the caller dropped the last
+    /// outcomes) their array.
+    private func reusableTicket() -> Ticket {
+        guard let ticket = spareTicket else { return Ticket() }
+        spareTicket = nil
+        ticket.pending = 0
+        ticket.outcomes.removeAll(keepingCapacity: true)
+        return ticket
     }
 
     /// Like ``receive(_:from:)`` but does not wait for processing (never call `receive` from a
