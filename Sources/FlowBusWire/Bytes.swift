@@ -53,10 +53,11 @@ struct ByteReader {
     var isAtEnd: Bool { offset == bytes.count }
 
     @inline(__always)
-    func need(_ count: Int, for field: String) throws(WireError) {
+    // An autoclosure: callers describe the field with an interpolation, built only for the error.
+    func need(_ count: Int, for field: @autoclosure () -> String) throws(WireError) {
         if count > remaining {
             throw .malformed(
-                "\(what) truncated: \(field) needs \(count) byte(s) at offset \(offset), \(remaining) left")
+                "\(what) truncated: \(field()) needs \(count) byte(s) at offset \(offset), \(remaining) left")
         }
     }
 
