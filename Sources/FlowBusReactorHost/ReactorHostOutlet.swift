@@ -97,11 +97,12 @@ package final class ReactorHostOutlet: Sendable {
     /// Whether anything is queued.
     var hasItems: Bool { queue.withLock { !$0.isEmpty } }
 
-    /// Everything queued so far, in order.
-    package func take() -> [ReactorHostOutboxItem] {
+    /// Moves everything queued so far, in order, to the end of `items`; both arrays keep their
+    /// capacity, so that handing states over allocates nothing.
+    package func take(into items: inout [ReactorHostOutboxItem]) {
         queue.withLock { queue in
-            defer { queue.removeAll(keepingCapacity: true) }
-            return queue
+            items.append(contentsOf: queue)
+            queue.removeAll(keepingCapacity: true)
         }
     }
 

@@ -150,14 +150,13 @@ final class ReactorHostRole: DaemonRole {
     /// entries, in one transaction; then publishes it.
     func commit(_ batch: DaemonBatch) -> DaemonCommit {
         if database != nil { unsavedSources.merge(batch.dealtWith) { max($0, $1) } }
-        uncommitted += outlet.take()
+        outlet.take(into: &uncommitted)
         guard save(uncommitted) else {
             coalesceUncommitted()
             return .retry(after: Self.saveRetry)
         }
-        let items = uncommitted
+        publish(uncommitted)
         uncommitted.removeAll(keepingCapacity: true)
-        publish(items)
         return .committed
     }
 

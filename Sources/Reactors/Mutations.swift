@@ -31,12 +31,14 @@
 /// ``cancel(id:)``, ``ReactorStore/cancel(id:)``) or the store shuts down. An error thrown by an
 /// asynchronous part ends that stream only; the reactor lives on (rule 1).
 public struct Mutations<Element: Sendable>: Sendable {
-    indirect enum Node: Sendable {
+    // Only the case that holds a node is indirect: one mutation, the common case, is no box.
+    enum Node: Sendable {
+        case one(Element)
         case values([Element])
         case operation(@Sendable (MutationSender<Element>) async throws -> Void)
         case concat([Node])
         case merge([Node])
-        case cancellable(id: CancelID, cancelInFlight: Bool, Node)
+        indirect case cancellable(id: CancelID, cancelInFlight: Bool, Node)
         case cancel([CancelID])
         /// Stands for "every stream `mutate(action:)` returns", inside
         /// ``Reactor/transform(mutation:)``. `transform` maps each such mutation (input: the
@@ -58,7 +60,7 @@ extension Mutations {
 
     /// One mutation, reduced synchronously.
     public static func just(_ mutation: Element) -> Mutations {
-        Mutations(node: .values([mutation]))
+        Mutations(node: .one(mutation))
     }
 
     /// Several mutations in order, all reduced synchronously.
@@ -166,6 +168,8 @@ extension Mutations {
         _ node: Node, _ transform: @escaping @Sendable (Element) -> T?
     ) -> Mutations<T>.Node {
         switch node {
+        case .one(let value):
+            return transform(value).map { .one($0) } ?? .values([])
         case .values(let values):
             return .values(values.compactMap(transform))
         case .operation(let operation):
@@ -198,7 +202,7 @@ extension Mutations.Node {
     /// True when interpreting this node needs no task: no `run`, no async sequence.
     var isSynchronous: Bool {
         switch self {
-        case .values, .cancel, .upstream: return true
+        case .one, .values, .cancel, .upstream: return true
         case .operation: return false
         case .concat(let members), .merge(let members): return members.allSatisfy(\.isSynchronous)
         case .cancellable(_, _, let member): return member.isSynchronous
@@ -208,7 +212,7 @@ extension Mutations.Node {
     /// The transform of the first placeholder for mutate's streams, if there is one.
     var upstream: (found: Bool, transform: (@Sendable (Any) -> Any?)?) {
         switch self {
-        case .values, .cancel, .operation: return (false, nil)
+        case .one, .values, .cancel, .operation: return (false, nil)
         case .upstream(let transform): return (true, transform)
         case .concat(let members), .merge(let members):
             for member in members {

@@ -392,6 +392,8 @@ extension ReactorStore {
     /// asynchronous part is started in its own task.
     private func interpret(_ node: Node, ids: [CancelID], fromMutate: Bool) {
         switch node {
+        case .one(let mutation):
+            apply(mutation, fromMutate: fromMutate)
         case .values(let mutations):
             for mutation in mutations { apply(mutation, fromMutate: fromMutate) }
         case .operation:
@@ -476,6 +478,9 @@ struct StreamContext<R: Reactor>: Sendable {
 
     private func execute(_ node: Node, in stream: MutationStream) async throws {
         switch node {
+        case .one(let mutation):
+            try Task.checkCancellation()
+            store?.deliver(mutation, from: stream)
         case .values(let mutations):
             for mutation in mutations {
                 try Task.checkCancellation()
