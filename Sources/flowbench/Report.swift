@@ -294,7 +294,7 @@ func renderTable(config: BenchConfig, results: [ScenarioResult], codec: [CodecRe
                 + "peak MB: its VmHWM (10^6 bytes)\n"
         }
         if results.contains(where: { $0.baseline != nil }) {
-            out += "ratios: scenario ÷ \(ScenarioID.rawTwoHop) (×cpu: daemon ÷ forwarder, goal ≤ 4)\n"
+            out += "ratios: scenario ÷ \(ScenarioID.rawTwoHop) (×cpu: daemon ÷ forwarder, goal ≤ 2)\n"
         }
         for result in results {
             out += notes(for: result).map { "\(result.id): \($0)\n" }.joined()
