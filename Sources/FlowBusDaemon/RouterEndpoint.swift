@@ -21,7 +21,7 @@ package struct InboundMessage: Sendable {
 /// daemon (``read()``). A message whose source must first be looked up in the durable ledger is
 /// held here, a copy of its frames (a refusal without them), until ``lookedUp(_:)`` brings the
 /// answer; it is then read again, in order, before anything the socket holds — judged, applied and
-/// acknowledged in the batch that reads it, never before. ``endBatch(now:checkEvery:)`` sends the batch's refusals, `journal-behind`
+/// acknowledged in the batch that reads it, never before. ``endBatch(now:checkEvery:checksLiveness:)`` sends the batch's refusals, `journal-behind`
 /// reports and heartbeat answers and reports the peers found dead; ``acknowledge(_:)`` sends the
 /// acks once the batch is durable. Every reply is numbered in the socket's own sequence.
 ///

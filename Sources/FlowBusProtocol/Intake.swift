@@ -5,7 +5,7 @@ import FlowBusWire
 ///
 /// A pure state machine: the daemon's loop hands it what each message's envelope says
 /// (``receive(source:sequence:topic:peer:)``, ``heartbeat(source:sequence:topic:peer:)``) and carries
-/// out what ``endBatch(now:checkEvery:)`` returns. It owns the per-source sequence ledger (one policy for
+/// out what ``endBatch(now:checkEvery:checksLiveness:)`` returns. It owns the per-source sequence ledger (one policy for
 /// both daemons), the cumulative acks, the `out-of-order` refusals and their details, heartbeat
 /// answers and the liveness of peers that send heartbeats. It does no I/O and reads no clock.
 ///

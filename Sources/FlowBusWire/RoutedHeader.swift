@@ -141,7 +141,7 @@ public struct NamedMessageView: Sendable, Hashable {
 
     /// Decodes a step, deep link or action without decoding its params.
     /// - Throws: `malformed` if the message is of another kind, has the wrong number of frames
-    ///   or an invalid name; see ``RoutedHeader/decode(from:limits:)``.
+    ///   or an invalid name; see ``RoutedHeader/decode(from:limits:texts:)``.
     public static func decode(
         from buffer: FrameBuffer, limits: WireLimits = .default
     ) throws(WireError) -> NamedMessageView {
@@ -213,7 +213,7 @@ extension FrameBuffer {
     }
 }
 
-/// What can be read of a message that failed ``RoutedHeader/decode(from:limits:)``: its source
+/// What can be read of a message that failed ``RoutedHeader/decode(from:limits:texts:)``: its source
 /// and sequence when frame 1 is a version-1 envelope whose layout and source are sound, and its
 /// topic when frame 0 is text. A receiver judges such a message by the sequence ledger and
 /// acknowledges its refusal (PROTOCOL.md §4.4); without them it cannot.

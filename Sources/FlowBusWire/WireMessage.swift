@@ -85,7 +85,7 @@ public enum WireMessage: Sendable, Hashable {
 
     /// Decodes and validates a whole message.
     ///
-    /// Checks, in order: the outline (``RoutedHeader/decode(from:limits:)``), the exact frame
+    /// Checks, in order: the outline (``RoutedHeader/decode(from:limits:texts:)``), the exact frame
     /// count of the kind, then each body frame: names (`[A-Za-z0-9_.:-]`), UTF-8 texts, values
     /// in the envelope's content type, enumerated words (verbs, kinds, events), and that topic
     /// ids repeated in the body (deep link name, flow name, reason code, heartbeat source) agree.
