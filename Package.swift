@@ -9,6 +9,8 @@ let argumentParser = Target.Dependency.product(name: "ArgumentParser", package: 
 let serviceLifecycle = Target.Dependency.product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
 let unixSignals = Target.Dependency.product(name: "UnixSignals", package: "swift-service-lifecycle")
 let grdb = Target.Dependency.product(name: "GRDB", package: "GRDB.swift")
+/// SQLite's own calls, for the journal's hot insert (GRDB's system SQLite module).
+let sqlite = Target.Dependency.product(name: "GRDBSQLite", package: "GRDB.swift")
 let coreMetrics = Target.Dependency.product(name: "CoreMetrics", package: "swift-metrics")
 
 let package = Package(
@@ -85,7 +87,8 @@ let package = Package(
         .target(
             name: "FlowBusCoordinator",
             dependencies: [
-                "FlowBusDaemon", "FlowBusProtocol", "FlowBusClient", "FlowBusConfiguration", "Flows", grdb, coreMetrics,
+                "FlowBusDaemon", "FlowBusProtocol", "FlowBusClient", "FlowBusConfiguration", "Flows", grdb, sqlite,
+                coreMetrics,
             ]),
         .target(
             name: "FlowBusReactorHost",

@@ -19,7 +19,7 @@ final class CoordinatorJournal {
     private let logger: Logger
     private let writer = CheckpointWriter()
     private var checkpoints = CheckpointState()
-    private var records: [StepJournal.Record] = []
+    private var records = StepJournal.Batch()
     /// The id of the last entry the engine applied while restoring or following.
     private var appliedEntry: Int64 = 0
     private(set) var restoredEntries = 0
@@ -44,24 +44,21 @@ final class CoordinatorJournal {
 
     /// Records an applied input; FBV params are kept as the bytes that arrived.
     func record(_ kind: StepJournal.Kind, target: String, name: String, params: WirePayload?, origin: Origin) {
-        var bytes = Data()
-        if let params, !params.isEmpty {
-            if params.contentType == .fbv {
-                bytes = Data(params.bytes)
-            } else {
-                do {
-                    var encoded: [UInt8] = []
-                    try FBV.encode(params: try params.decodeParams(), into: &encoded)
-                    bytes = Data(encoded)
-                } catch {
-                    logger.error("cannot encode the params of \(name) for the journal: \(error)")
-                }
-            }
+        guard let params, !params.isEmpty, params.contentType != .fbv else {
+            records.append(
+                kind, target: target, name: name, params: params?.bytes ?? [], source: origin.source,
+                sequence: origin.sequence)
+            return
+        }
+        var encoded: [UInt8] = []
+        do {
+            try FBV.encode(params: try params.decodeParams(), into: &encoded)
+        } catch {
+            logger.error("cannot encode the params of \(name) for the journal: \(error)")
+            encoded = []
         }
         records.append(
-            StepJournal.Record(
-                kind: kind, target: target, name: name, params: bytes, source: origin.source, sequence: origin.sequence)
-        )
+            kind, target: target, name: name, params: encoded, source: origin.source, sequence: origin.sequence)
     }
 
     /// Commits the batch's records with the sources' last sequences (and the compaction due), in
@@ -83,7 +80,7 @@ final class CoordinatorJournal {
         }
         journaledEntries += records.count
         checkpoints.sinceLast += records.count
-        records.removeAll(keepingCapacity: true)
+        records.removeAll()
         return start.duration(to: .now)
     }
 

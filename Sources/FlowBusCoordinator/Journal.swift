@@ -33,11 +33,11 @@ public protocol Journal: AnyObject, Sendable {
     func latestCheckpointEntry() throws -> Int64?
     /// Stores a checkpoint and removes older ones.
     func store(_ checkpoint: StepJournal.Checkpoint) throws
-    /// Appends `records`, raises the sources' last sequences and deletes entries as `compaction`
+    /// Appends `batch`, raises the sources' last sequences and deletes entries as `compaction`
     /// says, in one transaction; returns the id of the last entry (0 if none) and how many were
     /// compacted.
     func append(
-        _ records: [StepJournal.Record], lastSequences: [String: UInt64], compaction: StepJournal.Compaction?
+        _ batch: StepJournal.Batch, lastSequences: [String: UInt64], compaction: StepJournal.Compaction?
     ) throws -> (last: Int64, compacted: Int)
     /// Deletes entries as `compaction` says, in a transaction of its own.
     func compact(_ compaction: StepJournal.Compaction) throws -> Int
@@ -50,6 +50,16 @@ public protocol Journal: AnyObject, Sendable {
     func flush()
     /// Closes it.
     func close()
+}
+
+extension Journal {
+    /// Appends `records`, as ``append(_:lastSequences:compaction:)`` appends a batch.
+    @discardableResult
+    public func append(
+        _ records: [StepJournal.Record], lastSequences: [String: UInt64], compaction: StepJournal.Compaction? = nil
+    ) throws -> (last: Int64, compacted: Int) {
+        try append(StepJournal.Batch(records), lastSequences: lastSequences, compaction: compaction)
+    }
 }
 
 /// A journal several flowd instances share, one of them active: only the instance holding the

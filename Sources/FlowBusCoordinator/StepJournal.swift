@@ -373,35 +373,38 @@ public final class StepJournal: Journal {
         }
     }
 
-    /// Appends `records`, raises the sources' last sequences and deletes entries as `compaction`
+    /// Appends `batch`, raises the sources' last sequences and deletes entries as `compaction`
     /// says, in one transaction.
-    /// - Parameter ids: the entries' ids (when copying a journal); numbered after the last by default.
     /// - Returns: the id of the last entry (0 if there is none) and how many entries were compacted.
     @discardableResult
     public func append(
-        _ records: [Record], lastSequences: [String: UInt64], compaction: Compaction?
+        _ batch: Batch, lastSequences: [String: UInt64], compaction: Compaction?
     ) throws -> (last: Int64, compacted: Int) {
-        try append(records, ids: nil, lastSequences: lastSequences, compaction: compaction)
+        try append(batch, ids: nil, lastSequences: lastSequences, compaction: compaction)
     }
 
     /// ``append(_:lastSequences:compaction:)``, with the entries' ids given (when copying a journal).
+    /// - Parameter ids: the entries' ids; numbered after the last by default.
     @discardableResult
     package func append(
-        _ records: [Record], ids: [Int64]? = nil, lastSequences: [String: UInt64], compaction: Compaction? = nil
+        _ batch: Batch, ids: [Int64]? = nil, lastSequences: [String: UInt64], compaction: Compaction? = nil
     ) throws -> (last: Int64, compacted: Int) {
-        guard !records.isEmpty || !lastSequences.isEmpty || compaction != nil else { return (0, 0) }
+        guard !batch.isEmpty || !lastSequences.isEmpty || compaction != nil else { return (0, 0) }
         return try database.write { db in
             let insert = try db.cachedStatement(
                 sql: "INSERT INTO entry (id, kind, target, name, params, source, sequence) VALUES (?, ?, ?, ?, ?, ?, ?)"
             )
-            for (index, record) in records.enumerated() {
-                insert.setUncheckedArguments([
-                    ids?[index], record.kind.rawValue, record.target, record.name, record.params, record.source,
-                    Int64(bitPattern: record.sequence),
-                ])
-                try insert.execute()
+            // Bound straight from the batch's storage: no boxed argument or copy per entry.
+            try batch.paramBytes.withUnsafeBytes { params in
+                for (index, item) in batch.items.enumerated() {
+                    try SQLiteRow.insert(
+                        insert.sqliteStatement, in: db,
+                        id: ids?[index], kind: Int64(item.kind.rawValue), target: item.target, name: item.name,
+                        params: UnsafeRawBufferPointer(rebasing: params[item.params]), source: item.source,
+                        sequence: Int64(bitPattern: item.sequence))
+                }
             }
-            let last = records.isEmpty ? 0 : db.lastInsertedRowID
+            let last = batch.isEmpty ? 0 : db.lastInsertedRowID
             let upsert = try db.cachedStatement(
                 sql: """
                     INSERT INTO source (id, lastSequence) VALUES (?, ?)

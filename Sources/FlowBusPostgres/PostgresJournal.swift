@@ -11,8 +11,8 @@ import Synchronization
 /// active: `persistence: { postgres: "postgres://user:password@host:5432/database" }`.
 ///
 /// It keeps the tables the SQLite ``StepJournal`` keeps (`flowbus_entry`, `flowbus_source`,
-/// `flowbus_checkpoint`) with the same rules: one transaction per batch, the sources' last
-/// sequences in it, checkpoints and bounded compaction. The lease is a PostgreSQL advisory lock
+/// `flowbus_checkpoint`) with the same rules: one transaction per batch (here one statement, so
+/// one round trip), the sources' last sequences in it, checkpoints and bounded compaction. The lease is a PostgreSQL advisory lock
 /// held by this journal's connection (session): a standby waits for it in
 /// ``acquireLease(instance:waiting:following:)``. The holder runs a statement every
 /// ``keepAliveMilliseconds``; when it dies or is cut off, a standby ends its session once it is
@@ -31,6 +31,10 @@ public final class PostgresJournal: SharedJournal {
     /// One call (a whole transaction) at a time on the session: the loop's batches and the
     /// checkpoint writer's stores must not interleave inside one transaction.
     private let session = NSLock()
+    /// When the session last answered (``ContinuousClock`` nanoseconds since ``epoch``): the
+    /// keep-alive and ``verifyLease()`` need no statement of their own while commits come.
+    private let lastAnswer = Atomic<Int64>(0)
+    private let epoch = ContinuousClock.now
 
     /// The advisory lock key of the lease ("FlowBus1").
     static let leaseKey: Int64 = 0x466C_6F77_4275_7331
@@ -180,8 +184,10 @@ public final class PostgresJournal: SharedJournal {
     private func startKeepAlive() {
         let thread = Thread { [self] in
             while !closing.load(ordering: .relaxed), broken.withLock({ $0 }) == nil {
-                Thread.sleep(forTimeInterval: Double(Self.keepAliveMilliseconds) / 1000)
+                Thread.sleep(forTimeInterval: Double(Self.keepAliveMilliseconds) / 1000 / 2)
                 guard !closing.load(ordering: .relaxed) else { return }
+                // Commits keep the session busy: a keep-alive would only delay the next one.
+                guard !answered(within: .milliseconds(Self.keepAliveMilliseconds / 2)) else { continue }
                 do {
                     _ = try exclusive { try run("SELECT 1", timeout: .seconds(2)) }
                 } catch {
@@ -240,8 +246,25 @@ public final class PostgresJournal: SharedJournal {
     }
 
     public func verifyLease() throws {
-        // An answer on this session means the session, and so the lock, is still there.
+        if let reason = broken.withLock({ $0 }) {
+            throw PostgresJournalError(.connectionLost, "the connection to \(location) is gone: \(reason)")
+        }
+        // An answer on this session means the session, and so the lock, is still there. One within
+        // the keep-alive interval will do: a standby takes the lock only after a silence of
+        // ``leaseTimeoutMilliseconds``, or once the session is ended, which fails the next commit.
+        guard !answered(within: .milliseconds(Self.keepAliveMilliseconds)) else { return }
         _ = try exclusive { try run("SELECT 1", timeout: .seconds(2)) }
+    }
+
+    /// Whether the session answered a statement in the last `interval`.
+    private func answered(within interval: Duration) -> Bool {
+        let last = lastAnswer.load(ordering: .relaxed)
+        guard last > 0 else { return false }
+        return Self.nanoseconds(epoch.duration(to: .now)) - last < Self.nanoseconds(interval)
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
     }
 
     public func leaseHistory(limit: Int) throws -> [LeaseRecord] {
@@ -337,47 +360,49 @@ public final class PostgresJournal: SharedJournal {
         }
     }
 
+    /// One statement, so one round trip, for the whole commit: its parts are common table
+    /// expressions, applied together or not at all (a statement is its own transaction).
     public func append(
-        _ records: [StepJournal.Record], lastSequences: [String: UInt64], compaction: StepJournal.Compaction?
+        _ batch: StepJournal.Batch, lastSequences: [String: UInt64], compaction: StepJournal.Compaction?
     ) throws -> (last: Int64, compacted: Int) {
-        guard !records.isEmpty || !lastSequences.isEmpty || compaction != nil else { return (0, 0) }
-        return try exclusive {
-            try transaction {
-                var last: Int64 = 0
-                if !records.isEmpty {
-                    // One statement for the batch: arrays in, rows numbered in their order.
-                    let kinds = records.map { Int32($0.kind.rawValue) }
-                    let targets = records.map { ByteBuffer(string: $0.target) }
-                    let names = records.map { ByteBuffer(string: $0.name) }
-                    let params = records.map { ByteBuffer(bytes: $0.params) }
-                    let sources = records.map { ByteBuffer(string: $0.source) }
-                    let sequences = records.map { Int64(bitPattern: $0.sequence) }
-                    let rows = try run(
-                        """
-                        WITH added AS (
-                            INSERT INTO flowbus_entry (kind, target, name, params, source, sequence)
-                            SELECT k, t, n, p, s, q FROM unnest(\(kinds)::int4[], \(targets)::bytea[], \(names)::bytea[],
-                                \(params)::bytea[], \(sources)::bytea[], \(sequences)::int8[]) WITH ORDINALITY AS u(k, t, n, p, s, q, o)
-                            ORDER BY o RETURNING id)
-                        SELECT max(id) FROM added
-                        """
-                    ).rows
-                    last = try rows.first?.decode(Int64?.self) ?? 0
-                }
-                if !lastSequences.isEmpty {
-                    let ids = Array(lastSequences.keys)
-                    let sequences = ids.map { Int64(bitPattern: lastSequences[$0] ?? 0) }
-                    let keys = ids.map { ByteBuffer(string: $0) }
-                    _ = try run(
-                        """
-                        INSERT INTO flowbus_source (id, last_sequence) SELECT * FROM unnest(\(keys)::bytea[], \(sequences)::int8[])
-                        ON CONFLICT (id) DO UPDATE SET last_sequence = GREATEST(flowbus_source.last_sequence, excluded.last_sequence)
-                        """)
-                }
-                let compacted = try compaction.map(deleteCovered) ?? 0
-                return (last, compacted)
-            }
+        guard !batch.isEmpty || !lastSequences.isEmpty || compaction != nil else { return (0, 0) }
+        // Arrays in, rows numbered in their order.
+        let kinds = batch.items.map { Int32($0.kind.rawValue) }
+        let targets = batch.items.map { ByteBuffer(string: $0.target) }
+        let names = batch.items.map { ByteBuffer(string: $0.name) }
+        let params = batch.items.map { ByteBuffer(bytes: batch.params(of: $0)) }
+        let sources = batch.items.map { ByteBuffer(string: $0.source) }
+        let sequences = batch.items.map { Int64(bitPattern: $0.sequence) }
+        let dealtWith = Array(lastSequences.keys)
+        let dealtWithIDs = dealtWith.map { ByteBuffer(string: $0) }
+        let dealtWithSequences = dealtWith.map { Int64(bitPattern: lastSequences[$0] ?? 0) }
+        // No compaction: nothing is below id 0.
+        let below = compaction?.below ?? 0
+        let limit = Int64(compaction?.limit ?? 0)
+        let row = try exclusive {
+            try run(
+                """
+                WITH added AS (
+                    INSERT INTO flowbus_entry (kind, target, name, params, source, sequence)
+                    SELECT k, t, n, p, s, q FROM unnest(\(kinds)::int4[], \(targets)::bytea[], \(names)::bytea[],
+                        \(params)::bytea[], \(sources)::bytea[], \(sequences)::int8[]) WITH ORDINALITY AS u(k, t, n, p, s, q, o)
+                    ORDER BY o RETURNING id),
+                dealt AS (
+                    INSERT INTO flowbus_source (id, last_sequence)
+                    SELECT * FROM unnest(\(dealtWithIDs)::bytea[], \(dealtWithSequences)::int8[])
+                    ON CONFLICT (id) DO UPDATE SET last_sequence = GREATEST(flowbus_source.last_sequence, excluded.last_sequence)
+                    RETURNING 1),
+                deleted AS (
+                    DELETE FROM flowbus_entry WHERE id IN (
+                        SELECT id FROM flowbus_entry WHERE id < \(below) ORDER BY id LIMIT \(limit))
+                    RETURNING 1)
+                SELECT (SELECT max(id) FROM added), (SELECT count(*) FROM deleted)
+                """
+            ).rows.first
         }
+        guard let row else { return (0, 0) }
+        let (last, compacted) = try row.decode((Int64?, Int64).self)
+        return (last ?? 0, Int(compacted))
     }
 
     public func compact(_ compaction: StepJournal.Compaction) throws -> Int {
@@ -423,6 +448,7 @@ public final class PostgresJournal: SharedJournal {
     /// Closes the connection (ending the session frees the lease), waiting at most 2 s.
     public func close() {
         self.closing.store(true, ordering: .relaxed)
+        broken.withLock { $0 = $0 ?? "closed" }
         let closing: EventLoopFuture<Void> = connection.close()
         let closed = DispatchSemaphore(value: 0)
         closing.whenComplete { _ in closed.signal() }
@@ -435,18 +461,6 @@ public final class PostgresJournal: SharedJournal {
         session.lock()
         defer { session.unlock() }
         return try body()
-    }
-
-    private func transaction<T>(_ body: () throws -> T) throws -> T {
-        _ = try run("BEGIN")
-        do {
-            let result = try body()
-            _ = try run("COMMIT")
-            return result
-        } catch {
-            _ = try? run("ROLLBACK")
-            throw error
-        }
     }
 
     /// Runs `query` and waits for its rows, at most `timeout`; after a timeout or a lost
@@ -474,7 +488,9 @@ public final class PostgresJournal: SharedJournal {
             throw PostgresJournalError(.noAnswer, "\(location): \(reason)")
         }
         do {
-            return try outcome.withLock { $0! }.get()
+            let result = try outcome.withLock { $0! }.get()
+            lastAnswer.store(Self.nanoseconds(epoch.duration(to: .now)), ordering: .relaxed)
+            return result
         } catch let error as PSQLError where error.code == .serverClosedConnection || error.code == .connectionError {
             broken.withLock { $0 = "\(error.code)" }
             throw PostgresJournalError(

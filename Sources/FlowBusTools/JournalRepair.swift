@@ -109,7 +109,7 @@ public enum JournalRepair {
                         kind: kind, target: row[1], name: row[2], params: row[3], source: row[4],
                         sequence: UInt64(bitPattern: row[5]))
                 }
-                try target.append(records, ids: ids, lastSequences: [:])
+                try target.append(StepJournal.Batch(records), ids: ids, lastSequences: [:])
                 result.entries += records.count
             } catch {
                 if chunk.count == 1 {
