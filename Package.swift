@@ -209,7 +209,8 @@ let package = Package(
         .testTarget(
             name: "FlowBusDaemonTests",
             dependencies: [
-                "FlowBusDaemon", "FlowBusConfiguration", "FlowBusProtocol", "FlowBusWire", "ZeroMQ", logging,
+                "FlowBusDaemon", "FlowBusClient", "FlowBusConfiguration", "FlowBusProtocol", "FlowBusWire", "ZeroMQ",
+                logging,
             ]),
         .testTarget(
             name: "FlowBusCoordinatorTests",

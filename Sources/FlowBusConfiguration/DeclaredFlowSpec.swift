@@ -321,10 +321,6 @@ package enum Template {
         return result + rest
     }
 
-    package static func missingParameters(_ template: String, in params: WireParams) -> [String] {
-        placeholders(template).filter { params[$0] == nil }
-    }
-
     /// The `{name}`s of a template, in order.
     package static func placeholders(_ template: String) -> [String] {
         var names: [String] = []

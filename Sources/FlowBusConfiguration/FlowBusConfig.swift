@@ -143,8 +143,13 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     public struct Limits: Codable, Sendable, Hashable {
         /// Largest frame accepted from a peer; bigger ones are refused by libzmq before allocation.
         public var maxMessageBytes: Int
-        /// Messages queued per peer before back-pressure (ingress) or a counted drop (events).
+        /// Messages queued per peer for sending before a counted drop (events, states) or a wait
+        /// (replies).
         public var highWaterMark: Int
+        /// Messages a ROUTER (ingress, actions, control) queues per peer before the peer's sends
+        /// wait: a short queue keeps a daemon's memory bounded when a sender outruns it, while the
+        /// sender's own queue and outbox hold the rest.
+        public var receiveHighWaterMark: Int
         /// Sources (sender process instances) a daemon holds in memory; beyond it the least
         /// recently heard are forgotten (their ledger entries stay in a journal or state database).
         public var maxSources: Int
@@ -157,11 +162,13 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         public var controlBurst: Int
 
         public init(
-            maxMessageBytes: Int = 1 << 20, highWaterMark: Int = 100_000, maxSources: Int = 100_000,
-            sourceIdleSeconds: Int = 3600, controlRate: Double = 100, controlBurst: Int = 200
+            maxMessageBytes: Int = 1 << 20, highWaterMark: Int = 100_000, receiveHighWaterMark: Int = 1000,
+            maxSources: Int = 100_000, sourceIdleSeconds: Int = 3600, controlRate: Double = 100,
+            controlBurst: Int = 200
         ) {
             self.maxMessageBytes = maxMessageBytes
             self.highWaterMark = highWaterMark
+            self.receiveHighWaterMark = receiveHighWaterMark
             self.maxSources = maxSources
             self.sourceIdleSeconds = sourceIdleSeconds
             self.controlRate = controlRate
@@ -174,6 +181,8 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
             maxMessageBytes =
                 try container.decodeIfPresent(Int.self, forKey: .maxMessageBytes) ?? defaults.maxMessageBytes
             highWaterMark = try container.decodeIfPresent(Int.self, forKey: .highWaterMark) ?? defaults.highWaterMark
+            receiveHighWaterMark =
+                try container.decodeIfPresent(Int.self, forKey: .receiveHighWaterMark) ?? defaults.receiveHighWaterMark
             maxSources = try container.decodeIfPresent(Int.self, forKey: .maxSources) ?? defaults.maxSources
             sourceIdleSeconds =
                 try container.decodeIfPresent(Int.self, forKey: .sourceIdleSeconds) ?? defaults.sourceIdleSeconds
@@ -468,6 +477,12 @@ extension FlowBusConfig {
         }
         guard limits.maxSources >= 1, limits.sourceIdleSeconds >= 1 else {
             throw ConfigError(.invalid, "\(source): limits.maxSources and limits.sourceIdleSeconds must be at least 1")
+        }
+        guard limits.receiveHighWaterMark >= 1 else {
+            throw ConfigError(
+                .invalid,
+                "\(source): limits.receiveHighWaterMark is \(limits.receiveHighWaterMark): at least 1 expected (default 1000; libzmq's 0, no limit, would let a fast sender fill the daemon's memory)"
+            )
         }
         guard limits.controlRate > 0, limits.controlBurst >= 1 else {
             throw ConfigError(

@@ -47,7 +47,8 @@ package enum UnknownKeys {
     /// does not set them, so suggestions also come from here.
     private static let vocabulary = [
         "endpoints", "ingress", "events", "control", "metrics", "limits", "maxMessageBytes", "highWaterMark",
-        "maxSources", "sourceIdleSeconds", "controlRate", "controlBurst", "coordinator", "flow", "step", "flows",
+        "receiveHighWaterMark", "maxSources", "sourceIdleSeconds", "controlRate", "controlBurst", "coordinator", "flow",
+        "step", "flows",
         "root", "id", "steps", "push",
         "setRoot", "present", "tabs", "selectTab", "pop", "popToRoot", "dismiss", "forwardToParent", "forwardToCurrent",
         "end", "none", "screen", "stepper", "allowStepWhenNotPresented", "allowStepWhenDismissed", "selected",

@@ -72,11 +72,12 @@ public final class CoordinatorService: Service {
         config: FlowBusConfig, logger: Logger, metrics: MetricsExposition? = nil, acceptJournalLoss: Bool = false,
         openJournal: JournalOpener? = nil
     ) -> CoordinatorService {
-        CoordinatorService(
-            config: config, logger: logger, metrics: metrics, makeFlow: { DeclaredFlow.make(named: $0, in: config) },
+        let catalog = DeclaredFlowCatalog(flows: config.flows)
+        return CoordinatorService(
+            config: config, logger: logger, metrics: metrics, makeFlow: { catalog.make($0) },
             acceptJournalLoss: acceptJournalLoss, openJournal: openJournal
         ) {
-            guard let start = config.coordinator, let flow = DeclaredFlow.make(named: start.flow, in: config) else {
+            guard let start = config.coordinator, let flow = catalog.make(start.flow) else {
                 return nil
             }
             return (flow, OneStepper(withSingleStep: CanonicalStep(start.step)))

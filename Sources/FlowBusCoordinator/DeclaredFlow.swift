@@ -7,37 +7,30 @@ import Flows
 import ZeroMQ
 
 /// A `Flow` built from a `DeclaredFlowSpec`: navigate looks the step's name up in the table.
+///
+/// What every instance of a declared flow shares (its spec, its id templates) is prepared once per
+/// name by a ``DeclaredFlowCatalog``: an instance holds its root node and little else, so that
+/// ten thousand live flows cost what their trees cost.
 @FlowActor
 public final class DeclaredFlow: CheckpointableFlow {
     public nonisolated let flowName: String
-    package let spec: DeclaredFlowSpec
     package let rootNode: NavigationNode
-    /// The id templates with `{param}` placeholders, with where each is written, per step name that has any.
-    private let templatesByStep: [String: [(path: String, template: String)]]
-    /// Builds a child flow by name; child flows come from the same config.
-    package let makeFlow: @FlowActor (String) -> DeclaredFlow?
+    private let blueprint: DeclaredFlowCatalog.Blueprint
+    /// Builds child flows by name; they come from the same config.
+    private let catalog: DeclaredFlowCatalog
 
+    package var spec: DeclaredFlowSpec { blueprint.spec }
     public var root: any Presentable { rootNode }
 
     /// A declared flow never adapts: its steps take the coordinator's synchronous path.
     public var adaptsSteps: Bool { false }
 
-    package init(name: String, spec: DeclaredFlowSpec, makeFlow: @escaping @FlowActor (String) -> DeclaredFlow?) {
-        self.flowName = name
-        self.spec = spec
-        self.makeFlow = makeFlow
-        var templatesByStep: [String: [(path: String, template: String)]] = [:]
-        for (step, rules) in spec.steps {
-            let templates = rules.enumerated().flatMap { index, rule in
-                rule.templatePaths.filter { $0.template.contains("{") }.map {
-                    ("flows.\(name).steps.\(step)[\(index)].\($0.path)", $0.template)
-                }
-            }
-            if !templates.isEmpty { templatesByStep[step] = templates }
-        }
-        self.templatesByStep = templatesByStep
-        let rootID = spec.id ?? name.lowercased()
-        switch spec.root {
+    init(blueprint: DeclaredFlowCatalog.Blueprint, catalog: DeclaredFlowCatalog) {
+        self.flowName = blueprint.name
+        self.blueprint = blueprint
+        self.catalog = catalog
+        let rootID = blueprint.spec.id ?? blueprint.name.lowercased()
+        switch blueprint.spec.root {
         case .stack: rootNode = NavigationStack(id: rootID)
         case .tabs: rootNode = TabBar(id: rootID)
         case .screen: rootNode = Screen(id: rootID)
@@ -46,13 +39,7 @@ public final class DeclaredFlow: CheckpointableFlow {
 
     /// Builds the flow named `name` of `config`, able to start the child flows it declares.
     public static func make(named name: String, in config: FlowBusConfig) -> DeclaredFlow? {
-        guard let spec = config.flows[name] else { return nil }
-        let flows = config.flows
-        func build(_ name: String) -> DeclaredFlow? {
-            guard let spec = flows[name] else { return nil }
-            return DeclaredFlow(name: name, spec: spec, makeFlow: build)
-        }
-        return DeclaredFlow(name: name, spec: spec, makeFlow: build)
+        DeclaredFlowCatalog(flows: config.flows).make(name)
     }
 
     /// Accepts a step only if the table has it (else nil: `unknown-step`), it carries the params
@@ -81,10 +68,10 @@ public final class DeclaredFlow: CheckpointableFlow {
                 }
             }
         }
-        if !templatesByStep.isEmpty, let templates = templatesByStep[canonical.name] {
-            for (path, template) in templates {
-                let missing = Template.missingParameters(template, in: canonical.params)
-                guard let key = missing.first else { continue }
+        if !blueprint.templatesByStep.isEmpty, let templates = blueprint.templatesByStep[canonical.name] {
+            for (path, template, placeholders) in templates {
+                guard let key = placeholders.first(where: { canonical.params[$0] == nil }) else { continue }
+                let missing = placeholders.filter { canonical.params[$0] == nil }
                 let has = canonical.params.keys.sorted().map { "'\($0)'" }.joined(separator: ", ")
                 return RefusedStep(
                     reason: .badParams,
@@ -132,7 +119,7 @@ public final class DeclaredFlow: CheckpointableFlow {
             rootNode.present(screen)
             return contribution(for: screen, spec, params)
         case .present(.flow(let child)):
-            guard let flow = makeFlow(child.flow) else { return [] }
+            guard let flow = catalog.make(child.flow) else { return [] }
             rootNode.present(flow)
             return [
                 .contribute(
@@ -141,7 +128,7 @@ public final class DeclaredFlow: CheckpointableFlow {
             ]
         case .tabs(let tabs):
             let bar = (rootNode as? TabBar) ?? TabBar(id: Template.expand(tabs.id, with: params))
-            let flows = tabs.flows.compactMap { child in makeFlow(child.flow).map { (flow: $0, step: child.step) } }
+            let flows = tabs.flows.compactMap { child in catalog.make(child.flow).map { (flow: $0, step: child.step) } }
             bar.setTabs(flows.map(\.flow), selected: tabs.selected ?? 0)
             if bar !== rootNode { (rootNode as? NavigationStack)?.setRoot(bar) }
             var contributors: [FlowContributor] = flows.map {
@@ -188,5 +175,53 @@ public final class DeclaredFlow: CheckpointableFlow {
                 allowStepWhenNotPresented: spec.allowStepWhenNotPresented ?? false,
                 allowStepWhenDismissed: spec.allowStepWhenDismissed ?? false)
         ]
+    }
+}
+
+/// The flows a config declares, each prepared once, when first started, and shared by all its
+/// instances.
+@FlowActor
+package final class DeclaredFlowCatalog: Sendable {
+    /// What every instance of one declared flow shares.
+    final class Blueprint: Sendable {
+        let name: String
+        let spec: DeclaredFlowSpec
+        /// Per step name that has any: the id templates with `{param}` placeholders, where each
+        /// is written (for refusals) and the params it takes.
+        let templatesByStep: [String: [(path: String, template: String, placeholders: [String])]]
+
+        init(name: String, spec: DeclaredFlowSpec) {
+            self.name = name
+            self.spec = spec
+            var templatesByStep: [String: [(path: String, template: String, placeholders: [String])]] = [:]
+            for (step, rules) in spec.steps {
+                let templates = rules.enumerated().flatMap { index, rule in
+                    rule.templatePaths.filter { $0.template.contains("{") }.map {
+                        (
+                            "flows.\(name).steps.\(step)[\(index)].\($0.path)", $0.template,
+                            Template.placeholders($0.template)
+                        )
+                    }
+                }
+                if !templates.isEmpty { templatesByStep[step] = templates }
+            }
+            self.templatesByStep = templatesByStep
+        }
+    }
+
+    private let flows: [String: DeclaredFlowSpec]
+    private var blueprints: [String: Blueprint] = [:]
+
+    package nonisolated init(flows: [String: DeclaredFlowSpec]) {
+        self.flows = flows
+    }
+
+    /// A new instance of the flow named `name`; nil if the config declares none.
+    package func make(_ name: String) -> DeclaredFlow? {
+        if let blueprint = blueprints[name] { return DeclaredFlow(blueprint: blueprint, catalog: self) }
+        guard let spec = flows[name] else { return nil }
+        let blueprint = Blueprint(name: name, spec: spec)
+        blueprints[name] = blueprint
+        return DeclaredFlow(blueprint: blueprint, catalog: self)
     }
 }

@@ -55,7 +55,7 @@ package final class ZMQRouterTransport: RouterTransport {
             // Frames between the configured limit and this ceiling are refused as `oversize` with a
             // diagnostic; only larger ones are cut off by libzmq before they are allocated.
             .maxMessageSize(limits.socketCeiling),
-            .receiveHighWaterMark(Int32(clamping: limits.highWaterMark)),
+            .receiveHighWaterMark(Int32(clamping: limits.receiveHighWaterMark)),
             .sendHighWaterMark(Int32(clamping: limits.highWaterMark)),
             .linger(linger),
         ]

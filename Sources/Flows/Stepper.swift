@@ -9,7 +9,10 @@ import FlowBusWire
 /// (RxFlow issue #134).
 @FlowActor
 public final class StepRelay {
-    private var subscribers: [(token: Int, handler: @FlowActor (any Step) -> Void)] = []
+    private typealias Subscriber = (token: Int, handler: @FlowActor (any Step) -> Void)
+    /// Nearly every relay has one subscriber, its coordinator: kept inline, it costs no array.
+    private var first: Subscriber?
+    private var others: [Subscriber] = []
     private var nextToken = 0
 
     /// Creates a relay with no subscriber.
@@ -17,25 +20,35 @@ public final class StepRelay {
 
     /// Emits a step to every current subscriber, in subscription order.
     public func accept(_ step: any Step) {
-        for subscriber in subscribers {
+        if let first { first.handler(step) }
+        for subscriber in others {
             subscriber.handler(step)
         }
     }
 
     /// Whether anybody listens.
-    public var hasSubscribers: Bool { !subscribers.isEmpty }
+    public var hasSubscribers: Bool { first != nil || !others.isEmpty }
 
     /// Registers a handler; returns the token that ``unsubscribe(_:)`` takes.
     @discardableResult
     public func subscribe(_ handler: @escaping @FlowActor (any Step) -> Void) -> Int {
         nextToken += 1
-        subscribers.append((nextToken, handler))
+        if first == nil && others.isEmpty {
+            first = (nextToken, handler)
+        } else {
+            others.append((nextToken, handler))
+        }
         return nextToken
     }
 
     /// Removes a handler registered with ``subscribe(_:)``.
     public func unsubscribe(_ token: Int) {
-        subscribers.removeAll { $0.token == token }
+        if first?.token == token {
+            // The next oldest takes its place, so that emission order stays subscription order.
+            first = others.isEmpty ? nil : others.removeFirst()
+        } else {
+            others.removeAll { $0.token == token }
+        }
     }
 }
 

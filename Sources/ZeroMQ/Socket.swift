@@ -148,6 +148,16 @@ public final class Socket {
         return String(decoding: buffer[..<end], as: UTF8.self)
     }
 
+    /// Messages queued per peer before sends wait or drop (`ZMQ_SNDHWM`).
+    public var sendHighWaterMark: Int32 {
+        get throws(ZMQError) { try intOption(ZMQ_SNDHWM, name: "sendHighWaterMark") }
+    }
+
+    /// Messages queued per peer on receipt before the peer's sends wait (`ZMQ_RCVHWM`).
+    public var receiveHighWaterMark: Int32 {
+        get throws(ZMQError) { try intOption(ZMQ_RCVHWM, name: "receiveHighWaterMark") }
+    }
+
     /// The security mechanism in use: `NULL`, `PLAIN` or `CURVE`.
     public var mechanism: String {
         get throws(ZMQError) {

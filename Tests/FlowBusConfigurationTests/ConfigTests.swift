@@ -102,6 +102,21 @@ struct ConfigTests {
         }
     }
 
+    @Test("limits.receiveHighWaterMark: 1000 by default, apart from highWaterMark, at least 1")
+    func receiveHighWaterMark() throws {
+        let defaults = try FlowBusConfig.parse(yaml: minimal, environment: [:]).limits
+        #expect(defaults.receiveHighWaterMark == 1000 && defaults.highWaterMark == 100_000)
+        let set = try FlowBusConfig.parse(
+            yaml: minimal + "\nlimits: { receiveHighWaterMark: 50, highWaterMark: 7 }", environment: [:]
+        ).limits
+        #expect(set.receiveHighWaterMark == 50 && set.highWaterMark == 7)
+        #expect {
+            try FlowBusConfig.parse(yaml: minimal + "\nlimits: { receiveHighWaterMark: 0 }", environment: [:])
+        } throws: { error in
+            "\(error)".contains("limits.receiveHighWaterMark is 0: at least 1 expected")
+        }
+    }
+
     @Test("A {param} a step certainly lacks is refused at start-up with the rule's path, the placeholder and the fix")
     func placeholdersCheckedAtStartUp() throws {
         func config(_ flows: String) -> String {
