@@ -9,7 +9,7 @@ import ZeroMQ
 /// A `Flow` built from a `DeclaredFlowSpec`: navigate looks the step's name up in the table.
 ///
 /// What every instance of a declared flow shares (its spec, its id templates) is prepared once per
-/// name by a ``DeclaredFlowCatalog``: an instance holds its root node and little else, so that
+/// name by a `DeclaredFlowCatalog`: an instance holds its root node and little else, so that
 /// ten thousand live flows cost what their trees cost.
 @FlowActor
 public final class DeclaredFlow: CheckpointableFlow {
