@@ -360,49 +360,81 @@ public final class PostgresJournal: SharedJournal {
         }
     }
 
-    /// One statement, so one round trip, for the whole commit: its parts are common table
-    /// expressions, applied together or not at all (a statement is its own transaction).
+    /// One statement, so one round trip, for the whole commit; prepared once per session, so that
+    /// PostgreSQL does not plan it again at every batch.
     public func append(
         _ batch: StepJournal.Batch, lastSequences: [String: UInt64], compaction: StepJournal.Compaction?
     ) throws -> (last: Int64, compacted: Int) {
         guard !batch.isEmpty || !lastSequences.isEmpty || compaction != nil else { return (0, 0) }
-        // Arrays in, rows numbered in their order.
-        let kinds = batch.items.map { Int32($0.kind.rawValue) }
-        let targets = batch.items.map { ByteBuffer(string: $0.target) }
-        let names = batch.items.map { ByteBuffer(string: $0.name) }
-        let params = batch.items.map { ByteBuffer(bytes: batch.params(of: $0)) }
-        let sources = batch.items.map { ByteBuffer(string: $0.source) }
-        let sequences = batch.items.map { Int64(bitPattern: $0.sequence) }
         let dealtWith = Array(lastSequences.keys)
-        let dealtWithIDs = dealtWith.map { ByteBuffer(string: $0) }
-        let dealtWithSequences = dealtWith.map { Int64(bitPattern: lastSequences[$0] ?? 0) }
         // No compaction: nothing is below id 0.
-        let below = compaction?.below ?? 0
-        let limit = Int64(compaction?.limit ?? 0)
-        let row = try exclusive {
-            try run(
-                """
-                WITH added AS (
-                    INSERT INTO flowbus_entry (kind, target, name, params, source, sequence)
-                    SELECT k, t, n, p, s, q FROM unnest(\(kinds)::int4[], \(targets)::bytea[], \(names)::bytea[],
-                        \(params)::bytea[], \(sources)::bytea[], \(sequences)::int8[]) WITH ORDINALITY AS u(k, t, n, p, s, q, o)
-                    ORDER BY o RETURNING id),
-                dealt AS (
-                    INSERT INTO flowbus_source (id, last_sequence)
-                    SELECT * FROM unnest(\(dealtWithIDs)::bytea[], \(dealtWithSequences)::int8[])
-                    ON CONFLICT (id) DO UPDATE SET last_sequence = GREATEST(flowbus_source.last_sequence, excluded.last_sequence)
-                    RETURNING 1),
-                deleted AS (
-                    DELETE FROM flowbus_entry WHERE id IN (
-                        SELECT id FROM flowbus_entry WHERE id < \(below) ORDER BY id LIMIT \(limit))
-                    RETURNING 1)
-                SELECT (SELECT max(id) FROM added), (SELECT count(*) FROM deleted)
-                """
-            ).rows.first
-        }
-        guard let row else { return (0, 0) }
-        let (last, compacted) = try row.decode((Int64?, Int64).self)
+        let statement = AppendStatement(
+            kinds: batch.items.map { Int32($0.kind.rawValue) },
+            targets: batch.items.map { ByteBuffer(string: $0.target) },
+            names: batch.items.map { ByteBuffer(string: $0.name) },
+            params: batch.items.map { ByteBuffer(bytes: batch.params(of: $0)) },
+            sources: batch.items.map { ByteBuffer(string: $0.source) },
+            sequences: batch.items.map { Int64(bitPattern: $0.sequence) },
+            dealtWithIDs: dealtWith.map { ByteBuffer(string: $0) },
+            dealtWithSequences: dealtWith.map { Int64(bitPattern: lastSequences[$0] ?? 0) },
+            below: compaction?.below ?? 0, limit: Int64(compaction?.limit ?? 0))
+        guard let (last, compacted) = try exclusive({ try runPrepared(statement) }) else { return (0, 0) }
         return (last ?? 0, Int(compacted))
+    }
+
+    /// A batch's entries (arrays in, rows numbered in their order), its sources' last sequences and
+    /// the entries compaction drops: common table expressions, applied together or not at all (a
+    /// statement is its own transaction).
+    private struct AppendStatement: PostgresPreparedStatement {
+        static let name = "flowbus_append"
+        static let sql = """
+            WITH added AS (
+                INSERT INTO flowbus_entry (kind, target, name, params, source, sequence)
+                SELECT k, t, n, p, s, q FROM unnest($1::int4[], $2::bytea[], $3::bytea[],
+                    $4::bytea[], $5::bytea[], $6::int8[]) WITH ORDINALITY AS u(k, t, n, p, s, q, o)
+                ORDER BY o RETURNING id),
+            dealt AS (
+                INSERT INTO flowbus_source (id, last_sequence)
+                SELECT * FROM unnest($7::bytea[], $8::int8[])
+                ON CONFLICT (id) DO UPDATE SET last_sequence = GREATEST(flowbus_source.last_sequence, excluded.last_sequence)
+                RETURNING 1),
+            deleted AS (
+                DELETE FROM flowbus_entry WHERE id IN (
+                    SELECT id FROM flowbus_entry WHERE id < $9::int8 ORDER BY id LIMIT $10::int8)
+                RETURNING 1)
+            SELECT (SELECT max(id) FROM added), (SELECT count(*) FROM deleted)
+            """
+        typealias Row = (Int64?, Int64)
+
+        var kinds: [Int32]
+        var targets: [ByteBuffer]
+        var names: [ByteBuffer]
+        var params: [ByteBuffer]
+        var sources: [ByteBuffer]
+        var sequences: [Int64]
+        var dealtWithIDs: [ByteBuffer]
+        var dealtWithSequences: [Int64]
+        var below: Int64
+        var limit: Int64
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 10)
+            bindings.append(kinds)
+            bindings.append(targets)
+            bindings.append(names)
+            bindings.append(params)
+            bindings.append(sources)
+            bindings.append(sequences)
+            bindings.append(dealtWithIDs)
+            bindings.append(dealtWithSequences)
+            bindings.append(below)
+            bindings.append(limit)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            try row.decode(Row.self)
+        }
     }
 
     public func compact(_ compaction: StepJournal.Compaction) throws -> Int {
@@ -468,13 +500,47 @@ public final class PostgresJournal: SharedJournal {
     private func run(
         _ query: PostgresQuery, timeout: Duration = PostgresJournal.callTimeout
     ) throws -> PostgresQueryResult {
+        let connection = connection
+        let logger = logger
+        return try call(timeout: timeout) { done in
+            let future: EventLoopFuture<PostgresQueryResult> = connection.query(query, logger: logger)
+            future.whenComplete(done)
+        }
+    }
+
+    /// Runs a prepared statement (preparing it first in this session) and waits for its first row.
+    private func runPrepared<Statement: PostgresPreparedStatement>(
+        _ statement: Statement, timeout: Duration = PostgresJournal.callTimeout
+    ) throws -> Statement.Row? where Statement.Row: Sendable {
+        let connection = connection
+        let logger = logger
+        return try call(timeout: timeout) { done in
+            // postgres-nio runs prepared statements only from async code. The caller's thread (the
+            // daemon loop's, not the cooperative pool's) waits for this task, which awaits I/O only.
+            Task {
+                do {
+                    var first: Statement.Row?
+                    for try await row in try await connection.execute(statement, logger: logger) where first == nil {
+                        first = row
+                    }
+                    done(.success(first))
+                } catch {
+                    done(.failure(error))
+                }
+            }
+        }
+    }
+
+    /// Starts a call and waits for its answer, at most `timeout`; maps PostgreSQL's errors.
+    private func call<Answer: Sendable>(
+        timeout: Duration, _ start: (@escaping @Sendable (Result<Answer, any Error>) -> Void) -> Void
+    ) throws -> Answer {
         if let reason = broken.withLock({ $0 }) {
             throw PostgresJournalError(.connectionLost, "the connection to \(location) is gone: \(reason)")
         }
-        let future: EventLoopFuture<PostgresQueryResult> = connection.query(query, logger: logger)
-        let outcome = Mutex<Result<PostgresQueryResult, any Error>?>(nil)
+        let outcome = Mutex<Result<Answer, any Error>?>(nil)
         let answered = DispatchSemaphore(value: 0)
-        future.whenComplete { result in
+        start { result in
             outcome.withLock { $0 = result }
             answered.signal()
         }
