@@ -71,8 +71,12 @@ def test_step_from_the_page_changes_tree_and_timeline(topology, browser):
 def test_action_shows_state_and_diff(topology, browser):
     open_page(browser, topology)
     counter = '.reactor[data-reactor="counter"]'
-    wait_until(lambda: "value" in browser.find_element("css selector", f"{counter} pre.state").text, "the counter's snapshot")
-    before = browser.find_element("css selector", f"{counter} pre.state").text
+
+    def state_text():
+        # Read in one go, found again on each try: a new state re-renders the card between two reads.
+        text = browser.find_element("css selector", f"{counter} pre.state").text
+        return text if "value" in text else None
+    before = wait_until(state_text, "the counter's snapshot")
 
     def send_increase():
         # Found again on each try: a new state re-renders the card under the click.
@@ -88,7 +92,7 @@ def test_action_shows_state_and_diff(topology, browser):
         card = browser.find_element("css selector", '.reactor[data-reactor="counter"]')
         return '"value": 1' in card.find_element("css selector", "pre.state").text and "→" in card.find_element("css selector", ".diff").text
     wait_until(changed, "the new counter state with its diff")
-    assert before != browser.find_element("css selector", f"{counter} pre.state").text
+    assert before != wait_until(state_text, "the counter's state after the action")
     assert "✓" in browser.find_element("id", "publish-result").text
     shot(browser, "3-action")
 
