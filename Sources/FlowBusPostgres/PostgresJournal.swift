@@ -89,7 +89,13 @@ public final class PostgresJournal: SharedJournal {
             "tcp_keepalives_idle = 1", "tcp_keepalives_interval = 1", "tcp_keepalives_count = 2",
             "tcp_user_timeout = 2000",
         ] {
-            try await connection.query(PostgresQuery(unsafeSQL: "SET \(setting)"), logger: logger)
+            do {
+                try await connection.query(PostgresQuery(unsafeSQL: "SET \(setting)"), logger: logger)
+            } catch {
+                try? await connection.close()
+                throw PostgresJournalError(
+                    .queryFailed, "cannot SET \(setting) on \(location): \(String(reflecting: error))")
+            }
         }
         let journal = PostgresJournal(location: location, connection: connection, logger: logger)
         do {
