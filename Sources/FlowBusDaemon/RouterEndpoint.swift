@@ -192,13 +192,19 @@ package final class RouterEndpoint {
         held[source, default: []].append(message)
     }
 
-    /// Drops what is held for `source`, unacknowledged: its sender resends it.
-    private func dropHeld(_ source: String) -> Int {
+    /// Takes what is held for `source` out of the store.
+    private func takeHeld(_ source: String) -> [Held] {
         let messages = held.removeValue(forKey: source) ?? []
         heldCount -= messages.count
         heldBytes -= messages.reduce(0) { $0 + $1.frames.byteCount }
-        counters.heldDropped += messages.count
-        return messages.count
+        return messages
+    }
+
+    /// Drops what is held for `source`, unacknowledged: its sender resends it.
+    private func dropHeld(_ source: String) -> Int {
+        let dropped = takeHeld(source).count
+        counters.heldDropped += dropped
+        return dropped
     }
 
     /// The durable ledger's answers for the sources a batch end named (``Intake/BatchEnd/lookUps``):
@@ -216,10 +222,7 @@ package final class RouterEndpoint {
                 intake.lookUpFailed(answer.source)
             case .success(let last):
                 intake.lookedUp(answer.source, last: last)
-                let messages = held.removeValue(forKey: answer.source) ?? []
-                heldCount -= messages.count
-                heldBytes -= messages.reduce(0) { $0 + $1.frames.byteCount }
-                replay += messages
+                replay += takeHeld(answer.source)
             }
         }
     }
