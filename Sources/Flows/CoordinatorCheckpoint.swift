@@ -190,7 +190,7 @@ extension FlowCoordinator {
         for record in recordsByID.values where !(record.flow is any CheckpointableFlow) {
             return "flow \(record.id) (\(type(of: record.flow))) is not a CheckpointableFlow"
         }
-        for binding in bindingsByStepper.values.joined() where !Self.isRestorable(binding.stepper) {
+        for binding in steppers.values.lazy.flatMap(\.bindings) where !Self.isRestorable(binding.stepper) {
             return "stepper \(binding.info.stepperID) (\(type(of: binding.stepper))) holds in-process state"
         }
         return nil
@@ -262,9 +262,9 @@ extension FlowCoordinator {
             }
         }
 
-        for (stepperID, bindings) in bindingsByStepper.sorted(by: { $0.key < $1.key }) {
+        for (stepperID, slot) in steppers.sorted(by: { $0.key < $1.key }) {
             var indices: [Int] = []
-            for binding in bindings {
+            for binding in slot.bindings {
                 guard let flow = binding.flow, let flowPosition = flowIndex[ObjectIdentifier(flow)] else { continue }
                 let bindingPosition = checkpoint.bindings.count
                 bindingIndex[ObjectIdentifier(binding)] = bindingPosition
@@ -296,11 +296,11 @@ extension FlowCoordinator {
             position += 1
         }
         for (presentableID, entries) in nodesByID {
-            let indices = entries.compactMap { $0.node.flatMap { nodeIndex[ObjectIdentifier($0)] } }
+            let indices = entries.compactMap { nodeIndex[ObjectIdentifier($0)] }
             if !indices.isEmpty { checkpoint.nodesByID[presentableID] = indices }
         }
 
-        checkpoint.stepperCounters = statsByStepper.mapValues { .init($0.counters) }
+        checkpoint.stepperCounters = steppers.mapValues { .init($0.stats.counters) }
         checkpoint.totals = .init(totals)
         checkpoint.instanceCounters = instanceCounters
         checkpoint.tombstones = tombstoneOrder.compactMap { stepperID in
@@ -324,7 +324,7 @@ extension FlowCoordinator {
     public func restore(
         _ checkpoint: CoordinatorCheckpoint, makeFlow: (String) -> (any Flow)?
     ) throws(CheckpointError) {
-        guard roots.isEmpty, recordsByID.isEmpty, bindingsByStepper.isEmpty else {
+        guard roots.isEmpty, recordsByID.isEmpty, steppers.isEmpty else {
             throw CheckpointError(.coordinatorNotNew, "a checkpoint can only be restored into a new coordinator")
         }
         guard checkpoint.format == CoordinatorCheckpoint.currentFormat else {
@@ -418,7 +418,8 @@ extension FlowCoordinator {
         roots = checkpoint.roots.map { records[$0] }
 
         for (presentableID, indices) in checkpoint.nodesByID {
-            nodesByID[presentableID] = indices.filter { $0 < nodeCount }.map { WeakNode(node: nodes[$0]) }
+            let live = indices.filter { $0 < nodeCount }.map { nodes[$0] }
+            if !live.isEmpty { nodesByID[presentableID] = InlineFirstArray(live) }
         }
 
         var stats: [String: StepperStats] = [:]
@@ -458,20 +459,19 @@ extension FlowCoordinator {
             stats[saved.stepper] = entry
             let binding = StepperBinding(
                 stepper: stepper, info: info, flow: record, node: nodes[saved.node], stats: entry)
-            binding.token = stepper.steps.subscribe { [weak self, weak binding] step in
-                guard let self, let binding else { return }
-                self.stepperEmitted(step, binding: binding)
-            }
             bindings.append(binding)
         }
         for (record, saved) in zip(records, checkpoint.flows) {
             record.bindings = saved.bindings.filter { $0 < bindings.count }.map { bindings[$0] }
         }
         for (stepperID, indices) in checkpoint.bindingsByStepper {
-            bindingsByStepper[stepperID] = indices.filter { $0 < bindings.count }.map { bindings[$0] }
-        }
-        for (stepperID, entry) in stats {
-            statsByStepper[stepperID] = entry
+            var slot = StepperSlot(stats: stats[stepperID] ?? StepperStats())
+            for binding in indices.filter({ $0 < bindings.count }).map({ bindings[$0] }) where binding.token == nil {
+                // Subscribed only once the coordinator holds it (see `BindingSubscription`).
+                binding.token = binding.stepper.steps.subscribe(binding, of: self)
+                slot.bindings.append(binding)
+            }
+            if !slot.bindings.isEmpty { steppers[stepperID] = slot }
         }
         totals = checkpoint.totals.counters
         instanceCounters = checkpoint.instanceCounters

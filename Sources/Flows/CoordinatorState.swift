@@ -86,7 +86,49 @@ struct PendingStep {
     let recordsOutcome: Bool
 }
 
-/// A weak reference to a tree node, for the id → node index used by renderer reports.
-struct WeakNode {
-    weak var node: NavigationNode?
+/// The bindings of one stepper id, in the order steps reach them, and their shared counters.
+@FlowActor
+struct StepperSlot {
+    var bindings = InlineFirstArray<StepperBinding>()
+    let stats: StepperStats
+
+    init(stats: StepperStats = StepperStats()) {
+        self.stats = stats
+    }
+}
+
+/// An array whose first element is kept inline: nearly every stepper id has one binding and
+/// nearly every presentable id one node, and a one-element array costs a heap allocation.
+struct InlineFirstArray<Element>: RandomAccessCollection {
+    private var head: Element?
+    private var tail: [Element] = []
+
+    init() {}
+
+    init(_ elements: some Sequence<Element>) {
+        for element in elements { append(element) }
+    }
+
+    var startIndex: Int { 0 }
+    var endIndex: Int { head == nil ? 0 : 1 + tail.count }
+
+    subscript(position: Int) -> Element {
+        guard position > 0 else { return head! }
+        return tail[position - 1]
+    }
+
+    mutating func append(_ element: Element) {
+        if head == nil {
+            head = element
+        } else {
+            tail.append(element)
+        }
+    }
+
+    mutating func removeAll(where shouldBeRemoved: (Element) throws -> Bool) rethrows {
+        try tail.removeAll(where: shouldBeRemoved)
+        if let head, try shouldBeRemoved(head) {
+            self.head = tail.isEmpty ? nil : tail.removeFirst()
+        }
+    }
 }

@@ -32,13 +32,14 @@ public final class FlowCoordinator {
     var recordsByObject: [ObjectIdentifier: FlowRecord] = [:]
     var recordsByID: [FlowID: FlowRecord] = [:]
     var instanceCounters: [String: Int] = [:]
-    var bindingsByStepper: [String: [StepperBinding]] = [:]
-    var statsByStepper: [String: StepperStats] = [:]
+    var steppers: [String: StepperSlot] = [:]
     var totals = StepperCounters()
     var tombstones: [String: BindingInfo] = [:]
     var tombstoneOrder: [String] = []
     private let tombstoneLimit = 256
-    var nodesByID: [String: [WeakNode]] = [:]
+    /// Hosted, undismissed nodes by presentable id, for renderer reports. Held strongly: a node
+    /// leaves when it is dismissed (``NavigationHost/navigationNodesDismissed(_:)``).
+    var nodesByID: [String: InlineFirstArray<NavigationNode>] = [:]
     private var decoders: [String: StepDecoder] = [:]
     var readyCallbacks: [ObjectIdentifier: [@FlowActor () -> Void]] = [:]
 
@@ -370,19 +371,19 @@ public final class FlowCoordinator {
         roots.forEach(visit)
         var bindings: [BindingInfo] = []
         var bindingCount = 0
-        for binding in bindingsByStepper.values.joined() where binding.isActive {
+        for binding in steppers.values.lazy.flatMap(\.bindings) where binding.isActive {
             bindingCount += 1
             if bindings.count < limit { bindings.append(binding.info) }
         }
         bindings.sort { ($0.stepperID, $0.flow) < ($1.stepperID, $1.flow) }
         var steppers: [String: StepperCounters] = [:]
-        for (stepperID, stats) in statsByStepper.prefix(limit) { steppers[stepperID] = stats.counters }
+        for (stepperID, slot) in self.steppers.prefix(limit) { steppers[stepperID] = slot.stats.counters }
         var snapshot = CoordinatorSnapshot(
             flows: flows, bindings: bindings,
             steppers: steppers, totals: totals, queuedSteps: queue.count)
         snapshot.flowCount = flowCount
         snapshot.bindingCount = bindingCount
-        snapshot.stepperCount = statsByStepper.count
+        snapshot.stepperCount = self.steppers.count
         return snapshot
     }
 
@@ -433,7 +434,7 @@ public final class FlowCoordinator {
     }
 
     private func admitRemote(_ step: CanonicalStep, from stepperID: String, ticket: Ticket) {
-        let bindings = bindingsByStepper[stepperID] ?? []
+        let bindings = steppers[stepperID]?.bindings ?? InlineFirstArray()
         guard bindings.contains(where: { $0.isActive && $0.info.isRemote }) else {
             if let tombstone = tombstones[stepperID] {
                 countDrop(.dismissed, stats: nil)
@@ -866,7 +867,7 @@ public final class FlowCoordinator {
         let base = role == .flowStepper ? "flow:\(record.id)" : "\(type(of: stepper)):\(node.presentableID)"
         var candidate = base
         var suffix = 2
-        while bindingsByStepper[candidate]?.contains(where: { $0.stepper !== stepper }) == true {
+        while steppers[candidate]?.bindings.contains(where: { $0.stepper !== stepper }) == true {
             candidate = "\(base)#\(suffix)"
             suffix += 1
         }
@@ -883,21 +884,17 @@ public final class FlowCoordinator {
             stepperID: stepperID, flow: record.id, presentableID: node.presentableID, role: role,
             allowStepWhenNotPresented: allowStepWhenNotPresented, allowStepWhenDismissed: allowStepWhenDismissed,
             isRemote: stepper is any RemoteSteppable)
-        let stats = statsByStepper[stepperID] ?? StepperStats()
-        statsByStepper[stepperID] = stats
+        let stats = steppers[stepperID]?.stats ?? StepperStats()
         let binding = StepperBinding(stepper: stepper, info: info, flow: record, node: node, stats: stats)
         record.bindings.append(binding)
-        bindingsByStepper[stepperID, default: []].append(binding)
+        steppers[stepperID, default: StepperSlot(stats: stats)].bindings.append(binding)
         if tombstones.removeValue(forKey: stepperID) != nil {
             tombstoneOrder.removeAll { $0 == stepperID }
         }
         emit(.bound(info))
 
         stepperEmitted(stepper.initialStep, binding: binding)
-        binding.token = stepper.steps.subscribe { [weak self, weak binding] step in
-            guard let self, let binding else { return }
-            self.stepperEmitted(step, binding: binding)
-        }
+        binding.token = stepper.steps.subscribe(binding, of: self)
         stepper.readyToEmitSteps()
     }
 
@@ -909,11 +906,9 @@ public final class FlowCoordinator {
             binding.token = nil
         }
         let stepperID = binding.info.stepperID
-        var remaining = bindingsByStepper[stepperID] ?? []
-        remaining.removeAll { $0 === binding }
-        if remaining.isEmpty {
-            bindingsByStepper.removeValue(forKey: stepperID)
-            statsByStepper.removeValue(forKey: stepperID)
+        steppers[stepperID]?.bindings.removeAll { $0 === binding }
+        if steppers[stepperID]?.bindings.isEmpty ?? true {
+            steppers.removeValue(forKey: stepperID)
             if binding.info.isRemote {
                 tombstones[stepperID] = binding.info
                 tombstoneOrder.append(stepperID)
@@ -921,8 +916,6 @@ public final class FlowCoordinator {
                     tombstones.removeValue(forKey: tombstoneOrder.removeFirst())
                 }
             }
-        } else {
-            bindingsByStepper[stepperID] = remaining
         }
         binding.flow?.bindings.removeAll { $0 === binding }
         emit(.unbound(binding.info, reason: reason))
@@ -963,8 +956,8 @@ public final class FlowCoordinator {
             let dismissed = Set(nodes.map { ObjectIdentifier($0) })
             for node in nodes { forget(node) }
             var affected: [(stepperID: String, position: Int, binding: StepperBinding)] = []
-            for (stepperID, bindings) in bindingsByStepper {
-                for (position, binding) in bindings.enumerated()
+            for (stepperID, slot) in steppers {
+                for (position, binding) in slot.bindings.enumerated()
                 where binding.isActive && binding.info.role == .presentableStepper
                     && !binding.info.allowStepWhenDismissed
                     && dismissed.contains(ObjectIdentifier(binding.node))
@@ -986,17 +979,20 @@ public final class FlowCoordinator {
     }
 
     private func liveNodes(_ presentableID: String) -> [NavigationNode] {
-        let entries = (nodesByID[presentableID] ?? []).compactMap(\.node).filter { !$0.isDismissed }
-        if entries.isEmpty {
+        guard let entries = nodesByID[presentableID] else { return [] }
+        let live = entries.filter { !$0.isDismissed }
+        // A node dismissed outside its host's sight must not stay referenced here.
+        if live.isEmpty {
             nodesByID.removeValue(forKey: presentableID)
+        } else if live.count < entries.count {
+            nodesByID[presentableID] = InlineFirstArray(live)
         }
-        return entries
+        return live
     }
 
     private func forget(_ node: NavigationNode) {
-        guard var entries = nodesByID[node.presentableID] else { return }
-        entries.removeAll { $0.node == nil || $0.node === node }
-        nodesByID[node.presentableID] = entries.isEmpty ? nil : entries
+        nodesByID[node.presentableID]?.removeAll { $0 === node }
+        if nodesByID[node.presentableID]?.isEmpty == true { nodesByID.removeValue(forKey: node.presentableID) }
     }
 }
 
@@ -1031,9 +1027,8 @@ extension FlowCoordinator {
 
 extension FlowCoordinator: NavigationHost {
     func navigationNodeAttached(_ node: NavigationNode) {
-        var entries = (nodesByID[node.presentableID] ?? []).filter { $0.node != nil }
-        if !entries.contains(where: { $0.node === node }) { entries.append(WeakNode(node: node)) }
-        nodesByID[node.presentableID] = entries
+        if nodesByID[node.presentableID]?.contains(where: { $0 === node }) == true { return }
+        nodesByID[node.presentableID, default: InlineFirstArray()].append(node)
     }
 
     func navigationCommand(_ command: NavigationCommand) {

@@ -9,7 +9,16 @@ import FlowBusWire
 /// (RxFlow issue #134).
 @FlowActor
 public final class StepRelay {
-    private typealias Subscriber = (token: Int, handler: @FlowActor (any Step) -> Void)
+    private struct Subscriber {
+        let token: Int
+        let target: Target
+    }
+
+    private enum Target {
+        case handler(@FlowActor (any Step) -> Void)
+        case binding(BindingSubscription)
+    }
+
     /// Nearly every relay has one subscriber, its coordinator: kept inline, it costs no array.
     private var first: Subscriber?
     private var others: [Subscriber] = []
@@ -20,9 +29,21 @@ public final class StepRelay {
 
     /// Emits a step to every current subscriber, in subscription order.
     public func accept(_ step: any Step) {
-        if let first { first.handler(step) }
+        if let first { deliver(step, to: first.target) }
         for subscriber in others {
-            subscriber.handler(step)
+            deliver(step, to: subscriber.target)
+        }
+    }
+
+    private func deliver(_ step: any Step, to target: Target) {
+        switch target {
+        case .handler(let handler):
+            handler(step)
+        case .binding(let subscription):
+            // The coordinator retains its bindings until it unsubscribes them: while it lives,
+            // the binding does too.
+            guard let coordinator = subscription.coordinator else { return }
+            coordinator.stepperEmitted(step, binding: subscription.binding)
         }
     }
 
@@ -32,11 +53,21 @@ public final class StepRelay {
     /// Registers a handler; returns the token that ``unsubscribe(_:)`` takes.
     @discardableResult
     public func subscribe(_ handler: @escaping @FlowActor (any Step) -> Void) -> Int {
+        add(.handler(handler))
+    }
+
+    /// Registers a coordinator's binding without a closure or a weak reference to the binding:
+    /// a coordinator holds a hundred thousand of them, and each would cost two allocations.
+    func subscribe(_ binding: StepperBinding, of coordinator: FlowCoordinator) -> Int {
+        add(.binding(BindingSubscription(coordinator: coordinator, binding: binding)))
+    }
+
+    private func add(_ target: Target) -> Int {
         nextToken += 1
         if first == nil && others.isEmpty {
-            first = (nextToken, handler)
+            first = Subscriber(token: nextToken, target: target)
         } else {
-            others.append((nextToken, handler))
+            others.append(Subscriber(token: nextToken, target: target))
         }
         return nextToken
     }
@@ -50,6 +81,15 @@ public final class StepRelay {
             others.removeAll { $0.token == token }
         }
     }
+}
+
+/// A binding's subscription to its stepper's relay. `unowned` is safe: the coordinator keeps
+/// the binding until ``FlowCoordinator`` unbinds it, which unsubscribes it first, and the
+/// binding is only reached while the coordinator lives.
+@FlowActor
+struct BindingSubscription {
+    weak var coordinator: FlowCoordinator?
+    unowned let binding: StepperBinding
 }
 
 /// Something that emits steps: RxFlow's `Stepper`.
