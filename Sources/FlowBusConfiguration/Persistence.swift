@@ -22,19 +22,23 @@ extension FlowBusConfig {
         public var synchronous: JournalSynchronous
         /// When checkpoints are written and how much history they leave.
         public var checkpoint: CheckpointPolicy
+        /// How the instance holding a PostgreSQL journal's lease shows it is alive, and how soon
+        /// a standby takes the lease of one gone silent (PostgreSQL only).
+        public var lease: LeaseTimings
 
         public init(
             journal: String? = nil, postgres: String? = nil, synchronous: JournalSynchronous = .full,
-            checkpoint: CheckpointPolicy = .init()
+            checkpoint: CheckpointPolicy = .init(), lease: LeaseTimings = .init()
         ) {
             self.journal = journal
             self.postgres = postgres
             self.synchronous = synchronous
             self.checkpoint = checkpoint
+            self.lease = lease
         }
 
         package enum CodingKeys: String, CodingKey {
-            case journal, postgres, synchronous, checkpoint
+            case journal, postgres, synchronous, checkpoint, lease
         }
 
         public init(from decoder: any Decoder) throws {
@@ -43,6 +47,8 @@ extension FlowBusConfig {
             postgres = try container.decodeIfPresent(String.self, forKey: .postgres)
             synchronous = try container.decodeIfPresent(JournalSynchronous.self, forKey: .synchronous) ?? .full
             checkpoint = try container.decodeIfPresent(CheckpointPolicy.self, forKey: .checkpoint) ?? .init()
+            let lease = try container.decodeIfPresent(LeaseTimings.self, forKey: .lease)
+            self.lease = lease ?? .init()
             guard (journal == nil) != (postgres == nil) else {
                 throw DecodingError.dataCorrupted(
                     .init(
@@ -50,6 +56,13 @@ extension FlowBusConfig {
                         debugDescription:
                             "persistence takes one of 'journal: FILE' (SQLite, on this machine) and 'postgres: URL' (shared by several flowd)"
                     ))
+            }
+            if lease != nil, postgres == nil {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .lease, in: container,
+                    debugDescription:
+                        "persistence.lease applies to a journal several flowd share (persistence.postgres): remove it, a SQLite journal has no lease"
+                )
             }
             if let postgres, !(postgres.hasPrefix("postgres://") || postgres.hasPrefix("postgresql://")) {
                 throw DecodingError.dataCorruptedError(
@@ -106,6 +119,48 @@ extension FlowBusConfig {
                     forKey: key, in: container,
                     debugDescription: "persistence.checkpoint.\(key.stringValue) must be 0 or more")
             }
+        }
+    }
+}
+
+/// `lease: { keepAliveMs: 200, timeoutMs: 1000 }`: the lease of a journal several flowd share.
+///
+/// The holder runs a statement on its session at least every `keepAliveMs` (a commit counts); a
+/// standby that finds the holder's session idle for more than `timeoutMs` ends it and takes the
+/// lease. The holder gives the lease up itself, and stops, when its session has not answered
+/// for most of `timeoutMs`, so that it never serves once a standby may have taken over. A
+/// shorter timeout notices a lost machine sooner; a holder stalled for longer (a paused VM,
+/// heavy swapping) loses the lease, safely but needlessly.
+public struct LeaseTimings: Codable, Sendable, Hashable {
+    public var keepAliveMs: Int
+    public var timeoutMs: Int
+
+    public init(keepAliveMs: Int = 200, timeoutMs: Int = 1000) {
+        self.keepAliveMs = keepAliveMs
+        self.timeoutMs = timeoutMs
+    }
+
+    package enum CodingKeys: String, CodingKey {
+        case keepAliveMs, timeoutMs
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        let defaults = LeaseTimings()
+        keepAliveMs = try container.decodeIfPresent(Int.self, forKey: .keepAliveMs) ?? defaults.keepAliveMs
+        timeoutMs = try container.decodeIfPresent(Int.self, forKey: .timeoutMs) ?? defaults.timeoutMs
+        guard keepAliveMs >= 10 else {
+            throw DecodingError.dataCorruptedError(
+                forKey: .keepAliveMs, in: container,
+                debugDescription: "persistence.lease.keepAliveMs is \(keepAliveMs): it must be 10 or more")
+        }
+        // A healthy holder's session can stay silent for about a keep-alive interval plus a round trip.
+        guard timeoutMs >= 3 * keepAliveMs else {
+            throw DecodingError.dataCorruptedError(
+                forKey: .timeoutMs, in: container,
+                debugDescription:
+                    "persistence.lease.timeoutMs is \(timeoutMs): it must be at least 3 × keepAliveMs (\(3 * keepAliveMs)), or standbys would end a live holder's session"
+            )
         }
     }
 }

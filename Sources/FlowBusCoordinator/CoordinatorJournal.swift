@@ -89,6 +89,11 @@ final class CoordinatorJournal {
         try (journal as? any SharedJournal)?.verifyLease()
     }
 
+    /// Throws if a shared journal's lease is known lost, without asking its store.
+    func checkLease() throws {
+        try (journal as? any SharedJournal)?.checkLease()
+    }
+
     // MARK: Restoring and following
 
     /// Restores the newest checkpoint into `router`'s engine, or starts its root flow, then

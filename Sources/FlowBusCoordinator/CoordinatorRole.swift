@@ -105,7 +105,13 @@ final class CoordinatorRole: @FlowActor DaemonRole {
     // An isolated conformance: the loop calls these on FlowLoop's thread, the engine's, with no
     // check or hop per message.
 
-    func beginTurn(now: ContinuousClock.Instant) {
+    func beginTurn(now: ContinuousClock.Instant) throws {
+        do {
+            try router.checkLease()
+        } catch {
+            logger.critical("lost the journal's lease: \(error); stopping so that the standby takes over")
+            throw error
+        }
         readHeartbeatsOfHosts(now: now)
     }
 

@@ -110,6 +110,8 @@ public final class CoordinatorService: Service {
                 // A standby follows the journal until it holds the lease, then serves.
                 try await router.start(root, makeFlow: makeFlow, following: true)
                 try await takeLease(of: shared, as: sourceID, router: router)
+                // A lease found lost between two heartbeats stops the loop at its next turn.
+                shared.whenLeaseLost { _ in control.wake() }
                 try await router.stopFollowing(makeFlow: makeFlow)
                 started = true
             }

@@ -75,6 +75,11 @@ public protocol SharedJournal: Journal {
     ) async throws
     /// Throws if the lease can no longer be relied on (the connection is gone).
     func verifyLease() throws
+    /// Throws at once, without a statement, if the lease is already known to be lost.
+    func checkLease() throws
+    /// Registers what to call, once and from another thread, when the lease is found lost
+    /// between two checks: flowd wakes its loop, which stops at once.
+    func whenLeaseLost(_ handler: @escaping @Sendable (String) -> Void)
     /// Who took the lease, newest first.
     func leaseHistory(limit: Int) throws -> [LeaseRecord]
 }

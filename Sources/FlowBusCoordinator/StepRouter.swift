@@ -200,6 +200,11 @@ package final class StepRouter {
 
     /// Once per heartbeat interval, before the loop's heartbeat: the lease, the metrics and the
     /// checkpoints. Throws when a shared journal's lease is lost: this instance must stop.
+    /// Throws at once if a shared journal's lease is known lost (no statement is run).
+    func checkLease() throws {
+        try journal?.checkLease()
+    }
+
     func tick(ingress: IngressCounters) throws {
         try journal?.verifyLease()
         syncMetrics(ingress: ingress)

@@ -10,7 +10,8 @@ import ZeroMQ
 package protocol DaemonRole: AnyObject {
     /// At each turn's start: what the role's own sockets hold (flowd hears reactor hosts'
     /// heartbeats there, even while saturated).
-    func beginTurn(now: ContinuousClock.Instant)
+    /// - Throws: to stop the daemon with that failure at once (a shared journal's lease was lost).
+    func beginTurn(now: ContinuousClock.Instant) throws
     /// A batch of messages begins.
     func beginBatch()
     /// Applies a fresh message of the data endpoint, or refuses it with
@@ -249,7 +250,12 @@ package final class DaemonLoop {
         let (refusals, answers) = inbox.take()
         for refusal in refusals { data.replier.refuse(refusal, to: nil) }
         if !answers.isEmpty { data.lookedUp(answers) }
-        role.beginTurn(now: now)
+        do {
+            try role.beginTurn(now: now)
+        } catch {
+            stop(failure: error)
+            return
+        }
         if retry == nil { publisher.hold() }
         do {
             if isAccepting, let query {

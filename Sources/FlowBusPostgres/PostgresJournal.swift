@@ -14,11 +14,13 @@ import Synchronization
 /// `flowbus_checkpoint`) with the same rules: one transaction per batch (here one statement, so
 /// one round trip), the sources' last sequences in it, checkpoints and bounded compaction. The lease is a PostgreSQL advisory lock
 /// held by this journal's connection (session): a standby waits for it in
-/// ``acquireLease(instance:waiting:following:)``. The holder runs a statement every
-/// ``keepAliveMilliseconds``; when it dies or is cut off, a standby ends its session once it is
-/// idle past ``leaseTimeoutMilliseconds`` (or PostgreSQL does, seconds later), which frees the
-/// lock, and that instance can commit nothing more — hence acknowledge nothing more — before the
-/// next one takes the lease. Each taking is recorded in `flowbus_lease`.
+/// ``acquireLease(instance:waiting:following:)``. The holder runs a statement at least every
+/// `lease.keepAliveMs` (``FlowBusConfiguration/LeaseTimings``); when it dies or is cut off, a
+/// standby ends its session once it is idle past `lease.timeoutMs` (or PostgreSQL does, seconds
+/// later), which frees the lock, and that instance can commit nothing more — hence acknowledge
+/// nothing more — before the next one takes the lease. A holder whose session stays silent for
+/// most of `lease.timeoutMs` gives the lease up itself (``whenLeaseLost(_:)``). Each taking is
+/// recorded in `flowbus_lease`.
 ///
 /// Calls other than ``connect(url:logger:)`` and the lease's block the
 /// calling thread (flowd's loop thread or its checkpoint writer), at most ``callTimeout`` each.
@@ -40,19 +42,25 @@ public final class PostgresJournal: SharedJournal {
     static let leaseKey: Int64 = 0x466C_6F77_4275_7331
     /// Longest wait for an answer before the connection is given up (and flowd stops).
     public static let callTimeout: Duration = .seconds(5)
-    /// How long the lease holder's session may stay idle before a standby ends it: an active
-    /// instance runs a statement at least every ``keepAliveMilliseconds``, so an idle session means
-    /// its machine or link is gone, long before the server's own TCP checks would tell.
-    public static let leaseTimeoutMilliseconds = 1000
-    static let keepAliveMilliseconds = 200
+    /// How often the holder shows it is alive, and how long its session may stay idle before a
+    /// standby ends it: an idle session means its machine or link is gone, long before the
+    /// server's own TCP checks would tell.
+    public let lease: LeaseTimings
+    private let keepAlive: Duration
+    private let leaseTimeout: Duration
+    /// Called once when the holder's session stopped answering (see ``whenLeaseLost(_:)``).
+    private let leaseLost = Mutex<(@Sendable (String) -> Void)?>(nil)
     /// Set by ``close()``: the keep-alive thread ends.
     private let closing = Atomic<Bool>(false)
     /// A standby said once that it may not end the holder's session.
     private let toldNotAllowed = Atomic<Bool>(false)
 
-    private init(location: String, connection: PostgresConnection, logger: Logger) {
+    private init(location: String, connection: PostgresConnection, lease: LeaseTimings, logger: Logger) {
         self.location = location
         self.connection = connection
+        self.lease = lease
+        keepAlive = .milliseconds(lease.keepAliveMs)
+        leaseTimeout = .milliseconds(lease.timeoutMs)
         self.logger = logger
     }
 
@@ -61,11 +69,16 @@ public final class PostgresJournal: SharedJournal {
         guard let url = persistence.postgres else {
             throw PostgresJournalError(.invalidURL, "persistence.postgres is not set")
         }
-        return try await connect(url: url, logger: logger)
+        return try await connect(url: url, lease: persistence.lease, logger: logger)
     }
 
     /// Connects to the database `url` names, creating flowd's tables if they are missing.
-    public static func connect(url: String, logger: Logger) async throws -> PostgresJournal {
+    /// - Parameter lease: how the lease is kept, once taken (``acquireLease(instance:waiting:following:)``).
+    public static func connect(
+        url: String, lease: LeaseTimings = .init(), logger: Logger
+    ) async throws
+        -> PostgresJournal
+    {
         guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty,
             let user = components.user, !user.isEmpty
         else {
@@ -97,7 +110,7 @@ public final class PostgresJournal: SharedJournal {
                     .queryFailed, "cannot SET \(setting) on \(location): \(String(reflecting: error))")
             }
         }
-        let journal = PostgresJournal(location: location, connection: connection, logger: logger)
+        let journal = PostgresJournal(location: location, connection: connection, lease: lease, logger: logger)
         do {
             try await journal.createTables()
         } catch {
@@ -141,10 +154,12 @@ public final class PostgresJournal: SharedJournal {
         try await connection.query(
             "INSERT INTO flowbus_lease (instance, host, pid, acquired) VALUES (\(instance), \(host), \(pid), \(Date().timeIntervalSince1970))",
             logger: logger)
+        // The lease's silence is counted from here: the statements above ran outside ``call``.
+        lastAnswer.store(Self.nanoseconds(epoch.duration(to: .now)), ordering: .relaxed)
         startKeepAlive()
     }
 
-    /// Ends the lease holder's session when it has been idle past ``leaseTimeoutMilliseconds`` (its machine
+    /// Ends the lease holder's session when it has been idle past `lease.timeoutMs` (its machine
     /// was cut off: the server would notice only seconds later). Ending it frees the lock, and
     /// the holder can commit, so acknowledge, nothing more.
     /// - Returns: whether a session was ended.
@@ -161,7 +176,7 @@ public final class PostgresJournal: SharedJournal {
         var silent: (pid: Int32, seconds: Double)?
         for try await (pid, state, seconds) in rows.decode((Int32, String?, Double?).self) {
             // A statement under way is no silence, however long it takes.
-            guard let state, state != "active", let seconds, seconds * 1000 > Double(Self.leaseTimeoutMilliseconds)
+            guard let state, state != "active", let seconds, seconds * 1000 > Double(lease.timeoutMs)
             else { continue }
             silent = (pid, seconds)
         }
@@ -185,28 +200,45 @@ public final class PostgresJournal: SharedJournal {
         return true
     }
 
-    /// While this instance holds the lease: a statement every ``keepAliveMilliseconds`` on its
+    /// While this instance holds the lease: a statement at least every `lease.keepAliveMs` on its
     /// session, so that standbys can tell it is alive (see ``endSilentHolder()``).
     private func startKeepAlive() {
         let thread = Thread { [self] in
             while !closing.load(ordering: .relaxed), broken.withLock({ $0 }) == nil {
-                Thread.sleep(forTimeInterval: Double(Self.keepAliveMilliseconds) / 1000 / 2)
+                Thread.sleep(forTimeInterval: Double(lease.keepAliveMs) / 1000 / 2)
                 guard !closing.load(ordering: .relaxed) else { return }
                 // Commits keep the session busy: a keep-alive would only delay the next one.
-                guard !answered(within: .milliseconds(Self.keepAliveMilliseconds / 2)) else { continue }
+                guard !answered(within: keepAlive / 2) else { continue }
                 do {
-                    _ = try exclusive { try run("SELECT 1", timeout: .seconds(2)) }
+                    _ = try exclusive { try run("SELECT 1", timeout: answerDeadline()) }
                 } catch {
                     guard !closing.load(ordering: .relaxed) else { return }
-                    // The lease cannot be relied on: the next commit or check fails, and flowd stops.
-                    broken.withLock { $0 = $0 ?? "keep-alive failed: \(error)" }
+                    // The lease cannot be relied on: this instance stops before a standby may serve.
+                    let reason = "keep-alive failed: \(error)"
+                    broken.withLock { $0 = $0 ?? reason }
                     logger.error("the lease's session does not answer: \(error)")
+                    leaseLost.withLock { $0 }?(reason)
                     return
                 }
             }
         }
         thread.name = "flowbus-lease-keepalive"
         thread.start()
+    }
+
+    /// How long the keep-alive may wait for its answer: until nine tenths of `lease.timeoutMs`
+    /// after the session's last answer, when a standby may be about to end the session.
+    private func answerDeadline() -> Duration {
+        let last = lastAnswer.load(ordering: .relaxed)
+        guard last > 0 else { return leaseTimeout * 0.9 }
+        let silent = Duration.nanoseconds(Self.nanoseconds(epoch.duration(to: .now)) - last)
+        return max(.milliseconds(10), leaseTimeout * 0.9 - silent)
+    }
+
+    /// Registers what to call, once and from another thread, when the holder's session stopped
+    /// answering for most of `lease.timeoutMs`: flowd stops at once rather than at its next check.
+    public func whenLeaseLost(_ handler: @escaping @Sendable (String) -> Void) {
+        leaseLost.withLock { $0 = handler }
     }
 
     /// The newest lease holder on record, in words.
@@ -251,15 +283,19 @@ public final class PostgresJournal: SharedJournal {
         try await connection.query("COMMIT", logger: logger)
     }
 
-    public func verifyLease() throws {
+    public func checkLease() throws {
         if let reason = broken.withLock({ $0 }) {
             throw PostgresJournalError(.connectionLost, "the connection to \(location) is gone: \(reason)")
         }
+    }
+
+    public func verifyLease() throws {
+        try checkLease()
         // An answer on this session means the session, and so the lock, is still there. One within
         // the keep-alive interval will do: a standby takes the lock only after a silence of
-        // ``leaseTimeoutMilliseconds``, or once the session is ended, which fails the next commit.
-        guard !answered(within: .milliseconds(Self.keepAliveMilliseconds)) else { return }
-        _ = try exclusive { try run("SELECT 1", timeout: .seconds(2)) }
+        // `lease.timeoutMs`, or once the session is ended, which fails the next commit.
+        guard !answered(within: keepAlive) else { return }
+        _ = try exclusive { try run("SELECT 1", timeout: answerDeadline()) }
     }
 
     /// Whether the session answered a statement in the last `interval`.

@@ -10,17 +10,31 @@ public final class Context: Sendable {
     /// The linger every new socket starts with, in milliseconds. libzmq's default (-1, wait
     /// forever) can hang a process at exit, so FlowBus bounds it.
     public let defaultLinger: Int32
+    /// The `ZMQ_CONNECT_TIMEOUT` every new socket starts with, in milliseconds. libzmq's default
+    /// (0) leaves a TCP connect to a machine that is cut off in the kernel's SYN retries for about
+    /// two minutes, during which it is not tried again; FlowBus bounds it, so a peer that comes
+    /// back is reached within a reconnect interval of this.
+    public let defaultConnectTimeout: Int32
+
+    /// The connect timeout of FlowBus's sockets, in milliseconds: a TCP handshake takes a round
+    /// trip, and this is tens of them on the slowest links.
+    public static let flowBusConnectTimeout: Int32 = 2000
 
     /// Creates a context.
     /// - Parameters:
     ///   - ioThreads: libzmq I/O threads (one moves more than a million small messages a second).
     ///   - defaultLinger: how long a closed socket may keep trying to deliver pending messages.
-    public init(ioThreads: Int32 = 1, defaultLinger: Int32 = 1000) throws(ZMQError) {
+    ///   - defaultConnectTimeout: how long a TCP connect may take before it is given up and tried
+    ///     again; 0 leaves it to the kernel.
+    public init(
+        ioThreads: Int32 = 1, defaultLinger: Int32 = 1000, defaultConnectTimeout: Int32 = Context.flowBusConnectTimeout
+    ) throws(ZMQError) {
         guard let handle = zmq_ctx_new() else {
             throw ZMQError(code: CZeroMQ_errno(), operation: "zmq_ctx_new")
         }
         self.handle = handle
         self.defaultLinger = defaultLinger
+        self.defaultConnectTimeout = defaultConnectTimeout
         if ioThreads != 1 {
             _ = try retryingInterrupts("set io threads") { zmq_ctx_set(handle, ZMQ_IO_THREADS, ioThreads) }
         }

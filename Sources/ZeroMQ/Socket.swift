@@ -55,6 +55,7 @@ public final class Socket {
         self.type = type
         self.handle = handle
         try setOption(.linger(context.defaultLinger))
+        try setOption(.connectTimeout(context.defaultConnectTimeout))
     }
 
     deinit {
@@ -151,6 +152,12 @@ public final class Socket {
     /// Messages queued per peer before sends wait or drop (`ZMQ_SNDHWM`).
     public var sendHighWaterMark: Int32 {
         get throws(ZMQError) { try intOption(ZMQ_SNDHWM, name: "sendHighWaterMark") }
+    }
+
+    /// How long a TCP connect may take before libzmq gives it up and tries again, in
+    /// milliseconds (`ZMQ_CONNECT_TIMEOUT`; 0: the kernel's own timeout).
+    public var connectTimeout: Int32 {
+        get throws(ZMQError) { try intOption(ZMQ_CONNECT_TIMEOUT, name: "connectTimeout") }
     }
 
     /// Messages queued per peer on receipt before the peer's sends wait (`ZMQ_RCVHWM`).

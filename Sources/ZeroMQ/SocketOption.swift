@@ -82,6 +82,8 @@ public enum SocketOption: Sendable, Hashable {
     case reconnectIntervalMax(Int32)
     /// Blocking receive gives up with EAGAIN after this long; -1 waits forever.
     case receiveTimeout(Int32)
+    /// A TCP connect is given up (and tried again) after this many milliseconds; 0: the kernel decides.
+    case connectTimeout(Int32)
     /// Blocking send gives up with EAGAIN after this long; -1 waits forever.
     case sendTimeout(Int32)
     /// Act as CURVE server.
@@ -119,6 +121,7 @@ public enum SocketOption: Sendable, Hashable {
         case .reconnectInterval: "reconnectInterval"
         case .reconnectIntervalMax: "reconnectIntervalMax"
         case .receiveTimeout: "receiveTimeout"
+        case .connectTimeout: "connectTimeout"
         case .sendTimeout: "sendTimeout"
         case .curveServer: "curveServer"
         case .curvePublicKey: "curvePublicKey"
@@ -156,6 +159,7 @@ public enum SocketOption: Sendable, Hashable {
         case .reconnectInterval: ZMQ_RECONNECT_IVL
         case .reconnectIntervalMax: ZMQ_RECONNECT_IVL_MAX
         case .receiveTimeout: ZMQ_RCVTIMEO
+        case .connectTimeout: ZMQ_CONNECT_TIMEOUT
         case .sendTimeout: ZMQ_SNDTIMEO
         case .curveServer: ZMQ_CURVE_SERVER
         case .curvePublicKey: ZMQ_CURVE_PUBLICKEY
@@ -171,7 +175,7 @@ public enum SocketOption: Sendable, Hashable {
         case .sendHighWaterMark(let v), .receiveHighWaterMark(let v), .linger(let v),
             .heartbeatInterval(let v), .heartbeatTimeout(let v), .heartbeatTTL(let v),
             .reconnectInterval(let v), .reconnectIntervalMax(let v),
-            .receiveTimeout(let v), .sendTimeout(let v):
+            .receiveTimeout(let v), .sendTimeout(let v), .connectTimeout(let v):
             .int32(v)
         case .immediate(let flag), .xpubVerbose(let flag), .xpubNoDrop(let flag),
             .routerMandatory(let flag), .routerHandover(let flag), .curveServer(let flag), .ipv6(let flag):

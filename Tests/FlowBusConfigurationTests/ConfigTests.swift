@@ -117,6 +117,42 @@ struct ConfigTests {
         }
     }
 
+    @Test(
+        "persistence.lease: 200 ms and 1 s by default, set per topology, for PostgreSQL only, the timeout ≥ 3 keep-alives"
+    )
+    func leaseTimings() throws {
+        let postgres = "\npersistence:\n  postgres: postgres://flowd@db/flowbus\n"
+        let defaults = try FlowBusConfig.parse(yaml: minimal + postgres, environment: [:]).persistence?.lease
+        #expect(defaults == LeaseTimings(keepAliveMs: 200, timeoutMs: 1000))
+        let set = try FlowBusConfig.parse(
+            yaml: minimal + postgres + "  lease: { keepAliveMs: 100, timeoutMs: 400 }", environment: [:]
+        ).persistence?.lease
+        #expect(set == LeaseTimings(keepAliveMs: 100, timeoutMs: 400))
+        #expect {
+            try FlowBusConfig.parse(
+                yaml: minimal + postgres + "  lease: { keepAliveMs: 200, timeoutMs: 500 }", environment: [:])
+        } throws: { error in
+            "\(error)".contains("persistence.lease.timeoutMs is 500: it must be at least 3 × keepAliveMs (600)")
+        }
+        #expect {
+            try FlowBusConfig.parse(yaml: minimal + postgres + "  lease: { keepAliveMs: 5 }", environment: [:])
+        } throws: { error in
+            "\(error)".contains("persistence.lease.keepAliveMs is 5: it must be 10 or more")
+        }
+        #expect {
+            try FlowBusConfig.parse(
+                yaml: minimal + "\npersistence: { journal: flowd.sqlite, lease: { timeoutMs: 2000 } }", environment: [:]
+            )
+        } throws: { error in
+            "\(error)".contains("persistence.lease applies to a journal several flowd share")
+        }
+        #expect {
+            try FlowBusConfig.parse(yaml: minimal + postgres + "  lease: { keepAliveMS: 100 }", environment: [:])
+        } throws: { error in
+            "\(error)".contains("persistence.lease.keepAliveMS (did you mean 'keepAliveMs'?)")
+        }
+    }
+
     @Test("A {param} a step certainly lacks is refused at start-up with the rule's path, the placeholder and the fix")
     func placeholdersCheckedAtStartUp() throws {
         func config(_ flows: String) -> String {

@@ -8,10 +8,14 @@ private final class EdgeRole: DaemonRole {
     var applied: [UInt64] = []
     var suspended = false
     var savesWork = true
+    /// Thrown at the next turn's start, as flowd does once its journal's lease is lost.
+    var lostLease: (any Error)?
     /// Publishes each message it applies again, as a reactor host echoes actions.
     weak var echo: BusPublisher?
 
-    func beginTurn(now: ContinuousClock.Instant) {}
+    func beginTurn(now: ContinuousClock.Instant) throws {
+        if let lostLease { throw lostLease }
+    }
     func beginBatch() {}
     func apply(_ message: InboundMessage) -> DaemonApplied {
         applied.append(message.header.envelope.sequence)
@@ -80,6 +84,19 @@ struct DaemonLoopEdgeTests {
         daemon.loop.control.stopAccepting()
         daemon.turn()
         #expect(daemon.loop.isFinished)
+        #expect(role.applied.isEmpty && acks(daemon).isEmpty, "its sender resends it to the next instance")
+    }
+
+    @Test("a role that fails at a turn's start stops the loop at once, with nothing read or acknowledged")
+    func failureAtTurnStart() throws {
+        struct LeaseLost: Error {}
+        let role = EdgeRole()
+        let daemon = daemon(role)
+        daemon.router.deliver(try step(1), from: peer)
+        role.lostLease = LeaseLost()
+        daemon.turn()
+        #expect(daemon.loop.isFinished)
+        #expect(daemon.loop.control.failure is LeaseLost)
         #expect(role.applied.isEmpty && acks(daemon).isEmpty, "its sender resends it to the next instance")
     }
 

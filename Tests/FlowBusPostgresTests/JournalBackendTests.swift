@@ -127,5 +127,29 @@ struct PostgresLeaseTests {
         #expect(throws: (any Error).self) { try first.verifyLease() }
         second.close()
     }
+
+    @Test("A holder whose session stops answering is told at once, and its lease checks fail from then on")
+    func leaseLost() async throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let holder = try await PostgresJournal.connect(
+            url: server.url, lease: LeaseTimings(keepAliveMs: 50, timeoutMs: 300), logger: Logger(label: "a"))
+        defer { holder.close() }
+        try await holder.acquireLease(instance: "a#1") { _ in }
+        let (lost, told) = AsyncStream.makeStream(of: String.self)
+        holder.whenLeaseLost { reason in told.yield(reason) }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(throws: Never.self) { try holder.checkLease() }
+        server.stop()
+        // Told by the keep-alive itself, with no statement of flowd's to fail first.
+        var reasons = lost.makeAsyncIterator()
+        let reason = await reasons.next()
+        #expect(reason?.contains("keep-alive failed") == true, "\(reason ?? "none")")
+        #expect {
+            try holder.checkLease()
+        } throws: { error in
+            (error as? PostgresJournalError)?.code == .connectionLost
+        }
+    }
 }
 #endif

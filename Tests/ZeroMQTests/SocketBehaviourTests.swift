@@ -46,6 +46,16 @@ struct SocketBehaviourTests {
         }
     }
 
+    @Test("Every socket gives up a TCP connect after its context's connect timeout, 2 s unless told otherwise")
+    func connectTimeout() throws {
+        let dealer = try context.socket(.dealer)
+        #expect(try dealer.connectTimeout == Context.flowBusConnectTimeout && Context.flowBusConnectTimeout == 2000)
+        let kernels = try Context(defaultLinger: 0, defaultConnectTimeout: 0)
+        #expect(try kernels.socket(.sub).connectTimeout == 0)
+        try dealer.setOption(.connectTimeout(500))
+        #expect(try dealer.connectTimeout == 500)
+    }
+
     @Test("close() is idempotent and later use throws instead of crashing")
     func checkedClose() throws {
         let socket = try context.socket(.push)
