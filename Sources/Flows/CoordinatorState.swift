@@ -117,6 +117,23 @@ struct InlineFirstArray<Element>: RandomAccessCollection {
         return tail[position - 1]
     }
 
+    /// Iterates without going through the collection's subscript, whose generic accessor
+    /// allocates at every element in a debug build.
+    struct Iterator: IteratorProtocol {
+        fileprivate let elements: InlineFirstArray
+        fileprivate var position = 0
+
+        mutating func next() -> Element? {
+            defer { position += 1 }
+            guard position > 0 else { return elements.head }
+            return position <= elements.tail.count ? elements.tail[position - 1] : nil
+        }
+    }
+
+    func makeIterator() -> Iterator {
+        Iterator(elements: self)
+    }
+
     mutating func append(_ element: Element) {
         if head == nil {
             head = element
