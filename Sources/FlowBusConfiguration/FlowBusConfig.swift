@@ -395,6 +395,8 @@ extension FlowBusConfig {
             config = try YAMLDecoder().decode(FlowBusConfig.self, from: expanded)
         } catch let error as DecodingError {
             throw ConfigError(.syntax, "\(source): \(describe(error))")
+        } catch let error as YamlError {
+            throw ConfigError(.syntax, "\(source): \(describe(error))")
         } catch {
             throw ConfigError(.syntax, "\(source): \(error)")
         }
@@ -646,6 +648,29 @@ extension FlowBusConfig {
         return result + rest
     }
 
+    /// Where the YAML is broken and what the parser expected there, with the line it is on:
+    /// `line 3, column 1: did not find expected ',' or ']' (while parsing a flow sequence that
+    /// started at line 2, column 12)`.
+    static func describe(_ error: YamlError) -> String {
+        switch error {
+        case .scanner(let context, let problem, let mark, let yaml),
+            .parser(let context, let problem, let mark, let yaml),
+            .composer(let context, let problem, let mark, let yaml):
+            let lines = yaml.split(separator: "\n", omittingEmptySubsequences: false).count
+            let atEnd = mark.line >= lines && mark.column == 1
+            var text =
+                atEnd
+                ? "YAML syntax error at the end of the file: \(problem)"
+                : "YAML syntax error at line \(mark.line), column \(mark.column): \(problem)"
+            if let context {
+                text += " (\(context.text), which started at line \(context.mark.line), column \(context.mark.column))"
+            }
+            return atEnd ? text : text + "\n" + mark.snippet(from: yaml)
+        default:
+            return "YAML syntax error: \(error)"
+        }
+    }
+
     package static func describe(_ error: DecodingError) -> String {
         func path(_ codingPath: [any CodingKey]) -> String {
             codingPath.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().trimmingCharacters(in: [
@@ -656,6 +681,8 @@ extension FlowBusConfig {
         case .keyNotFound(let key, let context):
             let at = path(context.codingPath)
             return "missing key '\(key.stringValue)'\(at.isEmpty ? "" : " in \(at)")"
+        case .dataCorrupted(let context) where context.underlyingError is YamlError:
+            return describe(context.underlyingError as! YamlError)
         case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
             return "\(path(context.codingPath)): \(context.debugDescription)"
         @unknown default:

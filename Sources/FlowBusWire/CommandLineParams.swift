@@ -52,7 +52,7 @@ public enum CommandLineParams {
         var params: WireParams = [:]
         for argument in arguments {
             let (key, value) = try parseParam(argument)
-            if params[key] != nil { throw ParamSyntaxError(.duplicateKey, "parameter \"\(key)\" is given twice") }
+            if params[key] != nil { throw ParamSyntaxError(.duplicateKey, "parameter \(quoted(key)) is given twice") }
             params[key] = value
         }
         return params
@@ -60,7 +60,7 @@ public enum CommandLineParams {
 
     static func parseParam(_ argument: String) throws(ParamSyntaxError) -> (String, WireValue) {
         guard let equals = argument.firstIndex(of: "=") else {
-            throw ParamSyntaxError(.malformed, "\"\(argument)\" is not key=value (or key:=JSON)")
+            throw ParamSyntaxError(.malformed, "\(quoted(argument)) is not key=value (or key:=JSON)")
         }
         var key = String(argument[..<equals])
         let raw = String(argument[argument.index(after: equals)...])
@@ -71,12 +71,12 @@ public enum CommandLineParams {
                 value = try WireJSON.decode(raw)
             } catch {
                 throw ParamSyntaxError(
-                    .invalidJSON, "\"\(argument)\": the value after ':=' is not JSON (\(error.detail))")
+                    .invalidJSON, "\(quoted(argument)): the value after ':=' is not JSON (\(error.detail))")
             }
         } else {
             value = try parseValue(raw)
         }
-        if key.isEmpty { throw ParamSyntaxError(.malformed, "\"\(argument)\" has an empty key") }
+        if key.isEmpty { throw ParamSyntaxError(.malformed, "\(quoted(argument)) has an empty key") }
         return (key, value)
     }
 
@@ -89,12 +89,14 @@ public enum CommandLineParams {
         if isInteger {
             guard let value = Int64(text) else {
                 throw ParamSyntaxError(
-                    .outOfRange, "\(text) does not fit a signed 64-bit int; write \(text).0 to send a double")
+                    .outOfRange,
+                    "\(quoted(text)) (\(text.utf8.count) digits) does not fit a signed 64-bit int; end it with .0 to send a double"
+                )
             }
             return .int(value)
         }
         guard let value = Double(text), value.isFinite else {
-            throw ParamSyntaxError(.outOfRange, "\(text) is out of the double range")
+            throw ParamSyntaxError(.outOfRange, "\(quoted(text)) is out of the double range")
         }
         return .double(value)
     }

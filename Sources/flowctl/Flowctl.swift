@@ -43,6 +43,8 @@ struct Flowctl: ParsableCommand {
         do {
             var command = try parseAsRoot(arguments)
             try command.run()
+        } catch let error as ClientError where error.code == .noAnswer {
+            exit(withError: noAnswer(error.description))
         } catch {
             exit(withError: error)
         }
@@ -98,11 +100,21 @@ func requireAcknowledgement(_ publisher: StepPublisher, endpoint: String, timeou
 }
 
 private func noAnswer(endpoint: String, timeout: Double) -> ExitCode {
-    note(
+    noAnswer(
         "flowd did not acknowledge within \(timeout) s on \(endpoint): is it running? Start it with `flowd --config FILE`"
     )
+}
+
+/// Says that a daemon did not answer, and what to check: every command exits 2 then
+/// (``OutcomeExit/noAnswer``), as `step` and `action` do.
+func noAnswer(_ message: String) -> ExitCode {
+    note(message)
     return ExitCode(OutcomeExit.noAnswer.rawValue)
 }
+
+/// The exit statuses of a command that asks a daemon.
+let queryExitStatus =
+    "Exit status: 0 answered; 1 an error (the config, the reply); 2 no answer in time (is the daemon running?); 64 a usage error."
 
 /// How `step` and `deeplink` wait: for the outcome (default), the ack only, or the navigation too.
 struct OutcomeOptions: ParsableArguments {
@@ -303,8 +315,7 @@ struct EchoCommand: ParsableCommand {
         var printed = 0
         while count.map({ printed < $0 }) ?? true {
             guard let received = try subscriber.next(timeout: idleTimeout.map { .milliseconds(Int($0 * 1000)) }) else {
-                throw ClientError(
-                    .failed,
+                throw noAnswer(
                     "no message within \(idleTimeout ?? 0) s on \(FlowBusConfig.either(config.eventsEndpoints)): is flowd running?"
                 )
             }
@@ -373,7 +384,8 @@ extension EchoCommand {
 
 struct StatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "status", abstract: "Show flowd's flows, navigation tree, bindings and counters.")
+        commandName: "status", abstract: "Show flowd's flows, navigation tree, bindings and counters.",
+        discussion: queryExitStatus)
 
     @OptionGroup var options: ConfigOptions
     @Flag(help: "Print the status as JSON.") var json = false
@@ -398,8 +410,7 @@ struct StatusCommand: ParsableCommand {
             endpoints: config.controlEndpoints, curve: config.curve, timeout: .milliseconds(Int(timeout * 1000)))
         guard let active = answers.firstIndex(where: { $0.outcome != nil }), let outcome = answers[active].outcome
         else {
-            throw ClientError(
-                .failed,
+            throw noAnswer(
                 "flowd did not answer on \(FlowBusConfig.either(config.controlEndpoints)) within \(timeout) s: is it running? Start it with `flowd --config FILE`"
             )
         }

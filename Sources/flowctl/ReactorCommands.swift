@@ -50,10 +50,9 @@ struct ReactorActionCommand: ParsableCommand {
         let view = try view(of: reactorID, options: options, json: json)
         let sequence = try view.send(name, parsed)
         guard try view.waitForAcknowledgement(timeout: seconds(timeout)) else {
-            note(
+            throw noAnswer(
                 "the reactor host did not acknowledge within \(timeout) s on \(view.actionsEndpoint): is it running? Start it with `reactor-host --config FILE --host NAME`"
             )
-            throw ExitCode(OutcomeExit.noAnswer.rawValue)
         }
         if let refusal = view.refusal(for: sequence) {
             note(
@@ -68,7 +67,7 @@ struct ReactorActionCommand: ParsableCommand {
 /// `flowctl state REACTOR_ID [--json]`: prints the reactor's current state (its snapshot).
 struct ReactorStateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "state", abstract: "Print a reactor's current state (a snapshot).")
+        commandName: "state", abstract: "Print a reactor's current state (a snapshot).", discussion: queryExitStatus)
 
     @OptionGroup var options: ConfigOptions
     @Argument(help: "The reactor id, e.g. counter or movie/42.") var reactorID: String
@@ -78,8 +77,7 @@ struct ReactorStateCommand: ParsableCommand {
     func run() throws {
         let view = try view(of: reactorID, options: options)
         guard let snapshot = try view.next(timeout: seconds(timeout)) else {
-            throw ClientError(
-                .failed,
+            throw noAnswer(
                 "no snapshot of \(reactorID) within \(timeout) s from \(view.statesEndpoint) / \(view.actionsEndpoint): is the reactor host running? Start it with `reactor-host --config FILE --host NAME`"
             )
         }
@@ -108,12 +106,11 @@ struct ReactorEchoStateCommand: ParsableCommand {
             let wait = printed == 0 ? seconds(timeout) : idleTimeout.map(seconds)
             guard let state = try view.next(timeout: wait) else {
                 if printed == 0 {
-                    throw ClientError(
-                        .failed,
+                    throw noAnswer(
                         "no snapshot of \(reactorID) within \(timeout) s from \(view.statesEndpoint): is the reactor host running? Start it with `reactor-host --config FILE --host NAME`"
                     )
                 }
-                throw ClientError(.failed, "no state of \(reactorID) for \(idleTimeout ?? 0) s")
+                throw noAnswer("no state of \(reactorID) for \(idleTimeout ?? 0) s")
             }
             emit(json ? MessageFormatter.json(state.message) : MessageFormatter.line(state.message))
             printed += 1

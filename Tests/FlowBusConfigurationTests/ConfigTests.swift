@@ -117,6 +117,24 @@ struct ConfigTests {
         }
     }
 
+    @Test("A YAML syntax error names the line, the column and what the parser expected")
+    func yamlSyntaxError() throws {
+        #expect {
+            try FlowBusConfig.parse(
+                yaml: minimal + "\n   limits: { highWaterMark: 7 }", source: "c1.yaml", environment: [:])
+        } throws: { error in
+            "\(error)".contains("c1.yaml: YAML syntax error at line 5, column 10: mapping values are not allowed")
+                && "\(error)".contains("   limits: { highWaterMark: 7 }\n         ^")
+        }
+        #expect {
+            try FlowBusConfig.parse(yaml: minimal + "\nlimits: [1, 2", source: "c1.yaml", environment: [:])
+        } throws: { error in
+            "\(error)".contains(
+                "c1.yaml: YAML syntax error at the end of the file: did not find expected ',' or ']' (while parsing a flow sequence, which started at line 5, column 9)"
+            )
+        }
+    }
+
     @Test(
         "persistence.lease: 200 ms and 1 s by default, set per topology, for PostgreSQL only, the timeout ≥ 3 keep-alives"
     )

@@ -29,6 +29,11 @@ struct CommandLineParamsTests {
         #expect(message(["=1"]).contains("empty key"))
         #expect(message(["a=1", "a=2"]).contains("given twice"))
         #expect(message(["n=99999999999999999999"]).contains("64-bit"))
+        // A huge argument is quoted, not echoed whole.
+        let huge = message(["n=" + String(repeating: "7", count: 300)])
+        #expect(huge.contains("\"" + String(repeating: "7", count: 64) + "…\" (300 digits) does not fit"), "\(huge)")
+        #expect(huge.count < 200, "\(huge)")
+        #expect(message([String(repeating: "k", count: 300)]).count < 150)
         #expect(message(["j:={"]).contains("not JSON"))
         // Not a JSON number: kept as text.
         #expect((try? CommandLineParams.parse(["v=007"])) == ["v": "007"])

@@ -326,6 +326,21 @@ struct FlowdTests {
         #expect(badParam.output.contains("Usage:"), "a usage error shows the usage")
         #expect(!missing.output.contains("Usage:"), "a config error is not a usage error: \(missing.output)")
         #expect(noDaemon.status == 2, "no answer: \(noDaemon.output)")
+        // Every "no answer" exits 2, as --help says.
+        let noStatus = try topology.run("flowctl", ["status", "--timeout", "0.5", "--config", topology.configPath])
+        #expect(noStatus.status == 2 && noStatus.output.contains("is it running?"), "\(noStatus.output)")
+        let noState = try topology.run(
+            "flowctl", ["state", "counter", "--timeout", "0.5", "--config", topology.configPath])
+        #expect(noState.status == 2 && noState.output.contains("is the reactor host running?"), "\(noState.output)")
+        // A huge parameter is quoted, not echoed whole.
+        let huge = try topology.run(
+            "flowctl",
+            [
+                "step", "moviePicked", "n=" + String(repeating: "7", count: 300), "--as", "x", "--config",
+                topology.configPath,
+            ])
+        #expect(huge.status == 64 && huge.output.contains("(300 digits)"), "\(huge.output)")
+        #expect(!huge.output.contains(String(repeating: "7", count: 65)), "\(huge.output)")
         // --config before the subcommand applies to it.
         let before = try topology.run("flowctl", ["--config", "/nonexistent.yaml", "action", "counter", "increase"])
         #expect(before.status != 0 && before.output.contains("/nonexistent.yaml does not exist"), "\(before.output)")

@@ -75,6 +75,11 @@ def envelope(kind, content_type, sequence, source, timestamp_us=None, message_id
                        timestamp_us, message_id, len(src)) + src
 
 
+def quoted(text):
+    """An error's excerpt of `text`: its first 64 characters."""
+    return text if len(text) <= 64 else text[:64] + "…"
+
+
 def _check_value(value, depth=0):
     """Refuses what the value model (PROTOCOL.md 5.3) cannot hold."""
     if depth > 32:
@@ -83,7 +88,7 @@ def _check_value(value, depth=0):
         return
     if isinstance(value, int):
         if not INT64_MIN <= value <= INT64_MAX:
-            raise WireFormatError(f"{value} does not fit a signed 64-bit int; write it as a double, e.g. {float(value)!r}")
+            raise WireFormatError(f"{quoted(str(value))} does not fit a signed 64-bit int; end it with .0 to send a double")
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise WireFormatError(f"{value} cannot be sent: NaN and infinities are not representable")
@@ -157,12 +162,12 @@ def parse_value(text):
     if _INT.match(text):
         value = int(text)
         if not INT64_MIN <= value <= INT64_MAX:
-            raise WireFormatError(f"{text} does not fit a signed 64-bit int; write {text}.0 to send a double")
+            raise WireFormatError(f"{quoted(text)} does not fit a signed 64-bit int; end it with .0 to send a double")
         return value
     if _NUMBER.match(text):
         value = float(text)
         if not math.isfinite(value):
-            raise WireFormatError(f"{text} is out of the double range")
+            raise WireFormatError(f"{quoted(text)} is out of the double range")
         return value
     return text
 
@@ -175,15 +180,15 @@ def parse_param(argument):
         try:
             value = json.loads(raw, parse_constant=_refuse_constant)
         except ValueError as error:
-            raise WireFormatError(f"{argument!r}: the value after ':=' is not JSON ({error})") from None
+            raise WireFormatError(f"{quoted(argument)!r}: the value after ':=' is not JSON ({error})") from None
         _check_value(value)
     else:
         key, sep, raw = argument.partition("=")
         if not sep:
-            raise WireFormatError(f"{argument!r} is not key=value (or key:=JSON)")
+            raise WireFormatError(f"{quoted(argument)!r} is not key=value (or key:=JSON)")
         value = parse_value(raw)
     if not key:
-        raise WireFormatError(f"{argument!r} has an empty key")
+        raise WireFormatError(f"{quoted(argument)!r} has an empty key")
     return key, value
 
 
@@ -197,7 +202,7 @@ def parse_params(arguments):
     for argument in arguments:
         key, value = parse_param(argument)
         if key in params:
-            raise WireFormatError(f"parameter {key!r} is given twice")
+            raise WireFormatError(f"parameter {quoted(key)!r} is given twice")
         params[key] = value
     return params
 

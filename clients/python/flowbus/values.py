@@ -17,6 +17,11 @@ __all__ = ["check_value", "encode_fbv", "decode_fbv", "encode_json", "decode_jso
            "encode_value", "decode_value", "INT64_MIN", "INT64_MAX"]
 
 
+def _quoted(text):
+    """An error's excerpt of `text`: its first 64 characters, as the Swift tools cut it."""
+    return text if len(text) <= 64 else f"{text[:64]}… ({len(text)} characters)"
+
+
 def check_value(value, depth=0):
     """Raises WireError unless `value` is in the value model (5.3) and nests at most 32 deep."""
     if value is None or isinstance(value, (bool, str)):
@@ -25,7 +30,8 @@ def check_value(value, depth=0):
         return
     if isinstance(value, int):
         if not INT64_MIN <= value <= INT64_MAX:
-            raise WireError("malformed", f"{value} does not fit a signed 64-bit int (send a float to mean a double)")
+            raise WireError("malformed", f"{_quoted(str(value))} does not fit a signed 64-bit int "
+                                         "(send a float to mean a double)")
         return
     if isinstance(value, float):
         return

@@ -187,6 +187,13 @@ def test_encoders_refuse_what_the_model_cannot_hold():
         flowbus.step_frames("s", "bad name", source="x#1", sequence=1)
 
 
+def test_a_huge_value_is_quoted_short():
+    with pytest.raises(flowbus.WireError) as error:
+        flowbus.encode_json({"n": int("7" * 300)})
+    message = str(error.value)
+    assert "7" * 64 + "… (300 characters)" in message and "7" * 65 not in message
+
+
 def refusal(frames):
     with pytest.raises(flowbus.WireError) as error:
         flowbus.decode(frames)
