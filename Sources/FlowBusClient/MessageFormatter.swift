@@ -111,7 +111,8 @@ public enum MessageFormatter {
         // flowd lists at most so many of each; the totals say how many there are.
         func more(_ key: String, listed: Int) {
             guard let total = status[key + "_total"]?.intValue, total > listed else { return }
-            lines.append("  … \(total - Int64(listed)) more (\(total) in all)")
+            lines.append(
+                "  … \(total - Int64(listed)) more (\(total) in all; `flowctl status --\(key)` pages through them)")
         }
         lines.append("flows:")
         for flow in status["flows"]?.listValue ?? [] {

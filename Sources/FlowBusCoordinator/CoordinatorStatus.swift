@@ -8,10 +8,10 @@ import ZeroMQ
 /// each bounded so that a status flood or a huge topology cannot stall the loop (the counts stay
 /// complete).
 struct CoordinatorStatus {
-    /// Flows, bindings, stepper ids, children of a node and peers listed at most.
+    /// Children of a node listed at most (the lists are paged, see ``StatusQuery``).
     static let listLimit = StatusQuery.maxPageLimit
 
-    /// The engine's tree and bindings, taken with ``listLimit``.
+    /// The engine's tree and bindings: the pages the query asks for.
     var snapshot: CoordinatorSnapshot
     var started: Date
     var counters: IngressCounters
@@ -80,6 +80,7 @@ struct CoordinatorStatus {
             ])
         }
         if query.sections.contains("flows") {
+            page("flows", query.flows, matching: snapshot.flowsMatching, listed: snapshot.flows.count)
             status["flows"] = .list(
                 snapshot.flows.map { flow in
                     .map([
@@ -90,6 +91,7 @@ struct CoordinatorStatus {
                 })
         }
         if query.sections.contains("bindings") {
+            page("bindings", query.bindings, matching: snapshot.bindingsMatching, listed: snapshot.bindings.count)
             status["bindings"] = .list(
                 snapshot.bindings.map { binding in
                     .map([
@@ -101,12 +103,9 @@ struct CoordinatorStatus {
                 })
         }
         if query.sections.contains("steppers") {
-            let wanted = query.steppers
-            let ids = snapshot.steppers.keys.filter { wanted.prefix.map($0.hasPrefix) ?? true }.sorted()
-            let listed = ids.dropFirst(wanted.offset).prefix(wanted.limit)
-            status["steppers"] = .map(
-                Dictionary(uniqueKeysWithValues: listed.map { ($0, counts(snapshot.steppers[$0]!)) }))
-            page("steppers", wanted, matching: ids.count, listed: listed.count)
+            // The engine took the page.
+            status["steppers"] = .map(snapshot.steppers.mapValues(counts))
+            page("steppers", query.steppers, matching: snapshot.steppersMatching, listed: snapshot.steppers.count)
         }
         if query.sections.contains("peers") {
             // One page, by source id: the reply stays bounded however many sources flowd holds.

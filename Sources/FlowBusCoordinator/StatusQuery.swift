@@ -1,8 +1,9 @@
 import FlowBusWire
+import Flows
 
 /// What a status request asks for (PROTOCOL.md §4.3): the summary always; of the lists, the
-/// `sections` named (all by default), and one page of `steppers` and of `peers` (sorted by
-/// id; `peers` filtered by id `prefix` and `alive`).
+/// `sections` named (all by default), and one page of each (`flows` in pre-order, `bindings` by
+/// stepper id, `steppers` and `peers` by id; filtered by id `prefix`, `peers` also by `alive`).
 package struct StatusQuery: Equatable {
     package static let sectionNames: Set<String> = ["flows", "bindings", "steppers", "peers"]
     /// Entries of a paged list returned when the request does not say, and at most.
@@ -17,6 +18,10 @@ package struct StatusQuery: Equatable {
     }
 
     package var sections = StatusQuery.sectionNames
+    /// A request that does not page the tree's lists gets up to the most a page holds, as before
+    /// they were paged.
+    package var flows = Page(limit: StatusQuery.maxPageLimit)
+    package var bindings = Page(limit: StatusQuery.maxPageLimit)
     package var steppers = Page()
     package var peers = Page()
 
@@ -37,12 +42,23 @@ package struct StatusQuery: Equatable {
             }
             sections = wanted
         }
+        flows = try Self.page(params, "flows", default: flows)
+        bindings = try Self.page(params, "bindings", default: bindings)
         steppers = try Self.page(params, "steppers")
         peers = try Self.page(params, "peers")
     }
 
-    private static func page(_ params: WireParams, _ key: String) throws(WireError) -> Page {
-        var page = Page()
+    /// The part of a list the engine takes: nothing but its counts when the section is not asked for.
+    package func window(of section: String, _ page: Page) -> SnapshotWindow {
+        SnapshotWindow(offset: page.offset, limit: sections.contains(section) ? page.limit : 0, prefix: page.prefix)
+    }
+
+    private static func page(
+        _ params: WireParams, _ key: String, default page: Page = Page()
+    ) throws(WireError)
+        -> Page
+    {
+        var page = page
         guard let value = params[key] else { return page }
         guard case .map(let map) = value else {
             throw WireError(.badParams, "status param '\(key)' is a map: {offset, limit, prefix, alive}")

@@ -229,7 +229,11 @@ package final class StepRouter {
     ) -> WireParams {
         syncMetrics(ingress: counters)
         let status = CoordinatorStatus(
-            snapshot: engine.snapshot(limit: CoordinatorStatus.listLimit), started: started, counters: counters,
+            snapshot: engine.snapshot(
+                limit: CoordinatorStatus.listLimit, flows: query.window(of: "flows", query.flows),
+                bindings: query.window(of: "bindings", query.bindings),
+                steppers: query.window(of: "steppers", query.steppers)),
+            started: started, counters: counters,
             peers: peers, events: publisher.counters, control: control,
             metrics: metrics.status(endpoint: metricsAddress, exposition: exposition), journal: journal?.status ?? .null
         )

@@ -55,6 +55,31 @@ public struct FlowSnapshot: Sendable, Hashable {
     public var root: NodeSnapshot
 }
 
+/// Which entries of a list a snapshot takes: those whose id starts with ``prefix``, ``limit`` of
+/// them from ``offset``, in the list's order (flows in pre-order; bindings by stepper id, then
+/// flow; stepper ids sorted).
+public struct SnapshotWindow: Sendable, Hashable {
+    public var offset: Int
+    public var limit: Int
+    /// Of a flow's id (`Name#instance`), or of a binding's stepper id.
+    public var prefix: String?
+
+    public init(offset: Int = 0, limit: Int = .max, prefix: String? = nil) {
+        self.offset = offset
+        self.limit = limit
+        self.prefix = prefix
+    }
+
+    func admits(_ id: String) -> Bool {
+        prefix.map(id.hasPrefix) ?? true
+    }
+
+    /// Whether the `index`th matching entry is in the window.
+    func lists(_ index: Int) -> Bool {
+        index >= offset && index - offset < limit
+    }
+}
+
 /// The answer to a status query: flows and their trees, bindings, counters.
 public struct CoordinatorSnapshot: Sendable, Hashable {
     /// Active flows, pre-order (parents before children, siblings in creation order).
@@ -72,6 +97,10 @@ public struct CoordinatorSnapshot: Sendable, Hashable {
     public var flowCount = 0
     public var bindingCount = 0
     public var stepperCount = 0
+    /// How many of them a window's prefix admits: what its pages go through.
+    public var flowsMatching = 0
+    public var bindingsMatching = 0
+    public var steppersMatching = 0
 
     /// The snapshot of one flow.
     public func flow(_ id: FlowID) -> FlowSnapshot? { flows.first { $0.id == id } }

@@ -351,39 +351,70 @@ public final class FlowCoordinator {
     // MARK: - Snapshot
 
     /// The state for a status query: flows with their live trees, bindings, counters.
-    /// - Parameter limit: at most this many flows (pre-order), bindings, stepper ids and children
-    ///   per node are listed, so that the work and the size of a status reply stay bounded
+    /// - Parameters:
+    ///   - limit: at most this many children per node, and entries of each list a window does
+    ///     not say, are listed, so that the work and the size of a status reply stay bounded
     ///   however large the topology; the counts are always complete.
-    public func snapshot(limit: Int = .max) -> CoordinatorSnapshot {
+    ///   - flows, bindings, steppers: the page of each list to take (see ``SnapshotWindow``).
+    public func snapshot(
+        limit: Int = .max, flows flowWindow: SnapshotWindow? = nil, bindings bindingWindow: SnapshotWindow? = nil,
+        steppers stepperWindow: SnapshotWindow? = nil
+    ) -> CoordinatorSnapshot {
+        let flowWindow = flowWindow ?? SnapshotWindow(limit: limit)
+        let bindingWindow = bindingWindow ?? SnapshotWindow(limit: limit)
+        let stepperWindow = stepperWindow ?? SnapshotWindow(limit: limit)
         var flows: [FlowSnapshot] = []
         var flowCount = 0
+        var flowsMatching = 0
         func visit(_ record: FlowRecord) {
             flowCount += 1
-            if flows.count < limit {
-                flows.append(
-                    FlowSnapshot(
-                        id: record.id, parent: record.parent?.id, children: record.children.map(\.id),
-                        isReady: record.isReady, allowStepWhenDismissed: record.allowStepWhenDismissed,
-                        root: nodeSnapshot(record.flow.navigationNode, owner: record.id, limit: limit)))
+            if flowWindow.admits(record.id.description) {
+                if flowWindow.lists(flowsMatching) {
+                    flows.append(
+                        FlowSnapshot(
+                            id: record.id, parent: record.parent?.id, children: record.children.map(\.id),
+                            isReady: record.isReady, allowStepWhenDismissed: record.allowStepWhenDismissed,
+                            root: nodeSnapshot(record.flow.navigationNode, owner: record.id, limit: limit)))
+                }
+                flowsMatching += 1
             }
             record.children.forEach(visit)
         }
         roots.forEach(visit)
+
         var bindings: [BindingInfo] = []
-        var bindingCount = 0
-        for binding in steppers.values.lazy.flatMap(\.bindings) where binding.isActive {
-            bindingCount += 1
-            if bindings.count < limit { bindings.append(binding.info) }
+        let bindingCount = steppers.values.reduce(0) { $0 + $1.bindings.count { $0.isActive } }
+        var bindingsMatching = 0
+        let bindingIDs = steppers.keys.filter(bindingWindow.admits)
+        if bindingWindow.limit > 0 {
+            // A page needs the order; the counts alone do not.
+            for stepperID in bindingIDs.sorted() {
+                let active = steppers[stepperID]!.bindings.filter(\.isActive).map(\.info).sorted { $0.flow < $1.flow }
+                for info in active {
+                    if bindingWindow.lists(bindingsMatching) { bindings.append(info) }
+                    bindingsMatching += 1
+                }
+            }
+        } else {
+            bindingsMatching = bindingIDs.reduce(0) { $0 + steppers[$1]!.bindings.count { $0.isActive } }
         }
-        bindings.sort { ($0.stepperID, $0.flow) < ($1.stepperID, $1.flow) }
-        var steppers: [String: StepperCounters] = [:]
-        for (stepperID, slot) in self.steppers.prefix(limit) { steppers[stepperID] = slot.stats.counters }
+
+        let stepperIDs = steppers.keys.filter(stepperWindow.admits)
+        var listedSteppers: [String: StepperCounters] = [:]
+        if stepperWindow.limit > 0 {
+            for stepperID in stepperIDs.sorted().dropFirst(stepperWindow.offset).prefix(stepperWindow.limit) {
+                listedSteppers[stepperID] = steppers[stepperID]!.stats.counters
+            }
+        }
         var snapshot = CoordinatorSnapshot(
             flows: flows, bindings: bindings,
-            steppers: steppers, totals: totals, queuedSteps: queue.count)
+            steppers: listedSteppers, totals: totals, queuedSteps: queue.count)
         snapshot.flowCount = flowCount
         snapshot.bindingCount = bindingCount
-        snapshot.stepperCount = self.steppers.count
+        snapshot.stepperCount = steppers.count
+        snapshot.flowsMatching = flowsMatching
+        snapshot.bindingsMatching = bindingsMatching
+        snapshot.steppersMatching = stepperIDs.count
         return snapshot
     }
 

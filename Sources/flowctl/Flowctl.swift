@@ -394,15 +394,31 @@ struct StatusCommand: ParsableCommand {
     @Option(help: "Seconds to wait for flowd.") var timeout: Double = 3
     @Flag(help: "List the peers flowd holds (sources heard on ingress, reactor hosts), a page at a time, by source id.")
     var peers = false
-    @Option(help: "With --peers: the first peer of the page (flowd says the next page's in its footer).") var offset = 0
-    @Option(help: "With --peers: peers per page, at most 1000.") var limit = 100
-    @Option(help: "With --peers: only source ids starting with this.") var prefix: String?
-    @Flag(help: "With --peers: every page, one request each.") var all = false
+    @Flag(help: "List the flows, a page at a time, in pre-order (parents before children).") var flows = false
+    @Flag(help: "List the stepper bindings, a page at a time, by stepper id.") var bindings = false
+    @Option(help: "With a list: the first entry of the page (flowd says the next page's in its footer).") var offset = 0
+    @Option(help: "With a list: entries per page, at most 1000.") var limit = 100
+    @Option(help: "With a list: only ids starting with this (source ids, flow ids, stepper ids).") var prefix: String?
+    @Flag(help: "With a list: every page, one request each.") var all = false
+
+    func validate() throws {
+        guard [peers, flows, bindings].filter({ $0 }).count <= 1 else {
+            throw ValidationError("--peers, --flows and --bindings list one thing each: give one of them")
+        }
+    }
 
     func run() throws {
         let config = try options.load()
         if peers {
-            try listPeers(config)
+            try listPages(of: "peers", config)
+            return
+        }
+        if flows {
+            try listPages(of: "flows", config)
+            return
+        }
+        if bindings {
+            try listPages(of: "bindings", config)
             return
         }
         // Every instance is asked: the active one answers, a standby binds nothing.
@@ -459,33 +475,58 @@ struct StatusCommand: ParsableCommand {
 extension StatusCommand {
     /// Peers page by page: each request asks for the `peers` section only, so that a flowd holding
     /// 100,000 sources answers each page cheaply.
-    private func listPeers(_ config: FlowBusConfig) throws {
+    /// Lists one of the status reply's paged lists (`peers`, `flows`, `bindings`), page by page.
+    private func listPages(of section: String, _ config: FlowBusConfig) throws {
         var page: WireParams = ["offset": .int(Int64(offset)), "limit": .int(Int64(limit))]
         if let prefix { page["prefix"] = .string(prefix) }
         while true {
             let status = try StatusClient.fetch(
                 endpoints: config.controlEndpoints, curve: config.curve, timeout: .milliseconds(Int(timeout * 1000)),
-                params: ["sections": ["peers"], "peers": .map(page)])
-            let listed = status["peers"]?.mapValue ?? [:]
-            let info = status["pages"]?.mapValue?["peers"]?.mapValue ?? [:]
+                params: ["sections": [.string(section)], section: .map(page)])
+            let listed = status[section] ?? .null
+            let info = status["pages"]?.mapValue?[section]?.mapValue ?? [:]
+            let lines = Self.lines(of: section, listed)
             let first = info["offset"]?.intValue ?? 0
-            let matching = info["matching"]?.intValue ?? Int64(listed.count)
+            let matching = info["matching"]?.intValue ?? Int64(lines.count)
             if json {
-                print(try WireJSON.string(.map(["peers": .map(listed), "page": .map(info)])))
+                print(try WireJSON.string(.map([section: listed, "page": .map(info)])))
             } else {
-                for (source, peer) in listed.sorted(by: { $0.key < $1.key }) {
-                    let entry = peer.mapValue ?? [:]
-                    let alive = entry["alive"]?.boolValue == false ? "dead " : "alive"
-                    print(
-                        "\(alive) \(source)  \(entry["role"]?.stringValue ?? "?")  silent \(entry["silent_ms"]?.intValue ?? 0) ms\(entry["heartbeats"]?.boolValue == true ? "  heartbeats" : "")"
-                    )
-                }
+                for line in lines { print(line) }
                 let next = info["next"]?.intValue
-                let range = listed.isEmpty ? "none" : "\(first + 1)–\(first + Int64(listed.count))"
-                print("peers \(range) of \(matching)\(next.map { all ? "" : "; next page: --offset \($0)" } ?? "")")
+                let range = lines.isEmpty ? "none" : "\(first + 1)–\(first + Int64(lines.count))"
+                print(
+                    "\(section) \(range) of \(matching)\(next.map { all ? "" : "; next page: --offset \($0)" } ?? "")")
             }
             guard all, let next = info["next"]?.intValue else { return }
             page["offset"] = .int(next)
+        }
+    }
+
+    /// One line per entry of a page, in the page's order.
+    private static func lines(of section: String, _ listed: WireValue) -> [String] {
+        switch section {
+        case "peers":
+            return (listed.mapValue ?? [:]).sorted(by: { $0.key < $1.key }).map { source, peer in
+                let entry = peer.mapValue ?? [:]
+                let alive = entry["alive"]?.boolValue == false ? "dead " : "alive"
+                return
+                    "\(alive) \(source)  \(entry["role"]?.stringValue ?? "?")  silent \(entry["silent_ms"]?.intValue ?? 0) ms\(entry["heartbeats"]?.boolValue == true ? "  heartbeats" : "")"
+            }
+        case "flows":
+            return (listed.listValue ?? []).map { flow in
+                let entry = flow.mapValue ?? [:]
+                let parent = entry["parent"]?.stringValue.map { "  in \($0)" } ?? ""
+                let ready = entry["ready"]?.boolValue == true ? "  ready" : ""
+                return
+                    "\(entry["id"]?.stringValue ?? "?")\(parent)  root \(entry["root"]?.mapValue?["id"]?.stringValue ?? "?")\(ready)"
+            }
+        default:
+            return (listed.listValue ?? []).map { binding in
+                let entry = binding.mapValue ?? [:]
+                let remote = entry["remote"]?.boolValue == true ? "  remote" : ""
+                return
+                    "\(entry["stepper"]?.stringValue ?? "?") -> \(entry["flow"]?.stringValue ?? "?") @ \(entry["presentable"]?.stringValue ?? "?")\(remote)"
+            }
         }
     }
 }

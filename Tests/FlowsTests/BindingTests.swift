@@ -264,5 +264,17 @@ struct BindingTests {
         #expect(limited.flows.count == 1 && limited.flowCount == 1)
         #expect(full.flows[0].root.children.count == 30)
         #expect(limited.flows[0].root.children.count == 5)
+
+        // Windows page through a list in its order, filtered by prefix; the counts stay whole.
+        let page = coordinator.snapshot(bindings: SnapshotWindow(offset: 3, limit: 4, prefix: "s/1"))
+        #expect(page.bindings.map(\.stepperID) == ["s/12", "s/13", "s/14", "s/15"])
+        #expect(page.bindingsMatching == 11 && page.bindingCount == 31)
+        let steppers = coordinator.snapshot(steppers: SnapshotWindow(offset: 9, limit: 5, prefix: "s/"))
+        #expect(steppers.steppers.keys.sorted() == ["s/17", "s/18", "s/19", "s/2", "s/20"])
+        #expect(steppers.steppersMatching == 30 && steppers.stepperCount == 31)
+        let flows = coordinator.snapshot(flows: SnapshotWindow(offset: 1))
+        #expect(flows.flows.isEmpty && flows.flowsMatching == 1 && flows.flowCount == 1)
+        let countsOnly = coordinator.snapshot(bindings: SnapshotWindow(limit: 0, prefix: "s/2"))
+        #expect(countsOnly.bindings.isEmpty && countsOnly.bindingsMatching == 11)
     }
 }

@@ -308,6 +308,40 @@ struct FlowdTests {
         #expect(try topology.status()["ingress"]?.mapValue?["refused"]?.mapValue?["malformed"] == 1)
     }
 
+    @Test("status pages flows and bindings; flowctl status --flows and --bindings list them page by page")
+    func statusTreePages() throws {
+        let topology = try demoTopology()
+        try topology.startFlowd()
+        try tap(topology, "apikey", "apiKeyIsComplete")
+        let control = topology.config.endpoints.control
+        let whole = try StatusClient.fetch(endpoint: control)
+        let flowIDs = whole["flows"]?.listValue?.compactMap { $0.mapValue?["id"]?.stringValue } ?? []
+        #expect(flowIDs.count == 3 && whole["flows_total"] == 3, "\(flowIDs)")
+        let second = try StatusClient.fetch(
+            endpoint: control, params: ["sections": ["flows"], "flows": ["offset": 1, "limit": 1]])
+        #expect(second["flows"]?.listValue?.first?.mapValue?["id"]?.stringValue == flowIDs[1])
+        #expect(second["pages"]?.mapValue?["flows"]?.mapValue?["next"] == 2)
+        #expect(second["bindings"] == nil, "only the sections asked for")
+        let bindings = try StatusClient.fetch(
+            endpoint: control, params: ["sections": ["bindings"], "bindings": ["prefix": "w", "offset": 1]])
+        #expect(
+            bindings["bindings"]?.listValue?.compactMap { $0.mapValue?["stepper"]?.stringValue } == ["wishlist/movies"])
+        #expect(bindings["pages"]?.mapValue?["bindings"]?.mapValue?["matching"] == 2)
+        #expect(bindings["pages"]?.mapValue?["bindings"]?.mapValue?["next"] == .null)
+
+        let listed = try topology.run(
+            "flowctl", ["status", "--bindings", "--prefix", "w", "--limit", "1", "--config", topology.configPath])
+        #expect(listed.status == 0, "\(listed.output)")
+        #expect(listed.output.contains("watched/movies -> WatchedFlow#1 @ watched/movies"), "\(listed.output)")
+        #expect(listed.output.contains("bindings 1–1 of 2; next page: --offset 1"), "\(listed.output)")
+        let everyFlow = try topology.run(
+            "flowctl", ["status", "--flows", "--all", "--limit", "1", "--config", topology.configPath])
+        #expect(flowIDs.allSatisfy { id in everyFlow.output.contains(id) }, "\(everyFlow.output)")
+        #expect(
+            everyFlow.output.split(separator: "\n").filter { $0.hasPrefix("flows 1") || $0.hasPrefix("flows ") }.count
+                == 3)
+    }
+
     @Test("flowctl names the problem and the fix")
     func flowctlErrors() throws {
         let topology = try demoTopology()

@@ -286,6 +286,27 @@ def test_status_request_params_sections_and_pages(flowd_only, content_type):
     assert len(last["peers"]) == 3 and last["pages"]["peers"]["next"] is None, last["pages"]
 
 
+def test_status_request_pages_flows_and_bindings(topo):
+    """§4.3 STATUS-REQUEST: `flows` (pre-order) and `bindings` (by stepper id, then flow) are pages too,
+    1,000 entries by default, each with its `pages` entry."""
+    whole = status_with(topo, {}).value(2)
+    flows, bindings = whole["flows"], whole["bindings"]
+    assert whole["pages"]["flows"] == {"offset": 0, "limit": 1000, "matching": len(flows), "next": None}, whole["pages"]
+    assert len(flows) == whole["flows_total"] >= 1 and len(bindings) == whole["bindings_total"] >= 2, whole
+    order = [(b["stepper"], b["flow"]) for b in bindings]
+    assert order == sorted(order), f"§4.3: bindings by stepper id, then flow: {order}"
+    one = status_with(topo, {"sections": ["bindings"], "bindings": {"offset": 1, "limit": 1}}).value(2)
+    assert one["bindings"] == bindings[1:2] and "flows" not in one, one
+    assert one["pages"]["bindings"] == {
+        "offset": 1, "limit": 1, "matching": len(bindings), "next": 2 if len(bindings) > 2 else None}, one["pages"]
+    prefix = bindings[-1]["stepper"]
+    matching = [b for b in bindings if b["stepper"].startswith(prefix)]
+    filtered = status_with(topo, {"sections": ["bindings"], "bindings": {"prefix": prefix}}).value(2)
+    assert filtered["bindings"] == matching and filtered["pages"]["bindings"]["matching"] == len(matching), filtered
+    past = status_with(topo, {"sections": ["flows"], "flows": {"offset": len(flows)}}).value(2)
+    assert past["flows"] == [] and past["pages"]["flows"]["next"] is None, past
+
+
 def test_status_request_bad_params_refused(flowd_only):
     """§4.3 STATUS-REQUEST: "refuse a known key with a wrong value as `bad-params`"; unknown keys are ignored."""
     refused = status_with(flowd_only, {"sections": ["nope"]})
