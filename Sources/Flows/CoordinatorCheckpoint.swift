@@ -191,7 +191,7 @@ extension FlowCoordinator {
             return "flow \(record.id) (\(type(of: record.flow))) is not a CheckpointableFlow"
         }
         for binding in steppers.values.lazy.flatMap(\.bindings) where !Self.isRestorable(binding.stepper) {
-            return "stepper \(binding.info.stepperID) (\(type(of: binding.stepper))) holds in-process state"
+            return "stepper \(binding.stepperID) (\(type(of: binding.stepper))) holds in-process state"
         }
         return nil
     }
@@ -270,12 +270,12 @@ extension FlowCoordinator {
                 bindingIndex[ObjectIdentifier(binding)] = bindingPosition
                 checkpoint.bindings.append(
                     CoordinatorCheckpoint.Binding(
-                        stepper: stepperID, remote: binding.info.isRemote,
-                        type: binding.info.isRemote ? nil : "\(type(of: binding.stepper))", flow: flowPosition,
+                        stepper: stepperID, remote: binding.isRemote,
+                        type: binding.isRemote ? nil : "\(type(of: binding.stepper))", flow: flowPosition,
                         node: number(binding.node),
-                        role: binding.info.role.rawValue,
-                        allowStepWhenNotPresented: binding.info.allowStepWhenNotPresented,
-                        allowStepWhenDismissed: binding.info.allowStepWhenDismissed))
+                        role: binding.role.rawValue,
+                        allowStepWhenNotPresented: binding.allowStepWhenNotPresented,
+                        allowStepWhenDismissed: binding.allowStepWhenDismissed))
                 indices.append(bindingPosition)
             }
             checkpoint.bindingsByStepper[stepperID] = indices
@@ -466,7 +466,7 @@ extension FlowCoordinator {
         }
         for (stepperID, indices) in checkpoint.bindingsByStepper {
             var slot = StepperSlot(stats: stats[stepperID] ?? StepperStats())
-            for binding in indices.filter({ $0 < bindings.count }).map({ bindings[$0] }) where binding.token == nil {
+            for binding in indices.filter({ $0 < bindings.count }).map({ bindings[$0] }) where binding.token == 0 {
                 // Subscribed only once the coordinator holds it (see `BindingSubscription`).
                 binding.token = binding.stepper.steps.subscribe(binding, of: self)
                 slot.bindings.append(binding)

@@ -34,23 +34,42 @@ final class StepperStats {
     var counters = StepperCounters()
 }
 
-/// A stepper bound to a flow and a presentable.
+/// A stepper bound to a flow and a presentable. A coordinator holds one per screen: its
+/// description (``info``) is kept as the fields it is made of, not copied.
 @FlowActor
 final class StepperBinding {
     let stepper: any Stepper
-    let info: BindingInfo
+    let stepperID: String
+    /// Alive while anything reaches the binding: its flow holds it until the flow ends, which
+    /// unbinds it, and a queued step holds both.
     weak var flow: FlowRecord?
     let node: NavigationNode
     let stats: StepperStats
-    var token: Int?
+    /// The relay subscription's token, 0 while there is none.
+    var token = 0
+    let role: BindingRole
+    let allowStepWhenNotPresented: Bool
+    let allowStepWhenDismissed: Bool
+    let isRemote: Bool
     var isActive = true
 
     init(stepper: any Stepper, info: BindingInfo, flow: FlowRecord, node: NavigationNode, stats: StepperStats) {
         self.stepper = stepper
-        self.info = info
+        stepperID = info.stepperID
         self.flow = flow
         self.node = node
         self.stats = stats
+        role = info.role
+        allowStepWhenNotPresented = info.allowStepWhenNotPresented
+        allowStepWhenDismissed = info.allowStepWhenDismissed
+        isRemote = info.isRemote
+    }
+
+    var info: BindingInfo {
+        BindingInfo(
+            stepperID: stepperID, flow: flow?.id ?? FlowID(name: "", instance: 0), presentableID: node.presentableID,
+            role: role, allowStepWhenNotPresented: allowStepWhenNotPresented,
+            allowStepWhenDismissed: allowStepWhenDismissed, isRemote: isRemote)
     }
 }
 

@@ -466,7 +466,7 @@ public final class FlowCoordinator {
 
     private func admitRemote(_ step: CanonicalStep, from stepperID: String, ticket: Ticket) {
         let bindings = steppers[stepperID]?.bindings ?? InlineFirstArray()
-        guard bindings.contains(where: { $0.isActive && $0.info.isRemote }) else {
+        guard bindings.contains(where: { $0.isActive && $0.isRemote }) else {
             if let tombstone = tombstones[stepperID] {
                 countDrop(.dismissed, stats: nil)
                 diagnose(
@@ -481,7 +481,7 @@ public final class FlowCoordinator {
             }
             return
         }
-        for binding in bindings where binding.isActive && binding.info.isRemote {
+        for binding in bindings where binding.isActive && binding.isRemote {
             guard let flow = binding.flow else { continue }
             if let reason = gate(binding) {
                 dropEmission(step, binding: binding, reason: reason)
@@ -514,9 +514,9 @@ public final class FlowCoordinator {
     /// Flow steppers are never gated by visibility (rule 2).
     private func gate(_ binding: StepperBinding) -> DiagnosticReason? {
         guard binding.isActive, let flow = binding.flow, flow.isActive else { return .dismissed }
-        guard binding.info.role == .presentableStepper else { return nil }
-        if binding.node.isDismissed && !binding.info.allowStepWhenDismissed { return .dismissed }
-        if !binding.info.allowStepWhenNotPresented && !binding.node.isVisible {
+        guard binding.role == .presentableStepper else { return nil }
+        if binding.node.isDismissed && !binding.allowStepWhenDismissed { return .dismissed }
+        if !binding.allowStepWhenNotPresented && !binding.node.isVisible {
             return binding.node.isDismissed ? .dismissed : .notVisible
         }
         return nil
@@ -531,7 +531,7 @@ public final class FlowCoordinator {
         }
         schedule(
             makeItem(
-                flow, step, origin: .stepper(binding.info.stepperID), binding: binding,
+                flow, step, origin: .stepper(binding.stepperID), binding: binding,
                 ticket: collected != nil ? collectingTicket : nil, recordsOutcome: false))
     }
 
@@ -651,8 +651,8 @@ public final class FlowCoordinator {
         if item.recordsOutcome { item.ticket?.outcomes.append(.dropped(reason, flow: item.flow.id)) }
         if item.binding != nil { countDrop(reason, stats: item.binding?.stats) }
         diagnose(
-            reason, message, stepperID: item.binding?.info.stepperID, flow: item.flow.id,
-            presentableID: item.binding?.info.presentableID, step: item.step)
+            reason, message, stepperID: item.binding?.stepperID, flow: item.flow.id,
+            presentableID: item.binding?.node.presentableID, step: item.step)
     }
 
     private func isStale(_ item: PendingStep) -> Bool {
@@ -676,7 +676,7 @@ public final class FlowCoordinator {
         } catch {
             diagnose(
                 .flowError, "\(record.id) adapt(\(describeStep(decoded))) failed: \(error); navigating to NoneStep",
-                stepperID: item.binding?.info.stepperID, flow: record.id, step: decoded)
+                stepperID: item.binding?.stepperID, flow: record.id, step: decoded)
             step = NoneStep()
         }
         if isStale(item) {
@@ -739,7 +739,7 @@ public final class FlowCoordinator {
 
         let navigation = NavigationEvent(
             flow: record.id, step: step, origin: item.origin,
-            presentableID: item.binding?.info.presentableID)
+            presentableID: item.binding?.node.presentableID)
         emit(.willNavigate(navigation))
         let contributors = record.flow.navigate(to: step)
         if let binding = item.binding {
@@ -932,15 +932,15 @@ public final class FlowCoordinator {
     private func unbind(_ binding: StepperBinding, reason: UnbindReason) {
         guard binding.isActive else { return }
         binding.isActive = false
-        if let token = binding.token {
-            binding.stepper.steps.unsubscribe(token)
-            binding.token = nil
+        if binding.token != 0 {
+            binding.stepper.steps.unsubscribe(binding.token)
+            binding.token = 0
         }
-        let stepperID = binding.info.stepperID
+        let stepperID = binding.stepperID
         steppers[stepperID]?.bindings.removeAll { $0 === binding }
         if steppers[stepperID]?.bindings.isEmpty ?? true {
             steppers.removeValue(forKey: stepperID)
-            if binding.info.isRemote {
+            if binding.isRemote {
                 tombstones[stepperID] = binding.info
                 tombstoneOrder.append(stepperID)
                 if tombstoneOrder.count > tombstoneLimit {
@@ -989,8 +989,8 @@ public final class FlowCoordinator {
             var affected: [(stepperID: String, position: Int, binding: StepperBinding)] = []
             for (stepperID, slot) in steppers {
                 for (position, binding) in slot.bindings.enumerated()
-                where binding.isActive && binding.info.role == .presentableStepper
-                    && !binding.info.allowStepWhenDismissed
+                where binding.isActive && binding.role == .presentableStepper
+                    && !binding.allowStepWhenDismissed
                     && dismissed.contains(ObjectIdentifier(binding.node))
                 {
                     affected.append((stepperID, position, binding))

@@ -21,26 +21,28 @@ import FlowBusWire
 /// RxFlow's "visibility not known yet", under which steps are dropped.
 @FlowActor
 open class NavigationNode: Presentable {
+    // Stored in this order, the one-byte fields last: a coordinator holds a node per screen,
+    // and padding between fields would cost a heap size class.
+
     /// The presentable id, unique within a coordinator by convention (e.g. `wishlist/movie/23452`).
     public nonisolated let presentableID: String
-    /// What the node is.
-    public nonisolated let kind: PresentableKind
     /// The stack, tab bar or presenter this node sits in (`nil` for windows and detached nodes).
     public internal(set) weak var container: NavigationNode?
-    /// Where this node sits.
-    public internal(set) var placement: NodePlacement = .detached
     /// The modal this node presents, if any.
     public internal(set) var presented: NavigationNode?
+    var children: [NavigationNode] = []
+    weak var host: (any NavigationHost)?
+    /// Set while this node is the root of a coordinated flow.
+    var rootOfFlow: FlowID?
+    var selected: Int?
+    /// What the node is.
+    public nonisolated let kind: PresentableKind
+    /// Where this node sits.
+    public internal(set) var placement: NodePlacement = .detached
     /// Dismissed: popped, dismissed, replaced, or reported dismissed. Terminal.
     public internal(set) var isDismissed = false
     /// The visibility a renderer last reported (`nil`: never reported, the tree decides).
     public internal(set) var reportedVisibility: Bool?
-
-    var children: [NavigationNode] = []
-    var selected: Int?
-    weak var host: (any NavigationHost)?
-    /// Set while this node is the root of a coordinated flow.
-    var rootOfFlow: FlowID?
 
     init(id: String, kind: PresentableKind) {
         self.presentableID = id

@@ -8,7 +8,7 @@ import FlowBusWire
 /// ``Stepper/readyToEmitSteps()``, so steps emitted inside `readyToEmitSteps` are never lost
 /// (RxFlow issue #134).
 @FlowActor
-public final class StepRelay {
+public class StepRelay {
     private struct Subscriber {
         let token: Int
         let target: Target
@@ -22,7 +22,8 @@ public final class StepRelay {
     /// Nearly every relay has one subscriber, its coordinator: kept inline, it costs no array.
     private var first: Subscriber?
     private var others: [Subscriber] = []
-    private var nextToken = 0
+    /// Tokens are unique across relays: one counter, not one per relay.
+    private static var nextToken = 0
 
     /// Creates a relay with no subscriber.
     public init() {}
@@ -63,13 +64,14 @@ public final class StepRelay {
     }
 
     private func add(_ target: Target) -> Int {
-        nextToken += 1
+        Self.nextToken += 1
+        let token = Self.nextToken
         if first == nil && others.isEmpty {
-            first = Subscriber(token: nextToken, target: target)
+            first = Subscriber(token: token, target: target)
         } else {
-            others.append(Subscriber(token: nextToken, target: target))
+            others.append(Subscriber(token: token, target: target))
         }
-        return nextToken
+        return token
     }
 
     /// Removes a handler registered with ``subscribe(_:)``.
@@ -136,16 +138,20 @@ public protocol RemoteSteppable: Stepper {}
 /// A stepper that is a process elsewhere on the bus, identified by its stepper id
 /// (`RemoteStepper(id: "movie/23452")`). Its initial step is ``NoneStep``; its steps are the
 /// ones the runtime hands to ``FlowCoordinator/receive(_:from:)``.
-public final class RemoteStepper: RemoteSteppable {
+///
+/// It is its own relay: a coordinator holds one per bound screen, and a separate relay object
+/// would cost an allocation each.
+public final class RemoteStepper: StepRelay, RemoteSteppable {
     /// The id the remote process publishes under.
     public nonisolated let stepperID: String
     /// Also usable in-process (tests, bridges): steps accepted here go through the same gate.
-    public let steps = StepRelay()
+    public var steps: StepRelay { self }
 
     /// Creates the stand-in for a remote stepper.
     /// - Parameter id: the stepper id the remote process uses.
     public init(id: String) {
         self.stepperID = id
+        super.init()
     }
 }
 
