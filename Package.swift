@@ -191,7 +191,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "flowbus-studio",
-            dependencies: ["FlowBusStudio", "FlowBusConfiguration", argumentParser, logging]
+            dependencies: ["FlowBusStudio", "FlowBusConfiguration", "FlowBusDaemon", argumentParser, logging]
         ),
         // Flows and reactors the tests share; not shipped.
         .target(

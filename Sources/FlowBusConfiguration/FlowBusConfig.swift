@@ -45,11 +45,14 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     public var launch: [LaunchSpec]?
     /// How the daemons encode what they publish.
     public var wire = Wire()
+    /// How the daemons write their logs when their command line does not say (`--log-format`);
+    /// nil: as text.
+    public var logFormat: LogFormat?
 
     package enum CodingKeys: String, CodingKey {
         case endpoints, limits, coordinator, flows, heartbeatMilliseconds, reactors, security
         case persistence, heartbeatLiveness
-        case launch, wire
+        case launch, wire, logFormat
     }
 
     /// `wire: { publish: json | fbv }`: the content type of the values flowd and reactor hosts
@@ -245,6 +248,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         persistence = try container.decodeIfPresent(Persistence.self, forKey: .persistence)
         launch = try container.decodeIfPresent([LaunchSpec].self, forKey: .launch)
         wire = try container.decodeIfPresent(Wire.self, forKey: .wire) ?? Wire()
+        logFormat = try container.decodeIfPresent(LogFormat.self, forKey: .logFormat)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -264,6 +268,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         try container.encodeIfPresent(persistence, forKey: .persistence)
         try container.encodeIfPresent(launch, forKey: .launch)
         try container.encode(wire, forKey: .wire)
+        try container.encodeIfPresent(logFormat, forKey: .logFormat)
     }
 
     // MARK: flowd instances

@@ -21,11 +21,15 @@ public struct HostOptions: Sendable, Hashable {
     public var logLevel: Logger.Level
     /// `--host NAME`, a key of the config's `reactors:` section, if given.
     public var host: String?
+    /// `--log-format text|json`, if given (else the config's `logFormat`, else text).
+    public var logFormat: LogFormat?
 
-    public init(config: String? = nil, logLevel: Logger.Level = .info, host: String? = nil) {
+    public init(config: String? = nil, logLevel: Logger.Level = .info, host: String? = nil, logFormat: LogFormat? = nil)
+    {
         self.config = config
         self.logLevel = logLevel
         self.host = host
+        self.logFormat = logFormat
     }
 
     /// The topology file to load.
@@ -37,10 +41,11 @@ public struct HostOptions: Sendable, Hashable {
           -c, --config FILE     the topology file (default: $\(FlowBusConfig.pathVariable), else \(FlowBusConfig.defaultPath))
           --host NAME           the reactors: entry to serve (reactor hosts)
           --log-level LEVEL     trace, debug, info, notice, warning, error or critical (default: info)
+          --log-format FORMAT   text, or json: one JSON object a line (default: the config's logFormat, else text)
           -h, --help            this text
         """
 
-    /// Reads `--config`/`-c`, `--host` and `--log-level` (also written `--name=value`).
+    /// Reads `--config`/`-c`, `--host`, `--log-level` and `--log-format` (also written `--name=value`).
     /// - Returns: nil for `--help`.
     /// - Throws: ``HostUsageError`` naming an argument it does not know or a missing value.
     public static func parse(_ arguments: [String]) throws(HostUsageError) -> HostOptions? {
@@ -54,7 +59,7 @@ public struct HostOptions: Sendable, Hashable {
                 name = String(argument[..<equals])
                 value = String(argument[argument.index(after: equals)...])
             }
-            guard ["-c", "--config", "--host", "--log-level"].contains(name) else {
+            guard ["-c", "--config", "--host", "--log-level", "--log-format"].contains(name) else {
                 throw HostUsageError(.unknownArgument, "unknown argument '\(argument)'")
             }
             guard let given = value ?? rest.popFirst() else {
@@ -69,6 +74,11 @@ public struct HostOptions: Sendable, Hashable {
                         "'\(given)' is not a log level: use trace, debug, info, notice, warning, error or critical")
                 }
                 options.logLevel = level
+            case "--log-format":
+                guard let format = LogFormat(rawValue: given) else {
+                    throw HostUsageError(.invalidValue, "'\(given)' is not a log format: use text or json")
+                }
+                options.logFormat = format
             default: options.config = given
             }
         }
@@ -135,12 +145,20 @@ public struct HostUsageError: Error, CustomStringConvertible, Sendable, Hashable
 /// builds the services and runs them in a `ServiceGroup` that stops them gracefully on SIGTERM
 /// or SIGINT (a service that fails exits 1).
 public enum FlowBusHost {
-    /// Sends every logger's output to standard error at `level`. Call once, before any logger is made.
-    public static func bootstrapLogging(level: Logger.Level) {
+    /// Sends every logger's output to standard error at `level`, as text or one JSON object a
+    /// line (``JSONLogHandler``). Call once, before any logger is made.
+    public static func bootstrapLogging(level: Logger.Level, format: LogFormat = .text) {
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+            switch format {
+            case .text:
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            case .json:
+                var handler = JSONLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
         }
     }
 
@@ -177,13 +195,14 @@ public enum FlowBusHost {
         } catch {
             fail("\(label): \(error.description)\n\(HostOptions.usage)", status: 64)
         }
-        bootstrapLogging(level: options.logLevel)
         let config: FlowBusConfig
         do {
             config = try FlowBusConfig.load(path: options.configPath)
         } catch {
             fail("\(label): \(error.description)", status: 64)
         }
+        // After the topology is read: it may say how to log.
+        bootstrapLogging(level: options.logLevel, format: options.logFormat ?? config.logFormat ?? .text)
         do {
             try await run(config: config, options: options, logger: Logger(label: label), services: services)
         } catch {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import FlowBusConfiguration
+import FlowBusDaemon
 import Foundation
 import Logging
 
@@ -22,6 +23,8 @@ struct FlowBusStudioCommand: AsyncParsableCommand {
     @Option(help: "The address to bind; anything but loopback needs --token.") var bind = "127.0.0.1"
     @Option(help: "A secret every page and WebSocket must give as ?token=.") var token: String?
     @Flag(help: "Let pages and Foxglove clients publish steps, deep links and actions.") var allowPublish = false
+    @Option(help: "Log format: text, or json (one JSON object a line). Default: the config's logFormat, else text.")
+    var logFormat: String?
 
     func run() async throws {
         #if !Studio
@@ -29,11 +32,11 @@ struct FlowBusStudioCommand: AsyncParsableCommand {
             "flowbus-studio was built without the Studio trait: build it with `swift build --traits Studio --product flowbus-studio` (docs/STUDIO.md)"
         )
         #else
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel =
-                ProcessInfo.processInfo.environment["FLOWBUS_LOG"].flatMap { Logger.Level(rawValue: $0) } ?? .info
-            return handler
+        let format = try logFormat.map { name in
+            guard let format = LogFormat(rawValue: name) else {
+                throw ValidationError("'\(name)' is not a log format: use text or json")
+            }
+            return format
         }
         let path = FlowBusConfig.resolvePath(config)
         let topology: FlowBusConfig
@@ -42,6 +45,9 @@ struct FlowBusStudioCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError(error.description)
         }
+        FlowBusHost.bootstrapLogging(
+            level: ProcessInfo.processInfo.environment["FLOWBUS_LOG"].flatMap { Logger.Level(rawValue: $0) } ?? .info,
+            format: format ?? topology.logFormat ?? .text)
         var options = StudioServer.Options()
         options.host = bind
         options.port = port

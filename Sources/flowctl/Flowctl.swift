@@ -6,6 +6,7 @@ import FlowBusDaemon
 import FlowBusTools
 import FlowBusWire
 import Foundation
+import Logging
 import ZeroMQ
 
 /// The FlowBus command line: publish steps and deep links, watch the bus, query flowd.
@@ -26,7 +27,11 @@ struct Flowctl: ParsableCommand {
     /// `--config FILE` (or `-c FILE`, `--config=FILE`) before the subcommand applies to it, as
     /// if given after it: it becomes `$FLOWBUS_CONFIG` for this run.
     static func main() {
-        var arguments = Array(CommandLine.arguments.dropFirst())
+        var arguments = FlowctlLog.arguments
+        if FlowctlLog.format == .json {
+            // Library loggers too (a PostgreSQL journal's), on standard error with the notes.
+            FlowBusHost.bootstrapLogging(level: .notice, format: .json)
+        }
         var index = 0
         while index < arguments.count, arguments[index].hasPrefix("-") {
             let argument = arguments[index]
@@ -46,9 +51,47 @@ struct Flowctl: ParsableCommand {
         } catch let error as ClientError where error.code == .noAnswer {
             exit(withError: noAnswer(error.description))
         } catch {
+            if FlowctlLog.format == .json {
+                let message = fullMessage(for: error)
+                let text = message.hasPrefix("Error: ") ? String(message.dropFirst("Error: ".count)) : message
+                if !text.isEmpty { note(text, level: .error) }
+                Foundation.exit(exitCode(for: error).rawValue)
+            }
             exit(withError: error)
         }
     }
+}
+
+/// How flowctl writes its notes and errors on standard error: `--log-format text|json`, taken
+/// out of the arguments wherever it is, as every command has it.
+enum FlowctlLog {
+    static let (format, arguments): (LogFormat, [String]) = {
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        var format = LogFormat.text
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            if argument == "--" { break }
+            var value: String?
+            if argument == "--log-format", index + 1 < arguments.count {
+                value = arguments[index + 1]
+                arguments.removeSubrange(index...(index + 1))
+            } else if argument.hasPrefix("--log-format=") {
+                value = String(argument.dropFirst("--log-format=".count))
+                arguments.remove(at: index)
+            } else {
+                index += 1
+                continue
+            }
+            guard let value, let given = LogFormat(rawValue: value) else {
+                FileHandle.standardError.write(
+                    Data("Error: '\(value ?? "")' is not a log format: use text or json\n".utf8))
+                exit(64)
+            }
+            format = given
+        }
+        return (format, arguments)
+    }()
 }
 
 /// Where to find the topology: every command takes it.
@@ -84,8 +127,15 @@ func emit(_ line: String) {
 }
 
 /// Writes one line to standard error at once, prefixed with `flowctl: `.
-func note(_ line: String) {
-    FileHandle.standardError.write(Data(("flowctl: " + line + "\n").utf8))
+func note(_ line: String, level: Logger.Level = .notice) {
+    guard FlowctlLog.format == .json else {
+        FileHandle.standardError.write(Data(("flowctl: " + line + "\n").utf8))
+        return
+    }
+    JSONLogHandler(label: "flowctl") { FileHandle.standardError.write(Data($0.utf8)) }.log(
+        event: LogEvent(
+            level: level, message: "\(line)", metadata: nil, source: "flowctl", file: #fileID, function: #function,
+            line: #line))
 }
 
 /// Waits for flowd's acknowledgement or says what to check.
@@ -108,7 +158,7 @@ private func noAnswer(endpoint: String, timeout: Double) -> ExitCode {
 /// Says that a daemon did not answer, and what to check: every command exits 2 then
 /// (``OutcomeExit/noAnswer``), as `step` and `action` do.
 func noAnswer(_ message: String) -> ExitCode {
-    note(message)
+    note(message, level: .error)
     return ExitCode(OutcomeExit.noAnswer.rawValue)
 }
 

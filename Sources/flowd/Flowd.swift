@@ -33,6 +33,9 @@ struct Flowd: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
 
+    @Option(help: "Log format: text, or json (one JSON object a line). Default: the config's logFormat, else text.")
+    var logFormat: LogFormat?
+
     @Option(
         help:
             "Which of the instances listed under the config's endpoints this flowd is, from 1 (needed when it lists several; see docs/DEPLOYMENT.md)."
@@ -46,16 +49,7 @@ struct Flowd: AsyncParsableCommand {
     var acceptJournalLoss = false
 
     func run() async throws {
-        // The same bootstrap as a user's own coordinator (FlowBusHost), plus flowd's metrics.
-        FlowBusHost.bootstrapLogging(level: logLevel)
-        let metrics = MetricsExposition.bootstrapPrometheus()
-        let logger = Logger(label: "flowd")
-        if acceptJournalLoss {
-            logger.warning(
-                "--accept-journal-loss: steppers found ahead of the journal have their sequences adopted; what the journal lost is reported, not recovered"
-            )
-        }
-        let options = HostOptions(config: config, logLevel: logLevel)
+        let options = HostOptions(config: config, logLevel: logLevel, logFormat: logFormat)
         var topology: FlowBusConfig
         do throws(ConfigError) {
             topology = try FlowBusConfig.load(path: options.configPath)
@@ -72,6 +66,16 @@ struct Flowd: AsyncParsableCommand {
             FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
             throw ExitCode(64)
         }
+        // The same bootstrap as a user's own coordinator (FlowBusHost), plus flowd's metrics; after
+        // the topology is read, which may say how to log.
+        FlowBusHost.bootstrapLogging(level: logLevel, format: logFormat ?? topology.logFormat ?? .text)
+        let metrics = MetricsExposition.bootstrapPrometheus()
+        let logger = Logger(label: "flowd")
+        if acceptJournalLoss {
+            logger.warning(
+                "--accept-journal-loss: steppers found ahead of the journal have their sequences adopted; what the journal lost is reported, not recovered"
+            )
+        }
         try await FlowBusHost.run(config: topology, options: options, logger: logger) { topology, _, logger in
             [
                 CoordinatorService.declared(
@@ -83,3 +87,4 @@ struct Flowd: AsyncParsableCommand {
 }
 
 extension Logger.Level: @retroactive ExpressibleByArgument {}
+extension LogFormat: ExpressibleByArgument {}

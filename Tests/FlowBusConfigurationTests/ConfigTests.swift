@@ -117,6 +117,17 @@ struct ConfigTests {
         }
     }
 
+    @Test("logFormat: text or json, for the daemons; anything else is refused with the choices")
+    func logFormat() throws {
+        #expect(try FlowBusConfig.parse(yaml: minimal, environment: [:]).logFormat == nil)
+        #expect(try FlowBusConfig.parse(yaml: minimal + "\nlogFormat: json", environment: [:]).logFormat == .json)
+        #expect {
+            try FlowBusConfig.parse(yaml: minimal + "\nlogFormat: xml", environment: [:])
+        } throws: { error in
+            "\(error)".contains("'xml' is not a log format: text or json")
+        }
+    }
+
     @Test("A YAML syntax error names the line, the column and what the parser expected")
     func yamlSyntaxError() throws {
         #expect {

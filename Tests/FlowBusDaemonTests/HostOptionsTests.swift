@@ -14,6 +14,8 @@ struct HostOptionsTests {
         #expect(try HostOptions.parse(["-c", "x.yaml"])?.config == "x.yaml")
         #expect(try HostOptions.parse([]) == HostOptions())
         #expect(try HostOptions.parse(["--help"]) == nil)
+        #expect(try HostOptions.parse(["--log-format", "json"])?.logFormat == .json)
+        #expect(try HostOptions.parse([])?.logFormat == nil, "unsaid: the config's logFormat decides")
     }
 
     @Test("An unknown argument, a missing value or a bad level is a usage error naming it")
@@ -22,6 +24,9 @@ struct HostOptionsTests {
         #expect { try HostOptions.parse(["--host"]) } throws: { "\($0)" == "--host needs a value" }
         #expect { try HostOptions.parse(["--log-level", "loud"]) } throws: {
             "\($0)".contains("'loud' is not a log level")
+        }
+        #expect { try HostOptions.parse(["--log-format=xml"]) } throws: {
+            "\($0)" == "'xml' is not a log format: use text or json"
         }
     }
 

@@ -342,6 +342,33 @@ struct FlowdTests {
                 == 3)
     }
 
+    @Test("--log-format json: flowd and flowctl write one JSON object a line")
+    func structuredLogs() throws {
+        let topology = try demoTopology()
+        let silent = try topology.run(
+            "flowctl", ["status", "--timeout", "0.3", "--log-format", "json", "--config", topology.configPath])
+        #expect(silent.status == 2, "\(silent.output)")
+        let note = try #require(silent.output.split(separator: "\n").first.map(String.init))
+        guard case .map(let record) = try WireJSON.decode(note) else {
+            Issue.record("not a JSON object: \(note)")
+            return
+        }
+        #expect(record["level"] == "error" && record["logger"] == "flowctl", "\(record)")
+        #expect(record["message"]?.stringValue?.contains("is it running?") == true, "\(record)")
+
+        let flowd = try topology.startFlowd(arguments: ["--log-format", "json"])
+        try tap(topology, "apikey", "apiKeyIsComplete")
+        let lines = flowd.output.split(separator: "\n").map(String.init)
+        #expect(lines.contains { $0.contains("flowd listening") }, "\(flowd.output)")
+        for line in lines {
+            guard case .map(let record) = try WireJSON.decode(line), record["level"] != nil, record["message"] != nil
+            else {
+                Issue.record("not a log record: \(line)")
+                continue
+            }
+        }
+    }
+
     @Test("flowctl names the problem and the fix")
     func flowctlErrors() throws {
         let topology = try demoTopology()

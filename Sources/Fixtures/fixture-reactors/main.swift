@@ -30,6 +30,9 @@ struct FixtureReactorsCommand: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
+    @Option(help: "Log format: text, or json (one JSON object a line). Default: the config's logFormat, else text.")
+    var logFormat: String?
+
     @Option(
         help: "On SIGTERM, how long in-flight actions may take to finish (states published and saved), in milliseconds."
     )
@@ -40,10 +43,14 @@ struct FixtureReactorsCommand: AsyncParsableCommand {
             throw ValidationError(
                 "'\(logLevel)' is not a log level: use trace, debug, info, notice, warning, error or critical")
         }
-        FlowBusHost.bootstrapLogging(level: level)
-        let metrics = MetricsExposition.bootstrapPrometheus()
+        let format = try logFormat.map { name in
+            guard let format = LogFormat(rawValue: name) else {
+                throw ValidationError("'\(name)' is not a log format: use text or json")
+            }
+            return format
+        }
         let (host, drain) = (self.host, Duration.milliseconds(max(0, drainMs)))
-        let options = HostOptions(config: config, logLevel: level, host: host)
+        let options = HostOptions(config: config, logLevel: level, host: host, logFormat: format)
         let topology: FlowBusConfig
         do {
             topology = try FlowBusConfig.load(path: options.configPath)
@@ -52,6 +59,9 @@ struct FixtureReactorsCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
             throw ExitCode(64)
         }
+        // Logging and metrics as every reactor host has them, after the topology is read, which may say how to log.
+        FlowBusHost.bootstrapLogging(level: level, format: format ?? topology.logFormat ?? .text)
+        let metrics = MetricsExposition.bootstrapPrometheus()
         if let spec = topology.reactors[host], !spec.serves(BenchReactor.reactorID),
             !spec.serves(TickerReactor.reactorID)
         {
