@@ -472,6 +472,7 @@ extension FlowCoordinator {
                 slot.bindings.append(binding)
             }
             if !slot.bindings.isEmpty { steppers[stepperID] = slot }
+            sortedStepperIDs = nil
         }
         totals = checkpoint.totals.counters
         instanceCounters = checkpoint.instanceCounters

@@ -33,6 +33,8 @@ public final class FlowCoordinator {
     var recordsByID: [FlowID: FlowRecord] = [:]
     var instanceCounters: [String: Int] = [:]
     var steppers: [String: StepperSlot] = [:]
+    /// The keys of ``steppers`` in order, for status pages; nil once a key came or went.
+    var sortedStepperIDs: [String]?
     var totals = StepperCounters()
     var tombstones: [String: BindingInfo] = [:]
     var tombstoneOrder: [String] = []
@@ -382,29 +384,33 @@ public final class FlowCoordinator {
         }
         roots.forEach(visit)
 
+        // Pages of stepper ids come from the ids kept sorted between binds: a status request costs
+        // the page and a binary search, not a sort of every id.
+        let ordered = orderedStepperIDs()
         var bindings: [BindingInfo] = []
-        let bindingCount = steppers.values.reduce(0) { $0 + $1.bindings.count { $0.isActive } }
+        var bindingCount = 0
+        for slot in steppers.values { bindingCount += slot.bindings.count { $0.isActive } }
         var bindingsMatching = 0
-        let bindingIDs = steppers.keys.filter(bindingWindow.admits)
-        if bindingWindow.limit > 0 {
-            // A page needs the order; the counts alone do not.
-            for stepperID in bindingIDs.sorted() {
-                let active = steppers[stepperID]!.bindings.filter(\.isActive).map(\.info).sorted { $0.flow < $1.flow }
-                for info in active {
-                    if bindingWindow.lists(bindingsMatching) { bindings.append(info) }
-                    bindingsMatching += 1
+        let bindingIDs = ordered[Self.range(of: bindingWindow.prefix, in: ordered)]
+        for stepperID in bindingIDs {
+            let slot = steppers[stepperID]!
+            let active = slot.bindings.count { $0.isActive }
+            let end = bindingsMatching + active
+            if bindingWindow.limit > 0, end > bindingWindow.offset,
+                bindingsMatching - bindingWindow.offset < bindingWindow.limit
+            {
+                let infos = slot.bindings.filter(\.isActive).map(\.info).sorted { $0.flow < $1.flow }
+                for (index, info) in infos.enumerated() where bindingWindow.lists(bindingsMatching + index) {
+                    bindings.append(info)
                 }
             }
-        } else {
-            bindingsMatching = bindingIDs.reduce(0) { $0 + steppers[$1]!.bindings.count { $0.isActive } }
+            bindingsMatching = end
         }
 
-        let stepperIDs = steppers.keys.filter(stepperWindow.admits)
+        let stepperIDs = ordered[Self.range(of: stepperWindow.prefix, in: ordered)]
         var listedSteppers: [String: StepperCounters] = [:]
-        if stepperWindow.limit > 0 {
-            for stepperID in stepperIDs.sorted().dropFirst(stepperWindow.offset).prefix(stepperWindow.limit) {
-                listedSteppers[stepperID] = steppers[stepperID]!.stats.counters
-            }
+        for stepperID in stepperIDs.dropFirst(stepperWindow.offset).prefix(stepperWindow.limit) {
+            listedSteppers[stepperID] = steppers[stepperID]!.stats.counters
         }
         var snapshot = CoordinatorSnapshot(
             flows: flows, bindings: bindings,
@@ -416,6 +422,27 @@ public final class FlowCoordinator {
         snapshot.bindingsMatching = bindingsMatching
         snapshot.steppersMatching = stepperIDs.count
         return snapshot
+    }
+
+    private func orderedStepperIDs() -> [String] {
+        if let sortedStepperIDs { return sortedStepperIDs }
+        let sorted = steppers.keys.sorted()
+        sortedStepperIDs = sorted
+        return sorted
+    }
+
+    /// The ids of `sorted` that start with `prefix`: one run, found by binary search.
+    private static func range(of prefix: String?, in sorted: [String]) -> Range<Int> {
+        guard let prefix, !prefix.isEmpty else { return sorted.indices }
+        var low = 0
+        var high = sorted.count
+        while low < high {
+            let middle = (low + high) / 2
+            if sorted[middle] < prefix { low = middle + 1 } else { high = middle }
+        }
+        var end = low
+        while end < sorted.count, sorted[end].hasPrefix(prefix) { end += 1 }
+        return low..<end
     }
 
     private func nodeSnapshot(_ node: NavigationNode, owner: FlowID, limit: Int) -> NodeSnapshot {
@@ -918,6 +945,7 @@ public final class FlowCoordinator {
         let stats = steppers[stepperID]?.stats ?? StepperStats()
         let binding = StepperBinding(stepper: stepper, info: info, flow: record, node: node, stats: stats)
         record.bindings.append(binding)
+        if steppers[stepperID] == nil { sortedStepperIDs = nil }
         steppers[stepperID, default: StepperSlot(stats: stats)].bindings.append(binding)
         if tombstones.removeValue(forKey: stepperID) != nil {
             tombstoneOrder.removeAll { $0 == stepperID }
@@ -940,6 +968,7 @@ public final class FlowCoordinator {
         steppers[stepperID]?.bindings.removeAll { $0 === binding }
         if steppers[stepperID]?.bindings.isEmpty ?? true {
             steppers.removeValue(forKey: stepperID)
+            sortedStepperIDs = nil
             if binding.isRemote {
                 tombstones[stepperID] = binding.info
                 tombstoneOrder.append(stepperID)
