@@ -135,7 +135,7 @@ let package = Package(
             name: "flowctl",
             dependencies: [
                 "FlowBusClient", "FlowBusConfiguration", "FlowBusCoordinator", "FlowBusDaemon", "FlowBusTools",
-                "FlowBusWire", "ZeroMQ", argumentParser,
+                "FlowBusWire", "ZeroMQ", argumentParser, .product(name: "Yams", package: "Yams"),
                 .target(name: "FlowBusPostgres", condition: .when(traits: ["PostgreSQL"])),
             ]
         ),

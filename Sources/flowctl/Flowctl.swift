@@ -7,6 +7,7 @@ import FlowBusTools
 import FlowBusWire
 import Foundation
 import Logging
+import Yams
 import ZeroMQ
 
 /// The FlowBus command line: publish steps and deep links, watch the bus, query flowd.
@@ -20,7 +21,7 @@ struct Flowctl: ParsableCommand {
             ReactorActionCommand.self, ReactorStateCommand.self, ReactorEchoStateCommand.self,
             LaunchCommand.self, GraphCommand.self, DoctorCommand.self, KeygenCommand.self, RecordCommand.self,
             PlayCommand.self, InfoCommand.self,
-            JournalCommand.self,
+            JournalCommand.self, ConfigCommand.self,
         ]
     )
 
@@ -608,6 +609,30 @@ struct KeygenCommand: ParsableCommand {
         try "# FlowBus CURVE public key of \(name)\n\(pair.publicKey)\n".write(
             toFile: publicPath, atomically: true, encoding: .utf8)
         print("wrote \(secretPath) (secret) and \(publicPath): public key \(pair.publicKey)")
+    }
+}
+
+/// `flowctl config [--json]`: the topology as every daemon loads it.
+struct ConfigCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "config",
+        abstract: "Print the topology as the daemons load it: variables expanded, defaults filled in, checked.",
+        discussion:
+            "For scripts and test harnesses in other languages (the Python plugin reads the endpoints this way): --json prints one JSON object with every key the daemons read."
+    )
+
+    @OptionGroup var options: ConfigOptions
+    @Flag(help: "Print one JSON object instead of YAML.") var json = false
+
+    func run() throws {
+        let config = try options.load()
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            emit(String(decoding: try encoder.encode(config), as: UTF8.self))
+        } else {
+            print(try YAMLEncoder().encode(config), terminator: "")
+        }
     }
 }
 
