@@ -369,6 +369,23 @@ struct FlowdTests {
         }
     }
 
+    @Test("flowctl config prints the topology as the daemons load it, variables expanded, as YAML or JSON")
+    func flowctlConfig() throws {
+        let topology = try demoTopology()
+        let json = try topology.run("flowctl", ["config", "--json", "--config", topology.configPath])
+        #expect(json.status == 0, "\(json.output)")
+        guard case .map(let config) = try WireJSON.decode(json.output.trimmingCharacters(in: .whitespacesAndNewlines))
+        else {
+            Issue.record("not a JSON object: \(json.output)")
+            return
+        }
+        #expect(config["endpoints"]?.mapValue?["ingress"]?.stringValue == topology.config.endpoints.ingress)
+        #expect(config["heartbeatMilliseconds"] == 50 && config["reactors"]?.mapValue?["demo"] != nil)
+        let yaml = try topology.run("flowctl", ["config", "--config", topology.configPath])
+        #expect(
+            yaml.status == 0 && yaml.output.contains("ingress: \(topology.config.endpoints.ingress)"), "\(yaml.output)")
+    }
+
     @Test("flowctl names the problem and the fix")
     func flowctlErrors() throws {
         let topology = try demoTopology()
