@@ -400,7 +400,7 @@ extension FlowCoordinator {
             records.append(record)
             recordsByObject[ObjectIdentifier(record.flow)] = record
             recordsByID[record.id] = record
-            nodes[saved.root].rootOfFlow = record.id
+            flowRoots[ObjectIdentifier(nodes[saved.root])] = record.id
         }
         for (record, saved) in zip(records, checkpoint.flows) {
             try check(saved.children.allSatisfy { $0 < flowCount }, "flow \(saved.name) has unknown children")

@@ -40,8 +40,10 @@ public final class FlowCoordinator {
     var tombstoneOrder: [String] = []
     private let tombstoneLimit = 256
     /// Hosted, undismissed nodes by presentable id, for renderer reports. Held strongly: a node
-    /// leaves when it is dismissed (``NavigationHost/navigationNodesDismissed(_:)``).
+    /// leaves when it is dismissed (`navigationNodesDismissed(_:)`).
     var nodesByID: [String: InlineFirstArray<NavigationNode>] = [:]
+    /// The flow each flow root is the root of (a flow holds its root, so the identifier stays its).
+    var flowRoots: [ObjectIdentifier: FlowID] = [:]
     private var decoders: [String: StepDecoder] = [:]
     var readyCallbacks: [ObjectIdentifier: [@FlowActor () -> Void]] = [:]
 
@@ -446,7 +448,7 @@ public final class FlowCoordinator {
     }
 
     private func nodeSnapshot(_ node: NavigationNode, owner: FlowID, limit: Int) -> NodeSnapshot {
-        if let flow = node.rootOfFlow, flow != owner {
+        if let flow = flowRoots[ObjectIdentifier(node)], flow != owner {
             return NodeSnapshot(
                 id: node.presentableID, kind: node.kind, placement: node.placement,
                 isVisible: node.isVisible, reportedVisibility: node.reportedVisibility, selectedIndex: node.selected,
@@ -876,7 +878,7 @@ public final class FlowCoordinator {
         recordsByObject[ObjectIdentifier(flow)] = record
         recordsByID[record.id] = record
         let node = flow.navigationNode
-        node.rootOfFlow = record.id
+        flowRoots[ObjectIdentifier(node)] = record.id
         let joined = node.attach(to: self)
         navigationNodeAttached(node)
         emit(.flowStarted(flow: record.id, parent: parent?.id, rootPresentableID: node.presentableID))
@@ -1000,7 +1002,7 @@ public final class FlowCoordinator {
         recordsByObject.removeValue(forKey: ObjectIdentifier(record.flow))
         recordsByID.removeValue(forKey: record.id)
         let node = record.flow.navigationNode
-        if node.rootOfFlow == record.id { node.rootOfFlow = nil }
+        if flowRoots[ObjectIdentifier(node)] == record.id { flowRoots.removeValue(forKey: ObjectIdentifier(node)) }
         emit(.command(NavigationCommand(verb: .end, target: node.presentableID, kind: node.kind, flow: record.id)))
         emit(.flowEnded(flow: record.id, reason: reason))
     }
@@ -1030,7 +1032,7 @@ public final class FlowCoordinator {
             affected.sort { ($0.stepperID, $0.position) < ($1.stepperID, $1.position) }
             for entry in affected { unbind(entry.binding, reason: .presentableDismissed) }
             for node in nodes {
-                guard let flowID = node.rootOfFlow, let record = recordsByID[flowID], record.isActive,
+                guard let flowID = flowRoots[ObjectIdentifier(node)], let record = recordsByID[flowID], record.isActive,
                     !record.allowStepWhenDismissed
                 else { continue }
                 endFlow(record, reason: .dismissed)
@@ -1085,7 +1087,8 @@ extension FlowCoordinator {
     }
 }
 
-extension FlowCoordinator: NavigationHost {
+/// What the nodes of its tree tell the coordinator.
+extension FlowCoordinator {
     func navigationNodeAttached(_ node: NavigationNode) {
         if nodesByID[node.presentableID]?.contains(where: { $0 === node }) == true { return }
         nodesByID[node.presentableID, default: InlineFirstArray()].append(node)

@@ -31,9 +31,9 @@ open class NavigationNode: Presentable {
     /// The modal this node presents, if any.
     public internal(set) var presented: NavigationNode?
     var children: [NavigationNode] = []
-    weak var host: (any NavigationHost)?
-    /// Set while this node is the root of a coordinated flow.
-    var rootOfFlow: FlowID?
+    /// The coordinator whose tree holds this node. (Which flow a node is the root of, the
+    /// coordinator keeps: most nodes are roots of none.)
+    weak var host: FlowCoordinator?
     var selected: Int?
     /// What the node is.
     public nonisolated let kind: PresentableKind
@@ -273,7 +273,7 @@ open class NavigationNode: Presentable {
     ///   a host, so no command told renderers about it. Announce it (``announceContent(of:)``)
     ///   once the command that inserts them is recorded.
     @discardableResult
-    func attach(to host: any NavigationHost) -> [NavigationNode] {
+    func attach(to host: FlowCoordinator) -> [NavigationNode] {
         var joined: [NavigationNode] = []
         for node in subtree where node.host !== host {
             node.host = host

@@ -21,12 +21,3 @@ extension Presentable {
     /// Whether the presentable has been dismissed (terminal).
     public var isDismissed: Bool { navigationNode.isDismissed }
 }
-
-/// What a navigation node tells the coordinator that owns its tree.
-@FlowActor
-protocol NavigationHost: AnyObject {
-    func navigationNodeAttached(_ node: NavigationNode)
-    func navigationCommand(_ command: NavigationCommand)
-    func navigationNodesDismissed(_ nodes: [NavigationNode])
-    func navigationError(_ message: String, presentableID: String)
-}
