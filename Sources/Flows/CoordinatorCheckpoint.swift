@@ -465,8 +465,9 @@ extension FlowCoordinator {
             record.bindings = saved.bindings.filter { $0 < bindings.count }.map { bindings[$0] }
         }
         for (stepperID, indices) in checkpoint.bindingsByStepper {
-            var slot = StepperSlot(stats: stats[stepperID] ?? StepperStats())
-            for binding in indices.filter({ $0 < bindings.count }).map({ bindings[$0] }) where binding.token == 0 {
+            var slot = StepperSlot()
+            for binding in indices.filter({ $0 < bindings.count }).map({ bindings[$0] })
+            where binding.token == 0 && binding.stepperID == stepperID {
                 // Subscribed only once the coordinator holds it (see `BindingSubscription`).
                 binding.token = binding.stepper.steps.subscribe(binding, of: self)
                 slot.bindings.append(binding)

@@ -105,15 +105,13 @@ struct PendingStep {
     let recordsOutcome: Bool
 }
 
-/// The bindings of one stepper id, in the order steps reach them, and their shared counters.
+/// The bindings of one stepper id, in the order steps reach them. A slot is never empty (it goes
+/// with its last binding), and its bindings share their counters.
 @FlowActor
 struct StepperSlot {
     var bindings = InlineFirstArray<StepperBinding>()
-    let stats: StepperStats
 
-    init(stats: StepperStats = StepperStats()) {
-        self.stats = stats
-    }
+    var stats: StepperStats { bindings[0].stats }
 }
 
 /// An array whose first element is kept inline: nearly every stepper id has one binding and

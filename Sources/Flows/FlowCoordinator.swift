@@ -948,7 +948,7 @@ public final class FlowCoordinator {
         let binding = StepperBinding(stepper: stepper, info: info, flow: record, node: node, stats: stats)
         record.bindings.append(binding)
         if steppers[stepperID] == nil { sortedStepperIDs = nil }
-        steppers[stepperID, default: StepperSlot(stats: stats)].bindings.append(binding)
+        steppers[stepperID, default: StepperSlot()].bindings.append(binding)
         if tombstones.removeValue(forKey: stepperID) != nil {
             tombstoneOrder.removeAll { $0 == stepperID }
         }
