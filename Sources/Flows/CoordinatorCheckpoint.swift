@@ -295,7 +295,7 @@ extension FlowCoordinator {
             checkpoint.nodes[nodePosition].presented = presented
             position += 1
         }
-        for (presentableID, entries) in nodesByID {
+        for (presentableID, entries) in nodesByID ?? [:] {
             let indices = entries.compactMap { nodeIndex[ObjectIdentifier($0)] }
             if !indices.isEmpty { checkpoint.nodesByID[presentableID] = indices }
         }
@@ -417,9 +417,14 @@ extension FlowCoordinator {
         try check(checkpoint.roots.allSatisfy { $0 < flowCount }, "unknown root flows")
         roots = checkpoint.roots.map { records[$0] }
 
-        for (presentableID, indices) in checkpoint.nodesByID {
-            let live = indices.filter { $0 < nodeCount }.map { nodes[$0] }
-            if !live.isEmpty { nodesByID[presentableID] = InlineFirstArray(live) }
+        // A checkpoint without the index leaves it to be built at the first renderer report.
+        if !checkpoint.nodesByID.isEmpty {
+            var index: [String: InlineFirstArray<NavigationNode>] = [:]
+            for (presentableID, indices) in checkpoint.nodesByID {
+                let live = indices.filter { $0 < nodeCount }.map { nodes[$0] }
+                if !live.isEmpty { index[presentableID] = InlineFirstArray(live) }
+            }
+            nodesByID = index
         }
 
         var stats: [String: StepperStats] = [:]

@@ -40,8 +40,9 @@ public final class FlowCoordinator {
     var tombstoneOrder: [String] = []
     private let tombstoneLimit = 256
     /// Hosted, undismissed nodes by presentable id, for renderer reports. Held strongly: a node
-    /// leaves when it is dismissed (`navigationNodesDismissed(_:)`).
-    var nodesByID: [String: InlineFirstArray<NavigationNode>] = [:]
+    /// leaves when it is dismissed (`navigationNodesDismissed(_:)`). Nil until a renderer first
+    /// reports: a coordinator nobody renders holds no index of its hundred thousand screens.
+    var nodesByID: [String: InlineFirstArray<NavigationNode>]?
     /// The flow each flow root is the root of (a flow holds its root, so the identifier stays its).
     var flowRoots: [ObjectIdentifier: FlowID] = [:]
     private var decoders: [String: StepDecoder] = [:]
@@ -1041,20 +1042,37 @@ public final class FlowCoordinator {
     }
 
     private func liveNodes(_ presentableID: String) -> [NavigationNode] {
-        guard let entries = nodesByID[presentableID] else { return [] }
+        if nodesByID == nil { nodesByID = indexNodes() }
+        guard let entries = nodesByID?[presentableID] else { return [] }
         let live = entries.filter { !$0.isDismissed }
         // A node dismissed outside its host's sight must not stay referenced here.
         if live.isEmpty {
-            nodesByID.removeValue(forKey: presentableID)
+            nodesByID?.removeValue(forKey: presentableID)
         } else if live.count < entries.count {
-            nodesByID[presentableID] = InlineFirstArray(live)
+            nodesByID?[presentableID] = InlineFirstArray(live)
         }
         return live
     }
 
+    /// Every hosted, undismissed node by presentable id: the trees of the flows, in pre-order,
+    /// flows in pre-order.
+    private func indexNodes() -> [String: InlineFirstArray<NavigationNode>] {
+        var index: [String: InlineFirstArray<NavigationNode>] = [:]
+        var seen = Set<ObjectIdentifier>()
+        func visit(_ record: FlowRecord) {
+            for node in record.flow.navigationNode.subtree
+            where node.host === self && !node.isDismissed && seen.insert(ObjectIdentifier(node)).inserted {
+                index[node.presentableID, default: InlineFirstArray()].append(node)
+            }
+            record.children.forEach(visit)
+        }
+        roots.forEach(visit)
+        return index
+    }
+
     private func forget(_ node: NavigationNode) {
-        nodesByID[node.presentableID]?.removeAll { $0 === node }
-        if nodesByID[node.presentableID]?.isEmpty == true { nodesByID.removeValue(forKey: node.presentableID) }
+        nodesByID?[node.presentableID]?.removeAll { $0 === node }
+        if nodesByID?[node.presentableID]?.isEmpty == true { nodesByID?.removeValue(forKey: node.presentableID) }
     }
 }
 
@@ -1090,8 +1108,8 @@ extension FlowCoordinator {
 /// What the nodes of its tree tell the coordinator.
 extension FlowCoordinator {
     func navigationNodeAttached(_ node: NavigationNode) {
-        if nodesByID[node.presentableID]?.contains(where: { $0 === node }) == true { return }
-        nodesByID[node.presentableID, default: InlineFirstArray()].append(node)
+        guard nodesByID != nil, nodesByID?[node.presentableID]?.contains(where: { $0 === node }) != true else { return }
+        nodesByID?[node.presentableID, default: InlineFirstArray()].append(node)
     }
 
     func navigationCommand(_ command: NavigationCommand) {
