@@ -34,7 +34,6 @@ open class NavigationNode: Presentable {
     /// The coordinator whose tree holds this node. (Which flow a node is the root of, the
     /// coordinator keeps: most nodes are roots of none.)
     weak var host: FlowCoordinator?
-    var selected: Int?
     /// What the node is.
     public nonisolated let kind: PresentableKind
     /// Where this node sits.
@@ -51,6 +50,12 @@ open class NavigationNode: Presentable {
 
     /// The node itself.
     public var navigationNode: NavigationNode { self }
+
+    /// A tab bar's selected tab; nil for other nodes, which keep no room for one.
+    var selected: Int? {
+        get { (self as? TabBar)?.selectedTab }
+        set { (self as? TabBar)?.selectedTab = newValue }
+    }
 
     /// Whether the node is displayed now (see the type's documentation for the rule).
     public var isVisible: Bool {
@@ -388,6 +393,9 @@ public final class NavigationStack: NavigationNode {
 
 /// A tab bar: it displays its selected tab. Tabs are usually child ``Flow``s.
 public final class TabBar: NavigationNode {
+    /// See ``NavigationNode/selected``.
+    fileprivate var selectedTab: Int?
+
     /// Creates an empty tab bar.
     /// - Parameter id: its presentable id.
     public init(id: String) {
