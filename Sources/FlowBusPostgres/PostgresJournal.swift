@@ -22,7 +22,7 @@ import Synchronization
 /// most of `lease.timeoutMs` gives the lease up itself (``whenLeaseLost(_:)``). Each taking is
 /// recorded in `flowbus_lease`.
 ///
-/// Calls other than ``connect(url:logger:)`` and the lease's block the
+/// Calls other than ``connect(url:lease:logger:)`` and the lease's block the
 /// calling thread (flowd's loop thread or its checkpoint writer), at most ``callTimeout`` each.
 public final class PostgresJournal: SharedJournal {
     public let location: String
