@@ -314,8 +314,8 @@ class Topology:
 
     @property
     def events_endpoints(self):
-        endpoints = self.config["endpoints"]
-        return endpoints["events"] if isinstance(endpoints, dict) else [e["events"] for e in endpoints]
+        """flowd's events endpoint, or one per instance."""
+        return self._endpoints("events")
 
     def _endpoints(self, key):
         endpoints = self.config["endpoints"]
