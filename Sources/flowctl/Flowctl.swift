@@ -447,14 +447,15 @@ struct StatusCommand: ParsableCommand {
     var peers = false
     @Flag(help: "List the flows, a page at a time, in pre-order (parents before children).") var flows = false
     @Flag(help: "List the stepper bindings, a page at a time, by stepper id.") var bindings = false
+    @Flag(help: "List the bound stepper ids with their counters, a page at a time, by id.") var steppers = false
     @Option(help: "With a list: the first entry of the page (flowd says the next page's in its footer).") var offset = 0
     @Option(help: "With a list: entries per page, at most 1000.") var limit = 100
     @Option(help: "With a list: only ids starting with this (source ids, flow ids, stepper ids).") var prefix: String?
     @Flag(help: "With a list: every page, one request each.") var all = false
 
     func validate() throws {
-        guard [peers, flows, bindings].filter({ $0 }).count <= 1 else {
-            throw ValidationError("--peers, --flows and --bindings list one thing each: give one of them")
+        guard [peers, flows, bindings, steppers].filter({ $0 }).count <= 1 else {
+            throw ValidationError("--peers, --flows, --bindings and --steppers list one thing each: give one of them")
         }
     }
 
@@ -470,6 +471,10 @@ struct StatusCommand: ParsableCommand {
         }
         if bindings {
             try listPages(of: "bindings", config)
+            return
+        }
+        if steppers {
+            try listPages(of: "steppers", config)
             return
         }
         // Every instance is asked: the active one answers, a standby binds nothing.
@@ -562,6 +567,14 @@ extension StatusCommand {
                 let alive = entry["alive"]?.boolValue == false ? "dead " : "alive"
                 return
                     "\(alive) \(source)  \(entry["role"]?.stringValue ?? "?")  silent \(entry["silent_ms"]?.intValue ?? 0) ms\(entry["heartbeats"]?.boolValue == true ? "  heartbeats" : "")"
+            }
+        case "steppers":
+            return (listed.mapValue ?? [:]).sorted(by: { $0.key < $1.key }).map { stepperID, counters in
+                let entry = counters.mapValue ?? [:]
+                let dropped = (entry["dropped"]?.mapValue ?? [:]).sorted(by: { $0.key < $1.key })
+                    .map { "\($0.key) \($0.value.displayText)" }.joined(separator: ", ")
+                return
+                    "\(stepperID)  accepted \(entry["accepted"]?.displayText ?? "0")\(dropped.isEmpty ? "" : "  dropped: \(dropped)")"
             }
         case "flows":
             return (listed.listValue ?? []).map { flow in

@@ -334,6 +334,11 @@ struct FlowdTests {
         #expect(listed.status == 0, "\(listed.output)")
         #expect(listed.output.contains("watched/movies -> WatchedFlow#1 @ watched/movies"), "\(listed.output)")
         #expect(listed.output.contains("bindings 1–1 of 2; next page: --offset 1"), "\(listed.output)")
+        let steppers = try topology.run(
+            "flowctl", ["status", "--steppers", "--prefix", "w", "--config", topology.configPath])
+        #expect(
+            steppers.output.contains("watched/movies  accepted 0\nwishlist/movies  accepted 0"), "\(steppers.output)")
+        #expect(steppers.output.contains("steppers 1–2 of 2"), "\(steppers.output)")
         let everyFlow = try topology.run(
             "flowctl", ["status", "--flows", "--all", "--limit", "1", "--config", topology.configPath])
         #expect(flowIDs.allSatisfy { id in everyFlow.output.contains(id) }, "\(everyFlow.output)")
