@@ -15,6 +15,8 @@ import Logging
 @FlowActor
 final class CoordinatorJournal {
     let journal: any Journal
+    /// The journal, when several flowd share it: cast once, as every turn checks its lease.
+    private let shared: (any SharedJournal)?
     private let policy: FlowBusConfig.CheckpointPolicy
     private let logger: Logger
     private let writer = CheckpointWriter()
@@ -31,6 +33,7 @@ final class CoordinatorJournal {
 
     init(journal: any Journal, policy: FlowBusConfig.CheckpointPolicy, logger: Logger) {
         self.journal = journal
+        shared = journal as? any SharedJournal
         self.policy = policy
         self.logger = logger
     }
@@ -86,12 +89,12 @@ final class CoordinatorJournal {
 
     /// Throws if a shared journal's lease can no longer be relied on.
     func verifyLease() throws {
-        try (journal as? any SharedJournal)?.verifyLease()
+        try shared?.verifyLease()
     }
 
     /// Throws if a shared journal's lease is known lost, without asking its store.
     func checkLease() throws {
-        try (journal as? any SharedJournal)?.checkLease()
+        try shared?.checkLease()
     }
 
     // MARK: Restoring and following
@@ -327,7 +330,7 @@ final class CoordinatorJournal {
         }
         if let obstacle = checkpoints.obstacle { map["checkpoint_obstacle"] = .string(obstacle) }
         map["compacting"] = .bool(checkpoints.compactBelow != nil)
-        if let shared = journal as? any SharedJournal, let history = try? shared.leaseHistory(limit: 10) {
+        if let shared, let history = try? shared.leaseHistory(limit: 10) {
             // The first is this instance: it serves only while it holds the lease.
             map["lease"] = .map([
                 "holder": history.first.map { .string($0.instance) } ?? .null,

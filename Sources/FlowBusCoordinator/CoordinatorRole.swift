@@ -106,12 +106,7 @@ final class CoordinatorRole: @FlowActor DaemonRole {
     // check or hop per message.
 
     func beginTurn(now: ContinuousClock.Instant) throws {
-        do {
-            try router.checkLease()
-        } catch {
-            logger.critical("lost the journal's lease: \(error); stopping so that the standby takes over")
-            throw error
-        }
+        try stoppingOnLostLease { try router.checkLease() }
         readHeartbeatsOfHosts(now: now)
     }
 
@@ -134,8 +129,13 @@ final class CoordinatorRole: @FlowActor DaemonRole {
     }
 
     func tick(now: ContinuousClock.Instant) throws {
+        try stoppingOnLostLease { try router.tick(ingress: counters) }
+    }
+
+    /// Runs `check`; its error (the shared journal's lease is gone) stops flowd, and says why.
+    private func stoppingOnLostLease(_ check: () throws -> Void) throws {
         do {
-            try router.tick(ingress: counters)
+            try check()
         } catch {
             logger.critical("lost the journal's lease: \(error); stopping so that the standby takes over")
             throw error

@@ -149,16 +149,11 @@ public enum FlowBusHost {
     /// line (``JSONLogHandler``). Call once, before any logger is made.
     public static func bootstrapLogging(level: Logger.Level, format: LogFormat = .text) {
         LoggingSystem.bootstrap { label in
-            switch format {
-            case .text:
-                var handler = StreamLogHandler.standardError(label: label)
-                handler.logLevel = level
-                return handler
-            case .json:
-                var handler = JSONLogHandler.standardError(label: label)
-                handler.logLevel = level
-                return handler
-            }
+            var handler: any LogHandler =
+                format == .json
+                ? JSONLogHandler.standardError(label: label) : StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
         }
     }
 

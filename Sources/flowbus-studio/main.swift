@@ -24,7 +24,7 @@ struct FlowBusStudioCommand: AsyncParsableCommand {
     @Option(help: "A secret every page and WebSocket must give as ?token=.") var token: String?
     @Flag(help: "Let pages and Foxglove clients publish steps, deep links and actions.") var allowPublish = false
     @Option(help: "Log format: text, or json (one JSON object a line). Default: the config's logFormat, else text.")
-    var logFormat: String?
+    var logFormat: LogFormat?
 
     func run() async throws {
         #if !Studio
@@ -32,12 +32,6 @@ struct FlowBusStudioCommand: AsyncParsableCommand {
             "flowbus-studio was built without the Studio trait: build it with `swift build --traits Studio --product flowbus-studio` (docs/STUDIO.md)"
         )
         #else
-        let format = try logFormat.map { name in
-            guard let format = LogFormat(rawValue: name) else {
-                throw ValidationError("'\(name)' is not a log format: use text or json")
-            }
-            return format
-        }
         let path = FlowBusConfig.resolvePath(config)
         let topology: FlowBusConfig
         do {
@@ -47,7 +41,7 @@ struct FlowBusStudioCommand: AsyncParsableCommand {
         }
         FlowBusHost.bootstrapLogging(
             level: ProcessInfo.processInfo.environment["FLOWBUS_LOG"].flatMap { Logger.Level(rawValue: $0) } ?? .info,
-            format: format ?? topology.logFormat ?? .text)
+            format: logFormat ?? topology.logFormat ?? .text)
         var options = StudioServer.Options()
         options.host = bind
         options.port = port
@@ -68,3 +62,5 @@ struct FlowBusStudioCommand: AsyncParsableCommand {
         #endif
     }
 }
+
+extension LogFormat: ExpressibleByArgument {}

@@ -33,18 +33,8 @@ struct Flowctl: ParsableCommand {
             // Library loggers too (a PostgreSQL journal's), on standard error with the notes.
             FlowBusHost.bootstrapLogging(level: .notice, format: .json)
         }
-        var index = 0
-        while index < arguments.count, arguments[index].hasPrefix("-") {
-            let argument = arguments[index]
-            if argument == "--config" || argument == "-c", index + 1 < arguments.count {
-                setenv(FlowBusConfig.pathVariable, arguments[index + 1], 1)
-                arguments.removeSubrange(index...(index + 1))
-            } else if argument.hasPrefix("--config=") {
-                setenv(FlowBusConfig.pathVariable, String(argument.dropFirst("--config=".count)), 1)
-                arguments.remove(at: index)
-            } else {
-                index += 1
-            }
+        for path in takeOption("--config", short: "-c", from: &arguments, leadingOnly: true) {
+            setenv(FlowBusConfig.pathVariable, path, 1)
         }
         do {
             var command = try parseAsRoot(arguments)
@@ -69,30 +59,37 @@ enum FlowctlLog {
     static let (format, arguments): (LogFormat, [String]) = {
         var arguments = Array(CommandLine.arguments.dropFirst())
         var format = LogFormat.text
-        var index = 0
-        while index < arguments.count {
-            let argument = arguments[index]
-            if argument == "--" { break }
-            var value: String?
-            if argument == "--log-format", index + 1 < arguments.count {
-                value = arguments[index + 1]
-                arguments.removeSubrange(index...(index + 1))
-            } else if argument.hasPrefix("--log-format=") {
-                value = String(argument.dropFirst("--log-format=".count))
-                arguments.remove(at: index)
-            } else {
-                index += 1
-                continue
-            }
-            guard let value, let given = LogFormat(rawValue: value) else {
-                FileHandle.standardError.write(
-                    Data("Error: '\(value ?? "")' is not a log format: use text or json\n".utf8))
+        for name in takeOption("--log-format", from: &arguments, leadingOnly: false) {
+            guard let given = LogFormat(rawValue: name) else {
+                FileHandle.standardError.write(Data("Error: '\(name)' is not a log format: use text or json\n".utf8))
                 exit(64)
             }
             format = given
         }
         return (format, arguments)
     }()
+}
+
+/// Takes each `name VALUE`, `short VALUE` or `name=VALUE` out of `arguments`, in order, and
+/// returns the values: among the leading options only (before the subcommand) when
+/// `leadingOnly`, else anywhere before `--`.
+func takeOption(_ name: String, short: String? = nil, from arguments: inout [String], leadingOnly: Bool) -> [String] {
+    var values: [String] = []
+    var index = 0
+    while index < arguments.count {
+        let argument = arguments[index]
+        if argument == "--" || (leadingOnly && !argument.hasPrefix("-")) { break }
+        if argument == name || argument == short, index + 1 < arguments.count {
+            values.append(arguments[index + 1])
+            arguments.removeSubrange(index...(index + 1))
+        } else if argument.hasPrefix(name + "=") {
+            values.append(String(argument.dropFirst(name.count + 1)))
+            arguments.remove(at: index)
+        } else {
+            index += 1
+        }
+    }
+    return values
 }
 
 /// Where to find the topology: every command takes it.

@@ -29,7 +29,7 @@ struct ReactorHostCommand: AsyncParsableCommand {
     var logLevel: String = "info"
 
     @Option(help: "Log format: text, or json (one JSON object a line). Default: the config's logFormat, else text.")
-    var logFormat: String?
+    var logFormat: LogFormat?
 
     @Option(help: "The counter's simulated delay, in milliseconds (seed 001: 500).")
     var counterDelayMs: Int = 500
@@ -47,16 +47,10 @@ struct ReactorHostCommand: AsyncParsableCommand {
             throw ValidationError(
                 "'\(logLevel)' is not a log level: use trace, debug, info, notice, warning, error or critical")
         }
-        let format = try logFormat.map { name in
-            guard let format = LogFormat(rawValue: name) else {
-                throw ValidationError("'\(name)' is not a log format: use text or json")
-            }
-            return format
-        }
         let counterDelay = Duration.milliseconds(counterDelayMs)
         let movieDelay = Duration.milliseconds(movieDelayMs)
         let (host, drain) = (self.host, Duration.milliseconds(max(0, drainMs)))
-        let options = HostOptions(config: config, logLevel: level, host: host, logFormat: format)
+        let options = HostOptions(config: config, logLevel: level, host: host, logFormat: logFormat)
         let topology: FlowBusConfig
         do {
             topology = try FlowBusConfig.load(path: options.configPath)
@@ -66,7 +60,7 @@ struct ReactorHostCommand: AsyncParsableCommand {
             throw ExitCode(64)
         }
         // The same bootstrap as a user's own reactor host (FlowBusHost), plus the host's metrics; after the topology is read, which may say how to log.
-        FlowBusHost.bootstrapLogging(level: level, format: format ?? topology.logFormat ?? .text)
+        FlowBusHost.bootstrapLogging(level: level, format: logFormat ?? topology.logFormat ?? .text)
         let metrics = MetricsExposition.bootstrapPrometheus()
         try await FlowBusHost.run(config: topology, options: options, logger: Logger(label: "reactor-host")) {
             topology, _, logger in
@@ -93,3 +87,5 @@ do {
 } catch {
     ReactorHostCommand.exit(withError: error)
 }
+
+extension LogFormat: ExpressibleByArgument {}

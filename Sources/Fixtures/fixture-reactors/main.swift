@@ -31,7 +31,7 @@ struct FixtureReactorsCommand: AsyncParsableCommand {
     var logLevel: String = "info"
 
     @Option(help: "Log format: text, or json (one JSON object a line). Default: the config's logFormat, else text.")
-    var logFormat: String?
+    var logFormat: LogFormat?
 
     @Option(
         help: "On SIGTERM, how long in-flight actions may take to finish (states published and saved), in milliseconds."
@@ -43,14 +43,8 @@ struct FixtureReactorsCommand: AsyncParsableCommand {
             throw ValidationError(
                 "'\(logLevel)' is not a log level: use trace, debug, info, notice, warning, error or critical")
         }
-        let format = try logFormat.map { name in
-            guard let format = LogFormat(rawValue: name) else {
-                throw ValidationError("'\(name)' is not a log format: use text or json")
-            }
-            return format
-        }
         let (host, drain) = (self.host, Duration.milliseconds(max(0, drainMs)))
-        let options = HostOptions(config: config, logLevel: level, host: host, logFormat: format)
+        let options = HostOptions(config: config, logLevel: level, host: host, logFormat: logFormat)
         let topology: FlowBusConfig
         do {
             topology = try FlowBusConfig.load(path: options.configPath)
@@ -60,7 +54,7 @@ struct FixtureReactorsCommand: AsyncParsableCommand {
             throw ExitCode(64)
         }
         // Logging and metrics as every reactor host has them, after the topology is read, which may say how to log.
-        FlowBusHost.bootstrapLogging(level: level, format: format ?? topology.logFormat ?? .text)
+        FlowBusHost.bootstrapLogging(level: level, format: logFormat ?? topology.logFormat ?? .text)
         let metrics = MetricsExposition.bootstrapPrometheus()
         if let spec = topology.reactors[host], !spec.serves(BenchReactor.reactorID),
             !spec.serves(TickerReactor.reactorID)
@@ -101,3 +95,5 @@ do {
 } catch {
     FixtureReactorsCommand.exit(withError: error)
 }
+
+extension LogFormat: ExpressibleByArgument {}

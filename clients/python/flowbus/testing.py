@@ -18,7 +18,6 @@ import json
 import os
 import pathlib
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -27,6 +26,7 @@ import zmq
 
 from .client import _FAILOVER_OPTIONS, Events, ReactorView, Refused, Stepper, _Owned, status
 from .messages import Ack, Diagnostic, DidNavigate, Heartbeat, deep_link_frames
+from .processes import process_output, spawn, stop_processes
 from .wire import new_source
 
 __all__ = ["Topology", "NavigationTrace", "StateTrace", "ExpectationFailed", "find_bin_dir"]
@@ -154,7 +154,7 @@ class NavigationTrace:
             awaited = wanted[position]
             refusal = next((d for d in self.diagnostics[first_diagnostic:]
                             if _matches_step(str(d.details.get("step", "")), awaited.step)
-                            and d.details.get("flow", awaited.flow) in (awaited.flow, None)), None)
+                            and d.details.get("flow") in (None, awaited.flow)), None)
             if refusal is not None and exhaustive:
                 break
             self._read(deadline)
@@ -329,9 +329,7 @@ class Topology:
         raise ValueError(f"no reactor host of {self.config_path.name} serves {reactor_id!r}")
 
     def _spawn(self, name, command):
-        log = open(self.run_dir / f"{name}.log", "wb")
-        self.processes[name] = (subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                                 stdin=subprocess.DEVNULL, cwd=os.getcwd()), log)
+        self.processes[name] = spawn(self.run_dir, name, command, self.env)
 
     def start(self):
         if self.config.get("launch"):
@@ -362,8 +360,7 @@ class Topology:
 
     def output(self, tail=6000):
         """Every process's output, the last `tail` characters of each."""
-        return "\n".join(f"--- {path.name}\n{path.read_text(errors='replace')[-tail:]}"
-                         for path in sorted(self.run_dir.glob("*.log")))
+        return process_output(self.run_dir, tail)
 
     # Driving it
 
@@ -433,16 +430,7 @@ class Topology:
             closable.close()
         self._closing = []
         self.traces = []
-        for process, _ in self.processes.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process, log in self.processes.values():
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
-            log.close()
+        stop_processes(list(self.processes.values()))
         self.processes = {}
 
     def remove(self):

@@ -17,6 +17,8 @@ REPO = HERE.parents[2]
 FIXTURES = REPO / "Tests" / "FlowBusWireTests" / "Fixtures"
 DEMO_CONFIG = REPO / "config" / "demo.yaml"
 
+from flowbus.processes import process_output, spawn, stop_processes  # noqa: E402 (after the path)
+
 
 def load_vector(name):
     """One golden vector: a list of frames (one hex line per frame, see Fixtures/README.md)."""
@@ -86,10 +88,8 @@ class Bus:
         self.states = f"ipc://{self.run_dir}/reactors-demo-states.sock"
 
     def start(self, name, *args):
-        log = open(self.run_dir / f"{name}.log", "wb")
-        self.processes[name] = (subprocess.Popen([str(self.bin_dir / name), "--config", str(self.config), *args],
-                                                 env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                                 stdin=subprocess.DEVNULL), log)
+        self.processes[name] = spawn(self.run_dir, name, [str(self.bin_dir / name), "--config", str(self.config), *args],
+                                     self.env)
 
     def wait_ready(self, socket_names, timeout=10.0):
         deadline = time.monotonic() + timeout
@@ -103,20 +103,10 @@ class Bus:
         raise TimeoutError(f"daemons did not bind {socket_names} within {timeout} s:\n{self.logs()}")
 
     def logs(self):
-        return "\n".join(f"--- {path.name}\n{path.read_text(errors='replace')[-4000:]}"
-                         for path in sorted(self.run_dir.glob("*.log")))
+        return process_output(self.run_dir, 4000)
 
     def stop(self):
-        for name, (process, log) in self.processes.items():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for name, (process, log) in self.processes.items():
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
-            log.close()
+        stop_processes(list(self.processes.values()), grace=10)
         self.processes = {}
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
