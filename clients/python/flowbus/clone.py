@@ -1,7 +1,11 @@
 """The Clone rule (PROTOCOL.md 3.3, REACTORS.md "The snapshot rule") without sockets."""
 
+from __future__ import annotations
+
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
+
+from .values import Value
 
 
 @dataclass(frozen=True)
@@ -9,7 +13,7 @@ class StateUpdate:
     """One state delivered to a view: the snapshot (is_snapshot=True) or a live state."""
 
     sequence: int
-    value: Any
+    value: Value
     is_snapshot: bool
     source: str
 
@@ -24,30 +28,31 @@ class CloneMerger:
     state and asks for a new snapshot.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.synced = False
-        self.last = None  # sequence of the last delivered state
-        self.source = None  # host source of the last delivered state
-        self.queue = []
+        self.last: int | None = None  # sequence of the last delivered state
+        self.source: str | None = None  # host source of the last delivered state
+        self.queue: list[tuple[int, Value, str]] = []
         self.resynchronisations = 0
 
-    def state(self, sequence, value, source):
+    def state(self, sequence: int, value: Value, source: str) -> tuple[list[StateUpdate], bool]:
         if not self.synced:
             self.queue.append((sequence, value, source))
             return [], False
         if source != self.source:
             return self._lost((sequence, value, source))
-        if sequence <= self.last:
+        last = cast(int, self.last)  # synced: the snapshot set it
+        if sequence <= last:
             return [], False
-        if sequence == self.last + 1:
+        if sequence == last + 1:
             self.last = sequence
             return [StateUpdate(sequence, value, False, source)], False
         return self._lost((sequence, value, source))
 
-    def snapshot(self, sequence, value, source):
+    def snapshot(self, sequence: int, value: Value, source: str) -> tuple[list[StateUpdate], bool]:
         if self.synced:
             return [], False  # an answer to a request we no longer wait for
-        delivered = []
+        delivered: list[StateUpdate] = []
         if not (source == self.source and self.last is not None and sequence <= self.last):
             # a new history, or a later state of the same one; the same or an older state of
             # the history already delivered is not delivered again
@@ -63,7 +68,7 @@ class CloneMerger:
                 return delivered, True
         return delivered, False
 
-    def _lost(self, item):
+    def _lost(self, item: tuple[int, Value, str]) -> tuple[list[StateUpdate], bool]:
         self.synced = False
         self.resynchronisations += 1
         self.queue.append(item)

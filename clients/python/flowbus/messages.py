@@ -6,18 +6,24 @@ Every builder takes the envelope fields as keywords: `source` and `sequence` (re
 values, `content_type` (default JSON; FBV with `content_type=CONTENT_FBV`).
 """
 
+from __future__ import annotations
+
 import struct
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from . import wire
-from .values import decode_value, encode_value
+from .values import Value, decode_value, encode_value
 from .wire import (CONTENT_FBV, CONTENT_JSON, CONTENT_NONE, KIND_LAYOUT, Envelope, WireError,
-                   check_label, check_name, topic)
+                   check_label, check_name, encode_envelope, topic)
 
 NAV_VERBS = ("setRoot", "push", "pop", "present", "dismiss", "setTabs", "selectTab", "end")
 PRESENTABLE_KINDS = ("screen", "stack", "tabs", "flow", "")
 REPORT_EVENTS = ("appeared", "disappeared", "dismissed")
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer, Unpack
 
 
 # MARK: Typed messages
@@ -29,19 +35,19 @@ class Message:
     envelope: Envelope
 
     @property
-    def kind(self):
+    def kind(self) -> int:
         return self.envelope.kind
 
     @property
-    def source(self):
+    def source(self) -> str:
         return self.envelope.source
 
     @property
-    def sequence(self):
+    def sequence(self) -> int:
         return self.envelope.sequence
 
     @property
-    def topic_id(self):
+    def topic_id(self) -> str:
         prefix = KIND_LAYOUT[self.envelope.kind][0]
         return self.topic[len(prefix):] if prefix != "status" else ""
 
@@ -49,35 +55,35 @@ class Message:
 @dataclass
 class Step(Message):
     name: str = ""
-    params: dict = field(default_factory=dict)
+    params: dict[str, Value] = field(default_factory=dict)
 
     @property
-    def stepper_id(self):
+    def stepper_id(self) -> str:
         return self.topic_id
 
 
 @dataclass
 class DeepLink(Message):
     name: str = ""
-    params: dict = field(default_factory=dict)
+    params: dict[str, Value] = field(default_factory=dict)
 
 
 @dataclass
 class Action(Message):
     name: str = ""
-    params: dict = field(default_factory=dict)
+    params: dict[str, Value] = field(default_factory=dict)
 
     @property
-    def reactor_id(self):
+    def reactor_id(self) -> str:
         return self.topic_id
 
 
 @dataclass
 class State(Message):
-    value: Any = None
+    value: Value = None
 
     @property
-    def reactor_id(self):
+    def reactor_id(self) -> str:
         return self.topic_id
 
 
@@ -89,7 +95,7 @@ class Snapshot(State):
 @dataclass
 class SnapshotRequest(Message):
     @property
-    def reactor_id(self):
+    def reactor_id(self) -> str:
         return self.topic_id
 
 
@@ -98,7 +104,7 @@ class Navigation(Message):
     """willNavigate (kind 7) or didNavigate (kind 8)."""
     flow: str = ""
     step: str = ""
-    params: dict = field(default_factory=dict)
+    params: dict[str, Value] = field(default_factory=dict)
     presentable: str = ""
 
 
@@ -120,20 +126,20 @@ class NavigationCommand(Message):
     presentable_kind: str = ""
 
     @property
-    def flow(self):
+    def flow(self) -> str:
         return self.topic_id
 
 
 @dataclass
 class Diagnostic(Message):
     reason: str = ""
-    details: dict = field(default_factory=dict)
+    details: dict[str, Value] = field(default_factory=dict)
 
     @property
-    def message(self):
+    def message(self) -> Value:
         return self.details.get("message", "")
 
-    def names(self, source, sequence):
+    def names(self, source: str, sequence: int) -> bool:
         """True when the details name the message (source, sequence) (3.3)."""
         return self.details.get("source") == source and self.details.get("sequence") == sequence
 
@@ -143,7 +149,7 @@ class Ack(Message):
     acked_sequence: int = 0
 
     @property
-    def acked_source(self):
+    def acked_source(self) -> str:
         return self.topic_id
 
 
@@ -154,12 +160,12 @@ class Heartbeat(Message):
 
 @dataclass
 class StatusRequest(Message):
-    params: dict = field(default_factory=dict)  # sections and pages asked for (4.3); empty: the default reply
+    params: dict[str, Value] = field(default_factory=dict)  # sections and pages asked for (4.3); empty: the default reply
 
 
 @dataclass
 class StatusReply(Message):
-    status: dict = field(default_factory=dict)
+    status: dict[str, Value] = field(default_factory=dict)
 
 
 @dataclass
@@ -167,23 +173,35 @@ class PresentableReport(Message):
     event: str = ""
 
     @property
-    def presentable_id(self):
+    def presentable_id(self) -> str:
         return self.topic_id
 
 
 # MARK: Builders
 
 
-def _env(kind, source, sequence, content_type=CONTENT_NONE, timestamp_us=None, message_id=None):
-    kwargs = {}
-    if timestamp_us is not None:
-        kwargs["timestamp_us"] = timestamp_us
-    if message_id is not None:
-        kwargs["message_id"] = message_id
-    return Envelope(kind=kind, sequence=sequence, source=source, content_type=content_type, **kwargs).encode()
+class _Stamp(TypedDict):
+    source: str
+    sequence: int
 
 
-def _params(params, content_type):
+class _EnvelopeOptions(_Stamp, total=False):
+    """The envelope keywords of every builder."""
+    timestamp_us: int | None
+    message_id: bytes | None
+
+
+class _ValueOptions(_EnvelopeOptions, total=False):
+    """The keywords of builders of kinds carrying values."""
+    content_type: int
+
+
+def _env(kind: int, source: str, sequence: int, content_type: int = CONTENT_NONE, timestamp_us: int | None = None,
+         message_id: bytes | None = None) -> bytes:
+    return encode_envelope(kind, sequence, source, content_type, timestamp_us, message_id)
+
+
+def _params(params: Mapping[str, Value] | None, content_type: int) -> tuple[int, bytes]:
     """(content type, frame): an empty map is an empty frame with content type 0 (4.2, Params)."""
     params = dict(params or {})
     if not params:
@@ -191,44 +209,51 @@ def _params(params, content_type):
     return content_type, encode_value(params, content_type)
 
 
-def _named(kind, prefix, topic_id, name, params, source, sequence, content_type, timestamp_us, message_id):
+def _named(kind: int, prefix: str, topic_id: str, name: str, params: Mapping[str, Value] | None, source: str,
+           sequence: int, content_type: int, timestamp_us: int | None, message_id: bytes | None) -> list[bytes]:
     ct, body = _params(params, content_type)
     return [topic(prefix, topic_id), _env(kind, source, sequence, ct, timestamp_us, message_id),
             check_name(name), body]
 
 
-def step_frames(stepper_id, name, params=None, *, source, sequence, content_type=CONTENT_JSON,
-                timestamp_us=None, message_id=None):
+def step_frames(stepper_id: str, name: str, params: Mapping[str, Value] | None = None, *, source: str, sequence: int,
+                content_type: int = CONTENT_JSON, timestamp_us: int | None = None,
+                message_id: bytes | None = None) -> list[bytes]:
     return _named(wire.STEP, "step/", stepper_id, name, params, source, sequence, content_type, timestamp_us, message_id)
 
 
-def deep_link_frames(name, params=None, *, source, sequence, content_type=CONTENT_JSON,
-                     timestamp_us=None, message_id=None):
+def deep_link_frames(name: str, params: Mapping[str, Value] | None = None, *, source: str, sequence: int,
+                     content_type: int = CONTENT_JSON, timestamp_us: int | None = None,
+                     message_id: bytes | None = None) -> list[bytes]:
     return _named(wire.DEEP_LINK, "deeplink/", name, name, params, source, sequence, content_type, timestamp_us, message_id)
 
 
-def action_frames(reactor_id, name, params=None, *, source, sequence, content_type=CONTENT_JSON,
-                  timestamp_us=None, message_id=None):
+def action_frames(reactor_id: str, name: str, params: Mapping[str, Value] | None = None, *, source: str,
+                  sequence: int, content_type: int = CONTENT_JSON, timestamp_us: int | None = None,
+                  message_id: bytes | None = None) -> list[bytes]:
     return _named(wire.ACTION, "action/", reactor_id, name, params, source, sequence, content_type, timestamp_us, message_id)
 
 
-def snapshot_request_frames(reactor_id, *, source, sequence, timestamp_us=None, message_id=None):
+def snapshot_request_frames(reactor_id: str, *, source: str, sequence: int, timestamp_us: int | None = None,
+                            message_id: bytes | None = None) -> list[bytes]:
     return [topic("snapshot/", reactor_id), _env(wire.SNAPSHOT_REQUEST, source, sequence, CONTENT_NONE, timestamp_us, message_id)]
 
 
-def state_frames(reactor_id, value, *, source, sequence, content_type=CONTENT_FBV, timestamp_us=None,
-                 message_id=None, snapshot=False):
+def state_frames(reactor_id: str, value: Value, *, source: str, sequence: int, content_type: int = CONTENT_FBV,
+                 timestamp_us: int | None = None, message_id: bytes | None = None,
+                 snapshot: bool = False) -> list[bytes]:
     kind = wire.SNAPSHOT if snapshot else wire.STATE
     return [topic("state/", reactor_id), _env(kind, source, sequence, content_type, timestamp_us, message_id),
             encode_value(value, content_type)]
 
 
-def snapshot_frames(reactor_id, value, **kwargs):
+def snapshot_frames(reactor_id: str, value: Value, **kwargs: Unpack[_ValueOptions]) -> list[bytes]:
     return state_frames(reactor_id, value, snapshot=True, **kwargs)
 
 
-def navigation_frames(flow, step, params=None, presentable="", *, did=True, source, sequence,
-                      content_type=CONTENT_JSON, timestamp_us=None, message_id=None):
+def navigation_frames(flow: str, step: str, params: Mapping[str, Value] | None = None, presentable: str = "", *,
+                      did: bool = True, source: str, sequence: int, content_type: int = CONTENT_JSON,
+                      timestamp_us: int | None = None, message_id: bytes | None = None) -> list[bytes]:
     ct, body = _params(params, content_type)
     kind, prefix = (wire.DID_NAVIGATE, "nav/did/") if did else (wire.WILL_NAVIGATE, "nav/will/")
     return [topic(prefix, flow), _env(kind, source, sequence, ct, timestamp_us, message_id),
@@ -236,41 +261,48 @@ def navigation_frames(flow, step, params=None, presentable="", *, did=True, sour
             check_label(presentable, "presentable id")]
 
 
-def did_navigate_frames(flow, step, params=None, presentable="", **kwargs):
+def did_navigate_frames(flow: str, step: str, params: Mapping[str, Value] | None = None, presentable: str = "",
+                        **kwargs: Unpack[_ValueOptions]) -> list[bytes]:
     return navigation_frames(flow, step, params, presentable, did=True, **kwargs)
 
 
-def will_navigate_frames(flow, step, params=None, presentable="", **kwargs):
+def will_navigate_frames(flow: str, step: str, params: Mapping[str, Value] | None = None, presentable: str = "",
+                         **kwargs: Unpack[_ValueOptions]) -> list[bytes]:
     return navigation_frames(flow, step, params, presentable, did=False, **kwargs)
 
 
-def navigation_command_frames(flow, verb, target="", container="", presentable_kind="", *, source, sequence,
-                              timestamp_us=None, message_id=None):
+def navigation_command_frames(flow: str, verb: str, target: str = "", container: str = "", presentable_kind: str = "",
+                              *, source: str, sequence: int, timestamp_us: int | None = None,
+                              message_id: bytes | None = None) -> list[bytes]:
     if verb not in NAV_VERBS or presentable_kind not in PRESENTABLE_KINDS:
         raise WireError("malformed", f"unknown verb {verb!r} or presentable kind {presentable_kind!r}")
     return [topic("cmd/", flow), _env(wire.NAVIGATION_COMMAND, source, sequence, CONTENT_NONE, timestamp_us, message_id),
             verb.encode(), check_label(target, "target"), container.encode("utf-8"), presentable_kind.encode()]
 
 
-def diagnostic_frames(reason, message, details=None, *, source, sequence, content_type=CONTENT_JSON,
-                      timestamp_us=None, message_id=None):
+def diagnostic_frames(reason: str, message: Value, details: Mapping[str, Value] | None = None, *, source: str,
+                      sequence: int, content_type: int = CONTENT_JSON, timestamp_us: int | None = None,
+                      message_id: bytes | None = None) -> list[bytes]:
     body = dict(details or {})
     body["message"] = message
     return [topic("diag/", reason), _env(wire.DIAGNOSTIC, source, sequence, content_type, timestamp_us, message_id),
             check_name(reason, "reason code"), encode_value(body, content_type)]
 
 
-def ack_frames(acked_source, acked_sequence, *, source, sequence, timestamp_us=None, message_id=None):
+def ack_frames(acked_source: str, acked_sequence: int, *, source: str, sequence: int, timestamp_us: int | None = None,
+               message_id: bytes | None = None) -> list[bytes]:
     return [topic("ack/", acked_source), _env(wire.ACK, source, sequence, CONTENT_NONE, timestamp_us, message_id),
             struct.pack(">Q", acked_sequence)]
 
 
-def heartbeat_frames(*, source, sequence, timestamp_us=None, message_id=None):
+def heartbeat_frames(*, source: str, sequence: int, timestamp_us: int | None = None,
+                     message_id: bytes | None = None) -> list[bytes]:
     return [topic("hb/", source), _env(wire.HEARTBEAT, source, sequence, CONTENT_NONE, timestamp_us, message_id)]
 
 
-def status_request_frames(params=None, *, source, sequence, content_type=CONTENT_JSON, timestamp_us=None,
-                          message_id=None):
+def status_request_frames(params: dict[str, Value] | None = None, *, source: str, sequence: int,
+                          content_type: int = CONTENT_JSON, timestamp_us: int | None = None,
+                          message_id: bytes | None = None) -> list[bytes]:
     """A statusRequest; `params` (e.g. {"sections": ["peers"], "peers": {"offset": 0, "limit": 100}}) add frame 2."""
     if not params:
         return [b"status", _env(wire.STATUS_REQUEST, source, sequence, CONTENT_NONE, timestamp_us, message_id)]
@@ -278,12 +310,14 @@ def status_request_frames(params=None, *, source, sequence, content_type=CONTENT
             encode_value(params, content_type)]
 
 
-def status_reply_frames(status, *, source, sequence, timestamp_us=None, message_id=None):
+def status_reply_frames(status: dict[str, Value], *, source: str, sequence: int, timestamp_us: int | None = None,
+                        message_id: bytes | None = None) -> list[bytes]:
     return [b"status", _env(wire.STATUS_REPLY, source, sequence, CONTENT_JSON, timestamp_us, message_id),
             encode_value(status, CONTENT_JSON)]
 
 
-def presentable_report_frames(presentable_id, event, *, source, sequence, timestamp_us=None, message_id=None):
+def presentable_report_frames(presentable_id: str, event: str, *, source: str, sequence: int,
+                              timestamp_us: int | None = None, message_id: bytes | None = None) -> list[bytes]:
     if event not in REPORT_EVENTS:
         raise WireError("malformed", f"unknown presentable event {event!r}")
     return [topic("present/", presentable_id), _env(wire.PRESENTABLE_REPORT, source, sequence, CONTENT_NONE, timestamp_us, message_id),
@@ -293,35 +327,40 @@ def presentable_report_frames(presentable_id, event, *, source, sequence, timest
 # MARK: Decoding
 
 
-def decode(frames):
+class _Base(TypedDict):
+    topic: str
+    envelope: Envelope
+
+
+def decode(frames: Iterable[Buffer]) -> Message:
     """A typed Message from received frames (without a ROUTER's routing id), checked in the
     order of section 7; raises WireError(reason, message) for anything 4 and 5 refuse."""
-    frames = [bytes(f) for f in frames]
-    if len(frames) > wire.MAX_FRAMES:
-        raise WireError("oversize", f"{len(frames)} frames, at most {wire.MAX_FRAMES}")
-    if len(frames) < 2:
-        raise WireError("malformed", f"{len(frames)} frame(s), at least 2 expected")
-    for index, frame in enumerate(frames):
+    received = [bytes(f) for f in frames]
+    if len(received) > wire.MAX_FRAMES:
+        raise WireError("oversize", f"{len(received)} received, at most {wire.MAX_FRAMES}")
+    if len(received) < 2:
+        raise WireError("malformed", f"{len(received)} frame(s), at least 2 expected")
+    for index, frame in enumerate(received):
         if len(frame) > wire.MAX_FRAME_BYTES:
             raise WireError("oversize", f"frame {index} is {len(frame)} bytes, at most {wire.MAX_FRAME_BYTES}")
-    raw_topic = frames[0]
+    raw_topic = received[0]
     if not raw_topic:
         raise WireError("malformed", "empty topic")
     if len(raw_topic) > wire.MAX_TOPIC_BYTES:
         raise WireError("oversize", f"topic is {len(raw_topic)} bytes, at most {wire.MAX_TOPIC_BYTES}")
     topic_text = _text(raw_topic, "topic")
-    env = Envelope.decode(frames[1])
+    env = Envelope.decode(received[1])
     prefix, count = KIND_LAYOUT[env.kind]
     if prefix == "status":
         if topic_text != "status":
             raise WireError("malformed", f"topic {topic_text[:64]!r} does not match kind {env.kind_name}")
     elif not topic_text.startswith(prefix) or len(topic_text) == len(prefix):
         raise WireError("malformed", f"topic {topic_text[:64]!r} does not match kind {env.kind_name}")
-    if len(frames) != count and not (env.kind == wire.STATUS_REQUEST and len(frames) == count + 1):
-        raise WireError("malformed", f"{env.kind_name} message has {len(frames)} frames, {count} expected")
+    if len(received) != count and not (env.kind == wire.STATUS_REQUEST and len(received) == count + 1):
+        raise WireError("malformed", f"{env.kind_name} message has {len(received)} frames, {count} expected")
     topic_id = topic_text[len(prefix):] if prefix != "status" else ""
-    body = frames[2:]
-    base = dict(topic=topic_text, envelope=env)
+    body = received[2:]
+    base: _Base = dict(topic=topic_text, envelope=env)
     kind = env.kind
 
     if kind in (wire.STEP, wire.DEEP_LINK, wire.ACTION):
@@ -329,8 +368,9 @@ def decode(frames):
         params = _decode_params(body[1], env.content_type)
         if kind == wire.DEEP_LINK and name != topic_id:
             raise WireError("malformed", f"deep link name {name!r} differs from the topic id {topic_id[:64]!r}")
-        cls = {wire.STEP: Step, wire.DEEP_LINK: DeepLink, wire.ACTION: Action}[kind]
-        return cls(**base, name=name, params=params)
+        classes: dict[int, type[Step | DeepLink | Action]] = {wire.STEP: Step, wire.DEEP_LINK: DeepLink,
+                                                              wire.ACTION: Action}
+        return classes[kind](**base, name=name, params=params)
     if kind in (wire.STATE, wire.SNAPSHOT):
         value = decode_value(body[0], env.content_type)
         return (State if kind == wire.STATE else Snapshot)(**base, value=value)
@@ -381,19 +421,19 @@ def decode(frames):
     return PresentableReport(**base, event=event)
 
 
-def _text(raw, what):
+def _text(raw: bytes, what: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise WireError("malformed", f"{what} is not UTF-8") from None
 
 
-def _name(raw, what):
+def _name(raw: bytes, what: str) -> str:
     check_name(raw, what)
     return raw.decode("ascii")
 
 
-def _decode_params(raw, content_type):
+def _decode_params(raw: bytes, content_type: int) -> dict[str, Value]:
     if not raw:
         return {}
     if content_type == CONTENT_NONE:
@@ -407,38 +447,48 @@ def _decode_params(raw, content_type):
     return params
 
 
-def encode(message, content_type=None):
+def encode(message: Message, content_type: int | None = None) -> list[bytes]:
     """Frames for a decoded Message (re-encodes values; same envelope)."""
     env = message.envelope
-    kw = dict(source=env.source, sequence=env.sequence, timestamp_us=env.timestamp_us, message_id=env.message_id)
+    kw: _EnvelopeOptions = dict(source=env.source, sequence=env.sequence, timestamp_us=env.timestamp_us,
+                                message_id=env.message_id)
     ct = env.content_type if content_type is None else content_type
     vct = ct if ct != CONTENT_NONE else CONTENT_JSON
     k = env.kind
     if k == wire.STEP:
-        return step_frames(message.stepper_id, message.name, message.params, content_type=vct, **kw)
+        step = cast(Step, message)
+        return step_frames(step.stepper_id, step.name, step.params, content_type=vct, **kw)
     if k == wire.DEEP_LINK:
-        return deep_link_frames(message.name, message.params, content_type=vct, **kw)
+        link = cast(DeepLink, message)
+        return deep_link_frames(link.name, link.params, content_type=vct, **kw)
     if k == wire.ACTION:
-        return action_frames(message.reactor_id, message.name, message.params, content_type=vct, **kw)
+        action = cast(Action, message)
+        return action_frames(action.reactor_id, action.name, action.params, content_type=vct, **kw)
     if k in (wire.STATE, wire.SNAPSHOT):
-        return state_frames(message.reactor_id, message.value, content_type=ct, snapshot=k == wire.SNAPSHOT, **kw)
+        state = cast(State, message)
+        return state_frames(state.reactor_id, state.value, content_type=ct, snapshot=k == wire.SNAPSHOT, **kw)
     if k == wire.SNAPSHOT_REQUEST:
-        return snapshot_request_frames(message.reactor_id, **kw)
+        return snapshot_request_frames(cast(SnapshotRequest, message).reactor_id, **kw)
     if k in (wire.WILL_NAVIGATE, wire.DID_NAVIGATE):
-        return navigation_frames(message.flow, message.step, message.params, message.presentable,
+        nav = cast(Navigation, message)
+        return navigation_frames(nav.flow, nav.step, nav.params, nav.presentable,
                                  did=k == wire.DID_NAVIGATE, content_type=vct, **kw)
     if k == wire.NAVIGATION_COMMAND:
-        return navigation_command_frames(message.flow, message.verb, message.target, message.container,
-                                         message.presentable_kind, **kw)
+        command = cast(NavigationCommand, message)
+        return navigation_command_frames(command.flow, command.verb, command.target, command.container,
+                                         command.presentable_kind, **kw)
     if k == wire.DIAGNOSTIC:
-        details = dict(message.details)
-        return diagnostic_frames(message.reason, details.pop("message", ""), details, content_type=ct, **kw)
+        diagnostic = cast(Diagnostic, message)
+        details = dict(diagnostic.details)
+        return diagnostic_frames(diagnostic.reason, details.pop("message", ""), details, content_type=ct, **kw)
     if k == wire.ACK:
-        return ack_frames(message.acked_source, message.acked_sequence, **kw)
+        ack = cast(Ack, message)
+        return ack_frames(ack.acked_source, ack.acked_sequence, **kw)
     if k == wire.HEARTBEAT:
         return heartbeat_frames(**kw)
     if k == wire.STATUS_REQUEST:
-        return status_request_frames(message.params, content_type=vct, **kw)
+        return status_request_frames(cast(StatusRequest, message).params, content_type=vct, **kw)
     if k == wire.STATUS_REPLY:
-        return status_reply_frames(message.status, **kw)
-    return presentable_report_frames(message.presentable_id, message.event, **kw)
+        return status_reply_frames(cast(StatusReply, message).status, **kw)
+    report = cast(PresentableReport, message)
+    return presentable_report_frames(report.presentable_id, report.event, **kw)

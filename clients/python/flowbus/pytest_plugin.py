@@ -10,12 +10,38 @@ A test that fails gets every process's output in its report. A test that passed 
 if an exhaustive trace received something it did not assert.
 """
 
+from __future__ import annotations
+
 import os
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from typing import Protocol, TypedDict
 
-def pytest_addoption(parser):
+    from pluggy import Result
+    from typing_extensions import Unpack
+
+    from .testing import Topology
+
+    class _TopologyOptions(TypedDict, total=False):
+        """Topology's keyword options."""
+        bin_dir: str | os.PathLike[str] | None
+        hosts: Iterable[str] | None
+        timeout: float
+        heartbeat_ms: int | None
+        start: bool
+        env: Mapping[str, str] | None
+
+    class _TopologyFactory(Protocol):
+        def __call__(self, config: str | os.PathLike[str] | None = None,
+                     **options: Unpack[_TopologyOptions]) -> Topology: ...
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("flowbus")
     group.addoption("--flowbus-config", help="the topology file flowbus_topology starts "
                                              "(default: the flowbus_config ini option, else $FLOWBUS_CONFIG)")
@@ -24,8 +50,9 @@ def pytest_addoption(parser):
     parser.addini("flowbus_config", "the topology file flowbus_topology starts")
 
 
-def _default_config(config):
-    path = config.getoption("flowbus_config") or config.getini("flowbus_config") or os.environ.get("FLOWBUS_CONFIG")
+def _default_config(config: pytest.Config) -> str:
+    path: str | None = (config.getoption("flowbus_config") or config.getini("flowbus_config")
+                        or os.environ.get("FLOWBUS_CONFIG"))
     if not path:
         raise pytest.UsageError("flowbus_topology needs a topology file: --flowbus-config FILE, flowbus_config in "
                                 "pytest.ini, or $FLOWBUS_CONFIG")
@@ -33,14 +60,14 @@ def _default_config(config):
 
 
 @pytest.fixture
-def flowbus_topologies(request):
+def flowbus_topologies(request: pytest.FixtureRequest) -> Iterator[_TopologyFactory]:
     """Starts topologies for this test: `flowbus_topologies(config=None, **options)`."""
     from .testing import ExpectationFailed, Topology
 
-    started = []
-    request.node._flowbus_topologies = started
+    started: list[Topology] = []
+    setattr(request.node, "_flowbus_topologies", started)
 
-    def start(config=None, **options):
+    def start(config: str | os.PathLike[str] | None = None, **options: Unpack[_TopologyOptions]) -> Topology:
         options.setdefault("bin_dir", request.config.getoption("flowbus_bin_dir"))
         topology = Topology(config or _default_config(request.config), **options)
         started.append(topology)
@@ -48,7 +75,7 @@ def flowbus_topologies(request):
 
     yield start
     call = getattr(request.node, "_flowbus_call", None)
-    unasserted = []
+    unasserted: list[str] = []
     try:
         if call is not None and call.passed:
             for topology in started:
@@ -66,18 +93,20 @@ def flowbus_topologies(request):
 
 
 @pytest.fixture
-def flowbus_topology(flowbus_topologies):
+def flowbus_topology(flowbus_topologies: _TopologyFactory) -> Topology:
     """The topology of --flowbus-config (or `flowbus_config`, or $FLOWBUS_CONFIG), answering."""
     return flowbus_topologies()
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
+def pytest_runtest_makereport(item: pytest.Item,
+                               call: pytest.CallInfo[None]) -> Generator[None, Result[pytest.TestReport], None]:
     outcome = yield
     report = outcome.get_result()
     if report.when == "call":
-        item._flowbus_call = report
+        setattr(item, "_flowbus_call", report)
         if report.failed:
-            for topology in getattr(item, "_flowbus_topologies", []):
+            started: list[Topology] = getattr(item, "_flowbus_topologies", [])
+            for topology in started:
                 report.sections.append((f"flowbus: {topology.config_path.name} in {topology.run_dir}",
                                         topology.output()))

@@ -14,6 +14,8 @@ step it awaits, with the refusal's reason, and every failure lists the diagnosti
 meanwhile.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import pathlib
@@ -21,12 +23,16 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import IO, Any
 
 import zmq
 
-from .client import _FAILOVER_OPTIONS, Events, ReactorView, Refused, Stepper, _Owned, status
-from .messages import Ack, Diagnostic, DidNavigate, Heartbeat, deep_link_frames
+from .client import Events, ReactorView, Receipt, Refused, Stepper, _Owned, socket_options, status
+from .messages import Ack, Diagnostic, DidNavigate, Heartbeat, Message, Navigation, deep_link_frames
 from .processes import process_output, spawn, stop_processes
+from .protocol import endpoint_list
+from .values import Value
 from .wire import new_source
 
 __all__ = ["Topology", "NavigationTrace", "StateTrace", "ExpectationFailed", "find_bin_dir"]
@@ -36,10 +42,10 @@ class ExpectationFailed(AssertionError):
     """What a test expected of the topology did not happen; the message says what did."""
 
 
-def find_bin_dir(explicit=None):
+def find_bin_dir(explicit: str | os.PathLike[str] | None = None) -> pathlib.Path:
     """Where flowd, flowctl and reactor-host are: `explicit`, else $FLOWBUS_BIN_DIR, else the
     bin path of the Swift package in the current directory, else the directory of `flowd` in PATH."""
-    candidates = [explicit, os.environ.get("FLOWBUS_BIN_DIR")]
+    candidates: list[str | os.PathLike[str] | None] = [explicit, os.environ.get("FLOWBUS_BIN_DIR")]
     if pathlib.Path("Package.swift").is_file() and shutil.which("swift"):
         try:
             candidates.append(subprocess.run(["swift", "build", "--show-bin-path"], capture_output=True, text=True,
@@ -55,7 +61,7 @@ def find_bin_dir(explicit=None):
                             "`swift build --show-bin-path` prints, after `swift build`")
 
 
-def _matches_step(text, name):
+def _matches_step(text: str, name: str) -> bool:
     """Whether a step written `name(k: v)` (or just `name`) is step `name`."""
     return text == name or text.startswith(name + "(")
 
@@ -63,46 +69,46 @@ def _matches_step(text, name):
 class _Expected:
     """`"Flow.step"` or `"Flow.step @ presentable"`, params optional (all of them must match)."""
 
-    def __init__(self, text, params=None):
+    def __init__(self, text: str, params: Mapping[str, Value] | None = None) -> None:
         body, _, presentable = text.partition(" @ ")
         self.flow, dot, self.step = body.partition(".")
         if not dot or not self.step:
             raise ValueError(f"{text!r} is not written Flow.step, e.g. 'MainFlow.apiKeyIsComplete'")
-        self.presentable = presentable.strip() or None
+        self.presentable: str | None = presentable.strip() or None
         self.params = params
         self.text = text + (f" {params}" if params else "")
 
-    def matches(self, event):
+    def matches(self, event: Navigation) -> bool:
         return (event.flow == self.flow and event.step == self.step
                 and (self.presentable is None or event.presentable == self.presentable)
                 and (self.params is None or event.params == self.params))
 
 
-def _describe(event):
+def _describe(event: Navigation) -> str:
     params = f"({', '.join(f'{k}: {v!r}' for k, v in sorted(event.params.items()))})" if event.params else ""
     return f"{event.flow}.{event.step}{params} @ {event.presentable}"
 
 
-def _describe_diagnostic(diagnostic):
+def _describe_diagnostic(diagnostic: Diagnostic) -> str:
     return f"{diagnostic.reason}: {diagnostic.message}"
 
 
 class NavigationTrace:
     """Every didNavigate and diagnostic flowd publishes from the moment the trace is made."""
 
-    def __init__(self, topology, exhaustive=True):
+    def __init__(self, topology: Topology, exhaustive: bool = True) -> None:
         self.exhaustive = exhaustive
         self._topology = topology
         self._events = Events(topology.events_endpoints, ["nav/did/", "diag/"], timeout=topology.timeout)
-        self.navigations = []  # every one received, asserted or not
-        self.diagnostics = []
-        self._pending = []
-        self._pending_diagnostics = []
+        self.navigations: list[DidNavigate] = []  # every one received, asserted or not
+        self.diagnostics: list[Diagnostic] = []
+        self._pending: list[DidNavigate] = []
+        self._pending_diagnostics: list[Diagnostic] = []
 
-    def close(self):
+    def close(self) -> None:
         self._events.close()
 
-    def _take(self, message):
+    def _take(self, message: Message) -> None:
         if isinstance(message, DidNavigate):
             self.navigations.append(message)
             self._pending.append(message)
@@ -110,20 +116,20 @@ class NavigationTrace:
             self.diagnostics.append(message)
             self._pending_diagnostics.append(message)
 
-    def _read(self, deadline):
+    def _read(self, deadline: float) -> Message | None:
         message = self._events.next(max(0.0, deadline - time.monotonic()))
         if message is not None:
             self._take(message)
         return message
 
-    def _drain_taking(self, limit=0.3):
+    def _drain_taking(self, limit: float = 0.3) -> None:
         """Takes what flowd published up to its next heartbeat (at most `limit` s)."""
         deadline = time.monotonic() + limit
         while (message := self._events._recv(deadline)) is not None and not isinstance(message, Heartbeat):
             if self._events._wanted(message):
                 self._take(message)
 
-    def _settle(self):
+    def _settle(self) -> None:
         """Reads until two heartbeats came: the second was sent after this call began."""
         heartbeats, deadline = 0, time.monotonic() + self._topology.timeout
         while heartbeats < 2 and time.monotonic() < deadline:
@@ -135,7 +141,8 @@ class NavigationTrace:
             elif self._events._wanted(message):
                 self._take(message)
 
-    def expect(self, *expected, exhaustive=None, timeout=10.0):
+    def expect(self, *expected: str | tuple[str, Mapping[str, Value]], exhaustive: bool | None = None,
+               timeout: float = 10.0) -> None:
         """Asserts the next navigations: `"Flow.step"`, `"Flow.step @ presentable"` or
         `("Flow.step", {params})`. Exhaustive: exactly these come next; else in this order, others
         between them skipped. Fails at once when flowd refuses the step awaited."""
@@ -143,7 +150,7 @@ class NavigationTrace:
         exhaustive = self.exhaustive if exhaustive is None else exhaustive
         first_diagnostic = len(self.diagnostics)
         deadline = time.monotonic() + timeout
-        refusal = None
+        refusal: Diagnostic | None = None
         while True:
             matched, position, mismatch = self._match(wanted, exhaustive)
             if matched is not None:
@@ -174,7 +181,7 @@ class NavigationTrace:
             + ("\ndiagnostics received meanwhile:\n" + "\n".join(meanwhile) if meanwhile
                else "\ndiagnostics received meanwhile: none"))
 
-    def _match(self, wanted, exhaustive):
+    def _match(self, wanted: list[_Expected], exhaustive: bool) -> tuple[int | None, int, bool]:
         """(index of the last pending navigation matched or None, position awaited, mismatch)."""
         position = 0
         for index, event in enumerate(self._pending):
@@ -186,7 +193,7 @@ class NavigationTrace:
                 return None, position, True
         return None, position, False
 
-    def expect_diagnostic(self, reason, stepper=None, timeout=10.0):
+    def expect_diagnostic(self, reason: str, stepper: str | None = None, timeout: float = 10.0) -> Diagnostic:
         """Asserts the next diagnostic (exhaustive) or the next one with `reason`; returns it."""
         deadline = time.monotonic() + timeout
         while True:
@@ -201,12 +208,12 @@ class NavigationTrace:
                 raise ExpectationFailed(f"expected diagnostic {reason} within {timeout:g} s; none came")
             self._read(deadline)
 
-    def finish(self):
+    def finish(self) -> None:
         """What the pytest plugin checks when a test passed: nothing unasserted, if exhaustive."""
         if self.exhaustive:
             self.expect_nothing_more()
 
-    def expect_nothing_more(self):
+    def expect_nothing_more(self) -> None:
         """Fails if flowd published a navigation or diagnostic (up to now) that was not asserted."""
         self._settle()
         problems = [f"  + {_describe(e)}" for e in self._pending]
@@ -220,25 +227,25 @@ class NavigationTrace:
 class StateTrace:
     """A reactor's states, the snapshot first, each once and in order (the Clone rule)."""
 
-    def __init__(self, topology, reactor_id, exhaustive=True):
+    def __init__(self, topology: Topology, reactor_id: str, exhaustive: bool = True) -> None:
         actions, states = topology.reactor_endpoints(reactor_id)
         self.exhaustive = exhaustive
         self._view = ReactorView(actions, states, reactor_id, timeout=topology.timeout)
-        self.states = []
+        self.states: list[Value] = []
         snapshot = self._view.next_state(topology.timeout)
         if snapshot is None:
             raise ExpectationFailed(f"no snapshot of {reactor_id} within {topology.timeout:g} s")
         self.initial = snapshot.value
-        self._pending = []
+        self._pending: list[Value] = []
 
-    def close(self):
+    def close(self) -> None:
         self._view.close()
 
     @property
-    def latest(self):
+    def latest(self) -> Value:
         return self.states[-1] if self.states else self.initial
 
-    def finish(self):
+    def finish(self) -> None:
         """What the pytest plugin checks when a test passed: no state left unasserted, if exhaustive."""
         while self.exhaustive and (update := self._view.next_state(0.1)) is not None:
             self.states.append(update.value)
@@ -248,7 +255,7 @@ class StateTrace:
             self._pending.clear()
             raise ExpectationFailed(f"states received but not asserted: {left}")
 
-    def expect(self, *expected, timeout=10.0):
+    def expect(self, *expected: Value | Callable[[Value], object], timeout: float = 10.0) -> None:
         """Asserts the next states, each a value or a predicate on it (exhaustive: exactly these;
         else in order, others skipped)."""
         deadline = time.monotonic() + timeout
@@ -280,7 +287,9 @@ class Topology:
     Unless the config sets `heartbeatMilliseconds`, the copy sets it to `heartbeat_ms` (50).
     """
 
-    def __init__(self, config, *, bin_dir=None, hosts=None, timeout=10.0, heartbeat_ms=50, start=True, env=None):
+    def __init__(self, config: str | os.PathLike[str], *, bin_dir: str | os.PathLike[str] | None = None,
+                 hosts: Iterable[str] | None = None, timeout: float = 10.0, heartbeat_ms: int | None = 50,
+                 start: bool = True, env: Mapping[str, str] | None = None) -> None:
         self.bin_dir = find_bin_dir(bin_dir)
         self.timeout = timeout
         self.run_dir = pathlib.Path(tempfile.mkdtemp(prefix="fbt-", dir="/tmp"))  # ipc paths stay short
@@ -294,10 +303,10 @@ class Topology:
                         FLOWBUS_CONFIG=str(self.config_path),
                         PATH=f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
         self.config = self._resolved()
-        self.hosts = list(self.config.get("reactors", {})) if hosts is None else list(hosts)
-        self.processes = {}
-        self._closing = []
-        self.traces = []  # the NavigationTrace and StateTrace objects made, in order
+        self.hosts: list[str] = list(self.config.get("reactors", {})) if hosts is None else list(hosts)
+        self.processes: dict[str, tuple[subprocess.Popen[bytes], IO[bytes]]] = {}
+        self._closing: list[Stepper | ReactorView | NavigationTrace | StateTrace] = []
+        self.traces: list[NavigationTrace | StateTrace] = []  # the traces made, in order
         if start:
             try:
                 self.start()
@@ -305,33 +314,34 @@ class Topology:
                 self.stop()
                 raise
 
-    def _resolved(self):
+    def _resolved(self) -> dict[str, Any]:
         done = subprocess.run([str(self.bin_dir / "flowctl"), "config", "--json", "--config", str(self.config_path)],
                               env=self.env, capture_output=True, text=True, timeout=60)
         if done.returncode != 0:
             raise ValueError(f"{self.config_path.name}: {done.stderr.strip()}")
-        return json.loads(done.stdout)
+        config: dict[str, Any] = json.loads(done.stdout)
+        return config
 
     @property
-    def events_endpoints(self):
+    def events_endpoints(self) -> str | list[str]:
         """flowd's events endpoint, or one per instance."""
         return self._endpoints("events")
 
-    def _endpoints(self, key):
+    def _endpoints(self, key: str) -> str | list[str]:
         endpoints = self.config["endpoints"]
         return endpoints[key] if isinstance(endpoints, dict) else [e[key] for e in endpoints]
 
-    def reactor_endpoints(self, reactor_id):
+    def reactor_endpoints(self, reactor_id: str) -> tuple[str, str]:
         """(actions, states) of the reactor host serving `reactor_id`."""
         for name, spec in self.config.get("reactors", {}).items():
             if any(reactor_id == s or (s.endswith("/") and reactor_id.startswith(s)) for s in spec["serves"]):
                 return spec["actions"], spec["states"]
         raise ValueError(f"no reactor host of {self.config_path.name} serves {reactor_id!r}")
 
-    def _spawn(self, name, command):
+    def _spawn(self, name: str, command: list[str]) -> None:
         self.processes[name] = spawn(self.run_dir, name, command, self.env)
 
-    def start(self):
+    def start(self) -> None:
         if self.config.get("launch"):
             self._spawn("launch", [str(self.bin_dir / "flowctl"), "launch", str(self.config_path)])
         else:
@@ -345,7 +355,7 @@ class Topology:
             states = self.config["reactors"][host]["states"]
             self._wait(lambda: Events(states, [], timeout=0.5).close(), f"reactor host {host}'s heartbeat", deadline)
 
-    def _wait(self, probe, what, deadline):
+    def _wait(self, probe: Callable[[], object], what: str, deadline: float) -> None:
         while True:
             for name, (process, _) in self.processes.items():
                 if process.poll() is not None:
@@ -358,31 +368,30 @@ class Topology:
                 if time.monotonic() >= deadline:
                     raise TimeoutError(f"no {what} within {self.timeout:g} s:\n{self.output()}") from None
 
-    def output(self, tail=6000):
+    def output(self, tail: int = 6000) -> str:
         """Every process's output, the last `tail` characters of each."""
         return process_output(self.run_dir, tail)
 
     # Driving it
 
-    def stepper(self, stepper_id):
+    def stepper(self, stepper_id: str) -> Stepper:
         stepper = Stepper(self._endpoints("ingress"), stepper_id, events_endpoint=self.events_endpoints,
                           timeout=self.timeout)
         self._closing.append(stepper)
         return stepper
 
-    def step(self, stepper_id, name, /, **params):
+    def step(self, stepper_id: str, name: str, /, **params: Value) -> Receipt:
         """Publishes a step as `stepper_id` and waits for its outcome; raises Refused (Dropped)
         with flowd's reason when it is refused."""
         return self.stepper(stepper_id).publish_params(name, params, wait=True)
 
-    def deeplink(self, name, /, **params):
+    def deeplink(self, name: str, /, **params: Value) -> None:
         """Sends a deep link to every active flow; returns once flowd acknowledged it, raises
         Refused when flowd refused it on receipt."""
         owned = _Owned(None)
         try:
             ingress = self._endpoints("ingress")
-            dealer = (owned._open(zmq.DEALER, ingress) if isinstance(ingress, str)
-                      else owned._open_all(zmq.DEALER, ingress, _FAILOVER_OPTIONS + ((zmq.IMMEDIATE, 1),)))
+            dealer = owned._open_all(zmq.DEALER, endpoint_list(ingress), socket_options(ingress, immediate=True))
             dealer.send_multipart(deep_link_frames(name, params, source=new_source("py-deeplink"), sequence=1))
             deadline = time.monotonic() + self.timeout
             while dealer.poll(max(0, int((deadline - time.monotonic()) * 1000))):
@@ -395,37 +404,37 @@ class Topology:
         finally:
             owned.close()
 
-    def action(self, reactor_id, name, /, **params):
+    def action(self, reactor_id: str, name: str, /, **params: Value) -> Receipt:
         """Sends an action to reactor `reactor_id` and waits for its host's acknowledgement."""
         actions, states = self.reactor_endpoints(reactor_id)
         view = ReactorView(actions, states, reactor_id, timeout=self.timeout)
         self._closing.append(view)
         return view.send_params(name, params)
 
-    def navigation(self, exhaustive=True):
+    def navigation(self, exhaustive: bool = True) -> NavigationTrace:
         """A NavigationTrace from now on."""
         trace = NavigationTrace(self, exhaustive)
         self._closing.append(trace)
         self.traces.append(trace)
         return trace
 
-    def states(self, reactor_id, exhaustive=True):
+    def states(self, reactor_id: str, exhaustive: bool = True) -> StateTrace:
         """A StateTrace of `reactor_id` (its snapshot read)."""
         trace = StateTrace(self, reactor_id, exhaustive)
         self._closing.append(trace)
         self.traces.append(trace)
         return trace
 
-    def status(self, **params):
+    def status(self, **params: Value) -> dict[str, Value]:
         return status(self._endpoints("control"), timeout=self.timeout, params=params or None)
 
-    def tree(self):
+    def tree(self) -> Value:
         """flowd's flows, each with its live tree (status `flows`)."""
         return self.status()["flows"]
 
     # Stopping
 
-    def stop(self):
+    def stop(self) -> None:
         for closable in self._closing:
             closable.close()
         self._closing = []
@@ -433,12 +442,12 @@ class Topology:
         stop_processes(list(self.processes.values()))
         self.processes = {}
 
-    def remove(self):
+    def remove(self) -> None:
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
-    def __enter__(self):
+    def __enter__(self) -> Topology:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.stop()
         self.remove()

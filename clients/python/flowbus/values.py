@@ -5,24 +5,33 @@ string ↔ str, list ↔ list, map ↔ dict (str keys). Decoders are strict: eve
 say a receiver MUST refuse raises WireError("malformed").
 """
 
+from __future__ import annotations
+
 import json
 import math
 import struct
+from typing import TYPE_CHECKING, NoReturn, Union
 
 from .wire import CONTENT_FBV, CONTENT_JSON, CONTENT_NONE, MAX_DEPTH, WireError
 
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
-__all__ = ["check_value", "encode_fbv", "decode_fbv", "encode_json", "decode_json",
+# A value of the value model (5.3); encoders also take tuples as lists.
+Value = Union[None, bool, int, float, str, list["Value"], dict[str, "Value"]]
+
+__all__ = ["Value", "check_value", "encode_fbv", "decode_fbv", "encode_json", "decode_json",
            "encode_value", "decode_value", "INT64_MIN", "INT64_MAX"]
 
 
-def _quoted(text):
+def _quoted(text: str) -> str:
     """An error's excerpt of `text`: its first 64 characters, as the Swift tools cut it."""
     return text if len(text) <= 64 else f"{text[:64]}… ({len(text)} characters)"
 
 
-def check_value(value, depth=0):
+def check_value(value: object, depth: int = 0) -> None:
     """Raises WireError unless `value` is in the value model (5.3) and nests at most 32 deep."""
     if value is None or isinstance(value, (bool, str)):
         if isinstance(value, str):
@@ -51,7 +60,7 @@ def check_value(value, depth=0):
     raise WireError("malformed", f"{type(value).__name__} is not a wire value (None, bool, int, float, str, list, dict)")
 
 
-def _utf8(text):
+def _utf8(text: str) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
@@ -61,7 +70,7 @@ def _utf8(text):
 # MARK: FBV
 
 
-def encode_fbv(value):
+def encode_fbv(value: Value) -> bytes:
     """One FBV value (5.1); map entries sorted by the keys' UTF-8 bytes."""
     check_value(value)
     out = bytearray()
@@ -69,7 +78,7 @@ def encode_fbv(value):
     return bytes(out)
 
 
-def _fbv_write(value, out):
+def _fbv_write(value: Value, out: bytearray) -> None:
     if value is None:
         out += b"\x00"
     elif value is False:
@@ -97,7 +106,7 @@ def _fbv_write(value, out):
             _fbv_write(element, out)
 
 
-def decode_fbv(data):
+def decode_fbv(data: Buffer) -> Value:
     """Exactly one FBV value; trailing bytes, truncation, bad tags, counts larger than the
     remaining bytes, duplicate keys, invalid UTF-8 and nesting over 32 are malformed."""
     data = bytes(data)
@@ -107,7 +116,7 @@ def decode_fbv(data):
     return value
 
 
-def _fbv_read(data, at, depth):
+def _fbv_read(data: bytes, at: int, depth: int) -> tuple[Value, int]:
     if at >= len(data):
         raise WireError("malformed", "FBV: value is truncated")
     tag = data[at]
@@ -122,7 +131,7 @@ def _fbv_read(data, at, depth):
         raise WireError("malformed", f"FBV: unknown tag {tag:#04x} at offset {at - 1}")
     if at + 4 > len(data):
         raise WireError("malformed", "FBV: count is truncated")
-    count = struct.unpack_from(">I", data, at)[0]
+    count: int = struct.unpack_from(">I", data, at)[0]
     at += 4
     remaining = len(data) - at
     if tag == 0x05:
@@ -135,16 +144,16 @@ def _fbv_read(data, at, depth):
     if count * (1 if tag == 0x06 else 3) > remaining:
         raise WireError("malformed", f"FBV: count {count} exceeds the remaining bytes")
     if tag == 0x06:
-        items = []
+        items: list[Value] = []
         for _ in range(count):
             item, at = _fbv_read(data, at, depth + 1)
             items.append(item)
         return items, at
-    entries = {}
+    entries: dict[str, Value] = {}
     for _ in range(count):
         if at + 2 > len(data):
             raise WireError("malformed", "FBV: key length is truncated")
-        size = struct.unpack_from(">H", data, at)[0]
+        size: int = struct.unpack_from(">H", data, at)[0]
         at += 2
         if at + size > len(data):
             raise WireError("malformed", "FBV: key is truncated")
@@ -156,7 +165,7 @@ def _fbv_read(data, at, depth):
     return entries, at
 
 
-def _utf8_decode(raw):
+def _utf8_decode(raw: bytes) -> str:
     try:
         return raw.decode("utf-8")  # Python's strict codec refuses overlongs, surrogates, > U+10FFFF
     except UnicodeDecodeError as error:
@@ -166,44 +175,38 @@ def _utf8_decode(raw):
 # MARK: JSON
 
 
-def encode_json(value):
+def encode_json(value: Value) -> bytes:
     """Canonical JSON (5.2): keys sorted by UTF-8 bytes (= code point order), no whitespace,
     non-ASCII as UTF-8, doubles always with '.' or an exponent; NaN/infinities refused."""
     check_value(value)
-    if _has_nonfinite(value):
-        raise WireError("malformed", "NaN and infinities cannot be written as JSON")
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
+    try:
+        text = _JSON.encode(value)
+    except ValueError:  # the only one left after check_value: a float out of JSON's range
+        raise WireError("malformed", "NaN and infinities cannot be written as JSON") from None
+    return text.encode("utf-8")
 
 
-def _has_nonfinite(value):
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, dict):
-        return any(_has_nonfinite(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_has_nonfinite(v) for v in value)
-    return False
+_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def _json_int(text):
+def _json_int(text: str) -> int | float:
     value = int(text)
     return value if INT64_MIN <= value <= INT64_MAX else _json_float(text)
 
 
-def _json_float(text):
+def _json_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
         raise WireError("malformed", f"JSON: number {text[:64]} is outside the double range")
     return value
 
 
-def _json_constant(name):
+def _json_constant(name: str) -> NoReturn:
     raise WireError("malformed", f"JSON: {name} is not JSON")
 
 
-def _json_pairs(pairs):
-    result = {}
+def _json_pairs(pairs: list[tuple[str, Value]]) -> dict[str, Value]:
+    result: dict[str, Value] = {}
     for key, value in pairs:
         if key in result:
             raise WireError("malformed", f"JSON: duplicate key {key[:64]!r}")
@@ -211,15 +214,15 @@ def _json_pairs(pairs):
     return result
 
 
-def decode_json(data):
+def decode_json(data: Buffer) -> Value:
     """One JSON value (5.2), refusing what 5.2 says readers MUST refuse."""
     data = bytes(data)
     if data.startswith(b"\xef\xbb\xbf"):
         raise WireError("malformed", "JSON: byte-order mark")
     text = _utf8_decode(data)
     try:
-        value = json.loads(text, parse_int=_json_int, parse_float=_json_float,
-                           parse_constant=_json_constant, object_pairs_hook=_json_pairs, strict=True)
+        value: Value = json.loads(text, parse_int=_json_int, parse_float=_json_float,
+                                  parse_constant=_json_constant, object_pairs_hook=_json_pairs, strict=True)
     except WireError:
         raise
     except RecursionError:
@@ -233,7 +236,7 @@ def decode_json(data):
 # MARK: By content type
 
 
-def encode_value(value, content_type):
+def encode_value(value: Value, content_type: int) -> bytes:
     if content_type == CONTENT_JSON:
         return encode_json(value)
     if content_type == CONTENT_FBV:
@@ -241,7 +244,7 @@ def encode_value(value, content_type):
     raise WireError("malformed", f"content type {content_type} cannot carry a value")
 
 
-def decode_value(data, content_type):
+def decode_value(data: Buffer, content_type: int) -> Value:
     if content_type == CONTENT_JSON:
         return decode_json(data)
     if content_type == CONTENT_FBV:

@@ -1,10 +1,16 @@
 """Frame-level definitions of flowbus/1 (docs/PROTOCOL.md sections 3.4, 4.1, 4.2 and 6)."""
 
+from __future__ import annotations
+
 import os
 import re
 import struct
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 PROTOCOL_VERSION = 1
 
@@ -48,10 +54,30 @@ _NAME = re.compile(rb"[A-Za-z0-9_.:-]{1,255}\Z")
 class WireError(ValueError):
     """A message or value that breaks flowbus/1; `reason` is the section 4.3 reason code."""
 
-    def __init__(self, reason, message):
+    def __init__(self, reason: str, message: str) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
         self.message = message
+
+
+def encode_envelope(kind: int, sequence: int, source: str, content_type: int = CONTENT_NONE,
+                    timestamp_us: int | None = None, message_id: bytes | None = None,
+                    version: int = PROTOCOL_VERSION) -> bytes:
+    """Frame 1 (4.2) without an Envelope instance: what builders send. The time and a random
+    message id unless given."""
+    src = source.encode("utf-8")
+    if not 1 <= len(src) <= MAX_SOURCE_BYTES:
+        raise WireError("oversize" if src else "malformed",
+                        f"source id is {len(src)} bytes, 1 to {MAX_SOURCE_BYTES} allowed")
+    if message_id is None:
+        message_id = os.urandom(16)
+    elif len(message_id) != 16:
+        raise WireError("malformed", "message id must be 16 bytes")
+    if not 0 <= sequence < 2**64:
+        raise WireError("malformed", "sequence must fit an unsigned 64-bit int")
+    if timestamp_us is None:
+        timestamp_us = time.time_ns() // 1000
+    return _ENVELOPE.pack(version, kind, content_type, 0, sequence, timestamp_us, bytes(message_id), len(src)) + src
 
 
 @dataclass(frozen=True)
@@ -67,20 +93,12 @@ class Envelope:
     version: int = PROTOCOL_VERSION
     flags: int = 0
 
-    def encode(self):
-        src = self.source.encode("utf-8")
-        if not 1 <= len(src) <= MAX_SOURCE_BYTES:
-            raise WireError("oversize" if src else "malformed",
-                            f"source id is {len(src)} bytes, 1 to {MAX_SOURCE_BYTES} allowed")
-        if len(self.message_id) != 16:
-            raise WireError("malformed", "message id must be 16 bytes")
-        if not 0 <= self.sequence < 2**64:
-            raise WireError("malformed", "sequence must fit an unsigned 64-bit int")
-        return _ENVELOPE.pack(self.version, self.kind, self.content_type, 0, self.sequence,
-                              self.timestamp_us, bytes(self.message_id), len(src)) + src
+    def encode(self) -> bytes:
+        return encode_envelope(self.kind, self.sequence, self.source, self.content_type, self.timestamp_us,
+                               self.message_id, self.version)
 
     @classmethod
-    def decode(cls, frame):
+    def decode(cls, frame: Buffer) -> Envelope:
         frame = bytes(frame)
         if not frame:
             raise WireError("malformed", "empty envelope")
@@ -103,11 +121,11 @@ class Envelope:
                    timestamp_us=timestamp, message_id=message_id, version=version, flags=flags)
 
     @property
-    def kind_name(self):
+    def kind_name(self) -> str:
         return KIND_NAMES.get(self.kind, str(self.kind))
 
 
-def topic(prefix, topic_id=None):
+def topic(prefix: str, topic_id: str | None = None) -> bytes:
     """`<prefix><id>` as bytes (prefix includes its `/`; `status` has no id), checked against 3.4."""
     if prefix == "status":
         return b"status"
@@ -119,7 +137,7 @@ def topic(prefix, topic_id=None):
     return data
 
 
-def check_name(name, what="name"):
+def check_name(name: str | bytes, what: str = "name") -> bytes:
     """Step, action and deep link names and reason codes: 1..255 bytes of [A-Za-z0-9_.:-]."""
     raw = name.encode("utf-8") if isinstance(name, str) else bytes(name)
     if not _NAME.match(raw):
@@ -127,7 +145,7 @@ def check_name(name, what="name"):
     return raw
 
 
-def check_label(text, what, allow_empty=True):
+def check_label(text: str, what: str, allow_empty: bool = True) -> bytes:
     """Flow names, presentable ids, verbs: UTF-8, at most 255 bytes."""
     raw = text.encode("utf-8")
     if len(raw) > MAX_NAME_BYTES:
@@ -137,7 +155,7 @@ def check_label(text, what, allow_empty=True):
     return raw
 
 
-def new_source(base):
+def new_source(base: str) -> str:
     """A fresh source id (4.2: a process restarting without its sequence takes a new one)."""
     suffix = "#py-" + os.urandom(4).hex()
     raw = base.encode("utf-8")[: MAX_SOURCE_BYTES - len(suffix)]

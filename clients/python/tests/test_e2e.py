@@ -57,13 +57,13 @@ def test_stepper_resends_from_expected_after_a_lost_step(bus):
     """4.4: a gap is refused `out-of-order` with `expected`; the stepper resends from there."""
     with Events(bus.events, ["step/apikey"], timeout=T) as events, Stepper(bus.ingress, "apikey", timeout=T) as stepper:
         stepper.publish("wishlistTab")  # sequence 1, acknowledged
-        real_send = stepper._dealer.send_multipart
-        stepper._dealer.send_multipart = lambda frames: None  # sequence 2 is lost in transit
+        real_send = stepper._send
+        stepper._send = lambda frames: True  # sequence 2 is lost in transit
         stepper.publish_params("watchedTab", wait=False)
-        stepper._dealer.send_multipart = real_send
+        stepper._send = real_send
         receipt = stepper.publish("wishlistTab")  # sequence 3 arrives first: refused, then 2 and 3 resent
         assert receipt.sequence == 3 and receipt.ack.acked_sequence == 3
-        assert not stepper._acks.unacked
+        assert not stepper._outbox.ledger.unacked
         seen = [events.wait_for(lambda m: m.source == stepper.source, timeout=T).sequence for _ in range(3)]
         assert seen == [1, 2, 3], "flowd applied each once, in order"
 
@@ -73,8 +73,8 @@ def test_stepper_bad_params_refused_on_ingress(bus):
         # a params frame that is not a map, built by hand: flowd refuses it with bad-params
         frames = flowbus.step_frames("apikey", "apiKeyIsComplete", {"x": 1}, source=stepper.source, sequence=1)
         frames[3] = b"[1]"
-        stepper._dealer.send_multipart(frames)
-        stepper._acks.next_sequence()
+        stepper._outbox.ledger.keep(frames)
+        stepper._outbox.flush(stepper._send)
         with pytest.raises(Refused) as refused:
             stepper.wait_ack(1)
         assert refused.value.reason == "bad-params" and refused.value.details["sequence"] == 1

@@ -451,7 +451,7 @@ def test_stepper_follows_the_active_flowd_across_sigkills(pair, postgres):
                 last = stepper.publish_params("tick", {"n": n}, wait=False)
                 assert last == n
             if chunk in KILLS:
-                acked_before_kill.append(stepper._acks.acked)
+                acked_before_kill.append(stepper._outbox.ledger.acked)
                 killed = time.monotonic()
                 active.kill()  # SIGKILL, with steps in flight
                 # The first time, the stepper finds the new active by itself: its steps go
@@ -477,8 +477,8 @@ def test_stepper_follows_the_active_flowd_across_sigkills(pair, postgres):
                 active, standby = standby, active
                 standby.start().wait_log("standby:", timeout=30)
             read(events)
-        assert stepper._acks.acked == STEPS, "every step acknowledged"
-        assert not stepper._acks.unacked and not stepper._acks.refusals, "none refused"
+        assert stepper._outbox.ledger.acked == STEPS, "every step acknowledged"
+        assert not stepper._outbox.ledger.unacked and not stepper._outbox.ledger.refusals, "none refused"
         assert stepper.resent > 0, "what the killed ones had not acknowledged was sent again"
         # The re-publication of the last step follows its commit, as the ack does.
         assert read(events, lambda: STEPS in seen, T), f"step {STEPS} not re-published: {seen[-5:]}"

@@ -1,0 +1,428 @@
+"""The clients' protocol rules without sockets (PROTOCOL.md 3.2 to 4.4), shared by `flowbus.client`
+(blocking) and `flowbus.aio` (asyncio).
+
+Each class takes what arrived (a decoded message, the time) and says what to do: the frames to
+send, the state to deliver, the outcome of a wait. A socket appears only as a `Sender`, the
+function a client passes in that hands frames to its socket without blocking.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence, Union
+
+from .clone import CloneMerger, StateUpdate
+from .messages import (Ack, Diagnostic, Heartbeat, Message, Snapshot, State, StatusReply, Step, action_frames,
+                       snapshot_request_frames, status_request_frames, step_frames)
+from .values import Value
+from .wire import CONTENT_JSON, new_source, topic
+
+__all__ = ["FlowBusError", "Refused", "Dropped", "NoAck", "NoOutcome", "NotConnected", "Receipt", "Frames",
+           "Sender", "Endpoint", "endpoint_list", "describe", "AckLedger", "StepOutbox", "RoutingWatch",
+           "TopicFilter", "ViewState", "StatusExchange"]
+
+Frames = list[bytes]
+# Hands frames to a socket without blocking: False when the socket took nothing (zmq.Again).
+Sender = Callable[[Frames], bool]
+# One flowd endpoint, or one per instance sharing a journal (DEPLOYMENT.md, active and standby).
+Endpoint = Union[str, Sequence[str]]
+Params = Optional[dict[str, Value]]
+
+
+class FlowBusError(Exception):
+    pass
+
+
+class Refused(FlowBusError):
+    """The receiver refused the message: `diagnostic` is the DIAGNOSTIC that said so."""
+
+    def __init__(self, diagnostic: Diagnostic, sequence: Optional[int] = None) -> None:
+        super().__init__(f"refused ({diagnostic.reason}): {diagnostic.message}")
+        self.diagnostic = diagnostic
+        self.reason = diagnostic.reason
+        self.details = diagnostic.details
+        self.sequence = sequence
+
+
+class Dropped(Refused):
+    """flowd acknowledged the step, then its flows dropped it (`not-visible`, `dismissed`,
+    `unbound-stepper`, `unknown-step`, ...): `reason` says which, `diagnostic` is the DIAGNOSTIC
+    published on `events` naming the step's source and sequence (PROTOCOL.md 3.3)."""
+
+
+class NoOutcome(FlowBusError, TimeoutError):
+    """The step was acknowledged, but flowd's `events` did not show what became of it in time."""
+
+
+class NoAck(FlowBusError, TimeoutError):
+    """No ack covering the message arrived in time (is anything listening on the endpoint?)."""
+
+
+class NotConnected(FlowBusError, TimeoutError):
+    """No heartbeat from the publisher in time (is the daemon running with that endpoint?)."""
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """A message that was acknowledged: our source and sequence, and the ack that covers it."""
+
+    source: str
+    sequence: int
+    ack: Optional[Ack]
+
+
+def endpoint_list(endpoint: Endpoint) -> list[str]:
+    """`endpoint` as a list: one string, or a non-empty list (or tuple) of strings."""
+    if isinstance(endpoint, str):
+        return [endpoint]
+    endpoints = list(endpoint) if isinstance(endpoint, (list, tuple)) else None
+    if not endpoints or not all(isinstance(e, str) for e in endpoints):
+        raise ValueError(f"an endpoint is a string, or a non-empty list of strings (one per flowd instance), "
+                         f"not {endpoint!r}")
+    return endpoints
+
+
+def describe(endpoint: Endpoint) -> str:
+    """An endpoint, or every one of a list, for messages."""
+    return endpoint if isinstance(endpoint, str) else ", ".join(endpoint)
+
+
+def _int(value: object) -> Optional[int]:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# MARK: Acks
+
+
+class AckLedger:
+    """Cumulative acks and refusals of one source on a DEALER (3.3, 4.3 ACK), and the messages kept
+    until an ack covers them (4.4)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.sequence = 0  # last sequence given out
+        self.acked = 0
+        self.last_ack: Optional[Ack] = None
+        self.refusals: dict[int, Diagnostic] = {}
+        self.unacked: dict[int, Frames] = {}
+        self.resend_from: Optional[int] = None  # set by an out-of-order refusal: its `expected`
+        self.out_of_order: Optional[Diagnostic] = None  # that refusal
+
+    def next_sequence(self) -> int:
+        self.sequence += 1
+        return self.sequence
+
+    def keep(self, frames: Frames) -> int:
+        """Gives `frames` (built with sequence `self.sequence + 1`) their sequence and keeps them."""
+        sequence = self.next_sequence()
+        self.unacked[sequence] = frames
+        return sequence
+
+    def handle(self, message: Message) -> bool:
+        """True if the reply was an ack or a diagnostic about this source."""
+        if isinstance(message, Ack) and message.acked_source == self.source:
+            if message.acked_sequence >= self.acked:
+                for sequence in range(self.acked + 1, message.acked_sequence + 1):
+                    self.unacked.pop(sequence, None)
+                self.acked, self.last_ack = message.acked_sequence, message
+            return True
+        if isinstance(message, Diagnostic):
+            details = message.details
+            if details.get("source", self.source) != self.source:
+                return False
+            if message.reason == "out-of-order":
+                # Not a refusal of the message: the receiver missed an earlier one (4.4).
+                expected = _int(details.get("expected"))
+                self.resend_from = self.acked + 1 if expected is None else expected
+                self.out_of_order = message
+                return True
+            named = _int(details.get("sequence"))
+            # unnamed: the oldest message not yet acknowledged
+            self.refusals[self.acked + 1 if named is None else named] = message
+            return True
+        return False
+
+    def outcome(self, sequence: int) -> Receipt:
+        """The Receipt of an acknowledged `sequence`; Refused if a diagnostic refused it."""
+        if sequence in self.refusals:
+            raise Refused(self.refusals.pop(sequence), sequence)
+        return Receipt(self.source, sequence, self.last_ack)
+
+
+# MARK: Steps
+
+
+class StepOutbox:
+    """The sending side of a Stepper: kept steps, what went to the socket, and when to send again.
+
+    Every step is kept until an ack covers it. An `out-of-order` refusal (the receiver missed an
+    earlier one, 4.4) sends the kept steps again from its `expected`. With `following` (a list of
+    flowd instances, of which only the active one is bound) it also sends again from the oldest
+    unacknowledged step when acks start coming from another instance, and when no ack progress
+    came for `retransmit_interval` s while waiting (doubling up to `max_retransmit_interval`).
+    A step the socket does not take (no instance connected) stays kept and is offered again.
+    """
+
+    SEND_RETRY_S = 0.02  # how soon a step the socket did not take is offered again
+
+    def __init__(self, stepper_id: str, source: str, *, following: bool, content_type: int = CONTENT_JSON,
+                 retransmit_interval: float = 0.5, max_retransmit_interval: float = 2.0) -> None:
+        topic("step/", stepper_id)  # refuses an id that cannot be a topic before anything is sent
+        self.stepper_id = stepper_id
+        self.source = source
+        self.content_type = content_type
+        self.following = following
+        self.ledger = AckLedger(source)
+        self.retransmit_interval = retransmit_interval
+        self.max_retransmit_interval = max(retransmit_interval, max_retransmit_interval)
+        self.resent = 0
+        self.instance: Optional[str] = None  # the source of the instance whose ack came last
+        self._backoff = retransmit_interval
+        self._silence_since: Optional[float] = None  # when the wait for ack progress began
+        self._next_send = 1  # the first kept step not handed to the socket yet
+        self._covered: Optional[tuple[int, int]] = None  # (from, through) sent again since the last progress
+        self._behind: Optional[tuple[Optional[str], int]] = None  # (instance, expected) of an out-of-order below acked
+        self._resent_for: Optional[str] = None  # the instance whose out-of-order made a resend since the last progress
+
+    def keep(self, name: str, params: Params) -> int:
+        """Keeps step `name` to be sent by the next flush; its sequence."""
+        frames = step_frames(self.stepper_id, name, params, source=self.source, sequence=self.ledger.sequence + 1,
+                             content_type=self.content_type)
+        return self.ledger.keep(frames)
+
+    def publish(self, name: str, params: Params, send: Sender) -> int:
+        """Keeps step `name` and offers it to the socket; its sequence."""
+        sequence = self.keep(name, params)
+        self.flush(send)
+        return sequence
+
+    @property
+    def unsent(self) -> int:
+        """Kept steps not handed to the socket yet."""
+        return self.ledger.sequence - max(self._next_send, self.ledger.acked + 1) + 1
+
+    def flush(self, send: Sender) -> bool:
+        """Hands the kept steps from the first not yet handed over on to the socket, in order; those
+        the socket does not take stay kept, to be offered again. True if all went."""
+        last = self.ledger.sequence
+        for sequence in range(max(self._next_send, self.ledger.acked + 1), last + 1):
+            if not send(self.ledger.unacked[sequence]):  # a multipart message is taken whole or not at all
+                self._next_send = sequence
+                return False
+        self._next_send = last + 1
+        return True
+
+    def on_reply(self, message: Message, send: Sender) -> None:
+        """An ack or diagnostic from whichever instance: progress, a new instance, a gap."""
+        ledger = self.ledger
+        acked = ledger.acked
+        ledger.handle(message)  # other replies are skipped (3.2)
+        if isinstance(message, Ack) and message.acked_source == self.source:
+            # Another instance acknowledges (only the one holding the lease commits, hence acks):
+            # the one before may have died with steps it had not committed (in its socket, or
+            # never received), unless this one's out-of-order already had them sent again.
+            previous, self.instance = self.instance, message.source
+            changed = previous is not None and previous != message.source and self._resent_for != message.source
+            if ledger.acked > acked:  # progress: the back-off starts again
+                self._silence_since, self._backoff = None, self.retransmit_interval
+                self._covered = self._resent_for = None
+            if changed and self.following:
+                self.resend(ledger.acked + 1, send)
+        if ledger.resend_from is None:
+            return
+        expected, diagnostic = ledger.resend_from, ledger.out_of_order
+        ledger.resend_from = ledger.out_of_order = None
+        if not self.following:
+            self.resend(expected, send)
+            return
+        named_sequence = _int(diagnostic.details.get("sequence")) if diagnostic is not None else None
+        named = expected if named_sequence is None else named_sequence
+        if expected <= ledger.acked:
+            # The instance's journal is behind what was acknowledged: going back to the oldest
+            # step kept tells it nothing older will come (4.4), once per instance and gap.
+            behind = (diagnostic.source if diagnostic is not None else None, expected)
+            if behind == self._behind:
+                return
+            self._behind = behind
+        elif self._covered is not None and self._covered[0] <= expected and named <= self._covered[1]:
+            return  # refusals of steps sent before a resend that already went: not news
+        self._resent_for = diagnostic.source if diagnostic is not None else None
+        self.resend(expected, send)
+
+    def resend(self, first: int, send: Sender) -> None:
+        """Sends the kept steps again from `first` (at the earliest the oldest unacknowledged)."""
+        first = max(first, self.ledger.acked + 1)
+        if first > self.ledger.sequence:
+            return
+        self.resent += max(0, self._next_send - first)
+        self._next_send = min(self._next_send, first)
+        covered_from = first if self._covered is None else min(self._covered[0], first)
+        self._covered = (covered_from, self.ledger.sequence)
+        self._silence_since = None
+        self.flush(send)
+
+    def wake_time(self, now: float, deadline: float, send: Sender) -> float:
+        """While waiting for an ack: offers what the socket did not take, sends again after a
+        silence (following only), and returns when to look again at the latest."""
+        if self._next_send <= self.ledger.sequence:
+            self.flush(send)
+        if self._next_send <= self.ledger.sequence:
+            return min(deadline, now + self.SEND_RETRY_S)  # no instance took it yet: offer it again
+        if not self.following or not self.ledger.unacked:
+            return deadline
+        # All handed over and some unacknowledged: send again after a silence, doubling.
+        if self._silence_since is None:
+            self._silence_since = now
+        due = self._silence_since + self._backoff
+        if now >= due:
+            self.resend(self.ledger.acked + 1, send)
+            self._backoff = min(self._backoff * 2, self.max_retransmit_interval)
+            self._silence_since = now
+            due = now + self._backoff
+        return min(deadline, due)
+
+
+class RoutingWatch:
+    """What flowd's `events` say became of one acknowledged step (3.3): routing refusals are
+    published there only. Settled at the first heartbeat after the step's re-publication;
+    a diagnostic naming the step in between is its refusal."""
+
+    def __init__(self, stepper_id: str, source: str, sequence: int, name: str) -> None:
+        self.stepper_id, self.source, self.sequence, self.name = stepper_id, source, sequence, name
+        self.republished = False
+
+    def feed(self, message: Message) -> bool:
+        """True once the outcome is known (applied); raises Dropped for the step's refusal."""
+        if isinstance(message, Step):
+            if message.topic_id == self.stepper_id and message.source == self.source \
+                    and message.sequence == self.sequence:
+                self.republished = True
+        elif isinstance(message, Heartbeat):
+            return self.republished
+        elif self.republished and isinstance(message, Diagnostic):
+            details = message.details
+            if "source" in details or "sequence" in details:
+                if message.names(self.source, self.sequence):
+                    raise Dropped(message, self.sequence)
+            elif details.get("stepper") == self.stepper_id and details.get("step", self.name) == self.name:
+                raise Dropped(message, self.sequence)
+        return False
+
+    def no_outcome(self, endpoint: Endpoint, limit: float) -> NoOutcome:
+        seen = "no heartbeat followed its re-publication" if self.republished else "it was not re-published"
+        return NoOutcome(f"step {self.name} ({self.source} sequence {self.sequence}) was acknowledged, but {seen} "
+                         f"on {describe(endpoint)} within {limit:g} s")
+
+
+# MARK: Events
+
+
+class TopicFilter:
+    """The topics a subscriber asked for (byte prefixes, 3.4); it also subscribes to `hb/`."""
+
+    def __init__(self, topics: Union[str, bytes, Sequence[Union[str, bytes]]]) -> None:
+        listed = [topics] if isinstance(topics, (str, bytes)) else list(topics)
+        self.prefixes = [t.encode("utf-8") if isinstance(t, str) else bytes(t) for t in listed]
+
+    @property
+    def subscriptions(self) -> list[bytes]:
+        """In the order to subscribe: ZeroMQ applies them in order, so once a heartbeat arrives
+        nothing published afterwards on the topics is missed."""
+        return self.prefixes + [b"hb/"]
+
+    def wanted(self, message: Message) -> bool:
+        raw = message.topic.encode("utf-8")
+        return any(raw.startswith(prefix) for prefix in self.prefixes)
+
+
+# MARK: Reactor views
+
+
+class ViewState:
+    """A view of one reactor (3.3): its actions' acks and its states joined with the Clone rule.
+
+    Feed it what the states SUB and the actions DEALER receive; a method that returns frames
+    wants them sent on the DEALER (a snapshotRequest after a gap or a new host source)."""
+
+    def __init__(self, reactor_id: str, source: Optional[str] = None, content_type: int = CONTENT_JSON) -> None:
+        self.reactor_id = reactor_id
+        self.source = source or new_source(f"view:{reactor_id}")
+        self.content_type = content_type
+        self.state_topic = topic("state/", reactor_id).decode("utf-8")
+        self.ledger = AckLedger(self.source)
+        self.merger = CloneMerger()
+        self.ready: deque[StateUpdate] = deque()
+        self.snapshot_sequence: Optional[int] = None  # of our pending snapshotRequest
+        self.host_source: Optional[str] = None
+        self.heard_host = False
+
+    def snapshot_request(self) -> Frames:
+        sequence = self.ledger.next_sequence()
+        self.snapshot_sequence = sequence
+        return snapshot_request_frames(self.reactor_id, source=self.source, sequence=sequence)
+
+    def action(self, name: str, params: Params) -> Frames:
+        """The frames of action `name`, sequence `ledger.sequence + 1`: call `sent()` once they went."""
+        return action_frames(self.reactor_id, name, params, source=self.source, sequence=self.ledger.sequence + 1,
+                             content_type=self.content_type)
+
+    def sent(self) -> int:
+        return self.ledger.next_sequence()
+
+    def _deliver(self, result: tuple[list[StateUpdate], bool]) -> Optional[Frames]:
+        delivered, resync = result
+        self.ready.extend(delivered)
+        return self.snapshot_request() if resync else None
+
+    def on_state_socket(self, message: Optional[Message]) -> Optional[Frames]:
+        if isinstance(message, Heartbeat):
+            self.heard_host = True
+        elif isinstance(message, State) and message.topic == self.state_topic:
+            self.heard_host = True
+            return self._deliver(self.merger.state(message.sequence, message.value, message.source))
+        return None
+
+    def on_dealer(self, message: Optional[Message]) -> Optional[Frames]:
+        if isinstance(message, Snapshot):
+            if message.topic == self.state_topic:
+                self.host_source = message.source
+                return self._deliver(self.merger.snapshot(message.sequence, message.value, message.source))
+        elif message is not None:
+            self.ledger.handle(message)
+        return None
+
+    def next_ready(self) -> Optional[StateUpdate]:
+        """The next state to deliver, if any; Refused if the host refused our snapshotRequest."""
+        if self.ready:
+            return self.ready.popleft()
+        if self.snapshot_sequence in self.ledger.refusals:
+            sequence = self.snapshot_sequence
+            raise Refused(self.ledger.refusals.pop(sequence), sequence)
+        return None
+
+
+# MARK: Status
+
+
+class StatusExchange:
+    """One statusRequest to flowd's `control` (4.3) and the reply that answers it."""
+
+    def __init__(self, params: Params = None, source: Optional[str] = None, rep_delimiter: bool = False) -> None:
+        self.source = source or new_source("py-status")
+        self.request: Frames = ([b""] if rep_delimiter else []) + status_request_frames(
+            params, source=self.source, sequence=1)
+
+    @staticmethod
+    def reply_frames(frames: Frames) -> Frames:
+        """A reply without the REP delimiter, if it has one."""
+        return frames[1:] if frames and frames[0] == b"" else frames
+
+    @staticmethod
+    def answer(message: Optional[Message]) -> Optional[dict[str, Value]]:
+        """The status map of a reply; Refused for a diagnostic; None for anything else."""
+        if isinstance(message, StatusReply):
+            return message.status
+        if isinstance(message, Diagnostic):
+            raise Refused(message, 1)
+        return None

@@ -1,0 +1,147 @@
+"""flowbus.protocol's rules without sockets: acks, kept steps and resends, routing outcomes, the
+Clone rule of a view, status replies."""
+
+import pytest
+
+from flowbus import WireError, ack_frames, decode, diagnostic_frames, heartbeat_frames, snapshot_frames, state_frames, step_frames
+from flowbus.protocol import (AckLedger, Dropped, Refused, RoutingWatch, StatusExchange, StepOutbox, TopicFilter,
+                              ViewState)
+
+ME = "apikey#py-test"
+
+
+def ack(sequence, instance="flowd#1", source=ME):
+    return decode(ack_frames(source, sequence, source=instance, sequence=1))
+
+
+def diagnostic(reason, instance="flowd#1", **details):
+    return decode(diagnostic_frames(reason, f"{reason} here", details, source=instance, sequence=1))
+
+
+class Socket:
+    """A Sender that records what it took, and takes nothing while `full`."""
+
+    def __init__(self):
+        self.sent, self.full = [], False
+
+    def __call__(self, frames):
+        if self.full:
+            return False
+        self.sent.append(decode(frames).sequence)
+        return True
+
+
+def test_ledger_cumulative_acks_release_kept_messages_and_refusals_name_their_sequence():
+    ledger = AckLedger(ME)
+    for _ in range(3):
+        ledger.keep([b"frames"])
+    assert ledger.handle(ack(2)) and ledger.acked == 2 and sorted(ledger.unacked) == [3]
+    assert ledger.handle(ack(1)) and ledger.acked == 2, "an older ack changes nothing"
+    assert not ledger.handle(ack(3, source="someone-else")), "another source's ack is not ours"
+    assert ledger.handle(diagnostic("bad-params", source=ME, sequence=3))
+    with pytest.raises(Refused) as refused:
+        ledger.outcome(3)
+    assert refused.value.reason == "bad-params" and refused.value.sequence == 3
+    assert ledger.outcome(2).sequence == 2
+    assert not ledger.handle(diagnostic("bad-params", source="other", sequence=1))
+    assert ledger.handle(diagnostic("out-of-order", source=ME, expected=3, sequence=4))
+    assert ledger.resend_from == 3 and 4 not in ledger.refusals, "out-of-order is not a refusal"
+
+
+def test_outbox_keeps_what_the_socket_does_not_take_and_offers_it_again():
+    outbox, socket = StepOutbox("apikey", ME, following=True), Socket()
+    socket.full = True
+    assert [outbox.publish("wishlistTab", None, socket) for _ in range(2)] == [1, 2]
+    assert socket.sent == []
+    assert outbox.wake_time(10.0, 20.0, socket) == 10.0 + StepOutbox.SEND_RETRY_S, "offered again soon"
+    socket.full = False
+    outbox.wake_time(10.02, 20.0, socket)
+    assert socket.sent == [1, 2], "in order, once each"
+
+
+def test_outbox_resends_from_expected_on_out_of_order():
+    outbox, socket = StepOutbox("apikey", ME, following=False), Socket()
+    for _ in range(3):
+        outbox.publish("wishlistTab", None, socket)
+    outbox.on_reply(ack(1), socket)
+    outbox.on_reply(diagnostic("out-of-order", source=ME, expected=2, sequence=3), socket)
+    assert socket.sent == [1, 2, 3, 2, 3] and outbox.resent == 2
+
+
+def test_following_outbox_resends_after_silence_doubling_and_for_a_new_instance():
+    outbox = StepOutbox("apikey", ME, following=True, retransmit_interval=0.5, max_retransmit_interval=1.0)
+    socket = Socket()
+    outbox.publish("wishlistTab", None, socket)
+    outbox.publish("watchedTab", None, socket)
+    assert outbox.wake_time(0.0, 60.0, socket) == 0.5, "silence timed from the first wait"
+    assert outbox.wake_time(0.5, 60.0, socket) == 1.5, "sent again, then the interval doubles"
+    assert outbox.wake_time(1.5, 60.0, socket) == 2.5, "capped at max_retransmit_interval"
+    assert socket.sent == [1, 2, 1, 2, 1, 2]
+    outbox.on_reply(ack(1, instance="flowd#1"), socket)
+    outbox.on_reply(ack(1, instance="flowd#2"), socket)  # another instance took over
+    assert socket.sent[-1:] == [2] and outbox.instance == "flowd#2"
+    single = StepOutbox("apikey", ME, following=False)
+    single.publish("wishlistTab", None, socket)
+    assert single.wake_time(0.0, 60.0, socket) == 60.0 and single.wake_time(59.0, 60.0, socket) == 60.0, \
+        "one endpoint: ZeroMQ delivers, nothing is sent again on silence"
+
+
+def test_outbox_refuses_bad_input_before_keeping_it():
+    with pytest.raises(WireError) as refused:
+        StepOutbox("", ME, following=False)
+    assert refused.value.reason == "malformed"
+    outbox, socket = StepOutbox("apikey", ME, following=False), Socket()
+    with pytest.raises(WireError):
+        outbox.publish("wishlistTab", {"big": 2**63}, socket)
+    with pytest.raises(WireError):
+        outbox.publish("not a name", None, socket)
+    assert outbox.ledger.sequence == 0 and socket.sent == []
+
+
+def test_routing_watch_settles_at_the_heartbeat_after_the_republication():
+    step = decode(step_frames("apikey", "apiKeyIsComplete", None, source=ME, sequence=7))
+    beat = decode(heartbeat_frames(source="flowd#1", sequence=1))
+    watch = RoutingWatch("apikey", ME, 7, "apiKeyIsComplete")
+    assert not watch.feed(beat), "a heartbeat before the re-publication settles nothing"
+    assert not watch.feed(step) and watch.feed(beat)
+    dropped = RoutingWatch("apikey", ME, 7, "apiKeyIsComplete")
+    dropped.feed(step)
+    assert not dropped.feed(diagnostic("not-visible", source="other", sequence=7))
+    with pytest.raises(Dropped) as refusal:
+        dropped.feed(diagnostic("not-visible", source=ME, sequence=7))
+    assert refusal.value.reason == "not-visible"
+    assert "was not re-published" in str(RoutingWatch("apikey", ME, 8, "x").no_outcome("ipc://e", 1.0))
+
+
+def test_topic_filter_subscribes_heartbeats_last_and_matches_prefixes():
+    topics = TopicFilter(["nav/did/", b"diag/"])
+    assert topics.subscriptions == [b"nav/did/", b"diag/", b"hb/"]
+    assert topics.wanted(diagnostic("x")) and not topics.wanted(decode(heartbeat_frames(source="f", sequence=1)))
+
+
+def test_view_state_joins_snapshot_and_states_and_asks_again_after_a_gap():
+    view = ViewState("counter", "view:counter#py-test")
+    request = decode(view.snapshot_request())
+    assert request.sequence == 1 and request.topic == "snapshot/counter"
+    assert view.on_state_socket(decode(state_frames("counter", {"v": 3}, source="host#1", sequence=3))) is None
+    assert view.next_ready() is None, "live states wait for the snapshot"
+    view.on_dealer(decode(snapshot_frames("counter", {"v": 2}, source="host#1", sequence=2)))
+    assert [(u.sequence, u.is_snapshot) for u in (view.next_ready(), view.next_ready())] == [(2, True), (3, False)]
+    again = view.on_state_socket(decode(state_frames("counter", {"v": 5}, source="host#1", sequence=5)))
+    assert again is not None and decode(again).sequence == 2, "a gap asks for a new snapshot"
+    assert view.on_state_socket(decode(state_frames("counter2", {"v": 9}, source="host#1", sequence=6))) is None
+    refused = ViewState("nothing")
+    refused.snapshot_request()
+    refused.on_dealer(decode(diagnostic_frames("unknown-reactor", "no", {"source": refused.source, "sequence": 1},
+                                               source="host#1", sequence=1)))
+    with pytest.raises(Refused):
+        refused.next_ready()
+
+
+def test_status_exchange_answers_replies_and_refusals():
+    exchange = StatusExchange({"sections": []}, rep_delimiter=True)
+    assert exchange.request[0] == b"" and decode(exchange.request[1:]).params == {"sections": []}
+    assert StatusExchange.reply_frames([b"", b"x"]) == [b"x"]
+    assert StatusExchange.answer(None) is None
+    with pytest.raises(Refused):
+        StatusExchange.answer(diagnostic("bad-params"))
