@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import IO, Any
 
 import zmq
@@ -285,11 +285,15 @@ class Topology:
     $FLOWBUS_RUN_DIR points: ipc endpoints and journals written with it stay private to the test.
     Each daemon is waited for until it answers (flowd its status, a reactor host its heartbeat).
     Unless the config sets `heartbeatMilliseconds`, the copy sets it to `heartbeat_ms` (50).
+    `launch=False` starts flowd and the hosts itself even when the config has a `launch:` section.
+    `arguments` adds command-line options per daemon it starts itself, by name (`flowd`, or a
+    host's name), e.g. `{"demo": ["--counter-delay-ms", "50"], "flowd": ["--log-level", "debug"]}`.
     """
 
     def __init__(self, config: str | os.PathLike[str], *, bin_dir: str | os.PathLike[str] | None = None,
                  hosts: Iterable[str] | None = None, timeout: float = 10.0, heartbeat_ms: int | None = 50,
-                 start: bool = True, env: Mapping[str, str] | None = None) -> None:
+                 start: bool = True, env: Mapping[str, str] | None = None,
+                 launch: bool | None = None, arguments: Mapping[str, Sequence[str]] | None = None) -> None:
         self.bin_dir = find_bin_dir(bin_dir)
         self.timeout = timeout
         self.run_dir = pathlib.Path(tempfile.mkdtemp(prefix="fbt-", dir="/tmp"))  # ipc paths stay short
@@ -305,6 +309,17 @@ class Topology:
         self.config = self._resolved()
         self.hosts: list[str] = list(self.config.get("reactors", {})) if hosts is None else list(hosts)
         self.processes: dict[str, tuple[subprocess.Popen[bytes], IO[bytes]]] = {}
+        self.arguments = {name: list(options) for name, options in (arguments or {}).items()}
+        unknown = set(self.arguments) - {"flowd", *self.hosts}
+        self.launch = bool(self.config.get("launch")) if launch is None else launch
+        if self.launch and not self.config.get("launch"):
+            raise ValueError(f"{self.config_path.name} has no launch: section to start")
+        if self.arguments and self.launch:
+            raise ValueError(f"{self.config_path.name}'s launch: section starts the daemons with the options it "
+                             "gives: put the options there, or pass launch=False")
+        if unknown:
+            raise ValueError(f"arguments for {', '.join(sorted(unknown))}: not a daemon of this topology "
+                             f"(flowd{''.join(', ' + h for h in self.hosts)})")
         self._closing: list[Stepper | ReactorView | NavigationTrace | StateTrace] = []
         self.traces: list[NavigationTrace | StateTrace] = []  # the traces made, in order
         if start:
@@ -342,13 +357,14 @@ class Topology:
         self.processes[name] = spawn(self.run_dir, name, command, self.env)
 
     def start(self) -> None:
-        if self.config.get("launch"):
+        if self.launch:
             self._spawn("launch", [str(self.bin_dir / "flowctl"), "launch", str(self.config_path)])
         else:
-            self._spawn("flowd", [str(self.bin_dir / "flowd"), "--config", str(self.config_path)])
+            self._spawn("flowd", [str(self.bin_dir / "flowd"), "--config", str(self.config_path),
+                                  *self.arguments.get("flowd", [])])
             for host in self.hosts:
                 self._spawn(host, [str(self.bin_dir / "reactor-host"), "--config", str(self.config_path),
-                                   "--host", host])
+                                   "--host", host, *self.arguments.get(host, [])])
         deadline = time.monotonic() + max(self.timeout, 20.0)
         self._wait(lambda: status(self._endpoints("control"), timeout=0.5), "flowd to answer its status", deadline)
         for host in self.hosts:

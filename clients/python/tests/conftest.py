@@ -6,8 +6,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import time
 
 import pytest
 
@@ -16,8 +14,6 @@ sys.path.insert(0, str(HERE.parent))  # import flowbus from clients/python witho
 REPO = HERE.parents[2]
 FIXTURES = REPO / "Tests" / "FlowBusWireTests" / "Fixtures"
 DEMO_CONFIG = REPO / "config" / "demo.yaml"
-
-from flowbus.processes import process_output, spawn, stop_processes  # noqa: E402 (after the path)
 
 
 def load_vector(name):
@@ -72,59 +68,31 @@ def bin_dir():
 
 
 class Bus:
-    """flowd and the demo reactor host on a short run directory, heartbeats every 50 ms."""
+    """flowd and the demo reactor host of config/demo.yaml, started by flowbus.testing.Topology (a
+    private run directory, heartbeats every 50 ms), and their endpoints."""
 
-    def __init__(self, bin_dir):
-        self.bin_dir = bin_dir
-        self.run_dir = pathlib.Path(tempfile.mkdtemp(prefix="fbpy-", dir="/tmp"))  # ipc paths < ~100 bytes
-        self.config = self.run_dir / "demo.yaml"
-        self.config.write_text(DEMO_CONFIG.read_text() + "\nheartbeatMilliseconds: 50\n")
-        self.env = dict(os.environ, FLOWBUS_RUN_DIR=str(self.run_dir))
-        self.processes = {}
-        self.ingress = f"ipc://{self.run_dir}/ingress.sock"
-        self.events = f"ipc://{self.run_dir}/events.sock"
-        self.control = f"ipc://{self.run_dir}/control.sock"
-        self.actions = f"ipc://{self.run_dir}/reactors-demo-actions.sock"
-        self.states = f"ipc://{self.run_dir}/reactors-demo-states.sock"
-
-    def start(self, name, *args):
-        self.processes[name] = spawn(self.run_dir, name, [str(self.bin_dir / name), "--config", str(self.config), *args],
-                                     self.env)
-
-    def wait_ready(self, socket_names, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for name, (process, _) in self.processes.items():
-                if process.poll() is not None:
-                    raise RuntimeError(f"{name} exited with {process.returncode}:\n{self.logs()}")
-            if all((self.run_dir / sock).exists() for sock in socket_names):
-                return
-            time.sleep(0.05)
-        raise TimeoutError(f"daemons did not bind {socket_names} within {timeout} s:\n{self.logs()}")
-
-    def logs(self):
-        return process_output(self.run_dir, 4000)
-
-    def stop(self):
-        stop_processes(list(self.processes.values()), grace=10)
-        self.processes = {}
-        shutil.rmtree(self.run_dir, ignore_errors=True)
+    def __init__(self, topology):
+        self.topology = topology
+        self.run_dir = topology.run_dir
+        endpoints = topology.config["endpoints"]
+        self.ingress, self.events, self.control = endpoints["ingress"], endpoints["events"], endpoints["control"]
+        self.actions, self.states = topology.reactor_endpoints("counter")
 
 
 @pytest.fixture
 def bus(bin_dir, request):
-    bus = Bus(bin_dir)
+    from flowbus.testing import Topology  # pyzmq: only for the tests that start daemons
+
+    topology = Topology(DEMO_CONFIG, bin_dir=bin_dir, hosts=["demo"], launch=False,
+                        arguments={"demo": ["--counter-delay-ms", "50"]})
     try:
-        bus.start("flowd")
-        bus.start("reactor-host", "--host", "demo", "--counter-delay-ms", "50")
-        bus.wait_ready(["ingress.sock", "events.sock", "control.sock",
-                        "reactors-demo-actions.sock", "reactors-demo-states.sock"])
-        yield bus
+        yield Bus(topology)
         report = getattr(request.node, "rep_call", None)
         if report is not None and report.failed:
-            print(bus.logs())  # shown with the failure
+            print(topology.output(4000))  # shown with the failure
     finally:
-        bus.stop()
+        topology.stop()
+        topology.remove()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -72,3 +72,18 @@ def test_the_plugin_reports_failures_with_the_daemons_output_and_unasserted_navi
     assert "1 failed, 1 passed, 1 error" in done.stdout, done.stdout
     assert "flowbus: demo.yaml in /tmp/fbt-" in done.stdout and "flowd listening" in done.stdout, done.stdout
     assert "received but not asserted:\n  + WishlistFlow.movieList @ wishlist\n" in done.stdout, done.stdout
+
+
+def test_arguments_reach_the_daemons_it_starts_and_wrong_ones_are_refused(bin_dir):
+    with pytest.raises(ValueError, match="launch: section starts the daemons"):
+        Topology(DEMO_CONFIG, bin_dir=bin_dir, arguments={"demo": ["--counter-delay-ms", "5"]}, start=False)
+    with pytest.raises(ValueError, match="arguments for nobody: not a daemon of this topology"):
+        Topology(DEMO_CONFIG, bin_dir=bin_dir, launch=False, arguments={"nobody": []}, start=False)
+    with Topology(DEMO_CONFIG, bin_dir=bin_dir, launch=False, hosts=["demo"],
+                  arguments={"demo": ["--counter-delay-ms", "400"]}) as topology:
+        assert set(topology.processes) == {"flowd", "demo"}
+        counter = topology.states("counter")
+        topology.action("counter", "increase")
+        counter.expect({"isLoading": True, "value": 0}, {"isLoading": True, "value": 1}, {"isLoading": False, "value": 1},
+                       timeout=5)
+        assert "--counter-delay-ms 400" in " ".join(topology.processes["demo"][0].args)
