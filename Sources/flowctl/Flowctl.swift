@@ -7,6 +7,7 @@ import FlowBusTools
 import FlowBusWire
 import Foundation
 import Logging
+import Synchronization
 import Yams
 import ZeroMQ
 
@@ -19,7 +20,8 @@ struct Flowctl: ParsableCommand {
         subcommands: [
             StepCommand.self, DeepLinkCommand.self, ReportCommand.self, EchoCommand.self, StatusCommand.self,
             ReactorActionCommand.self, ReactorStateCommand.self, ReactorEchoStateCommand.self,
-            LaunchCommand.self, GraphCommand.self, DoctorCommand.self, KeygenCommand.self, RecordCommand.self,
+            LaunchCommand.self, GraphCommand.self, ExploreCommand.self, DoctorCommand.self, KeygenCommand.self,
+            RecordCommand.self,
             PlayCommand.self, InfoCommand.self,
             JournalCommand.self, ConfigCommand.self,
         ]
@@ -643,6 +645,53 @@ struct ConfigCommand: ParsableCommand {
         } else {
             print(try YAMLEncoder().encode(config), terminator: "")
         }
+    }
+}
+
+struct ExploreCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "explore",
+        abstract: "Explore the declared flows with flowd's engine and report what can never happen.",
+        discussion:
+            "From the coordinator's first step, every state the flows can reach is searched (no daemon runs): in each, every bound stepper sends every step its flow declares, and every step name goes as a deep link. Screens never presented, steps never applied (deep links aside) with the reason, rules never taken, flows never started and steppers left bound to a screen that is gone are named with their config path. Exit status 1 with --strict when there is any."
+    )
+
+    @OptionGroup var options: ConfigOptions
+    @Option(help: "At most this many messages from the first state.") var depth = 8
+    @Option(help: "At most this many distinct states.") var maxStates = 1_000
+    @Flag(help: "Exit with status 1 when anything declared is unreachable.") var strict = false
+    @Flag(help: "Print one JSON object instead of the report.") var json = false
+
+    func run() throws {
+        let config = try options.load()
+        guard !config.flows.isEmpty else {
+            throw ClientError(
+                .failed,
+                "\(FlowBusConfig.resolvePath(options.config)) declares no flows: they are Swift code, which explore cannot read"
+            )
+        }
+        guard depth > 0, maxStates > 0 else {
+            throw ValidationError("--depth and --max-states must be at least 1")
+        }
+        let explorer = FlowExplorer(config: config)
+        let limits = FlowExplorer.Limits(depth: depth, states: maxStates)
+        // The search runs on the flows' actor; this synchronous command waits for it.
+        let outcome = Mutex<Result<FlowExploration, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task.detached {
+            let result: Result<FlowExploration, any Error>
+            do {
+                result = .success(try await explorer.explore(limits: limits))
+            } catch {
+                result = .failure(error)
+            }
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        let exploration = try outcome.withLock { $0! }.get()
+        print(json ? try WireJSON.string(exploration.json) : exploration.text)
+        if strict && !exploration.unreachable.isEmpty { throw ExitCode(1) }
     }
 }
 

@@ -110,6 +110,14 @@ struct FlowBusTestingTests {
         }
     }
 
+    @Test("A topology explores its declared flows without starting a daemon")
+    func exploresDeclaredFlows() async throws {
+        let topology = try TestTopology(configFile: "config/demo.yaml")
+        let exploration = try await topology.explore(limits: .init(depth: 4, states: 500))
+        #expect(exploration.unreachable.isEmpty, "\(exploration.text)")
+        #expect(exploration.screens.count == 11 && topology.processes.isEmpty)
+    }
+
     @Test("Harness errors carry a code a test can match: not built, not declared, an invalid config or argument")
     func harnessErrorCodes() throws {
         func code(_ error: any Error) -> HarnessError.Code? { (error as? HarnessError)?.code }

@@ -20,6 +20,7 @@ EXPECTED = [
     (0, r"^step castPicked as wishlist/movie/42: applied$"),
     (4, r"^dropped: not-visible: .*wishlist/movies is not visible"),
     (0, r"^flowchart LR$"),
+    (0, r"^nothing unreachable$"),
     (0, r"^all checks passed$"),
 ]
 

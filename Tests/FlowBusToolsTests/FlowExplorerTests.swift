@@ -1,0 +1,91 @@
+import FlowBusConfiguration
+import FlowBusTools
+import FlowBusWire
+import Foundation
+import Testing
+
+@Suite("Exploring declared flows")
+struct FlowExplorerTests {
+    @Test("the demo's flows: every flow, screen, step and rule happens, with nothing left bound")
+    func demoIsCovered() async throws {
+        let demo = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("config/demo.yaml").path
+        let config = try FlowBusConfig.load(path: demo, environment: ["FLOWBUS_RUN_DIR": "/tmp/x"])
+        let exploration = try await FlowExplorer(config: config).explore(limits: .init(depth: 4, states: 1_000))
+        #expect(exploration.unreachable.isEmpty, "\(exploration.text)")
+        #expect(exploration.steps.count == 17 && exploration.screens.count == 11 && exploration.flows.count == 4)
+        #expect(exploration.states > 1 && exploration.transitions > 0)
+    }
+
+    /// A config with three mistakes: a flow nothing presents, a tab nothing selects (its
+    /// stepper is never visible), and a screen whose stepper outlives its dismissal.
+    static let seeded = """
+        endpoints: { ingress: ipc:///tmp/x/i, events: ipc:///tmp/x/e, control: ipc:///tmp/x/c }
+        coordinator: { flow: Main, step: start }
+        flows:
+          Main:
+            steps:
+              start:
+                - tabs:
+                    id: home
+                    stepper: home
+                    flows:
+                      - { flow: First, step: open }
+                      - { flow: Second, step: open }
+              help:
+                - present: { screen: help, stepper: help, allowStepWhenDismissed: true }
+              helpDone:
+                - dismiss: true
+          First:
+            steps:
+              open:
+                - push: { screen: first, stepper: first }
+          Second:
+            steps:
+              open:
+                - push: { screen: second, stepper: second }
+              next:
+                - push: { screen: "second/{n}" }
+          Orphan:
+            steps:
+              open:
+                - push: { screen: lost }
+        """
+
+    @Test("seeded mistakes are named with their config paths and why")
+    func seededMistakes() async throws {
+        let config = try FlowBusConfig.parse(yaml: Self.seeded, environment: [:])
+        let exploration = try await FlowExplorer(config: config).explore(limits: .init(depth: 4, states: 500))
+        let unreachable = Dictionary(exploration.unreachable.map { ($0.path, $0) }, uniquingKeysWith: { a, _ in a })
+
+        #expect(unreachable["flows.Orphan"]?.why == "no rule that is ever taken presents it or makes it a tab")
+        #expect(unreachable["flows.Orphan.steps.open[0].push.screen"]?.what == "screen lost")
+        let hidden = try #require(unreachable["flows.Second.steps.next"])
+        #expect(hidden.why?.hasPrefix("applied only as a deep link; every send was refused: not-visible ×") == true)
+        let orphan = try #require(exploration.orphanBindings.first)
+        #expect(orphan.path == "flows.Main.steps.help[0].present.stepper")
+        #expect(orphan.why?.hasSuffix("after home: help → help: helpDone") == true, "the shortest path that leaves it")
+        #expect(exploration.unreachable.count == 6, "\(exploration.text)")
+        #expect(exploration.text.hasSuffix("6 unreachable"))
+        // Every declared step of the other flows happened.
+        #expect(
+            exploration.steps.filter(\.covered).map(\.path).sorted() == [
+                "flows.First.steps.open", "flows.Main.steps.help", "flows.Main.steps.helpDone",
+                "flows.Main.steps.start",
+                "flows.Second.steps.open",
+            ])
+    }
+
+    @Test("limits stop the search and say so")
+    func limits() async throws {
+        let config = try FlowBusConfig.parse(yaml: Self.seeded, environment: [:])
+        let exploration = try await FlowExplorer(config: config).explore(limits: .init(depth: 1, states: 3))
+        #expect(exploration.truncated && exploration.states <= 3)
+        #expect(exploration.text.contains("stopped by the limits: depth 1, 3 states"))
+        guard case .map(let json) = exploration.json else {
+            Issue.record("the JSON report is a map")
+            return
+        }
+        #expect(json["truncated"] == .bool(true) && json["states"] == .int(Int64(exploration.states)))
+    }
+}
