@@ -24,18 +24,6 @@ struct CoordinatorStatus {
 
     /// The reply to `query`.
     func reply(to query: StatusQuery) -> WireParams {
-        // Bounded: a status flood or a huge topology must not stall the loop (the counts stay complete).
-        func tree(_ node: NodeSnapshot) -> WireValue {
-            var map: WireParams = [
-                "id": .string(node.id), "kind": .string(node.kind.rawValue), "visible": .bool(node.isVisible),
-                "children": .list(node.children.map(tree)),
-            ]
-            if let flow = node.childFlow { map["flow"] = .string(flow.description) }
-            if let selected = node.selectedIndex { map["selected"] = .int(Int64(selected)) }
-            if let presented = node.presented { map["presented"] = tree(presented) }
-            if let reported = node.reportedVisibility { map["reported"] = .bool(reported) }
-            return .map(map)
-        }
         func counts(_ counters: StepperCounters) -> WireValue {
             .map([
                 "accepted": .int(Int64(counters.accepted)),
@@ -81,14 +69,7 @@ struct CoordinatorStatus {
         }
         if query.sections.contains("flows") {
             page("flows", query.flows, matching: snapshot.flowsMatching, listed: snapshot.flows.count)
-            status["flows"] = .list(
-                snapshot.flows.map { flow in
-                    .map([
-                        "id": .string(flow.id.description), "name": .string(flow.id.name),
-                        "parent": flow.parent.map { .string($0.description) } ?? .null,
-                        "ready": .bool(flow.isReady), "root": tree(flow.root),
-                    ])
-                })
+            status["flows"] = .list(snapshot.flows.map(\.statusEntry))
         }
         if query.sections.contains("bindings") {
             page("bindings", query.bindings, matching: snapshot.bindingsMatching, listed: snapshot.bindings.count)
@@ -134,5 +115,27 @@ struct CoordinatorStatus {
         }
         status["pages"] = .map(pages)
         return status
+    }
+}
+
+extension FlowSnapshot {
+    /// This flow as an entry of a status reply's `flows` (PROTOCOL.md §4.3).
+    package var statusEntry: WireValue {
+        func tree(_ node: NodeSnapshot) -> WireValue {
+            var map: WireParams = [
+                "id": .string(node.id), "kind": .string(node.kind.rawValue), "visible": .bool(node.isVisible),
+                "children": .list(node.children.map(tree)),
+            ]
+            if let flow = node.childFlow { map["flow"] = .string(flow.description) }
+            if let selected = node.selectedIndex { map["selected"] = .int(Int64(selected)) }
+            if let presented = node.presented { map["presented"] = tree(presented) }
+            if let reported = node.reportedVisibility { map["reported"] = .bool(reported) }
+            return .map(map)
+        }
+        return .map([
+            "id": .string(id.description), "name": .string(id.name),
+            "parent": parent.map { .string($0.description) } ?? .null,
+            "ready": .bool(isReady), "root": tree(root),
+        ])
     }
 }

@@ -83,6 +83,44 @@ public struct FlowExploration: Sendable {
     public var rules: [Item] = []
     /// Bindings whose presentable is in no tree, with the messages that led there.
     public var orphanBindings: [Item] = []
+    /// The fewest paths, each from a fresh start, that take every kind of transition the search
+    /// met: each stepper (by its declared id) sending each step, with each outcome (the flows that
+    /// navigated, or the refusal's reason), and each deep link that navigated.
+    public var plans: [Plan] = []
+    /// The transitions the plans cover.
+    public var planTargets = 0
+
+    /// One path from a fresh start, with what each message does.
+    public struct Plan: Sendable {
+        public var steps: [PlanStep]
+    }
+
+    /// One message of a plan and what the engine did with it.
+    public struct PlanStep: Sendable {
+        public var message: FlowExplorer.Message
+        /// The didNavigate events, in order: flow name, step name, params.
+        public var navigations: [(flow: String, step: String, params: WireParams)]
+        /// The refusals' reasons, when the message was dropped: one per binding of its stepper.
+        public var refusals: [String]
+        /// flowd's status `flows` after it (PROTOCOL.md §4.3).
+        public var tree: WireValue
+    }
+
+    /// The plans as text: one message a line, with what it does.
+    public var planText: String {
+        var lines = ["\(plans.count) plans cover \(planTargets) kinds of transition"]
+        for (index, plan) in plans.enumerated() {
+            lines.append("plan \(index + 1):")
+            for step in plan.steps {
+                let outcome =
+                    step.navigations.isEmpty
+                    ? "refused " + step.refusals.joined(separator: ", ")
+                    : step.navigations.map { "\($0.flow).\($0.step)" }.joined(separator: ", ")
+                lines.append("  \(step.message) → \(outcome)")
+            }
+        }
+        return lines.joined(separator: "\n")
+    }
 
     /// Everything declared that never happened.
     public var unreachable: [Item] {
@@ -151,6 +189,9 @@ private struct Search {
         var checkpoint: CoordinatorCheckpoint
         var snapshot: CoordinatorSnapshot
         var path: [FlowExplorer.Message]
+        /// Every message on the path had one kind of outcome (navigated, or refused), so that a
+        /// test can assert it without a refusal and a navigation of one step racing.
+        var clean = true
     }
 
     private var seen: Set<String> = []
@@ -164,6 +205,8 @@ private struct Search {
     private var refusals: [FlowStep: [String: Int]] = [:]
     private var boundFlows: Set<String> = []
     private var orphans: [String: FlowExploration.Item] = [:]
+    /// The shortest path found to each kind of transition (see ``FlowExploration/plans``).
+    private var targets: [String: [FlowExplorer.Message]] = [:]
 
     struct FlowStep: Hashable {
         var flow: String
@@ -215,6 +258,7 @@ private struct Search {
             frontier = next
         }
         finish()
+        try await plan()
     }
 
     /// Every message worth sending in a state: each bound remote stepper sends each step its flow
@@ -272,9 +316,28 @@ private struct Search {
                 }
             }
         }
-        guard outcomes.contains(where: { if case .navigated = $0 { true } else { false } }) else { return nil }
+        let navigated = outcomes.compactMap { if case .navigated(let flow) = $0 { flow.name } else { nil } }
+        let refused = outcomes.compactMap { if case .dropped(let reason, _) = $0 { reason.rawValue } else { nil } }
+        let sender =
+            message.stepperID.map { id in
+                state.snapshot.bindings.first { $0.stepperID == id }.flatMap {
+                    declaration(ofStepper: id, in: $0.flow.name)
+                }
+                    ?? id
+            } ?? "deep link"
+        // A navigation with a refusal or a diagnostic beside it (e.g. a flow-error of a dismiss
+        // with nothing presented): real, but the two race on the wire.
+        let diagnosed = log.events.contains { if case .diagnostic = $0 { true } else { false } }
+        let mixed = !navigated.isEmpty && (!refused.isEmpty || diagnosed)
+        if state.clean, !mixed, !navigated.isEmpty || (message.stepperID != nil && !refused.isEmpty) {
+            let kind =
+                "\(sender) \(message.step.name) " + (navigated.isEmpty ? "refused \(refused.sorted())" : "applied")
+            if targets[kind] == nil { targets[kind] = path }
+        }
+        guard !navigated.isEmpty else { return nil }
         report.transitions += 1
-        return State(checkpoint: try engine.checkpoint(), snapshot: engine.snapshot(), path: path)
+        return State(
+            checkpoint: try engine.checkpoint(), snapshot: engine.snapshot(), path: path, clean: state.clean && !mixed)
     }
 
     /// Records what the engine did: flows started, steps applied, steppers bound.
@@ -386,6 +449,74 @@ private struct Search {
     }
 
     // MARK: The report
+
+    /// Keeps the longest paths, dropping each that is the start of another, and replays each from
+    /// a fresh start to record what every message does.
+    mutating func plan() async throws {
+        report.planTargets = targets.count
+        // A refusal leaves the state as it was: it goes into a kept path that passes through the
+        // same state (one that starts with the same messages), right there.
+        var kept: [[FlowExplorer.Message]] = []
+        var refusals: [[FlowExplorer.Message]] = []
+        for (kind, path) in targets.sorted(by: { $0.key < $1.key }) {
+            if kind.contains(" refused ") { refusals.append(path) } else { kept.append(path) }
+        }
+        kept.sort { $0.count != $1.count ? $0.count > $1.count : "\($0)" < "\($1)" }
+        var longest: [[FlowExplorer.Message]] = []
+        for path in kept where !longest.contains(where: { $0.starts(with: path) }) { longest.append(path) }
+        kept = longest
+        // Deepest first: an insertion changes nothing before it, so shallower prefixes still match.
+        for refusal in refusals.sorted(by: { $0.count > $1.count }) {
+            let prefix = refusal.dropLast()
+            if let index = kept.firstIndex(where: { $0.starts(with: prefix) }) {
+                kept[index].insert(refusal[refusal.count - 1], at: prefix.count)
+            } else {
+                kept.append(refusal)
+            }
+        }
+        // A refusal's own path may now contain another plan from its start.
+        kept.sort { $0.count != $1.count ? $0.count > $1.count : "\($0)" < "\($1)" }
+        longest = []
+        for path in kept where !longest.contains(where: { $0.starts(with: path) }) { longest.append(path) }
+        kept = longest
+        guard let start = config.coordinator else { return }
+        for path in kept.sorted(by: { "\($0)" < "\($1)" }) {
+            guard let root = catalog.make(start.flow) else { return }
+            let engine = FlowCoordinator()
+            let log = EventLog()
+            engine.onEvent = { log.events.append($0) }
+            await engine.coordinate(flow: root, with: OneStepper(withSingleStep: CanonicalStep(start.step)))
+            var steps: [FlowExploration.PlanStep] = []
+            for message in path {
+                log.events = []
+                let progress =
+                    if let stepperID = message.stepperID {
+                        engine.receiveNow(message.step, from: stepperID)
+                    } else {
+                        engine.navigateNow(to: message.step)
+                    }
+                let outcomes: [StepOutcome] =
+                    switch progress {
+                    case .done(let outcomes): outcomes
+                    case .pending(let pending): await pending.outcomes()
+                    }
+                let navigations = log.events.compactMap { event -> (flow: String, step: String, params: WireParams)? in
+                    guard case .didNavigate(let navigation) = event, let step = navigation.step as? CanonicalStep else {
+                        return nil
+                    }
+                    return (navigation.flow.name, step.name, step.params)
+                }
+                let refusals = outcomes.compactMap {
+                    if case .dropped(let reason, _) = $0 { reason.rawValue } else { nil }
+                }
+                steps.append(
+                    .init(
+                        message: message, navigations: navigations, refusals: refusals,
+                        tree: .list(engine.snapshot().flows.map(\.statusEntry))))
+            }
+            report.plans.append(.init(steps: steps))
+        }
+    }
 
     mutating func finish() {
         let started = startedFlows

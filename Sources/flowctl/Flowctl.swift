@@ -661,6 +661,10 @@ struct ExploreCommand: ParsableCommand {
     @Option(help: "At most this many distinct states.") var maxStates = 1_000
     @Flag(help: "Exit with status 1 when anything declared is unreachable.") var strict = false
     @Flag(help: "Print one JSON object instead of the report.") var json = false
+    @Flag(help: "Also print the plans: the fewest paths from a fresh start that take every kind of transition met.")
+    var plans = false
+    @Option(help: "Write the plans as a pytest module (the flowbus plugin) to this file.") var writePytest: String?
+    @Option(help: "Write the plans as a Swift Testing file (FlowBusTesting) to this file.") var writeSwift: String?
 
     func run() throws {
         let config = try options.load()
@@ -691,6 +695,20 @@ struct ExploreCommand: ParsableCommand {
         done.wait()
         let exploration = try outcome.withLock { $0! }.get()
         print(json ? try WireJSON.string(exploration.json) : exploration.text)
+        if plans && !json { print(exploration.planText) }
+        let path = FlowBusConfig.resolvePath(options.config)
+        for (file, text) in [
+            (writePytest, { PlanWriter.pytest(exploration, config: path) }),
+            (writeSwift, { PlanWriter.swiftTesting(exploration, config: path) }),
+        ] {
+            guard let file else { continue }
+            do {
+                try text().write(toFile: file, atomically: true, encoding: .utf8)
+            } catch {
+                throw ClientError(.failed, "cannot write \(file): \(error.localizedDescription)")
+            }
+            FileHandle.standardError.write(Data("wrote \(exploration.plans.count) plans to \(file)\n".utf8))
+        }
         if strict && !exploration.unreachable.isEmpty { throw ExitCode(1) }
     }
 }

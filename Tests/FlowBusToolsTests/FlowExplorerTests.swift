@@ -76,6 +76,43 @@ struct FlowExplorerTests {
             ])
     }
 
+    @Test("plans: the fewest paths from a fresh start that take every kind of transition, written as tests")
+    func plans() async throws {
+        let config = try FlowBusConfig.parse(yaml: Self.seeded, environment: [:])
+        let exploration = try await FlowExplorer(config: config).explore(limits: .init(depth: 3, states: 500))
+        #expect(exploration.plans.count >= 3 && exploration.planTargets > exploration.plans.count)
+        // Each plan starts afresh: no plan is the start of another.
+        let paths = exploration.plans.map { $0.steps.map(\.message) }
+        for (index, path) in paths.enumerated() {
+            #expect(!paths.enumerated().contains { $0.offset != index && $0.element.starts(with: path) })
+        }
+        // The help screen's stepper, refused once dismissed, is in a plan with the reason.
+        let dismissed = exploration.plans.flatMap(\.steps).first {
+            $0.message.stepperID == "help" && !$0.refusals.isEmpty
+        }
+        #expect(dismissed?.refusals == ["dismissed"] && dismissed?.navigations.isEmpty == true)
+        let first = try #require(exploration.plans.first?.steps.first)
+        guard case .list(let flows) = first.tree, case .map(let main)? = flows.first else {
+            Issue.record("the tree is status flows: \(first.tree)")
+            return
+        }
+        #expect(main["name"] == "Main" && main["id"] == "Main#1")
+        #expect(
+            exploration.planText.hasPrefix("\(exploration.plans.count) plans cover \(exploration.planTargets) kinds"))
+
+        let pytest = PlanWriter.pytest(exploration, config: "seeded.yaml")
+        #expect(pytest.components(separatedBy: "\ndef test_plan_").count - 1 == exploration.plans.count)
+        #expect(pytest.contains("with pytest.raises(Dropped, match=\"dismissed\"):"))
+        #expect(pytest.contains("navigation.expect_diagnostic(\"dismissed\", stepper=\"help\")"))
+        let swift = PlanWriter.swiftTesting(exploration, config: "seeded.yaml")
+        #expect(swift.components(separatedBy: "    @Test(\"plan ").count - 1 == exploration.plans.count)
+        #expect(swift.contains("try withTopology(configFile: \"seeded.yaml\") { topology in"))
+        #expect(
+            PlanWriter.python(.map(["a\"b": .list([.null, .bool(true), .double(1.5)])]))
+                == #"{"a\"b": [None, True, 1.5]}"#)
+        #expect(PlanWriter.swift(.map(["k": .string("line\n\"q\"")])) == #"["k": "line\u{a}\"q\""]"#)
+    }
+
     @Test("limits stop the search and say so")
     func limits() async throws {
         let config = try FlowBusConfig.parse(yaml: Self.seeded, environment: [:])
