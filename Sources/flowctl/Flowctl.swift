@@ -665,6 +665,14 @@ struct ExploreCommand: ParsableCommand {
     var plans = false
     @Option(help: "Write the plans as a pytest module (the flowbus plugin) to this file.") var writePytest: String?
     @Option(help: "Write the plans as a Swift Testing file (FlowBusTesting) to this file.") var writeSwift: String?
+    @Flag(
+        name: .customLong("run"),
+        help:
+            "Run the plans through a fresh flowd each (the config's ${FLOWBUS_RUN_DIR} set to a directory of its own) and report the first outcome, event or tree that differs from the model."
+    )
+    var runPlans = false
+    @Option(help: "The flowd executable for --run (default: the one beside flowctl, else flowd in PATH).")
+    var flowd: String?
 
     func run() throws {
         let config = try options.load()
@@ -709,7 +717,32 @@ struct ExploreCommand: ParsableCommand {
             }
             FileHandle.standardError.write(Data("wrote \(exploration.plans.count) plans to \(file)\n".utf8))
         }
+        if runPlans {
+            let runner = PlanRunner(configPath: path, flowd: try flowdExecutable())
+            let report = try runner.run(exploration)
+            if let divergence = report.divergence {
+                note("the real flowd differs from the model at \(divergence)")
+                throw ExitCode(1)
+            }
+            print(
+                "ran \(report.plans) plans (\(report.messages) messages) through a fresh flowd each in "
+                    + String(format: "%.1f", report.seconds)
+                    + " s: every outcome, didNavigate and tree as the model says")
+        }
         if strict && !exploration.unreachable.isEmpty { throw ExitCode(1) }
+    }
+
+    private func flowdExecutable() throws -> String {
+        if let flowd { return flowd }
+        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+            .deletingLastPathComponent()
+            .appendingPathComponent("flowd").path
+        if FileManager.default.isExecutableFile(atPath: beside) { return beside }
+        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") {
+            let candidate = "\(directory)/flowd"
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        throw ClientError(.failed, "--run needs flowd: build it (swift build --product flowd) or pass --flowd PATH")
     }
 }
 

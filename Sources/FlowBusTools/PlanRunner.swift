@@ -1,0 +1,150 @@
+import FlowBusClient
+import FlowBusConfiguration
+import FlowBusWire
+import Foundation
+
+/// Drives an exploration's plans through a real flowd and compares what it does with the model:
+/// for each plan a fresh flowd in a run directory of its own (the config's `${FLOWBUS_RUN_DIR}`),
+/// each message sent as the plan says, then its didNavigate events, its refusal and flowd's tree
+/// (status `flows`) compared with what the engine did in the exploration. The first difference
+/// ends the run, with the plan and the messages that led to it.
+public struct PlanRunner: Sendable {
+    /// The config file flowd runs (a copy of it, in each plan's run directory).
+    public var configPath: String
+    /// The flowd executable.
+    public var flowd: String
+    /// Seconds to wait for flowd to answer, and for each message's outcome.
+    public var timeout: Double
+
+    public init(configPath: String, flowd: String, timeout: Double = 10) {
+        self.configPath = configPath
+        self.flowd = flowd
+        self.timeout = timeout
+    }
+
+    /// What a run found.
+    public struct Report: Sendable {
+        public var plans = 0
+        public var messages = 0
+        /// The first difference between flowd and the model, if any.
+        public var divergence: String?
+        public var seconds = 0.0
+    }
+
+    /// Runs every plan, in order, until the first divergence.
+    public func run(_ exploration: FlowExploration) throws -> Report {
+        var report = Report()
+        let started = ContinuousClock.now
+        for (index, plan) in exploration.plans.enumerated() {
+            report.plans += 1
+            if let divergence = try run(plan, number: index + 1, report: &report) {
+                report.divergence = divergence
+                break
+            }
+        }
+        let elapsed = ContinuousClock.now - started
+        report.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        return report
+    }
+
+    private func run(_ plan: FlowExploration.Plan, number: Int, report: inout Report) throws -> String? {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "fbplan-\(UUID().uuidString.prefix(8).lowercased())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // Fast heartbeats: each message's outcome is known at the next one.
+        var text = try String(contentsOfFile: configPath, encoding: .utf8)
+        if !text.split(separator: "\n").contains(where: { $0.hasPrefix("heartbeatMilliseconds:") }) {
+            text += "\nheartbeatMilliseconds: 50\n"
+        }
+        let copy = directory.appendingPathComponent("config.yaml").path
+        try text.write(toFile: copy, atomically: true, encoding: .utf8)
+        var environment = ProcessInfo.processInfo.environment
+        environment["FLOWBUS_RUN_DIR"] = directory.path
+        let config = try FlowBusConfig.load(path: copy, environment: environment)
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: flowd)
+        process.arguments = ["--config", copy, "--log-level", "warning"]
+        process.environment = environment
+        let log = directory.appendingPathComponent("flowd.log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let output = try FileHandle(forWritingTo: log)
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        defer {
+            if process.isRunning {
+                process.terminate()
+                process.waitUntilExit()
+            }
+            try? output.close()
+        }
+        func flowdOutput() -> String {
+            (try? String(contentsOf: log, encoding: .utf8)).map { "\nflowd's output:\n\($0.suffix(2000))" } ?? ""
+        }
+        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+        while (try? StatusClient.fetch(
+            endpoints: config.controlEndpoints, curve: config.curve, timeout: .milliseconds(200)))
+            == nil
+        {
+            guard process.isRunning, ContinuousClock.now < deadline else {
+                throw ClientError(.failed, "plan \(number): flowd did not answer within \(timeout) s\(flowdOutput())")
+            }
+        }
+
+        let wait = Duration.milliseconds(Int(timeout * 1000))
+        var clients: [String: (publisher: StepPublisher, watcher: OutcomeWatcher)] = [:]
+        for (position, step) in plan.steps.enumerated() {
+            report.messages += 1
+            let sender = step.message.stepperID ?? "flowctl-explore"
+            if clients[sender] == nil {
+                clients[sender] = (
+                    try StepPublisher(stepperID: sender, config: config),
+                    try OutcomeWatcher(stepperID: sender, config: config, timeout: wait)
+                )
+            }
+            let (publisher, watcher) = clients[sender]!
+            let sequence =
+                step.message.stepperID == nil
+                ? try publisher.publishDeepLink(step.message.step.name, step.message.step.params)
+                : try publisher.publish(step.message.step.name, step.message.step.params)
+            let at =
+                "plan \(number), message \(position + 1) (\(plan.steps[...position].map { "\($0.message)" }.joined(separator: " → ")))"
+            guard
+                let outcome = try watcher.outcome(
+                    of: sequence, from: publisher, navigation: !step.navigations.isEmpty, timeout: wait)
+            else { return "\(at): flowd did not acknowledge it within \(timeout) s\(flowdOutput())" }
+            let expected = step.navigations.map { "\($0.flow).\(MessageFormatter.step($0.step, $0.params))" }
+            switch outcome {
+            case .applied(let navigations):
+                let got = navigations.map {
+                    "\($0.flow.split(separator: "#").first ?? "").\(MessageFormatter.step($0.stepName, $0.params))"
+                }
+                if let reason = step.refusals.first, step.navigations.isEmpty {
+                    return "\(at): the model refused it (\(reason)), flowd applied it: \(got.joined(separator: ", "))"
+                }
+                if got != expected {
+                    return
+                        "\(at): the model navigated \(expected.joined(separator: ", ")), flowd \(got.joined(separator: ", "))"
+                }
+            case .refused(let diagnostic):
+                guard step.navigations.isEmpty, step.refusals.first == diagnostic.reason.rawValue else {
+                    return "\(at): flowd refused it (\(diagnostic.reason.rawValue)), the model "
+                        + (step.navigations.isEmpty
+                            ? "refused it (\(step.refusals.joined(separator: ", ")))"
+                            : "navigated \(expected.joined(separator: ", "))")
+                }
+            case .noNavigation:
+                return
+                    "\(at): the model navigated \(expected.joined(separator: ", ")), flowd applied it without a didNavigate"
+            }
+            let status = try StatusClient.fetch(endpoints: config.controlEndpoints, curve: config.curve, timeout: wait)
+            if status["flows"] != step.tree {
+                return "\(at): flowd's tree differs from the model's:\n  model: \(try WireJSON.string(step.tree))\n"
+                    + "  flowd: \(try WireJSON.string(status["flows"] ?? .null))"
+            }
+        }
+        return nil
+    }
+}
