@@ -154,7 +154,7 @@ public struct FlowExploration: Sendable {
         return lines.joined(separator: "\n")
     }
 
-    /// The report as JSON (``WireValue``), for tools.
+    /// The report as JSON (a `WireValue`), for tools.
     public var json: WireValue {
         func list(_ items: [Item]) -> WireValue {
             .list(
@@ -200,8 +200,7 @@ private struct Search {
     /// message and what it handed on).
     private var appliedAtAll: Set<FlowStep> = []
     private var appliedWithoutDeepLinks: Set<FlowStep> = []
-    /// (flow, step) → sends by a bound stepper of the flow, and the reasons they were refused.
-    private var sentByStepper: [FlowStep: Int] = [:]
+    /// (flow, step) → the reasons sends by a bound stepper of the flow were refused, counted.
     private var refusals: [FlowStep: [String: Int]] = [:]
     private var boundFlows: Set<String> = []
     private var orphans: [String: FlowExploration.Item] = [:]
@@ -309,7 +308,6 @@ private struct Search {
             let binding = state.snapshot.bindings.first(where: { $0.stepperID == stepperID })
         {
             let key = FlowStep(flow: binding.flow.name, step: message.step.name)
-            sentByStepper[key, default: 0] += 1
             for outcome in outcomes {
                 if case .dropped(let reason, _) = outcome {
                     refusals[key, default: [:]][reason.rawValue, default: 0] += 1
