@@ -182,6 +182,7 @@ private struct Search {
     let config: FlowBusConfig
     let limits: FlowExplorer.Limits
     let catalog: DeclaredFlowCatalog
+    let candidates: StepCandidates
     var report = FlowExploration()
 
     /// A reached state: its checkpoint and the messages that led there from the first one.
@@ -214,6 +215,7 @@ private struct Search {
 
     init(config: FlowBusConfig, limits: FlowExplorer.Limits) {
         self.config = config
+        candidates = StepCandidates(config: config)
         self.limits = limits
         catalog = DeclaredFlowCatalog(flows: config.flows)
         report.limits = limits
@@ -240,7 +242,7 @@ private struct Search {
                     report.truncated = true
                     continue
                 }
-                for message in messages(in: state.snapshot) {
+                for message in candidates.messages(in: state.snapshot) {
                     guard let reached = try await send(message, from: state) else { continue }
                     let key = Self.key(reached.snapshot)
                     guard !seen.contains(key) else { continue }
@@ -258,29 +260,6 @@ private struct Search {
         }
         finish()
         try await plan()
-    }
-
-    /// Every message worth sending in a state: each bound remote stepper sends each step its flow
-    /// declares; each declared step name goes as a deep link.
-    func messages(in snapshot: CoordinatorSnapshot) -> [FlowExplorer.Message] {
-        var messages: [FlowExplorer.Message] = []
-        for binding in snapshot.bindings.sorted(by: { $0.stepperID < $1.stepperID }) where binding.isRemote {
-            guard let spec = config.flows[binding.flow.name] else { continue }
-            for step in spec.steps.keys.sorted() {
-                messages.append(
-                    .init(
-                        stepperID: binding.stepperID,
-                        step: CanonicalStep(name: step, params: params(binding.flow.name, step))))
-            }
-        }
-        for name in Set(config.flows.values.flatMap(\.steps.keys)).sorted() {
-            var params: WireParams = [:]
-            for (flow, spec) in config.flows where spec.steps[name] != nil {
-                params.merge(self.params(flow, name)) { first, _ in first }
-            }
-            messages.append(.init(stepperID: nil, step: CanonicalStep(name: name, params: params)))
-        }
-        return messages
     }
 
     /// Applies `message` to a fresh engine restored from `state`; the state it reaches when it
@@ -401,49 +380,6 @@ private struct Search {
         }
         pattern += NSRegularExpression.escapedPattern(for: String(rest)) + "$"
         return id.range(of: pattern, options: .regularExpression) != nil
-    }
-
-    // MARK: Params
-
-    /// The params step `step` of `flow` needs: its declared ones, and every `{param}` its rules'
-    /// ids and the steps it hands off to use; one fixed value each.
-    func params(_ flow: String, _ step: String) -> WireParams {
-        var params: WireParams = [:]
-        var visited: Set<FlowStep> = []
-        collect(flow, step, into: &params, visited: &visited)
-        return params
-    }
-
-    private func collect(_ flow: String, _ step: String, into params: inout WireParams, visited: inout Set<FlowStep>) {
-        guard visited.insert(FlowStep(flow: flow, step: step)).inserted, let spec = config.flows[flow],
-            let rules = spec.steps[step]
-        else { return }
-        for (key, type) in spec.params?[step] ?? [:] where params[key] == nil {
-            params[key] = Self.sample(type.kind)
-        }
-        for rule in rules {
-            for (_, template) in rule.templatePaths {
-                for key in Template.placeholders(template) where params[key] == nil { params[key] = .int(1) }
-            }
-            for handoff in rule.handoffs {
-                switch handoff {
-                case .child(let child, let first): collect(child, first, into: &params, visited: &visited)
-                case .current(let next): collect(flow, next, into: &params, visited: &visited)
-                case .parent: continue  // any flow may be the parent: its steps' params are sent to it directly
-                }
-            }
-        }
-    }
-
-    static func sample(_ kind: ParamType.Kind) -> WireValue {
-        switch kind {
-        case .int, .any: .int(1)
-        case .double: .double(1.5)
-        case .string: .string("a")
-        case .bool: .bool(true)
-        case .list: .list([])
-        case .map: .map([:])
-        }
     }
 
     // MARK: The report
@@ -616,6 +552,76 @@ private struct Search {
 
 /// The events one input made the engine emit.
 @FlowActor
-private final class EventLog {
+final class EventLog {
     var events: [CoordinatorEvent] = []
+}
+
+/// The messages worth sending in a state, with the params each step needs: shared by the
+/// exploration and the walks.
+struct StepCandidates: Sendable {
+    let config: FlowBusConfig
+
+    /// Every message worth sending in a state: each bound remote stepper sends each step its flow
+    /// declares; each declared step name goes as a deep link.
+    func messages(in snapshot: CoordinatorSnapshot) -> [FlowExplorer.Message] {
+        var messages: [FlowExplorer.Message] = []
+        for binding in snapshot.bindings.sorted(by: { $0.stepperID < $1.stepperID }) where binding.isRemote {
+            guard let spec = config.flows[binding.flow.name] else { continue }
+            for step in spec.steps.keys.sorted() {
+                messages.append(
+                    .init(
+                        stepperID: binding.stepperID,
+                        step: CanonicalStep(name: step, params: params(binding.flow.name, step))))
+            }
+        }
+        for name in Set(config.flows.values.flatMap(\.steps.keys)).sorted() {
+            var params: WireParams = [:]
+            for (flow, spec) in config.flows where spec.steps[name] != nil {
+                params.merge(self.params(flow, name)) { first, _ in first }
+            }
+            messages.append(.init(stepperID: nil, step: CanonicalStep(name: name, params: params)))
+        }
+        return messages
+    }
+
+    /// The params step `step` of `flow` needs: its declared ones, and every `{param}` its rules'
+    /// ids and the steps it hands off to use; one fixed value each.
+    func params(_ flow: String, _ step: String) -> WireParams {
+        var params: WireParams = [:]
+        var visited: Set<String> = []
+        collect(flow, step, into: &params, visited: &visited)
+        return params
+    }
+
+    private func collect(_ flow: String, _ step: String, into params: inout WireParams, visited: inout Set<String>) {
+        guard visited.insert("\(flow).\(step)").inserted, let spec = config.flows[flow],
+            let rules = spec.steps[step]
+        else { return }
+        for (key, type) in spec.params?[step] ?? [:] where params[key] == nil {
+            params[key] = Self.sample(type.kind)
+        }
+        for rule in rules {
+            for (_, template) in rule.templatePaths {
+                for key in Template.placeholders(template) where params[key] == nil { params[key] = .int(1) }
+            }
+            for handoff in rule.handoffs {
+                switch handoff {
+                case .child(let child, let first): collect(child, first, into: &params, visited: &visited)
+                case .current(let next): collect(flow, next, into: &params, visited: &visited)
+                case .parent: continue  // any flow may be the parent: its steps' params are sent to it directly
+                }
+            }
+        }
+    }
+
+    static func sample(_ kind: ParamType.Kind) -> WireValue {
+        switch kind {
+        case .int, .any: .int(1)
+        case .double: .double(1.5)
+        case .string: .string("a")
+        case .bool: .bool(true)
+        case .list: .list([])
+        case .map: .map([:])
+        }
+    }
 }

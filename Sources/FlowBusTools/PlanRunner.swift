@@ -48,51 +48,9 @@ public struct PlanRunner: Sendable {
     }
 
     private func run(_ plan: FlowExploration.Plan, number: Int, report: inout Report) throws -> String? {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "fbplan-\(UUID().uuidString.prefix(8).lowercased())")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        // Fast heartbeats: each message's outcome is known at the next one.
-        var text = try String(contentsOfFile: configPath, encoding: .utf8)
-        if !text.split(separator: "\n").contains(where: { $0.hasPrefix("heartbeatMilliseconds:") }) {
-            text += "\nheartbeatMilliseconds: 50\n"
-        }
-        let copy = directory.appendingPathComponent("config.yaml").path
-        try text.write(toFile: copy, atomically: true, encoding: .utf8)
-        var environment = ProcessInfo.processInfo.environment
-        environment["FLOWBUS_RUN_DIR"] = directory.path
-        let config = try FlowBusConfig.load(path: copy, environment: environment)
-
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: flowd)
-        process.arguments = ["--config", copy, "--log-level", "warning"]
-        process.environment = environment
-        let log = directory.appendingPathComponent("flowd.log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let output = try FileHandle(forWritingTo: log)
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        defer {
-            if process.isRunning {
-                process.terminate()
-                process.waitUntilExit()
-            }
-            try? output.close()
-        }
-        func flowdOutput() -> String {
-            (try? String(contentsOf: log, encoding: .utf8)).map { "\nflowd's output:\n\($0.suffix(2000))" } ?? ""
-        }
-        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
-        while (try? StatusClient.fetch(
-            endpoints: config.controlEndpoints, curve: config.curve, timeout: .milliseconds(200)))
-            == nil
-        {
-            guard process.isRunning, ContinuousClock.now < deadline else {
-                throw ClientError(.failed, "plan \(number): flowd did not answer within \(timeout) s\(flowdOutput())")
-            }
-        }
-
+        let flowd = try FreshFlowd(configPath: configPath, flowd: self.flowd, timeout: timeout, name: "plan \(number)")
+        defer { flowd.stop() }
+        let config = flowd.config
         let wait = Duration.milliseconds(Int(timeout * 1000))
         var clients: [String: (publisher: StepPublisher, watcher: OutcomeWatcher)] = [:]
         for (position, step) in plan.steps.enumerated() {
@@ -114,7 +72,7 @@ public struct PlanRunner: Sendable {
             guard
                 let outcome = try watcher.outcome(
                     of: sequence, from: publisher, navigation: !step.navigations.isEmpty, timeout: wait)
-            else { return "\(at): flowd did not acknowledge it within \(timeout) s\(flowdOutput())" }
+            else { return "\(at): flowd did not acknowledge it within \(timeout) s\(flowd.output)" }
             let expected = step.navigations.map { "\($0.flow).\(MessageFormatter.step($0.step, $0.params))" }
             switch outcome {
             case .applied(let navigations):
@@ -146,5 +104,64 @@ public struct PlanRunner: Sendable {
             }
         }
         return nil
+    }
+}
+
+/// A flowd of its own for one run: the config copied into a fresh run directory (its
+/// `${FLOWBUS_RUN_DIR}`) with 50 ms heartbeats unless it sets them, started and answering.
+final class FreshFlowd {
+    let config: FlowBusConfig
+    private let directory: URL
+    private let process = Process()
+    private let log: URL
+    private let logHandle: FileHandle
+
+    init(configPath: String, flowd: String, timeout: Double, name: String) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "fbrun-\(UUID().uuidString.prefix(8).lowercased())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var text = try String(contentsOfFile: configPath, encoding: .utf8)
+        if !text.split(separator: "\n").contains(where: { $0.hasPrefix("heartbeatMilliseconds:") }) {
+            text += "\nheartbeatMilliseconds: 50\n"
+        }
+        let copy = directory.appendingPathComponent("config.yaml").path
+        try text.write(toFile: copy, atomically: true, encoding: .utf8)
+        var environment = ProcessInfo.processInfo.environment
+        environment["FLOWBUS_RUN_DIR"] = directory.path
+        config = try FlowBusConfig.load(path: copy, environment: environment)
+        process.executableURL = URL(fileURLWithPath: flowd)
+        process.arguments = ["--config", copy, "--log-level", "warning"]
+        process.environment = environment
+        log = directory.appendingPathComponent("flowd.log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        logHandle = try FileHandle(forWritingTo: log)
+        process.standardOutput = logHandle
+        process.standardError = logHandle
+        try process.run()
+        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+        while (try? StatusClient.fetch(
+            endpoints: config.controlEndpoints, curve: config.curve, timeout: .milliseconds(200)))
+            == nil
+        {
+            guard process.isRunning, ContinuousClock.now < deadline else {
+                let output = self.output
+                stop()
+                throw ClientError(.failed, "\(name): flowd did not answer within \(timeout) s\(output)")
+            }
+        }
+    }
+
+    /// flowd's last output, to quote in a report.
+    var output: String {
+        (try? String(contentsOf: log, encoding: .utf8)).map { "\nflowd's output:\n\($0.suffix(2000))" } ?? ""
+    }
+
+    func stop() {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        try? logHandle.close()
+        try? FileManager.default.removeItem(at: directory)
     }
 }

@@ -673,6 +673,13 @@ struct ExploreCommand: ParsableCommand {
     var runPlans = false
     @Option(help: "The flowd executable for --run (default: the one beside flowctl, else flowd in PATH).")
     var flowd: String?
+    @Option(
+        help:
+            "Instead of the search: a random walk of this many messages through a fresh flowd and the model, compared event by event; a failure is shrunk to a shortest sequence."
+    )
+    var walk: Int?
+    @Option(help: "The walk's seed (default: a random one, printed): the same seed draws the same walk.")
+    var seed: UInt64?
 
     func run() throws {
         let config = try options.load()
@@ -685,23 +692,20 @@ struct ExploreCommand: ParsableCommand {
         guard depth > 0, maxStates > 0 else {
             throw ValidationError("--depth and --max-states must be at least 1")
         }
+        if let walk {
+            guard walk > 0 else { throw ValidationError("--walk must be at least 1") }
+            let walker = FlowWalker(
+                config: config, configPath: FlowBusConfig.resolvePath(options.config), flowd: try flowdExecutable())
+            let report = try waitFor {
+                try await walker.walk(count: walk, seed: seed ?? UInt64.random(in: 1...999_999))
+            }
+            print(report.text)
+            if report.failure != nil { throw ExitCode(1) }
+            return
+        }
         let explorer = FlowExplorer(config: config)
         let limits = FlowExplorer.Limits(depth: depth, states: maxStates)
-        // The search runs on the flows' actor; this synchronous command waits for it.
-        let outcome = Mutex<Result<FlowExploration, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Task.detached {
-            let result: Result<FlowExploration, any Error>
-            do {
-                result = .success(try await explorer.explore(limits: limits))
-            } catch {
-                result = .failure(error)
-            }
-            outcome.withLock { $0 = result }
-            done.signal()
-        }
-        done.wait()
-        let exploration = try outcome.withLock { $0! }.get()
+        let exploration = try waitFor { try await explorer.explore(limits: limits) }
         print(json ? try WireJSON.string(exploration.json) : exploration.text)
         if plans && !json { print(exploration.planText) }
         let path = FlowBusConfig.resolvePath(options.config)
@@ -730,6 +734,24 @@ struct ExploreCommand: ParsableCommand {
                     + " s: every outcome, didNavigate and tree as the model says")
         }
         if strict && !exploration.unreachable.isEmpty { throw ExitCode(1) }
+    }
+
+    /// Runs `work` (the flows' actor) and waits for it: this command is synchronous.
+    private func waitFor<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws -> T {
+        let outcome = Mutex<Result<T, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task.detached {
+            let result: Result<T, any Error>
+            do {
+                result = .success(try await work())
+            } catch {
+                result = .failure(error)
+            }
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        return try outcome.withLock { $0! }.get()
     }
 
     private func flowdExecutable() throws -> String {

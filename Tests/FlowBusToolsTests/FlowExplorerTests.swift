@@ -113,6 +113,26 @@ struct FlowExplorerTests {
         #expect(PlanWriter.swift(.map(["k": .string("line\n\"q\"")])) == #"["k": "line\u{a}\"q\""]"#)
     }
 
+    @Test("a walk's tree check: a visible tab bar shows one tab, no stepper is bound to what is in no tree")
+    func walkTreeCheck() throws {
+        func tree(_ json: String) throws -> WireValue { try WireJSON.decode(json) }
+        let fine = try tree(
+            #"[{"root":{"id":"main","kind":"tabs","visible":true,"children":[{"id":"a","kind":"stack","visible":true,"children":[]},{"id":"b","kind":"stack","visible":false,"children":[]}]}}]"#
+        )
+        let bound = try tree(
+            #"[{"stepper":"a","presentable":"a","remote":true},{"stepper":"x","presentable":"gone","remote":false}]"#)
+        #expect(FlowWalker.malformed(fine, bindings: bound) == nil)
+        let twoTabs = try tree(
+            #"[{"root":{"id":"main","kind":"tabs","visible":true,"children":[{"id":"a","kind":"stack","visible":true,"children":[]},{"id":"b","kind":"stack","visible":true,"children":[]}]}}]"#
+        )
+        #expect(FlowWalker.malformed(twoTabs, bindings: .list([])) == "tab bar main is visible with 2 visible tabs")
+        let orphan = try tree(#"[{"stepper":"help","presentable":"help","remote":true}]"#)
+        #expect(FlowWalker.malformed(fine, bindings: orphan) == "stepper help is bound to help, which is in no tree")
+        var one = SplitMix64(seed: 7)
+        var two = SplitMix64(seed: 7)
+        #expect((0..<5).map { _ in one.next() } == (0..<5).map { _ in two.next() }, "a seed draws one walk")
+    }
+
     @Test("limits stop the search and say so")
     func limits() async throws {
         let config = try FlowBusConfig.parse(yaml: Self.seeded, environment: [:])

@@ -88,3 +88,27 @@ def test_run_drives_the_plans_and_names_the_first_divergence(bin_dir, tmp_path):
     assert "the real flowd differs from the model at plan " in differed.stderr
     assert "shop: itemPicked(itemId: 1)" in differed.stderr and "tree differs" in differed.stderr, differed.stderr
     assert '"shop/product/1"' in differed.stderr and '"shop/item/1"' in differed.stderr
+
+
+@pytest.mark.time_limit(120)
+def test_walk_agrees_with_the_model_and_shrinks_a_forgotten_binding(bin_dir, tmp_path):
+    config = tmp_path / "shop.yaml"
+    config.write_text(CONFIG)
+    walk = [str(bin_dir / "flowctl"), "explore", "--config", str(config), "--walk", "500", "--seed", "3"]
+    agreed = subprocess.run(walk, capture_output=True, text=True, timeout=100)
+    assert agreed.returncode == 0, agreed.stdout + agreed.stderr
+    assert agreed.stdout.startswith("walk of 500 messages, seed 3: flowd published every didNavigate and diagnostic")
+    # A flowd whose item screen forgets its stepper: the walk finds it and shrinks it to the two
+    # messages that show it, printed with the seed.
+    forgets = tmp_path / "forgets.yaml"
+    forgets.write_text(CONFIG.replace(', stepper: "shop/item/{itemId}" }', " }") + "heartbeatMilliseconds: 50\n")
+    wrapper = tmp_path / "forgetful-flowd"
+    wrapper.write_text(f'#!/bin/sh\nexec "{bin_dir / "flowd"}" --config "{forgets}" --log-level warning\n')
+    wrapper.chmod(0o755)
+    found = subprocess.run(walk + ["--flowd", str(wrapper)], capture_output=True, text=True, timeout=110)
+    assert found.returncode == 1, found.stdout + found.stderr
+    lines = found.stdout.splitlines()
+    assert lines[0].startswith("walk of 500 messages, seed 3: at message ") and "unbound-stepper" in lines[0], lines
+    assert lines[1].startswith("shrunk to 2 messages in ") and "--walk 500 --seed 3" in lines[1], lines
+    assert "itemPicked(itemId: 1)" in lines[2] and lines[3].startswith("  2. shop/item/1: "), lines
+    assert lines[4].startswith("which fails as: ") and lines[4].endswith("flowd diagnostic unbound-stepper"), lines
