@@ -61,10 +61,12 @@ def test_step_from_the_page_changes_tree_and_timeline(topology, browser):
     click_step(browser, "apikey", "apiKeyIsComplete")
     wait_until(lambda: node(browser, "dashboard"), "the dashboard tabs in the tree")
     wait_until(lambda: "apiKeyIsComplete" in timeline_text(browser) and "didNavigate" in timeline_text(browser), "didNavigate in the timeline")
-    tabs = node(browser, "dashboard")
-    assert tabs.find_element("css selector", ".tab.selected").text == "wishlist"
+    # Read through wait_until: the tree may re-render between finding the node and its tab.
+    wait_until(lambda: node(browser, "dashboard").find_element("css selector", ".tab.selected").text == "wishlist",
+               "the wishlist tab drawn selected")
     wait_until(lambda: node(browser, "watched/movies").get_attribute("data-visible") == "false", "the hidden tab drawn invisible")
-    assert "invisible" in node(browser, "watched/movies").get_attribute("class")
+    wait_until(lambda: "invisible" in node(browser, "watched/movies").get_attribute("class"),
+               "the hidden tab styled invisible")
     shot(browser, "2-after-step")
 
 
@@ -164,8 +166,8 @@ def test_recording_scrubs(topology, browser, tmp_path):
     shot(browser, "7-recording-start")
     scrub(1000)
     wait_until(lambda: node(browser, "settings/list"), "the tree back at the end")
-    card = browser.find_element("css selector", '.reactor[data-reactor="counter"]')
-    assert '"value": 1' in card.find_element("css selector", "pre.state").text
+    wait_until(lambda: '"value": 1' in browser.find_element(
+        "css selector", '.reactor[data-reactor="counter"] pre.state').text, "the counter's state at the end")
 
 
 def test_foxglove_protocol_client(topology):

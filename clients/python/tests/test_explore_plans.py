@@ -72,11 +72,8 @@ def test_run_drives_the_plans_and_names_the_first_divergence(bin_dir, tmp_path):
     config = tmp_path / "shop.yaml"
     config.write_text(CONFIG)
     explore = [str(bin_dir / "flowctl"), "explore", "--config", str(config), "--depth", "3", "--run"]
-    agreed = subprocess.run(explore, capture_output=True, text=True, timeout=100)
-    assert agreed.returncode == 0, agreed.stdout + agreed.stderr
-    assert "through a fresh flowd each" in agreed.stdout and "every outcome, didNavigate and tree as the model says" \
-        in agreed.stdout
-    # A flowd that runs another app than the one explored: an item opens another screen.
+    # A flowd that runs another app than the one explored: an item opens another screen. The
+    # plans before the one that picks an item agree with the model; that one does not.
     changed = tmp_path / "changed.yaml"
     changed.write_text(CONFIG.replace('screen: "shop/item/{itemId}"', 'screen: "shop/product/{itemId}"')
                        + "heartbeatMilliseconds: 50\n")
@@ -85,7 +82,7 @@ def test_run_drives_the_plans_and_names_the_first_divergence(bin_dir, tmp_path):
     wrapper.chmod(0o755)
     differed = subprocess.run(explore + ["--flowd", str(wrapper)], capture_output=True, text=True, timeout=100)
     assert differed.returncode == 1, differed.stdout + differed.stderr
-    assert "the real flowd differs from the model at plan " in differed.stderr
+    assert "the real flowd differs from the model at plan 7, message 1 " in differed.stderr
     assert "shop: itemPicked(itemId: 1)" in differed.stderr and "tree differs" in differed.stderr, differed.stderr
     assert '"shop/product/1"' in differed.stderr and '"shop/item/1"' in differed.stderr
 
