@@ -21,18 +21,28 @@ public struct FlowWalker: Sendable {
     public var timeout: Double
     /// At most this many replays while shrinking.
     public var maxReplays: Int
+    /// Times flowd is stopped (SIGTERM) and started again during the walk, evenly spaced, on a
+    /// journal (one in the run directory when the config has no `persistence:`): the restored
+    /// flowd must go on publishing what the model does, and end with its tree.
+    public var restarts: Int
 
-    public init(config: FlowBusConfig, configPath: String, flowd: String, timeout: Double = 10, maxReplays: Int = 200) {
+    public init(
+        config: FlowBusConfig, configPath: String, flowd: String, timeout: Double = 10, maxReplays: Int = 200,
+        restarts: Int = 0
+    ) {
         self.config = config
         self.configPath = configPath
         self.flowd = flowd
         self.timeout = timeout
         self.maxReplays = maxReplays
+        self.restarts = restarts
     }
 
     /// What a walk found.
     public struct Report: Sendable {
         public var seed: UInt64
+        /// Times flowd was stopped and started again during the walk.
+        public var restarts = 0
         public var messages: [FlowExplorer.Message] = []
         /// Events (didNavigate and diagnostics) compared.
         public var events = 0
@@ -45,7 +55,9 @@ public struct FlowWalker: Sendable {
         public var seconds = 0.0
 
         public var text: String {
-            let head = "walk of \(messages.count) messages, seed \(seed)"
+            let head =
+                "walk of \(messages.count) messages, seed \(seed)"
+                + (restarts > 0 ? ", flowd restarted \(restarts) times on its journal" : "")
             guard let failure else {
                 return "\(head): flowd published every didNavigate and diagnostic the model did (\(events)), in order; "
                     + "the final tree is the model's and well formed ("
@@ -66,7 +78,7 @@ public struct FlowWalker: Sendable {
     /// Draws the walk, runs it, and shrinks what fails.
     public func walk(count: Int, seed: UInt64) async throws -> Report {
         let started = ContinuousClock.now
-        var report = Report(seed: seed)
+        var report = Report(seed: seed, restarts: restarts)
         let model = try await ModelRun(config: config)
         var random = SplitMix64(seed: seed)
         var expected: [[String]] = []
@@ -126,7 +138,8 @@ public struct FlowWalker: Sendable {
     /// Sends `messages` to a fresh flowd, in order, and compares what it publishes and its tree
     /// with `expected` and `tree`; the first difference, or nil.
     func replay(_ messages: [FlowExplorer.Message], expected: [[String]], tree: WireValue) throws -> Failure? {
-        let flowd = try FreshFlowd(configPath: configPath, flowd: self.flowd, timeout: timeout, name: "walk")
+        let flowd = try FreshFlowd(
+            configPath: configPath, flowd: self.flowd, timeout: timeout, name: "walk", journaled: restarts > 0)
         defer { flowd.stop() }
         let config = flowd.config
         let wait = Duration.milliseconds(Int(timeout * 1000))
@@ -138,6 +151,7 @@ public struct FlowWalker: Sendable {
         }
         var received: [String] = []
         var heartbeats = 0
+        var heartbeatSource: String?
         /// Takes what arrived; with `until`, waits up to it for each next message.
         func take(until deadline: ContinuousClock.Instant?) throws {
             while let next = try subscriber.next(
@@ -145,7 +159,9 @@ public struct FlowWalker: Sendable {
             {
                 guard case .message(let message) = next else { continue }
                 switch message {
-                case .heartbeat: heartbeats += 1
+                case .heartbeat:
+                    heartbeats += 1
+                    heartbeatSource = message.envelope.source
                 case .navigation(let event) where event.phase == .did:
                     received.append(
                         "did \(event.flow.split(separator: "#").first ?? "").\(MessageFormatter.step(event.stepName, event.params))"
@@ -156,8 +172,9 @@ public struct FlowWalker: Sendable {
                 if let deadline, heartbeats >= 2 || ContinuousClock.now >= deadline { return }
             }
         }
+        let restartAfter = Set((1...max(1, restarts)).map { messages.count * $0 / (restarts + 1) })
         var publishers: [String: StepPublisher] = [:]
-        for message in messages {
+        for (index, message) in messages.enumerated() {
             let sender = message.stepperID ?? "flowctl-walk"
             let publisher = try publishers[sender] ?? StepPublisher(stepperID: sender, config: config)
             publishers[sender] = publisher
@@ -170,6 +187,21 @@ public struct FlowWalker: Sendable {
                 return Failure(message: messages.count - 1, text: "flowd did not acknowledge \(message)\(flowd.output)")
             }
             try take(until: nil)  // read as we go: what waits in the sockets is bounded (high-water marks)
+            if restarts > 0, restartAfter.contains(index + 1), index + 1 < messages.count {
+                let before = heartbeatSource
+                try flowd.restart()
+                // Send on once the subscriber hears the new instance: nothing it publishes is missed.
+                let deadline = ContinuousClock.now + wait
+                while heartbeatSource == before || heartbeatSource == nil {
+                    heartbeats = 0
+                    try take(until: min(deadline, ContinuousClock.now + .milliseconds(200)))
+                    guard ContinuousClock.now < deadline else {
+                        return Failure(
+                            message: index,
+                            text: "no heartbeat from flowd restarted after message \(index + 1)\(flowd.output)")
+                    }
+                }
+            }
         }
         // Everything was applied before its ack; two heartbeats later all it published is here.
         heartbeats = 0

@@ -108,33 +108,53 @@ public struct PlanRunner: Sendable {
 }
 
 /// A flowd of its own for one run: the config copied into a fresh run directory (its
-/// `${FLOWBUS_RUN_DIR}`) with 50 ms heartbeats unless it sets them, started and answering.
+/// `${FLOWBUS_RUN_DIR}`) with 50 ms heartbeats unless it sets them, started and answering. With
+/// `journaled`, a config without `persistence:` gets a SQLite journal in that directory, so that
+/// a ``restart()`` restores what the one before applied.
 final class FreshFlowd {
     let config: FlowBusConfig
     private let directory: URL
-    private let process = Process()
+    private let flowd: String
+    private let copy: String
+    private let environment: [String: String]
+    private let timeout: Double
+    private let name: String
+    private var process = Process()
     private let log: URL
     private let logHandle: FileHandle
 
-    init(configPath: String, flowd: String, timeout: Double, name: String) throws {
+    init(configPath: String, flowd: String, timeout: Double, name: String, journaled: Bool = false) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "fbrun-\(UUID().uuidString.prefix(8).lowercased())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var text = try String(contentsOfFile: configPath, encoding: .utf8)
-        if !text.split(separator: "\n").contains(where: { $0.hasPrefix("heartbeatMilliseconds:") }) {
+        let keys = text.split(separator: "\n")
+        if !keys.contains(where: { $0.hasPrefix("heartbeatMilliseconds:") }) {
             text += "\nheartbeatMilliseconds: 50\n"
         }
-        let copy = directory.appendingPathComponent("config.yaml").path
+        if journaled && !keys.contains(where: { $0.hasPrefix("persistence:") }) {
+            text += "\npersistence: { journal: \"\(directory.path)/journal.sqlite\" }\n"
+        }
+        copy = directory.appendingPathComponent("config.yaml").path
         try text.write(toFile: copy, atomically: true, encoding: .utf8)
         var environment = ProcessInfo.processInfo.environment
         environment["FLOWBUS_RUN_DIR"] = directory.path
+        self.environment = environment
         config = try FlowBusConfig.load(path: copy, environment: environment)
-        process.executableURL = URL(fileURLWithPath: flowd)
-        process.arguments = ["--config", copy, "--log-level", "warning"]
-        process.environment = environment
+        self.flowd = flowd
+        self.timeout = timeout
+        self.name = name
         log = directory.appendingPathComponent("flowd.log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         logHandle = try FileHandle(forWritingTo: log)
+        try launch()
+    }
+
+    private func launch() throws {
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: flowd)
+        process.arguments = ["--config", copy, "--log-level", "warning"]
+        process.environment = environment
         process.standardOutput = logHandle
         process.standardError = logHandle
         try process.run()
@@ -149,6 +169,13 @@ final class FreshFlowd {
                 throw ClientError(.failed, "\(name): flowd did not answer within \(timeout) s\(output)")
             }
         }
+    }
+
+    /// Stops flowd (SIGTERM) and starts it again on the same run directory, answering.
+    func restart() throws {
+        process.terminate()
+        process.waitUntilExit()
+        try launch()
     }
 
     /// flowd's last output, to quote in a report.

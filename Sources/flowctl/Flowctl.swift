@@ -680,6 +680,8 @@ struct ExploreCommand: ParsableCommand {
     var walk: Int?
     @Option(help: "The walk's seed (default: a random one, printed): the same seed draws the same walk.")
     var seed: UInt64?
+    @Option(help: "Stop and start flowd this many times during the walk, on a journal; nothing it does may change.")
+    var restarts = 0
 
     func run() throws {
         let config = try options.load()
@@ -694,8 +696,10 @@ struct ExploreCommand: ParsableCommand {
         }
         if let walk {
             guard walk > 0 else { throw ValidationError("--walk must be at least 1") }
+            guard restarts >= 0 else { throw ValidationError("--restarts must be 0 or more") }
             let walker = FlowWalker(
-                config: config, configPath: FlowBusConfig.resolvePath(options.config), flowd: try flowdExecutable())
+                config: config, configPath: FlowBusConfig.resolvePath(options.config), flowd: try flowdExecutable(),
+                restarts: restarts)
             let report = try waitFor {
                 try await walker.walk(count: walk, seed: seed ?? UInt64.random(in: 1...999_999))
             }
