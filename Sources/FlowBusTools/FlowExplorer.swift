@@ -222,14 +222,11 @@ private struct Search {
     }
 
     mutating func run() async throws {
-        guard let start = config.coordinator, let root = catalog.make(start.flow) else {
+        let log = EventLog()
+        guard let engine = await FlowCoordinator.started(config, catalog, log: log) else {
             finish()
             return
         }
-        let engine = FlowCoordinator()
-        let log = EventLog()
-        engine.onEvent = { log.events.append($0) }
-        await engine.coordinate(flow: root, with: OneStepper(withSingleStep: CanonicalStep(start.step)))
         take(log.events, message: nil)
         var frontier = [State(checkpoint: try engine.checkpoint(), snapshot: engine.snapshot(), path: [])]
         seen.insert(Self.key(frontier[0].snapshot))
@@ -270,17 +267,7 @@ private struct Search {
         let log = EventLog()
         engine.onEvent = { log.events.append($0) }
         report.messages += 1
-        let progress =
-            if let stepperID = message.stepperID {
-                engine.receiveNow(message.step, from: stepperID)
-            } else {
-                engine.navigateNow(to: message.step)
-            }
-        let outcomes: [StepOutcome] =
-            switch progress {
-            case .done(let outcomes): outcomes
-            case .pending(let pending): await pending.outcomes()
-            }
+        let outcomes = await engine.apply(message)
         let path = state.path + [message]
         take(log.events, message: message)
         if let stepperID = message.stepperID,
@@ -413,27 +400,13 @@ private struct Search {
         longest = []
         for path in kept where !longest.contains(where: { $0.starts(with: path) }) { longest.append(path) }
         kept = longest
-        guard let start = config.coordinator else { return }
         for path in kept.sorted(by: { "\($0)" < "\($1)" }) {
-            guard let root = catalog.make(start.flow) else { return }
-            let engine = FlowCoordinator()
             let log = EventLog()
-            engine.onEvent = { log.events.append($0) }
-            await engine.coordinate(flow: root, with: OneStepper(withSingleStep: CanonicalStep(start.step)))
+            guard let engine = await FlowCoordinator.started(config, catalog, log: log) else { return }
             var steps: [FlowExploration.PlanStep] = []
             for message in path {
                 log.events = []
-                let progress =
-                    if let stepperID = message.stepperID {
-                        engine.receiveNow(message.step, from: stepperID)
-                    } else {
-                        engine.navigateNow(to: message.step)
-                    }
-                let outcomes: [StepOutcome] =
-                    switch progress {
-                    case .done(let outcomes): outcomes
-                    case .pending(let pending): await pending.outcomes()
-                    }
+                let outcomes = await engine.apply(message)
                 let navigations = log.events.compactMap { event -> (flow: String, step: String, params: WireParams)? in
                     guard case .didNavigate(let navigation) = event, let step = navigation.step as? CanonicalStep else {
                         return nil
@@ -547,6 +520,36 @@ private struct Search {
                 + " \(binding.role) \(binding.allowStepWhenNotPresented) \(binding.allowStepWhenDismissed)\n"
         }
         return text
+    }
+}
+
+extension FlowCoordinator {
+    /// A coordinator at the config's first step, its events going to `log`; nil when the config
+    /// names no declared root flow.
+    static func started(
+        _ config: FlowBusConfig, _ catalog: DeclaredFlowCatalog, log: EventLog
+    ) async
+        -> FlowCoordinator?
+    {
+        guard let start = config.coordinator, let root = catalog.make(start.flow) else { return nil }
+        let engine = FlowCoordinator()
+        engine.onEvent = { log.events.append($0) }
+        await engine.coordinate(flow: root, with: OneStepper(withSingleStep: CanonicalStep(start.step)))
+        return engine
+    }
+
+    /// Applies a message as flowd's router does: a stepper's step, or a deep link.
+    func apply(_ message: FlowExplorer.Message) async -> [StepOutcome] {
+        let progress =
+            if let stepperID = message.stepperID {
+                receiveNow(message.step, from: stepperID)
+            } else {
+                navigateNow(to: message.step)
+            }
+        switch progress {
+        case .done(let outcomes): return outcomes
+        case .pending(let pending): return await pending.outcomes()
+        }
     }
 }
 

@@ -275,18 +275,19 @@ public struct FlowWalker: Sendable {
 /// The model side of a walk: one engine, applying messages in order.
 @FlowActor
 final class ModelRun {
-    private let engine = FlowCoordinator()
-    private let log = EventLog()
+    private let engine: FlowCoordinator
+    private let log: EventLog
     private let candidatesOf: StepCandidates
 
     init(config: FlowBusConfig) async throws {
-        candidatesOf = StepCandidates(config: config)
-        let catalog = DeclaredFlowCatalog(flows: config.flows)
-        guard let start = config.coordinator, let root = catalog.make(start.flow) else {
+        let log = EventLog()
+        guard let engine = await FlowCoordinator.started(config, DeclaredFlowCatalog(flows: config.flows), log: log)
+        else {
             throw ClientError(.failed, "a walk needs coordinator: { flow, step } naming a declared flow")
         }
-        engine.onEvent = { [log] in log.events.append($0) }
-        await engine.coordinate(flow: root, with: OneStepper(withSingleStep: CanonicalStep(start.step)))
+        self.engine = engine
+        self.log = log
+        candidatesOf = StepCandidates(config: config)
     }
 
     func candidates() -> [FlowExplorer.Message] {
@@ -296,13 +297,7 @@ final class ModelRun {
     /// What flowd publishes for `message`: its didNavigate events and diagnostics, in order.
     func apply(_ message: FlowExplorer.Message) async -> [String] {
         log.events = []
-        let progress =
-            if let stepperID = message.stepperID {
-                engine.receiveNow(message.step, from: stepperID)
-            } else {
-                engine.navigateNow(to: message.step)
-            }
-        if case .pending(let pending) = progress { _ = await pending.outcomes() }
+        _ = await engine.apply(message)
         return log.events.compactMap { event in
             switch event {
             case .didNavigate(let navigation):

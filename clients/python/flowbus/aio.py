@@ -238,8 +238,7 @@ class Stepper(_AsyncOwned):
 
     @property
     def instance(self) -> Optional[str]:
-        last_ack = self._outbox.ledger.last_ack
-        return self._outbox.instance or (last_ack.source if last_ack is not None else None)
+        return self._outbox.acknowledged_by
 
     @overload
     async def publish(self, name: str, /, *, wait: Literal[False], **params: Value) -> int: ...

@@ -305,8 +305,7 @@ class Stepper(_Owned):
     @property
     def instance(self) -> Optional[str]:
         """The source id of the flowd instance that acknowledged last (None before the first ack)."""
-        last_ack = self._outbox.ledger.last_ack
-        return self._outbox.instance or (last_ack.source if last_ack is not None else None)
+        return self._outbox.acknowledged_by
 
     @overload
     def publish(self, name: str, /, *, wait: Literal[False], **params: Value) -> int: ...

@@ -198,6 +198,12 @@ class StepOutbox:
         return sequence
 
     @property
+    def acknowledged_by(self) -> Optional[str]:
+        """The source of the flowd instance that acknowledged last (None before the first ack)."""
+        last_ack = self.ledger.last_ack
+        return self.instance or (last_ack.source if last_ack is not None else None)
+
+    @property
     def unsent(self) -> int:
         """Kept steps not handed to the socket yet."""
         return self.ledger.sequence - max(self._next_send, self.ledger.acked + 1) + 1
