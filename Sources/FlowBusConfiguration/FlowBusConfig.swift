@@ -101,21 +101,60 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         /// A `tcp://` address where the host serves its metrics to Prometheus (`GET /metrics`);
         /// nil: none. See `docs/METRICS.md`.
         public var metrics: String?
+        /// Actions a tool may send to these reactors, by exact reactor id (`counter`, `movie/42`):
+        /// `flowctl explore --walk` draws from them. A reactor's actions are Swift types, so the
+        /// config is the only place a tool learns them.
+        public var sampleActions: [String: [SampleAction]]?
 
         public init(
             actions: String, states: String, serves: [String], persistence: ReactorPersistenceSpec? = nil,
-            metrics: String? = nil
+            metrics: String? = nil, sampleActions: [String: [SampleAction]]? = nil
         ) {
             self.actions = actions
             self.states = states
             self.serves = serves
             self.persistence = persistence
             self.metrics = metrics
+            self.sampleActions = sampleActions
         }
 
         /// Whether this host serves `reactorID`.
         public func serves(_ reactorID: String) -> Bool {
             serves.contains { $0.hasSuffix("/") ? reactorID.hasPrefix($0) : reactorID == $0 }
+        }
+    }
+
+    /// One action under `sampleActions`: its name alone (`increase`), or a map of the name to its
+    /// params (`{ submit: { apiKey: demo } }`), as the canonical form of a Swift enum case.
+    public struct SampleAction: Codable, Sendable, Hashable {
+        public var name: String
+        public var params: WireParams
+
+        public init(name: String, params: WireParams = [:]) {
+            self.name = name
+            self.params = params
+        }
+
+        public init(from decoder: any Decoder) throws {
+            if let name = try? decoder.singleValueContainer().decode(String.self) {
+                self.init(name: name)
+                return
+            }
+            let map = try decoder.singleValueContainer().decode([String: WireParams].self)
+            guard map.count == 1, let (name, params) = map.first else {
+                throw DecodingError.dataCorrupted(
+                    .init(
+                        codingPath: decoder.codingPath,
+                        debugDescription:
+                            "an action is its name (increase) or one name with its params ({ submit: { apiKey: demo } }), not \(map.count) names"
+                    ))
+            }
+            self.init(name: name, params: params)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            if params.isEmpty { try container.encode(name) } else { try container.encode([name: params]) }
         }
     }
 
@@ -481,6 +520,22 @@ extension FlowBusConfig {
                 .invalid,
                 "\(source): \(name) '\(endpoint)' is not a tcp:// address (Prometheus scrapes over TCP, e.g. tcp://127.0.0.1:9464)"
             )
+        }
+        for (name, host) in reactors.sorted(by: { $0.key < $1.key }) {
+            for reactorID in (host.sampleActions ?? [:]).keys.sorted() {
+                let path = "reactors.\(name).sampleActions.\(reactorID)"
+                guard !reactorID.hasSuffix("/") else {
+                    throw ConfigError(
+                        .invalid,
+                        "\(source): \(path) names the family \(reactorID), not a reactor: name members of it (e.g. \(reactorID)42)")
+                }
+                guard host.serves(reactorID) else {
+                    throw ConfigError(
+                        .invalid,
+                        "\(source): \(path): host \(name) does not serve \(reactorID) (serves: \(host.serves.joined(separator: ", "))): "
+                            + "add it to reactors.\(name).serves, or move its actions to the host that serves it")
+                }
+            }
         }
         guard limits.maxSources >= 1, limits.sourceIdleSeconds >= 1 else {
             throw ConfigError(.invalid, "\(source): limits.maxSources and limits.sourceIdleSeconds must be at least 1")

@@ -73,15 +73,7 @@ struct CoordinatorStatus {
         }
         if query.sections.contains("bindings") {
             page("bindings", query.bindings, matching: snapshot.bindingsMatching, listed: snapshot.bindings.count)
-            status["bindings"] = .list(
-                snapshot.bindings.map { binding in
-                    .map([
-                        "stepper": .string(binding.stepperID), "flow": .string(binding.flow.description),
-                        "presentable": .string(binding.presentableID), "remote": .bool(binding.isRemote),
-                        "allowStepWhenNotPresented": .bool(binding.allowStepWhenNotPresented),
-                        "allowStepWhenDismissed": .bool(binding.allowStepWhenDismissed),
-                    ])
-                })
+            status["bindings"] = .list(snapshot.bindings.map(\.statusEntry))
         }
         if query.sections.contains("steppers") {
             // The engine took the page.
@@ -115,6 +107,17 @@ struct CoordinatorStatus {
         }
         status["pages"] = .map(pages)
         return status
+    }
+}
+
+extension BindingInfo {
+    /// This binding as an entry of a status reply's `bindings` (PROTOCOL.md §4.3).
+    package var statusEntry: WireValue {
+        .map([
+            "stepper": .string(stepperID), "flow": .string(flow.description), "presentable": .string(presentableID),
+            "remote": .bool(isRemote), "allowStepWhenNotPresented": .bool(allowStepWhenNotPresented),
+            "allowStepWhenDismissed": .bool(allowStepWhenDismissed),
+        ])
     }
 }
 

@@ -7,16 +7,25 @@ import Foundation
 
 /// Random walks over declared flows, against a real flowd: `count` messages drawn with `seed`
 /// among those worth sending in the model's state (each bound stepper's steps, every step name
-/// as a deep link), sent in order to a fresh flowd, each once the one before is acknowledged.
-/// Every didNavigate and diagnostic flowd publishes must be the model's, in order; its tree at
-/// the end must be the model's and well formed (a visible tab bar shows one tab; no stepper is
-/// bound to a screen that is in no tree). A failure is shrunk by delta debugging, each candidate
-/// replayed on a fresh flowd, to a shortest sequence that still fails, printed with the seed.
+/// as a deep link, every action the config's `reactors.*.sampleActions` lists), sent in order to
+/// a fresh flowd (and fresh reactor hosts when there are actions), each once the one before is
+/// acknowledged.
+///
+/// The model follows flowd's input order: every step and deep link flowd re-publishes on
+/// `events` — the walk's own and those a reactor publishes because of an action — is applied to
+/// the engine, and the didNavigate events, navigation commands and diagnostics flowd publishes
+/// after it must be the engine's, in order. After every message flowd's tree must be well formed
+/// (a visible tab bar shows one tab; no stepper is bound to a screen that is in no tree); at the
+/// end it must be the model's. Reactors have no model: each must acknowledge every action
+/// without refusing it, publish its states with no gap in their sequence, and answer a late
+/// view's snapshot with the state it last published. A failure is shrunk by delta debugging,
+/// each candidate replayed on a fresh topology, to a shortest sequence that still fails, printed
+/// with the seed.
 public struct FlowWalker: Sendable {
     public var config: FlowBusConfig
     /// The config file flowd runs (copied into each run's directory).
     public var configPath: String
-    /// The flowd executable.
+    /// The flowd executable; reactor hosts are found beside it, else in PATH.
     public var flowd: String
     public var timeout: Double
     /// At most this many replays while shrinking.
@@ -38,35 +47,61 @@ public struct FlowWalker: Sendable {
         self.restarts = restarts
     }
 
+    /// One message of a walk.
+    public enum Message: Sendable, Hashable, CustomStringConvertible {
+        /// A step from a stepper, or a deep link.
+        case flow(FlowExplorer.Message)
+        /// An action sent to a reactor.
+        case action(reactorID: String, action: CanonicalStep)
+
+        public var description: String {
+            switch self {
+            case .flow(let message): message.description
+            case .action(let reactorID, let action): "action \(reactorID): \(action)"
+            }
+        }
+    }
+
     /// What a walk found.
     public struct Report: Sendable {
+        /// Messages asked for; ``messages`` ends at the first failure.
+        public var length: Int
         public var seed: UInt64
         /// Times flowd was stopped and started again during the walk.
         public var restarts = 0
-        public var messages: [FlowExplorer.Message] = []
-        /// Events (didNavigate and diagnostics) compared.
+        public var messages: [Message] = []
+        /// Events (didNavigate, navigation commands and diagnostics) compared.
         public var events = 0
+        /// Steps reactors published because of the walk's actions, applied by the model as flowd did.
+        public var reactorSteps = 0
+        /// Reactor states checked for gaps.
+        public var states = 0
         /// The first failure, if any.
         public var failure: String?
         /// The shortest sequence found that still fails, and how it fails.
-        public var minimal: [FlowExplorer.Message]?
+        public var minimal: [Message]?
         public var minimalFailure: String?
         public var replays = 0
         public var seconds = 0.0
 
         public var text: String {
+            let actions = messages.count { if case .action = $0 { true } else { false } }
             let head =
-                "walk of \(messages.count) messages, seed \(seed)"
+                "walk of \(length) messages"
+                + (actions > 0 ? " (\(actions) actions)" : "") + ", seed \(seed)"
                 + (restarts > 0 ? ", flowd restarted \(restarts) times on its journal" : "")
             guard let failure else {
-                return "\(head): flowd published every didNavigate and diagnostic the model did (\(events)), in order; "
-                    + "the final tree is the model's and well formed ("
-                    + String(format: "%.1f", seconds) + " s)"
+                var text =
+                    "\(head): flowd published every didNavigate, navigation command and diagnostic the model did (\(events)), in order"
+                if reactorSteps > 0 { text += ", \(reactorSteps) steps from reactors included" }
+                text += "; its tree was well formed after every message and the model's around each restart and at the end"
+                if actions > 0 { text += "; the reactors acknowledged every action and published \(states) states with no gap" }
+                return text + " (" + String(format: "%.1f", seconds) + " s)"
             }
             var lines = ["\(head): \(failure)"]
             if let minimal, let minimalFailure {
                 lines.append(
-                    "shrunk to \(minimal.count) messages in \(replays) replays (replay the walk with --walk \(messages.count) --seed \(seed)):"
+                    "shrunk to \(minimal.count) messages in \(replays) replays (replay the walk with --walk \(length) --seed \(seed)):"
                 )
                 lines += minimal.enumerated().map { "  \($0.offset + 1). \($0.element)" }
                 lines.append("which fails as: \(minimalFailure)")
@@ -75,34 +110,35 @@ public struct FlowWalker: Sendable {
         }
     }
 
+    /// The actions the config lists, by reactor id, with the host serving each.
+    var sampleActions: [(host: String, message: Message)] {
+        config.reactors.sorted { $0.key < $1.key }.flatMap { host, spec in
+            (spec.sampleActions ?? [:]).sorted { $0.key < $1.key }.flatMap { reactorID, actions in
+                actions.map {
+                    (host, Message.action(reactorID: reactorID, action: CanonicalStep(name: $0.name, params: $0.params)))
+                }
+            }
+        }
+    }
+
     /// Draws the walk, runs it, and shrinks what fails.
     public func walk(count: Int, seed: UInt64) async throws -> Report {
         let started = ContinuousClock.now
-        var report = Report(seed: seed, restarts: restarts)
-        let model = try await ModelRun(config: config)
-        var random = SplitMix64(seed: seed)
-        var expected: [[String]] = []
-        for _ in 0..<count {
-            let choices = await model.candidates()
-            guard !choices.isEmpty else { break }
-            let message = choices[Int(random.next() % UInt64(choices.count))]
-            report.messages.append(message)
-            expected.append(await model.apply(message))
-        }
-        report.events = expected.reduce(0) { $0 + $1.count }
-        let tree = await model.tree()
-        if let failure = try replay(report.messages, expected: expected, tree: tree) {
+        var report = Report(length: count, seed: seed, restarts: restarts)
+        let first = try await run(.drawn(count: count, seed: seed))
+        report.messages = first.messages
+        report.events = first.events
+        report.reactorSteps = first.reactorSteps
+        report.states = first.states
+        if let failure = first.failure {
             report.failure = failure.text
-            // Messages after the first that differs do not matter.
+            // Messages after the one where it showed do not matter.
             var current = Array(report.messages.prefix(failure.message + 1))
             var last = failure
             var replays = 0
-            func fails(_ candidate: [FlowExplorer.Message]) async throws -> Failure? {
+            func fails(_ candidate: [Message]) async throws -> Failure? {
                 replays += 1
-                let run = try await ModelRun(config: config)
-                var expected: [[String]] = []
-                for message in candidate { expected.append(await run.apply(message)) }
-                return try replay(candidate, expected: expected, tree: await run.tree())
+                return try await run(.fixed(candidate)).failure
             }
             var granularity = 2
             shrinking: while current.count > 1 && replays < maxReplays {
@@ -135,106 +171,398 @@ public struct FlowWalker: Sendable {
         var text: String
     }
 
-    /// Sends `messages` to a fresh flowd, in order, and compares what it publishes and its tree
-    /// with `expected` and `tree`; the first difference, or nil.
-    func replay(_ messages: [FlowExplorer.Message], expected: [[String]], tree: WireValue) throws -> Failure? {
-        let flowd = try FreshFlowd(
-            configPath: configPath, flowd: self.flowd, timeout: timeout, name: "walk", journaled: restarts > 0)
-        defer { flowd.stop() }
-        let config = flowd.config
+    /// Where a run's messages come from.
+    enum Messages {
+        /// Drawn one by one from what is worth sending in the model's state.
+        case drawn(count: Int, seed: UInt64)
+        /// As given (a candidate while shrinking).
+        case fixed([Message])
+    }
+
+    struct Outcome {
+        var messages: [Message] = []
+        var events = 0
+        var reactorSteps = 0
+        var states = 0
+        var failure: Failure?
+    }
+
+    /// How long the walk waits for steps a reactor publishes because of an action before it draws
+    /// the next message: a seed draws the same walk when the reactors' steps come sooner.
+    static let actionSettle = Duration.milliseconds(10)
+
+    /// Runs one walk on a fresh topology and checks it as it goes; stops at the first failure.
+    func run(_ source: Messages) async throws -> Outcome {
+        var outcome = Outcome()
+        let model = try await ModelRun(config: config)
+        let actions = sampleActions
+        let hostOf = Dictionary(actions.map { ($0.message, $0.host) }) { first, _ in first }
+        let hosts: [String] =
+            switch source {
+            case .drawn: Array(Set(actions.map(\.host))).sorted()
+            case .fixed(let list): Array(Set(list.compactMap { hostOf[$0] })).sorted()
+            }
+        let topology = try FreshFlowd(
+            configPath: configPath, flowd: flowd, timeout: timeout, name: "walk", journaled: restarts > 0, hosts: hosts)
+        defer { topology.stop() }
+        let config = topology.config
         let wait = Duration.milliseconds(Int(timeout * 1000))
-        let subscriber = try BusSubscriber(
-            endpoints: config.eventsEndpoints, topics: ["nav/did/", "diag/"], includeHeartbeats: true,
-            curve: config.curve)
-        guard try subscriber.waitUntilConnected(timeout: wait) else {
-            throw ClientError(.noAnswer, "walk: no heartbeat from the fresh flowd within \(timeout) s\(flowd.output)")
+        let heartbeat = Duration.milliseconds(config.heartbeatMilliseconds)
+        let events = try BusSubscriber(
+            endpoints: config.eventsEndpoints, topics: ["step/", "deeplink/", "nav/did/", "cmd/", "diag/"],
+            includeHeartbeats: true, curve: config.curve)
+        guard try events.waitUntilConnected(timeout: wait) else {
+            throw ClientError(.noAnswer, "walk: no heartbeat from the fresh flowd within \(timeout) s\(topology.output)")
         }
-        var received: [String] = []
+        var states: [String: BusSubscriber] = [:]
+        for host in hosts {
+            guard let spec = config.reactors[host] else { continue }
+            let subscriber = try BusSubscriber(
+                endpoint: spec.states, topics: ["state/"], curve: config.curve)
+            guard try subscriber.waitUntilConnected(timeout: wait) else {
+                throw ClientError(
+                    .noAnswer, "walk: no heartbeat from reactor host \(host) within \(timeout) s\(topology.output)")
+            }
+            states[host] = subscriber
+        }
+
+        // The model's side: what it expects flowd to publish next, and the inputs it applied.
+        var expected: [String] = []
+        var expectedHead = 0
+        var inputs: [String] = []
+        var seen: Set<String> = []
         var heartbeats = 0
         var heartbeatSource: String?
-        /// Takes what arrived; with `until`, waits up to it for each next message.
-        func take(until deadline: ContinuousClock.Instant?) throws {
-            while let next = try subscriber.next(
-                timeout: deadline.map { ContinuousClock.now.duration(to: $0) } ?? .zero)
-            {
-                guard case .message(let message) = next else { continue }
-                switch message {
-                case .heartbeat:
-                    heartbeats += 1
-                    heartbeatSource = message.envelope.source
-                case .navigation(let event) where event.phase == .did:
-                    received.append(
-                        "did \(event.flow.split(separator: "#").first ?? "").\(MessageFormatter.step(event.stepName, event.params))"
-                    )
-                case .diagnostic(let diagnostic): received.append("diagnostic \(diagnostic.reason.rawValue)")
-                default: continue
-                }
-                if let deadline, heartbeats >= 2 || ContinuousClock.now >= deadline { return }
-            }
+        var current = 0
+        var ownSources: Set<String> = []
+        func divergence(model: String, flowd: String) -> Failure {
+            Failure(
+                message: current,
+                text: "at message \(current + 1) (… \(inputs.suffix(3).joined(separator: " → "))) the model publishes \(model), flowd \(flowd)"
+            )
         }
-        let restartAfter = Set((1...max(1, restarts)).map { messages.count * $0 / (restarts + 1) })
-        var publishers: [String: StepPublisher] = [:]
-        for (index, message) in messages.enumerated() {
-            let sender = message.stepperID ?? "flowctl-walk"
-            let publisher = try publishers[sender] ?? StepPublisher(stepperID: sender, config: config)
-            publishers[sender] = publisher
-            _ =
-                message.stepperID == nil
-                ? try publisher.publishDeepLink(message.step.name, message.step.params)
-                : try publisher.publish(message.step.name, message.step.params)
-            // The next message leaves once this one is applied: one order, whatever the sender.
-            guard try publisher.waitForAcknowledgement(timeout: wait) else {
-                return Failure(message: messages.count - 1, text: "flowd did not acknowledge \(message)\(flowd.output)")
+        /// Applies what flowd published to the model's side; the first difference, or nil.
+        func handle(_ message: WireMessage) async -> Failure? {
+            let input: FlowExplorer.Message
+            switch message {
+            case .heartbeat(let beat):
+                heartbeats += 1
+                heartbeatSource = beat.envelope.source
+                return nil
+            case .step(let step):
+                input = .init(stepperID: step.stepperID, step: CanonicalStep(name: step.name, params: step.params))
+            case .deepLink(let link):
+                input = .init(stepperID: nil, step: CanonicalStep(name: link.name, params: link.params))
+            case .navigation(let event) where event.phase == .did:
+                return compare(
+                    "did \(event.flow.split(separator: "#").first ?? "").\(MessageFormatter.step(event.stepName, event.params))"
+                )
+            case .navigationCommand(let command):
+                return compare(
+                    FlowWalker.command(
+                        flow: String(command.flow.split(separator: "#").first ?? ""), verb: command.verb.rawValue,
+                        target: command.target, container: command.container ?? "",
+                        kind: command.presentableKind?.rawValue ?? ""))
+            case .diagnostic(let diagnostic):
+                return compare("diagnostic \(diagnostic.reason.rawValue)")
+            default:
+                return nil
             }
-            try take(until: nil)  // read as we go: what waits in the sockets is bounded (high-water marks)
-            if restarts > 0, restartAfter.contains(index + 1), index + 1 < messages.count {
-                let before = heartbeatSource
-                try flowd.restart()
-                // Send on once the subscriber hears the new instance: nothing it publishes is missed.
-                let deadline = ContinuousClock.now + wait
-                while heartbeatSource == before || heartbeatSource == nil {
-                    heartbeats = 0
-                    try take(until: min(deadline, ContinuousClock.now + .milliseconds(200)))
-                    guard ContinuousClock.now < deadline else {
+            if expectedHead < expected.count { return divergence(model: expected[expectedHead], flowd: "nothing more") }
+            let envelope = message.envelope
+            let own = ownSources.contains(envelope.source)
+            if !own { outcome.reactorSteps += 1 }
+            inputs.append(own ? input.description : "\(input) (from \(envelope.source))")
+            expected = await model.apply(input)
+            expectedHead = 0
+            seen.insert("\(envelope.source)#\(envelope.sequence)")
+            return nil
+        }
+        func compare(_ got: String) -> Failure? {
+            guard expectedHead < expected.count else { return divergence(model: "nothing more", flowd: got) }
+            let want = expected[expectedHead]
+            expectedHead += 1
+            outcome.events += 1
+            return want == got ? nil : divergence(model: want, flowd: got)
+        }
+        /// Handles what arrives until `done` holds, or for `quiet` after the last message that
+        /// was not a heartbeat; false when `deadline` passed first.
+        func pump(
+            until done: () -> Bool = { false }, quiet: Duration? = nil, deadline: ContinuousClock.Instant
+        ) async throws -> (Failure?, Bool) {
+            var lastHeard = ContinuousClock.now
+            while !done() {
+                let now = ContinuousClock.now
+                if let quiet, now - lastHeard >= quiet { return (nil, true) }
+                guard now < deadline else { return (nil, false) }
+                let limit = min(deadline, quiet.map { lastHeard + $0 } ?? deadline)
+                guard let next = try events.next(timeout: now.duration(to: limit)) else { continue }
+                guard case .message(let message) = next else { continue }
+                if case .heartbeat = message {} else { lastHeard = ContinuousClock.now }
+                if let failure = await handle(message) { return (failure, true) }
+            }
+            return (nil, true)
+        }
+
+        /// flowd's tree and bindings against the model's.
+        func compareTrees(_ when: String) async throws -> Failure? {
+            let status = try StatusClient.fetch(endpoints: config.controlEndpoints, curve: config.curve, timeout: wait)
+            let (tree, bindings) = await model.status()
+            let flows = status["flows"] ?? .null
+            if flows != tree {
+                return Failure(
+                    message: current,
+                    text: "flowd's tree \(when) differs from the model's: model \(try WireJSON.string(tree)), flowd \(try WireJSON.string(flows))"
+                )
+            }
+            let bound = status["bindings"] ?? .null
+            guard bound != bindings else { return nil }
+            let (modelOnly, flowdOnly) = Self.difference(bindings, bound)
+            return Failure(
+                message: current,
+                text: "flowd's bindings \(when) differ from the model's: "
+                    + [("only the model has", modelOnly), ("only flowd has", flowdOnly)].filter { !$0.1.isEmpty }
+                    .map { "\($0.0) \($0.1.joined(separator: ", "))" }.joined(separator: "; "))
+        }
+
+        // The reactors' side: each one's states, checked for gaps.
+        var lastState: [String: (source: String, sequence: UInt64)] = [:]
+        var history: [String: [UInt64: WireValue]] = [:]
+        func takeStates(_ subscriber: BusSubscriber, until deadline: ContinuousClock.Instant? = nil) throws -> Failure? {
+            while let next = try subscriber.next(
+                timeout: deadline.map { max(.zero, ContinuousClock.now.duration(to: $0)) } ?? .zero)
+            {
+                guard case .message(.state(let state)) = next else {
+                    if deadline != nil { return nil }
+                    continue
+                }
+                outcome.states += 1
+                let (source, sequence) = (state.envelope.source, state.envelope.sequence)
+                if let last = lastState[state.reactorID] {
+                    if last.source != source {
                         return Failure(
-                            message: index,
-                            text: "no heartbeat from flowd restarted after message \(index + 1)\(flowd.output)")
+                            message: current,
+                            text: "after message \(current + 1) reactor \(state.reactorID)'s host restarted (source \(last.source), then \(source))\(topology.output)"
+                        )
+                    }
+                    if sequence != last.sequence + 1 {
+                        return Failure(
+                            message: current,
+                            text: "after message \(current + 1) the states of reactor \(state.reactorID) go from sequence \(last.sequence) to \(sequence)"
+                        )
                     }
                 }
+                lastState[state.reactorID] = (source, sequence)
+                history[state.reactorID, default: [:]][sequence] = state.state
+                if deadline != nil { return nil }
+            }
+            return nil
+        }
+
+        var publishers: [String: StepPublisher] = [:]
+        var views: [String: ReactorView] = [:]
+        var random: SplitMix64?
+        var count = 0
+        var list: [Message] = []
+        switch source {
+        case .drawn(let drawn, let seed):
+            random = SplitMix64(seed: seed)
+            count = drawn
+        case .fixed(let fixed):
+            list = fixed
+            count = fixed.count
+        }
+        let restartAfter = Set((1...max(1, restarts)).map { count * $0 / (restarts + 1) })
+        for index in 0..<count {
+            current = index
+            let message: Message
+            if var generator = random {
+                let choices = await model.candidates().map(Message.flow) + actions.map(\.message)
+                guard !choices.isEmpty else { break }
+                message = choices[Int(generator.next() % UInt64(choices.count))]
+                random = generator
+            } else {
+                message = list[index]
+            }
+            outcome.messages.append(message)
+            switch message {
+            case .flow(let flowMessage):
+                let sender = flowMessage.stepperID ?? "flowctl-walk"
+                let publisher = try publishers[sender] ?? StepPublisher(stepperID: sender, config: config)
+                publishers[sender] = publisher
+                ownSources.insert(publisher.sourceID)
+                let sequence =
+                    flowMessage.stepperID == nil
+                    ? try publisher.publishDeepLink(flowMessage.step.name, flowMessage.step.params)
+                    : try publisher.publish(flowMessage.step.name, flowMessage.step.params)
+                // The next message leaves once this one is applied: one order, whatever the sender.
+                guard try publisher.waitForAcknowledgement(timeout: wait) else {
+                    outcome.failure = Failure(
+                        message: index, text: "flowd did not acknowledge \(message)\(topology.output)")
+                    return outcome
+                }
+                let key = "\(publisher.sourceID)#\(sequence)"
+                let (failure, arrived) = try await pump(
+                    until: { seen.contains(key) }, deadline: ContinuousClock.now + wait)
+                if let failure {
+                    outcome.failure = failure
+                    return outcome
+                }
+                guard arrived else {
+                    outcome.failure = Failure(
+                        message: index,
+                        text: "flowd acknowledged \(message) but did not re-publish it on events within \(timeout) s")
+                    return outcome
+                }
+            case .action(let reactorID, let action):
+                guard let host = hostOf[message], let spec = config.reactors[host] else { continue }
+                let view =
+                    try views[reactorID]
+                    ?? ReactorView(
+                        reactorID: reactorID, actionsEndpoint: spec.actions, statesEndpoint: spec.states,
+                        curve: config.curve)
+                views[reactorID] = view
+                let sequence = try view.send(action.name, action.params)
+                guard try view.waitForAcknowledgement(timeout: wait) else {
+                    outcome.failure = Failure(
+                        message: index,
+                        text: "reactor host \(host) did not acknowledge \(message) within \(timeout) s\(topology.output)")
+                    return outcome
+                }
+                if let refusal = view.refusal(for: sequence) {
+                    outcome.failure = Failure(
+                        message: index,
+                        text: "reactor host \(host) refused \(message), which reactors.\(host).sampleActions lists: "
+                            + "\(refusal.reason.rawValue): \(refusal.message)")
+                    return outcome
+                }
+                // Steps the reactor publishes because of it reach the model before the next draw.
+                let (failure, _) = try await pump(quiet: Self.actionSettle, deadline: ContinuousClock.now + wait)
+                if let failure {
+                    outcome.failure = failure
+                    return outcome
+                }
+            }
+            for subscriber in states.values {
+                if let failure = try takeStates(subscriber) {
+                    outcome.failure = failure
+                    return outcome
+                }
+            }
+            // The model publishes what flowd does, so its tree is flowd's: checked here after
+            // every message, and against flowd's own around each restart and at the end.
+            let (tree, bindings) = await model.status()
+            if let problem = Self.malformed(tree, bindings: bindings) {
+                outcome.failure = Failure(message: index, text: "after message \(index + 1) (\(message)): \(problem)")
+                return outcome
+            }
+            if restarts > 0, restartAfter.contains(index + 1), index + 1 < count {
+                // Whatever the reactors still publish reaches flowd before it stops.
+                let (settled, _) = try await pump(quiet: heartbeat * 4, deadline: ContinuousClock.now + wait)
+                if let settled {
+                    outcome.failure = settled
+                    return outcome
+                }
+                if let failure = try await compareTrees("before the restart after message \(index + 1)") {
+                    outcome.failure = failure
+                    return outcome
+                }
+                let before = heartbeatSource
+                try topology.restart()
+                // Send on once the subscriber hears the new instance: nothing it publishes is missed.
+                let (failure, heard) = try await pump(
+                    until: { heartbeatSource != before && heartbeatSource != nil }, deadline: ContinuousClock.now + wait)
+                if let failure {
+                    outcome.failure = failure
+                    return outcome
+                }
+                guard heard else {
+                    outcome.failure = Failure(
+                        message: index,
+                        text: "no heartbeat from flowd restarted after message \(index + 1)\(topology.output)")
+                    return outcome
+                }
+                if let failure = try await compareTrees("restored from its journal after message \(index + 1)") {
+                    outcome.failure = failure
+                    return outcome
+                }
             }
         }
-        // Everything was applied before its ack; two heartbeats later all it published is here.
+        current = max(0, outcome.messages.count - 1)
+        // Every message was applied before its ack; once nothing but heartbeats comes for a few
+        // intervals, all flowd published (and any step a reactor still sent) is here.
         heartbeats = 0
-        try take(until: ContinuousClock.now + wait)
-        let flat = expected.flatMap { $0 }
-        let firstDifference =
-            zip(flat, received).enumerated().first(where: { $0.element.0 != $0.element.1 })?.offset
-            ?? (flat.count != received.count ? min(flat.count, received.count) : nil)
-        if let index = firstDifference {
-            var message = 0
-            var seen = 0
-            while message < expected.count - 1 && seen + expected[message].count <= index {
-                seen += expected[message].count
-                message += 1
+        let (failure, _) = try await pump(quiet: heartbeat * 4, deadline: ContinuousClock.now + wait)
+        if let failure {
+            outcome.failure = failure
+            return outcome
+        }
+        if expectedHead < expected.count {
+            outcome.failure = divergence(model: expected[expectedHead], flowd: "nothing more")
+            return outcome
+        }
+        if let failure = try await compareTrees("at the end") {
+            outcome.failure = failure
+            return outcome
+        }
+        // A view joining now gets, as its snapshot, a state the reactor published live.
+        for (reactorID, view) in views.sorted(by: { $0.key < $1.key }) {
+            let late = try ReactorView(
+                reactorID: reactorID, actionsEndpoint: view.actionsEndpoint, statesEndpoint: view.statesEndpoint,
+                curve: config.curve)
+            guard let snapshot = try late.next(timeout: wait) else {
+                outcome.failure = Failure(
+                    message: current, text: "reactor \(reactorID) sent no snapshot to a late view within \(timeout) s")
+                return outcome
             }
-            let context = messages[...message].suffix(3).map(\.description).joined(separator: " → ")
-            return Failure(
-                message: message,
-                text: "at message \(message + 1) (… \(context)) the model publishes "
-                    + (index < flat.count ? flat[index] : "nothing more") + ", flowd "
-                    + (index < received.count ? received[index] : "nothing more"))
+            let sequence = snapshot.envelope.sequence
+            let host = hostOf.first { if case .action(reactorID, _) = $0.key { true } else { false } }?.value
+            let deadline = ContinuousClock.now + wait
+            while history[reactorID]?[sequence] == nil, (lastState[reactorID]?.sequence ?? 0) < sequence,
+                ContinuousClock.now < deadline, let host, let subscriber = states[host]
+            {
+                if let failure = try takeStates(subscriber, until: deadline) {
+                    outcome.failure = failure
+                    return outcome
+                }
+            }
+            guard let live = history[reactorID]?[sequence] else {
+                guard let last = lastState[reactorID], last.sequence >= sequence else { continue }  // never changed
+                outcome.failure = Failure(
+                    message: current,
+                    text: "reactor \(reactorID)'s snapshot has sequence \(sequence), but its live states went on to \(last.sequence) without it"
+                )
+                return outcome
+            }
+            if live != snapshot.state {
+                outcome.failure = Failure(
+                    message: current,
+                    text: "reactor \(reactorID)'s snapshot (sequence \(sequence)) is \(try WireJSON.string(snapshot.state)), "
+                        + "the state it published live with that sequence \(try WireJSON.string(live))")
+                return outcome
+            }
         }
-        let status = try StatusClient.fetch(endpoints: config.controlEndpoints, curve: config.curve, timeout: wait)
-        let flows = status["flows"] ?? .null
-        if flows != tree {
-            return Failure(
-                message: messages.count - 1,
-                text: "the final tree differs: model \(try WireJSON.string(tree)), flowd \(try WireJSON.string(flows))")
+        return outcome
+    }
+
+    /// The bindings (status entries) only one of two lists has, described.
+    static func difference(_ model: WireValue, _ flowd: WireValue) -> (modelOnly: [String], flowdOnly: [String]) {
+        func entries(_ list: WireValue) -> [WireValue] { if case .list(let items) = list { items } else { [] } }
+        func text(_ entry: WireValue) -> String {
+            guard case .map(let map) = entry else { return "\(entry)" }
+            let flags = ["allowStepWhenNotPresented", "allowStepWhenDismissed"].filter { map[$0] == .bool(true) }
+                + (map["remote"] == .bool(false) ? ["the flow's own"] : [])
+            return "stepper \(map["stepper"]?.stringValue ?? "?") bound to \(map["presentable"]?.stringValue ?? "?") "
+                + "in \(map["flow"]?.stringValue ?? "?")" + (flags.isEmpty ? "" : " (\(flags.joined(separator: ", ")))")
         }
-        if let problem = Self.malformed(flows, bindings: status["bindings"] ?? .null) {
-            return Failure(message: messages.count - 1, text: problem)
-        }
-        return nil
+        let (a, b) = (entries(model), entries(flowd))
+        return (a.filter { !b.contains($0) }.map(text), b.filter { !a.contains($0) }.map(text))
+    }
+
+    /// A navigation command as the walk compares it.
+    static func command(flow: String, verb: String, target: String, container: String, kind: String) -> String {
+        "command \(verb) \(target.isEmpty ? "-" : target)" + (container.isEmpty ? "" : " in \(container)")
+            + (kind.isEmpty ? "" : " (\(kind))") + " of \(flow)"
     }
 
     /// What is wrong with a status tree, if anything: a visible tab bar that does not show
@@ -294,7 +622,8 @@ final class ModelRun {
         candidatesOf.messages(in: engine.snapshot())
     }
 
-    /// What flowd publishes for `message`: its didNavigate events and diagnostics, in order.
+    /// What flowd publishes for `message`: its didNavigate events, navigation commands and
+    /// diagnostics, in order.
     func apply(_ message: FlowExplorer.Message) async -> [String] {
         log.events = []
         _ = await engine.apply(message)
@@ -303,6 +632,11 @@ final class ModelRun {
             case .didNavigate(let navigation):
                 guard let step = navigation.step as? CanonicalStep else { return nil }
                 return "did \(navigation.flow.name).\(MessageFormatter.step(step.name, step.params))"
+            case .command(let command):
+                return FlowWalker.command(
+                    flow: command.flow?.name ?? "coordinator", verb: command.verb.rawValue, target: command.target,
+                    container: command.verb == .setTabs ? command.items.joined(separator: ",") : (command.container ?? ""),
+                    kind: command.kind.rawValue)
             case .diagnostic(let diagnostic):
                 return "diagnostic \(diagnostic.reason.rawValue)"
             default:
@@ -311,8 +645,10 @@ final class ModelRun {
         }
     }
 
-    func tree() -> WireValue {
-        .list(engine.snapshot().flows.map(\.statusEntry))
+    /// Its tree and bindings as flowd's status reply lists them.
+    func status() -> (tree: WireValue, bindings: WireValue) {
+        let snapshot = engine.snapshot()
+        return (.list(snapshot.flows.map(\.statusEntry)), .list(snapshot.bindings.map(\.statusEntry)))
     }
 }
 

@@ -110,7 +110,9 @@ public struct PlanRunner: Sendable {
 /// A flowd of its own for one run: the config copied into a fresh run directory (its
 /// `${FLOWBUS_RUN_DIR}`) with 50 ms heartbeats unless it sets them, started and answering. With
 /// `journaled`, a config without `persistence:` gets a SQLite journal in that directory, so that
-/// a ``restart()`` restores what the one before applied.
+/// a ``restart()`` restores what the one before applied. `hosts` names reactor hosts to start
+/// too, each by the config's `launch:` entry that is ready on its heartbeat
+/// (`ready: { heartbeat: NAME }`), with `${FLOWBUS_CONFIG}` naming the copy.
 final class FreshFlowd {
     let config: FlowBusConfig
     private let directory: URL
@@ -120,10 +122,14 @@ final class FreshFlowd {
     private let timeout: Double
     private let name: String
     private var process = Process()
+    private var hostProcesses: [(name: String, process: Process)] = []
     private let log: URL
     private let logHandle: FileHandle
 
-    init(configPath: String, flowd: String, timeout: Double, name: String, journaled: Bool = false) throws {
+    init(
+        configPath: String, flowd: String, timeout: Double, name: String, journaled: Bool = false,
+        hosts: [String] = []
+    ) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "fbrun-\(UUID().uuidString.prefix(8).lowercased())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -139,8 +145,9 @@ final class FreshFlowd {
         try text.write(toFile: copy, atomically: true, encoding: .utf8)
         var environment = ProcessInfo.processInfo.environment
         environment["FLOWBUS_RUN_DIR"] = directory.path
+        environment[FlowBusConfig.pathVariable] = copy
         self.environment = environment
-        config = try FlowBusConfig.load(path: copy, environment: environment)
+        config = try FlowBusConfig.load(path: copy, environment: environment, expandingLaunch: !hosts.isEmpty)
         self.flowd = flowd
         self.timeout = timeout
         self.name = name
@@ -148,6 +155,12 @@ final class FreshFlowd {
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         logHandle = try FileHandle(forWritingTo: log)
         try launch()
+        do {
+            for host in hosts { try launchHost(host) }
+        } catch {
+            stop()
+            throw error
+        }
     }
 
     private func launch() throws {
@@ -171,6 +184,34 @@ final class FreshFlowd {
         }
     }
 
+    /// Starts reactor host `host` by its launch entry; the caller waits for its heartbeat.
+    private func launchHost(_ host: String) throws {
+        guard
+            let spec = config.launch?.first(where: { $0.ready?.heartbeat == host && !$0.oneShot }),
+            let command = spec.command.first
+        else {
+            throw ClientError(
+                .failed,
+                "\(name): reactors.\(host) has sampleActions, so its host must run too: add a launch: entry that starts it "
+                    + "with ready: { heartbeat: \(host) } (as config/demo.yaml's reactors entry)")
+        }
+        let searchDirectories = [URL(fileURLWithPath: flowd).deletingLastPathComponent()]
+        guard let executable = Launcher.resolve(command, searchDirectories: searchDirectories, environment: environment)
+        else {
+            throw ClientError(
+                .failed,
+                "\(name): launch entry \(spec.name) runs \(command), which is neither beside \(flowd) nor in PATH")
+        }
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = Array(spec.command.dropFirst())
+        process.environment = environment.merging(spec.env) { _, own in own }
+        process.standardOutput = logHandle
+        process.standardError = logHandle
+        try process.run()
+        hostProcesses.append((host, process))
+    }
+
     /// Stops flowd (SIGTERM) and starts it again on the same run directory, answering.
     func restart() throws {
         process.terminate()
@@ -178,12 +219,18 @@ final class FreshFlowd {
         try launch()
     }
 
-    /// flowd's last output, to quote in a report.
+    /// What flowd and the hosts printed last, to quote in a report.
     var output: String {
-        (try? String(contentsOf: log, encoding: .utf8)).map { "\nflowd's output:\n\($0.suffix(2000))" } ?? ""
+        let whose = hostProcesses.isEmpty ? "flowd's" : "flowd's and the reactor hosts'"
+        return (try? String(contentsOf: log, encoding: .utf8)).map { "\n\(whose) output:\n\($0.suffix(2000))" } ?? ""
     }
 
     func stop() {
+        for (_, host) in hostProcesses where host.isRunning {
+            host.terminate()
+            host.waitUntilExit()
+        }
+        hostProcesses = []
         if process.isRunning {
             process.terminate()
             process.waitUntilExit()

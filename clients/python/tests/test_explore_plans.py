@@ -96,9 +96,9 @@ def test_walk_agrees_with_the_model_and_shrinks_a_forgotten_binding(bin_dir, tmp
     agreed = subprocess.run(walk + ["--restarts", "2"], capture_output=True, text=True, timeout=100)
     assert agreed.returncode == 0, agreed.stdout + agreed.stderr
     assert agreed.stdout.startswith("walk of 500 messages, seed 3, flowd restarted 2 times on its journal: flowd "
-                                    "published every didNavigate and diagnostic"), agreed.stdout
-    # A flowd whose item screen forgets its stepper: the walk finds it and shrinks it to the two
-    # messages that show it, printed with the seed.
+                                    "published every didNavigate, navigation command and diagnostic"), agreed.stdout
+    # A flowd whose item screen forgets its stepper: the walk finds it and shrinks it to the one
+    # message that shows it (flowd's bindings differ from the model's), printed with the seed.
     forgets = tmp_path / "forgets.yaml"
     forgets.write_text(CONFIG.replace(', stepper: "shop/item/{itemId}" }', " }") + "heartbeatMilliseconds: 50\n")
     wrapper = tmp_path / "forgetful-flowd"
@@ -108,6 +108,28 @@ def test_walk_agrees_with_the_model_and_shrinks_a_forgotten_binding(bin_dir, tmp
     assert found.returncode == 1, found.stdout + found.stderr
     lines = found.stdout.splitlines()
     assert lines[0].startswith("walk of 500 messages, seed 3: at message ") and "unbound-stepper" in lines[0], lines
-    assert lines[1].startswith("shrunk to 2 messages in ") and "--walk 500 --seed 3" in lines[1], lines
-    assert "itemPicked(itemId: 1)" in lines[2] and lines[3].startswith("  2. shop/item/1: "), lines
-    assert lines[4].startswith("which fails as: ") and lines[4].endswith("flowd diagnostic unbound-stepper"), lines
+    assert lines[1].startswith("shrunk to 1 messages in ") and "--walk 500 --seed 3" in lines[1], lines
+    assert lines[2] == "  1. deep link: itemPicked(itemId: 1)", lines
+    assert lines[3] == ("which fails as: flowd's bindings at the end differ from the model's: only the model has "
+                        "stepper shop/item/1 bound to shop/item/1 in Shop#1"), lines
+
+
+@pytest.mark.time_limit(120)
+def test_walk_sends_actions_and_follows_the_steps_reactors_publish(bin_dir, tmp_path):
+    demo = HERE.parent.parent.parent / "config" / "demo.yaml"
+    walk = [str(bin_dir / "flowctl"), "explore", "--config", str(demo), "--walk", "400", "--seed", "42"]
+    # The demo's reactor host runs too: the login reactor's apiKeyIsComplete steps are applied by
+    # the model where flowd applied them, and every reactor's states are gapless.
+    agreed = subprocess.run(walk + ["--restarts", "1"], capture_output=True, text=True, timeout=100)
+    assert agreed.returncode == 0, agreed.stdout + agreed.stderr
+    head, _, rest = agreed.stdout.partition(": ")
+    assert head.startswith("walk of 400 messages (") and " actions), seed 42, flowd restarted 1 times" in head, head
+    assert " steps from reactors included" in rest and "acknowledged every action" in rest, rest
+    # An action the counter does not take, listed as a sample: refused, and shrunk to that action.
+    wrong = tmp_path / "demo.yaml"
+    wrong.write_text(demo.read_text().replace("counter: [increase, decrease]", "counter: [increase, reset]"))
+    found = subprocess.run(walk[:3] + [str(wrong)] + walk[4:], capture_output=True, text=True, timeout=100)
+    assert found.returncode == 1, found.stdout + found.stderr
+    lines = found.stdout.splitlines()
+    assert "reactor host demo refused action counter: reset, which reactors.demo.sampleActions lists" in lines[0], lines
+    assert lines[1].startswith("shrunk to 1 messages in ") and lines[2] == "  1. action counter: reset", lines
