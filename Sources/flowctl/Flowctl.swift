@@ -675,7 +675,7 @@ struct ExploreCommand: ParsableCommand {
     var flowd: String?
     @Option(
         help:
-            "Instead of the search: a random walk of this many messages through a fresh flowd and the model, compared event by event; a failure is shrunk to a shortest sequence."
+            "Instead of the search: a random walk of this many messages (steps, deep links, the reactors' sampleActions) through a fresh flowd, fresh reactor hosts and the model, compared event by event; a failure is shrunk to a shortest sequence."
     )
     var walk: Int?
     @Option(help: "The walk's seed (default: a random one, printed): the same seed draws the same walk.")

@@ -427,6 +427,38 @@ struct ConfigTests {
         } throws: { "\($0)".contains("unknown rule 'jump'") }
     }
 
+    @Test("sampleActions: a name or one name with its params, by exact reactor id the host serves")
+    func sampleActions() throws {
+        let host = """
+            reactors:
+              demo:
+                actions: ipc:///tmp/fb/a.sock
+                states: ipc:///tmp/fb/s.sock
+                serves: [counter, movie/]
+                sampleActions:
+
+            """
+        let config = try FlowBusConfig.parse(
+            yaml: minimal + "\n" + host + "      counter: [increase, { add: { by: 2 } }]\n      movie/7: [load]\n",
+            environment: [:])
+        #expect(
+            config.reactors["demo"]?.sampleActions == [
+                "counter": [.init(name: "increase"), .init(name: "add", params: ["by": .int(2)])],
+                "movie/7": [.init(name: "load")],
+            ])
+        for (entry, message) in [
+            ("      movie/: [load]\n", "reactors.demo.sampleActions.movie/ names the family movie/, not a reactor"),
+            ("      login: [submit]\n", "reactors.demo.sampleActions.login: host demo does not serve login"),
+            ("      counter: [{ a: {}, b: {} }]\n", "one name with its params"),
+        ] {
+            #expect {
+                try FlowBusConfig.parse(yaml: minimal + "\n" + host + entry, environment: [:])
+            } throws: { error in
+                "\(error)".contains(message)
+            }
+        }
+    }
+
     @Test("The shipped demo config loads")
     func demoConfigLoads() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
