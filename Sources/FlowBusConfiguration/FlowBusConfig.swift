@@ -33,6 +33,10 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     public var heartbeatLiveness: Int = 3
     /// Reactor hosts, by name: where each listens and which reactor ids it serves.
     public var reactors: [String: ReactorHostSpec]
+    /// Steps a tool may send to flows written in Swift, by flow name: any stepper bound in the
+    /// flow may send them, and each goes as a deep link too (`flowctl explore --walk`). Declared
+    /// flows need none: their steps are in `flows:`.
+    public var sampleSteps: [String: [SampleMessage]]?
     /// CURVE settings, as written in the file.
     public var security: SecurityConfig?
     /// The keys `security` names, loaded when the file is (relative to its directory).
@@ -52,7 +56,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     package enum CodingKeys: String, CodingKey {
         case endpoints, limits, coordinator, flows, heartbeatMilliseconds, reactors, security
         case persistence, heartbeatLiveness
-        case launch, wire, logFormat
+        case launch, wire, logFormat, sampleSteps
     }
 
     /// `wire: { publish: json | fbv }`: the content type of the values flowd and reactor hosts
@@ -104,11 +108,11 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         /// Actions a tool may send to these reactors, by exact reactor id (`counter`, `movie/42`):
         /// `flowctl explore --walk` draws from them. A reactor's actions are Swift types, so the
         /// config is the only place a tool learns them.
-        public var sampleActions: [String: [SampleAction]]?
+        public var sampleActions: [String: [SampleMessage]]?
 
         public init(
             actions: String, states: String, serves: [String], persistence: ReactorPersistenceSpec? = nil,
-            metrics: String? = nil, sampleActions: [String: [SampleAction]]? = nil
+            metrics: String? = nil, sampleActions: [String: [SampleMessage]]? = nil
         ) {
             self.actions = actions
             self.states = states
@@ -124,9 +128,10 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         }
     }
 
-    /// One action under `sampleActions`: its name alone (`increase`), or a map of the name to its
-    /// params (`{ submit: { apiKey: demo } }`), as the canonical form of a Swift enum case.
-    public struct SampleAction: Codable, Sendable, Hashable {
+    /// One step under `sampleSteps` or action under `sampleActions`: its name alone (`increase`),
+    /// or a map of the name to its params (`{ submit: { apiKey: demo } }`), as the canonical form
+    /// of a Swift enum case.
+    public struct SampleMessage: Codable, Sendable, Hashable {
         public var name: String
         public var params: WireParams
 
@@ -288,6 +293,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         launch = try container.decodeIfPresent([LaunchSpec].self, forKey: .launch)
         wire = try container.decodeIfPresent(Wire.self, forKey: .wire) ?? Wire()
         logFormat = try container.decodeIfPresent(LogFormat.self, forKey: .logFormat)
+        sampleSteps = try container.decodeIfPresent([String: [SampleMessage]].self, forKey: .sampleSteps)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -308,6 +314,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         try container.encodeIfPresent(launch, forKey: .launch)
         try container.encode(wire, forKey: .wire)
         try container.encodeIfPresent(logFormat, forKey: .logFormat)
+        try container.encodeIfPresent(sampleSteps, forKey: .sampleSteps)
     }
 
     // MARK: flowd instances
@@ -519,6 +526,12 @@ extension FlowBusConfig {
             throw ConfigError(
                 .invalid,
                 "\(source): \(name) '\(endpoint)' is not a tcp:// address (Prometheus scrapes over TCP, e.g. tcp://127.0.0.1:9464)"
+            )
+        }
+        for flow in (sampleSteps ?? [:]).keys.sorted() where flows[flow] != nil {
+            throw ConfigError(
+                .invalid,
+                "\(source): sampleSteps.\(flow) lists steps of a declared flow, whose steps flows.\(flow).steps declares already: remove it"
             )
         }
         for (name, host) in reactors.sorted(by: { $0.key < $1.key }) {

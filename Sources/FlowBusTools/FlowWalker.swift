@@ -25,7 +25,7 @@ public struct FlowWalker: Sendable {
     public var config: FlowBusConfig
     /// The config file flowd runs (copied into each run's directory).
     public var configPath: String
-    /// The flowd executable; reactor hosts are found beside it, else in PATH.
+    /// The flowd executable; reactor hosts are found beside it, else beside this tool, else in PATH.
     public var flowd: String
     public var timeout: Double
     /// At most this many replays while shrinking.
@@ -76,6 +76,9 @@ public struct FlowWalker: Sendable {
         public var reactorSteps = 0
         /// Reactor states checked for gaps.
         public var states = 0
+        /// The flows are Swift code: flowd was held to invariants, and (with restarts) to a
+        /// flowd never restarted, instead of a model.
+        public var modelFree = false
         /// The first failure, if any.
         public var failure: String?
         /// The shortest sequence found that still fails, and how it fails.
@@ -91,10 +94,20 @@ public struct FlowWalker: Sendable {
                 + (actions > 0 ? " (\(actions) actions)" : "") + ", seed \(seed)"
                 + (restarts > 0 ? ", flowd restarted \(restarts) times on its journal" : "")
             guard let failure else {
-                var text =
-                    "\(head): flowd published every didNavigate, navigation command and diagnostic the model did (\(events)), in order"
-                if reactorSteps > 0 { text += ", \(reactorSteps) steps from reactors included" }
-                text += "; its tree was well formed after every message and the model's around each restart and at the end"
+                var text: String
+                if modelFree {
+                    text = "\(head): flowd applied every message (\(events) events published)"
+                    if reactorSteps > 0 { text += " and \(reactorSteps) steps from reactors" }
+                    text += "; its tree was well formed after every message"
+                    if restarts > 0 {
+                        text += ", restored as it was before each stop, and it published what a flowd never restarted does"
+                    }
+                } else {
+                    text =
+                        "\(head): flowd published every didNavigate, navigation command and diagnostic the model did (\(events)), in order"
+                    if reactorSteps > 0 { text += ", \(reactorSteps) steps from reactors included" }
+                    text += "; its tree was well formed after every message and the model's around each restart and at the end"
+                }
                 if actions > 0 { text += "; the reactors acknowledged every action and published \(states) states with no gap" }
                 return text + " (" + String(format: "%.1f", seconds) + " s)"
             }
@@ -125,7 +138,8 @@ public struct FlowWalker: Sendable {
     public func walk(count: Int, seed: UInt64) async throws -> Report {
         let started = ContinuousClock.now
         var report = Report(length: count, seed: seed, restarts: restarts)
-        let first = try await run(.drawn(count: count, seed: seed))
+        report.modelFree = !hasModel
+        let first = try await check(.drawn(count: count, seed: seed))
         report.messages = first.messages
         report.events = first.events
         report.reactorSteps = first.reactorSteps
@@ -138,7 +152,7 @@ public struct FlowWalker: Sendable {
             var replays = 0
             func fails(_ candidate: [Message]) async throws -> Failure? {
                 replays += 1
-                return try await run(.fixed(candidate)).failure
+                return try await check(.fixed(candidate)).failure
             }
             var granularity = 2
             shrinking: while current.count > 1 && replays < maxReplays {
@@ -185,6 +199,45 @@ public struct FlowWalker: Sendable {
         var reactorSteps = 0
         var states = 0
         var failure: Failure?
+        /// Without a model: each input flowd applied, with the walk's message at the time and what
+        /// flowd published after it.
+        var recorded: [(message: Int, input: String, published: [String])] = []
+    }
+
+    /// Whether the config declares the flows, which are then the model; otherwise they are Swift
+    /// code and a walk holds flowd to invariants, and to what a flowd never restarted publishes.
+    var hasModel: Bool { config.coordinator != nil }
+
+    /// Runs a walk; without a model and with restarts, runs its messages again on a flowd that is
+    /// never restarted, which must publish the same after every input.
+    func check(_ source: Messages) async throws -> Outcome {
+        var outcome = try await run(source, restarts: restarts)
+        guard !hasModel, restarts > 0, outcome.failure == nil else { return outcome }
+        let reference = try await run(.fixed(outcome.messages), restarts: 0)
+        if let failure = reference.failure {
+            outcome.failure = Failure(
+                message: failure.message, text: "on a flowd never restarted, \(failure.text)")
+            return outcome
+        }
+        for (restarted, steady) in zip(outcome.recorded, reference.recorded) where restarted != steady {
+            outcome.failure = Failure(
+                message: restarted.message,
+                text: "at message \(restarted.message + 1) flowd restarted on its journal published "
+                    + (restarted.input == steady.input
+                        ? "\(Self.list(restarted.published)) after \(restarted.input), one never restarted \(Self.list(steady.published))"
+                        : "after \(restarted.input), one never restarted after \(steady.input) (the same messages, applied in another order)"))
+            return outcome
+        }
+        if outcome.recorded.count != reference.recorded.count {
+            outcome.failure = Failure(
+                message: outcome.messages.count - 1,
+                text: "flowd restarted on its journal applied \(outcome.recorded.count) messages, one never restarted \(reference.recorded.count)")
+        }
+        return outcome
+    }
+
+    private static func list(_ published: [String]) -> String {
+        published.isEmpty ? "nothing" : published.joined(separator: ", ")
     }
 
     /// How long the walk waits for steps a reactor publishes because of an action before it draws
@@ -192,9 +245,9 @@ public struct FlowWalker: Sendable {
     static let actionSettle = Duration.milliseconds(10)
 
     /// Runs one walk on a fresh topology and checks it as it goes; stops at the first failure.
-    func run(_ source: Messages) async throws -> Outcome {
+    func run(_ source: Messages, restarts: Int) async throws -> Outcome {
         var outcome = Outcome()
-        let model = try await ModelRun(config: config)
+        let model = hasModel ? try await ModelRun(config: config) : nil
         let actions = sampleActions
         let hostOf = Dictionary(actions.map { ($0.message, $0.host) }) { first, _ in first }
         let hosts: [String] =
@@ -231,7 +284,6 @@ public struct FlowWalker: Sendable {
         var expectedHead = 0
         var inputs: [String] = []
         var seen: Set<String> = []
-        var heartbeats = 0
         var heartbeatSource: String?
         var current = 0
         var ownSources: Set<String> = []
@@ -246,7 +298,6 @@ public struct FlowWalker: Sendable {
             let input: FlowExplorer.Message
             switch message {
             case .heartbeat(let beat):
-                heartbeats += 1
                 heartbeatSource = beat.envelope.source
                 return nil
             case .step(let step):
@@ -272,13 +323,24 @@ public struct FlowWalker: Sendable {
             let envelope = message.envelope
             let own = ownSources.contains(envelope.source)
             if !own { outcome.reactorSteps += 1 }
-            inputs.append(own ? input.description : "\(input) (from \(envelope.source))")
-            expected = await model.apply(input)
-            expectedHead = 0
+            // A reactor's source id ends in a random instance tag; its stepper id names it.
+            inputs.append(own ? input.description : "\(input) (from \(envelope.source.split(separator: "#").first ?? ""))")
+            if let model {
+                expected = await model.apply(input)
+                expectedHead = 0
+            } else {
+                outcome.recorded.append((current, inputs[inputs.count - 1], []))
+            }
             seen.insert("\(envelope.source)#\(envelope.sequence)")
             return nil
         }
         func compare(_ got: String) -> Failure? {
+            guard model != nil else {
+                outcome.events += 1
+                if outcome.recorded.isEmpty { return divergence(model: "nothing (no message was applied yet)", flowd: got) }
+                outcome.recorded[outcome.recorded.count - 1].published.append(got)
+                return nil
+            }
             guard expectedHead < expected.count else { return divergence(model: "nothing more", flowd: got) }
             let want = expected[expectedHead]
             expectedHead += 1
@@ -304,24 +366,39 @@ public struct FlowWalker: Sendable {
             return (nil, true)
         }
 
-        /// flowd's tree and bindings against the model's.
-        func compareTrees(_ when: String) async throws -> Failure? {
+        func fetchStatus() throws -> (tree: WireValue, bindings: WireValue) {
             let status = try StatusClient.fetch(endpoints: config.controlEndpoints, curve: config.curve, timeout: wait)
-            let (tree, bindings) = await model.status()
-            let flows = status["flows"] ?? .null
-            if flows != tree {
+            return (status["flows"] ?? .null, status["bindings"] ?? .null)
+        }
+        /// flowd's tree and bindings against the model's, or (no model) against flowd's own
+        /// before it was restarted.
+        var beforeRestart: (tree: WireValue, bindings: WireValue)?
+        func compareTrees(_ when: String) async throws -> Failure? {
+            let (flows, bound) = try fetchStatus()
+            let expected: (tree: WireValue, bindings: WireValue)
+            let (whose, who): (String, String)
+            if let model {
+                expected = await model.status()
+                (whose, who) = ("the model's", "the model")
+            } else if let beforeRestart {
+                expected = beforeRestart
+                (whose, who) = ("the one it had before it stopped", "flowd before it stopped")
+            } else {
+                beforeRestart = (flows, bound)
+                return nil
+            }
+            if flows != expected.tree {
                 return Failure(
                     message: current,
-                    text: "flowd's tree \(when) differs from the model's: model \(try WireJSON.string(tree)), flowd \(try WireJSON.string(flows))"
+                    text: "flowd's tree \(when) differs from \(whose): \(try WireJSON.string(expected.tree)), flowd \(try WireJSON.string(flows))"
                 )
             }
-            let bound = status["bindings"] ?? .null
-            guard bound != bindings else { return nil }
-            let (modelOnly, flowdOnly) = Self.difference(bindings, bound)
+            guard bound != expected.bindings else { return nil }
+            let (expectedOnly, flowdOnly) = Self.difference(expected.bindings, bound)
             return Failure(
                 message: current,
-                text: "flowd's bindings \(when) differ from the model's: "
-                    + [("only the model has", modelOnly), ("only flowd has", flowdOnly)].filter { !$0.1.isEmpty }
+                text: "flowd's bindings \(when) differ from \(whose): "
+                    + [("only \(who) has", expectedOnly), ("only flowd has", flowdOnly)].filter { !$0.1.isEmpty }
                     .map { "\($0.0) \($0.1.joined(separator: ", "))" }.joined(separator: "; "))
         }
 
@@ -373,11 +450,15 @@ public struct FlowWalker: Sendable {
             count = fixed.count
         }
         let restartAfter = Set((1...max(1, restarts)).map { count * $0 / (restarts + 1) })
+        // Without a model, flowd's status after each message tells what is bound, so what to draw.
+        var status = model == nil ? try fetchStatus() : (tree: WireValue.null, bindings: WireValue.null)
         for index in 0..<count {
             current = index
             let message: Message
             if var generator = random {
-                let choices = await model.candidates().map(Message.flow) + actions.map(\.message)
+                let steps =
+                    if let model { await model.candidates() } else { SampleCandidates(config: config).messages(bound: status.bindings) }
+                let choices = steps.map(Message.flow) + actions.map(\.message)
                 guard !choices.isEmpty else { break }
                 message = choices[Int(generator.next() % UInt64(choices.count))]
                 random = generator
@@ -451,8 +532,8 @@ public struct FlowWalker: Sendable {
             }
             // The model publishes what flowd does, so its tree is flowd's: checked here after
             // every message, and against flowd's own around each restart and at the end.
-            let (tree, bindings) = await model.status()
-            if let problem = Self.malformed(tree, bindings: bindings) {
+            status = if let model { await model.status() } else { try fetchStatus() }
+            if let problem = Self.malformed(status.tree, bindings: status.bindings) {
                 outcome.failure = Failure(message: index, text: "after message \(index + 1) (\(message)): \(problem)")
                 return outcome
             }
@@ -463,6 +544,7 @@ public struct FlowWalker: Sendable {
                     outcome.failure = settled
                     return outcome
                 }
+                beforeRestart = nil
                 if let failure = try await compareTrees("before the restart after message \(index + 1)") {
                     outcome.failure = failure
                     return outcome
@@ -489,10 +571,9 @@ public struct FlowWalker: Sendable {
             }
         }
         current = max(0, outcome.messages.count - 1)
-        // Every message was applied before its ack; once nothing but heartbeats comes for a few
+        // Every message was applied before its ack; once nothing but heartbeats comes for two
         // intervals, all flowd published (and any step a reactor still sent) is here.
-        heartbeats = 0
-        let (failure, _) = try await pump(quiet: heartbeat * 4, deadline: ContinuousClock.now + wait)
+        let (failure, _) = try await pump(quiet: heartbeat * 2, deadline: ContinuousClock.now + wait)
         if let failure {
             outcome.failure = failure
             return outcome
@@ -501,7 +582,7 @@ public struct FlowWalker: Sendable {
             outcome.failure = divergence(model: expected[expectedHead], flowd: "nothing more")
             return outcome
         }
-        if let failure = try await compareTrees("at the end") {
+        if model != nil, let failure = try await compareTrees("at the end") {
             outcome.failure = failure
             return outcome
         }
@@ -597,6 +678,33 @@ public struct FlowWalker: Sendable {
             return "stepper \(map["stepper"]?.stringValue ?? "?") is bound to \(presentable), which is in no tree"
         }
         return nil
+    }
+}
+
+/// What a walk may send to flows written in Swift: each remote stepper bound in a flow that
+/// `sampleSteps` lists sends each of its sample steps; every sample step goes as a deep link.
+struct SampleCandidates {
+    let config: FlowBusConfig
+
+    /// The messages worth sending, given the `bindings` of flowd's status.
+    func messages(bound bindings: WireValue) -> [FlowExplorer.Message] {
+        let samples = config.sampleSteps ?? [:]
+        var messages: [FlowExplorer.Message] = []
+        let entries: [WireParams] =
+            if case .list(let list) = bindings {
+                list.compactMap { if case .map(let map) = $0, map["remote"] == .bool(true) { map } else { nil } }
+            } else { [] }
+        for binding in entries.sorted(by: { ($0["stepper"]?.stringValue ?? "") < ($1["stepper"]?.stringValue ?? "") }) {
+            guard case .string(let stepper)? = binding["stepper"], case .string(let flow)? = binding["flow"],
+                let steps = samples[String(flow.split(separator: "#").first ?? "")]
+            else { continue }
+            messages += steps.map { .init(stepperID: stepper, step: CanonicalStep(name: $0.name, params: $0.params)) }
+        }
+        var deepLinks: Set<FlowExplorer.Message> = []
+        for (_, steps) in samples {
+            for step in steps { deepLinks.insert(.init(stepperID: nil, step: CanonicalStep(name: step.name, params: step.params))) }
+        }
+        return messages + deepLinks.sorted { $0.description < $1.description }
     }
 }
 

@@ -173,7 +173,7 @@ final class FreshFlowd {
         try process.run()
         let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
         while (try? StatusClient.fetch(
-            endpoints: config.controlEndpoints, curve: config.curve, timeout: .milliseconds(200)))
+            endpoints: config.controlEndpoints, curve: config.curve, timeout: .milliseconds(50)))
             == nil
         {
             guard process.isRunning, ContinuousClock.now < deadline else {
@@ -195,12 +195,15 @@ final class FreshFlowd {
                 "\(name): reactors.\(host) has sampleActions, so its host must run too: add a launch: entry that starts it "
                     + "with ready: { heartbeat: \(host) } (as config/demo.yaml's reactors entry)")
         }
-        let searchDirectories = [URL(fileURLWithPath: flowd).deletingLastPathComponent()]
+        // Beside flowd, then beside this tool (a wrapper script may stand in for flowd).
+        let searchDirectories =
+            [URL(fileURLWithPath: flowd).deletingLastPathComponent()]
+            + [Bundle.main.executableURL?.deletingLastPathComponent()].compactMap { $0 }
         guard let executable = Launcher.resolve(command, searchDirectories: searchDirectories, environment: environment)
         else {
             throw ClientError(
                 .failed,
-                "\(name): launch entry \(spec.name) runs \(command), which is neither beside \(flowd) nor in PATH")
+                "\(name): launch entry \(spec.name) runs \(command), which is neither beside \(flowd), nor beside this tool, nor in PATH")
         }
         let process = Process()
         process.executableURL = executable
@@ -225,16 +228,13 @@ final class FreshFlowd {
         return (try? String(contentsOf: log, encoding: .utf8)).map { "\n\(whose) output:\n\($0.suffix(2000))" } ?? ""
     }
 
+    /// Kills every process (the run's directory, journal included, goes with them).
     func stop() {
-        for (_, host) in hostProcesses where host.isRunning {
-            host.terminate()
-            host.waitUntilExit()
-        }
-        hostProcesses = []
-        if process.isRunning {
-            process.terminate()
+        for process in hostProcesses.map(\.process) + [process] where process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
+        hostProcesses = []
         try? logHandle.close()
         try? FileManager.default.removeItem(at: directory)
     }

@@ -685,10 +685,11 @@ struct ExploreCommand: ParsableCommand {
 
     func run() throws {
         let config = try options.load()
-        guard !config.flows.isEmpty else {
+        guard !config.flows.isEmpty || (walk != nil && config.sampleSteps != nil) else {
             throw ClientError(
                 .failed,
-                "\(FlowBusConfig.resolvePath(options.config)) declares no flows: they are Swift code, which explore cannot read"
+                "\(FlowBusConfig.resolvePath(options.config)) declares no flows: they are Swift code, which explore cannot read; "
+                    + "a walk (--walk N --flowd YOUR-COORDINATOR) can still drive them with the steps the config lists under sampleSteps"
             )
         }
         guard depth > 0, maxStates > 0 else {
