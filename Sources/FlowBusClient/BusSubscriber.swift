@@ -168,10 +168,14 @@ public enum StatusClient {
 
     /// The status of whichever flowd instance in `endpoints` answers first: the active one (a
     /// standby binds nothing, so it never answers).
+    /// - Parameter context: A context to make the request's sockets in; nil: one of its own (a
+    ///   tool that asks often passes one, as a context starts I/O threads).
     public static func fetch(
-        endpoints: [String], curve: CurveKeys = CurveKeys(), timeout: Duration = .seconds(3), params: WireParams = [:]
+        endpoints: [String], curve: CurveKeys = CurveKeys(), timeout: Duration = .seconds(3), params: WireParams = [:],
+        context: Context? = nil
     ) throws -> WireParams {
-        let answers = try ask(endpoints, curve: curve, timeout: timeout, params: params, afterFirst: nil)
+        let answers = try ask(
+            endpoints, curve: curve, timeout: timeout, params: params, afterFirst: nil, context: context)
         guard let answer = answers.first(where: { $0.outcome != nil }) else {
             throw ClientError(
                 .noAnswer,
@@ -202,9 +206,10 @@ public enum StatusClient {
 
     /// One DEALER per instance, so that each answer is known to come from its endpoint.
     private static func ask(
-        _ endpoints: [String], curve: CurveKeys, timeout: Duration, params: WireParams, afterFirst grace: Duration?
+        _ endpoints: [String], curve: CurveKeys, timeout: Duration, params: WireParams, afterFirst grace: Duration?,
+        context: Context? = nil
     ) throws -> [Answer] {
-        let context = try Context(defaultLinger: 0)
+        let context = try context ?? Context(defaultLinger: 0)
         let poller = Poller()
         var sockets: [Socket] = []
         let request = try StatusRequest(

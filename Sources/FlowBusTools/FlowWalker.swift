@@ -4,6 +4,7 @@ import FlowBusCoordinator
 import FlowBusWire
 import Flows
 import Foundation
+import ZeroMQ
 
 /// Random walks over declared flows, against a real flowd: `count` messages drawn with `seed`
 /// among those worth sending in the model's state (each bound stepper's steps, every step name
@@ -366,8 +367,11 @@ public struct FlowWalker: Sendable {
             return (nil, true)
         }
 
+        // One context for every status request: without a model there is one after each message.
+        let statusContext = try Context(defaultLinger: 0)
         func fetchStatus() throws -> (tree: WireValue, bindings: WireValue) {
-            let status = try StatusClient.fetch(endpoints: config.controlEndpoints, curve: config.curve, timeout: wait)
+            let status = try StatusClient.fetch(
+                endpoints: config.controlEndpoints, curve: config.curve, timeout: wait, context: statusContext)
             return (status["flows"] ?? .null, status["bindings"] ?? .null)
         }
         /// flowd's tree and bindings against the model's, or (no model) against flowd's own

@@ -118,6 +118,16 @@ struct FlowBusTestingTests {
         #expect(exploration.screens.count == 11 && topology.processes.isEmpty)
     }
 
+    @Test("A topology's flows written in Swift are walked on a coordinator of the walk's own, with actions")
+    func walksSwiftFlows() async throws {
+        let topology = try TestTopology(configFile: "config/movie-app.yaml")
+        let report = try await topology.walk(count: 150, seed: 11, coordinator: "movie-app")
+        #expect(report.failure == nil, "\(report.text)")
+        #expect(report.modelFree && report.messages.count == 150 && report.states > 0, "\(report.text)")
+        #expect(report.messages.contains { if case .action = $0 { true } else { false } })
+        #expect(topology.processes.isEmpty, "the walk runs daemons of its own")
+    }
+
     @Test("Harness errors carry a code a test can match: not built, not declared, an invalid config or argument")
     func harnessErrorCodes() throws {
         func code(_ error: any Error) -> HarnessError.Code? { (error as? HarnessError)?.code }

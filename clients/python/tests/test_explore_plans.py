@@ -138,7 +138,7 @@ def test_walk_sends_actions_and_follows_the_steps_reactors_publish(bin_dir, tmp_
 @pytest.mark.time_limit(120)
 def test_walk_holds_swift_flows_to_invariants_and_to_a_flowd_never_restarted(bin_dir, tmp_path):
     movie_app = HERE.parent.parent.parent / "config" / "movie-app.yaml"
-    walk = [str(bin_dir / "flowctl"), "explore", "--config", str(movie_app), "--walk", "200", "--seed", "5",
+    walk = [str(bin_dir / "flowctl"), "explore", "--config", str(movie_app), "--walk", "120", "--seed", "5",
             "--restarts", "1", "--flowd", str(bin_dir / "movie-app")]
     # No model: the config's sampleSteps say what each flow's steppers may send.
     agreed = subprocess.run(walk, capture_output=True, text=True, timeout=100)
@@ -159,11 +159,11 @@ def test_walk_holds_swift_flows_to_invariants_and_to_a_flowd_never_restarted(bin
         exec "{bin_dir / "movie-app"}" "$@"
         """))
     forgetful.chmod(0o755)
-    walk[5], walk[7] = "40", "1"
+    walk[5], walk[7] = "10", "2"
     walk[-1] = str(forgetful)
     found = subprocess.run(walk, capture_output=True, text=True, timeout=100)
     assert found.returncode == 1, found.stdout + found.stderr
     lines = found.stdout.splitlines()
-    assert "flowd's tree restored from its journal after message 20 differs from the one it had before it " \
+    assert "flowd's tree restored from its journal after message 5 differs from the one it had before it " \
            "stopped" in lines[0], lines
     assert lines[1].startswith("shrunk to 2 messages in "), lines
