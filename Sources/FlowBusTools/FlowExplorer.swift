@@ -568,8 +568,11 @@ struct StepCandidates: Sendable {
     /// declares; each declared step name goes as a deep link.
     func messages(in snapshot: CoordinatorSnapshot) -> [FlowExplorer.Message] {
         var messages: [FlowExplorer.Message] = []
+        var senders: Set<[String]> = []
         for binding in snapshot.bindings.sorted(by: { $0.stepperID < $1.stepperID }) where binding.isRemote {
-            guard let spec = config.flows[binding.flow.name] else { continue }
+            // A stepper bound to several screens (the same screen pushed again) sends once.
+            guard let spec = config.flows[binding.flow.name], senders.insert([binding.stepperID, binding.flow.name]).inserted
+            else { continue }
             for step in spec.steps.keys.sorted() {
                 messages.append(
                     .init(

@@ -35,10 +35,14 @@ public struct FlowWalker: Sendable {
     /// journal (one in the run directory when the config has no `persistence:`): the restored
     /// flowd must go on publishing what the model does, and end with its tree.
     public var restarts: Int
+    /// Also send what a renderer reports: `appeared` and `disappeared` for every presentable in
+    /// the tree, `dismissed` for a pushed screen beyond a stack's first and for a presented one
+    /// (a user swiping it away).
+    public var renderer: Bool
 
     public init(
         config: FlowBusConfig, configPath: String, flowd: String, timeout: Double = 10, maxReplays: Int = 200,
-        restarts: Int = 0
+        restarts: Int = 0, renderer: Bool = false
     ) {
         self.config = config
         self.configPath = configPath
@@ -46,6 +50,7 @@ public struct FlowWalker: Sendable {
         self.timeout = timeout
         self.maxReplays = maxReplays
         self.restarts = restarts
+        self.renderer = renderer
     }
 
     /// One message of a walk.
@@ -54,11 +59,14 @@ public struct FlowWalker: Sendable {
         case flow(FlowExplorer.Message)
         /// An action sent to a reactor.
         case action(reactorID: String, action: CanonicalStep)
+        /// A renderer's report about a presentable.
+        case report(presentableID: String, event: PresentableEvent)
 
         public var description: String {
             switch self {
             case .flow(let message): message.description
             case .action(let reactorID, let action): "action \(reactorID): \(action)"
+            case .report(let presentableID, let event): "renderer: \(event.rawValue) \(presentableID)"
             }
         }
     }
@@ -90,9 +98,11 @@ public struct FlowWalker: Sendable {
 
         public var text: String {
             let actions = messages.count { if case .action = $0 { true } else { false } }
+            let reports = messages.count { if case .report = $0 { true } else { false } }
+            let kinds = [(actions, "actions"), (reports, "renderer reports")].filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }
             let head =
                 "walk of \(length) messages"
-                + (actions > 0 ? " (\(actions) actions)" : "") + ", seed \(seed)"
+                + (kinds.isEmpty ? "" : " (\(kinds.joined(separator: ", ")))") + ", seed \(seed)"
                 + (restarts > 0 ? ", flowd restarted \(restarts) times on its journal" : "")
             guard let failure else {
                 var text: String
@@ -338,7 +348,7 @@ public struct FlowWalker: Sendable {
         func compare(_ got: String) -> Failure? {
             guard model != nil else {
                 outcome.events += 1
-                if outcome.recorded.isEmpty { return divergence(model: "nothing (no message was applied yet)", flowd: got) }
+                if outcome.recorded.isEmpty { outcome.recorded.append((current, "the first message", [])) }
                 outcome.recorded[outcome.recorded.count - 1].published.append(got)
                 return nil
             }
@@ -455,14 +465,15 @@ public struct FlowWalker: Sendable {
         }
         let restartAfter = Set((1...max(1, restarts)).map { count * $0 / (restarts + 1) })
         // Without a model, flowd's status after each message tells what is bound, so what to draw.
-        var status = model == nil ? try fetchStatus() : (tree: WireValue.null, bindings: WireValue.null)
+        var status = if let model { await model.status() } else { try fetchStatus() }
         for index in 0..<count {
             current = index
             let message: Message
             if var generator = random {
                 let steps =
                     if let model { await model.candidates() } else { SampleCandidates(config: config).messages(bound: status.bindings) }
-                let choices = steps.map(Message.flow) + actions.map(\.message)
+                let reports = renderer ? Self.reports(in: status.tree) : []
+                let choices = steps.map(Message.flow) + actions.map(\.message) + reports
                 guard !choices.isEmpty else { break }
                 message = choices[Int(generator.next() % UInt64(choices.count))]
                 random = generator
@@ -497,6 +508,22 @@ public struct FlowWalker: Sendable {
                     outcome.failure = Failure(
                         message: index,
                         text: "flowd acknowledged \(message) but did not re-publish it on events within \(timeout) s")
+                    return outcome
+                }
+            case .report(let presentableID, let event):
+                let publisher = try publishers["renderer"] ?? StepPublisher(stepperID: "renderer", config: config)
+                publishers["renderer"] = publisher
+                _ = try publisher.report(event, for: presentableID)
+                // flowd publishes what it causes after what it published before: the model's side
+                // goes on the queue in that order. Reports are not re-published.
+                inputs.append(message.description)
+                if let model {
+                    expected = Array(expected[expectedHead...]) + (await model.report(event, for: presentableID))
+                    expectedHead = 0
+                }
+                guard try publisher.waitForAcknowledgement(timeout: wait) else {
+                    outcome.failure = Failure(
+                        message: index, text: "flowd did not acknowledge \(message)\(topology.output)")
                     return outcome
                 }
             case .action(let reactorID, let action):
@@ -644,6 +671,28 @@ public struct FlowWalker: Sendable {
         return (a.filter { !b.contains($0) }.map(text), b.filter { !a.contains($0) }.map(text))
     }
 
+    /// What a renderer may report about the presentables of a status tree.
+    package static func reports(in flows: WireValue) -> [Message] {
+        var shown: Set<String> = []
+        var swipeable: Set<String> = []
+        func visit(_ node: WireValue, swipeable canSwipe: Bool) {
+            guard case .map(let map) = node, case .string(let id)? = map["id"] else { return }
+            shown.insert(id)
+            if canSwipe { swipeable.insert(id) }
+            let children: [WireValue] = if case .list(let list)? = map["children"] { list } else { [] }
+            let isStack = map["kind"] == .string("stack")
+            for (index, child) in children.enumerated() { visit(child, swipeable: isStack && index > 0) }
+            if let presented = map["presented"] { visit(presented, swipeable: true) }
+        }
+        if case .list(let list) = flows {
+            for flow in list { if case .map(let map) = flow, let root = map["root"] { visit(root, swipeable: false) } }
+        }
+        return shown.sorted().flatMap { id in
+            [PresentableEvent.appeared, .disappeared].map { Message.report(presentableID: id, event: $0) }
+                + (swipeable.contains(id) ? [.report(presentableID: id, event: .dismissed)] : [])
+        }
+    }
+
     /// A navigation command as the walk compares it.
     static func command(flow: String, verb: String, target: String, container: String, kind: String) -> String {
         "command \(verb) \(target.isEmpty ? "-" : target)" + (container.isEmpty ? "" : " in \(container)")
@@ -651,7 +700,8 @@ public struct FlowWalker: Sendable {
     }
 
     /// What is wrong with a status tree, if anything: a visible tab bar that does not show
-    /// exactly one tab, or a remote stepper bound to a presentable in no tree.
+    /// exactly one tab (unless a renderer reported on it or its tabs), or a remote stepper bound to
+    /// a presentable in no tree.
     package static func malformed(_ flows: WireValue, bindings: WireValue) -> String? {
         var present: Set<String> = []
         var problem: String?
@@ -659,7 +709,10 @@ public struct FlowWalker: Sendable {
             guard case .map(let map) = node else { return }
             if case .string(let id)? = map["id"] { present.insert(id) }
             let children: [WireValue] = if case .list(let list)? = map["children"] { list } else { [] }
-            if map["kind"] == .string("tabs"), map["visible"] == .bool(true) {
+            // A renderer's reports govern what they name, so only a tab bar whose visibility and
+            // tabs' the tree decides must show one tab.
+            let reported = ([node] + children).contains { if case .map(let map) = $0 { map["reported"] != nil } else { false } }
+            if map["kind"] == .string("tabs"), map["visible"] == .bool(true), !reported {
                 let shown = children.filter {
                     if case .map(let child) = $0 { child["visible"] == .bool(true) } else { false }
                 }
@@ -687,22 +740,31 @@ public struct FlowWalker: Sendable {
 
 /// What a walk may send to flows written in Swift: each remote stepper bound in a flow that
 /// `sampleSteps` lists sends each of its sample steps; every sample step goes as a deep link.
-struct SampleCandidates {
+package struct SampleCandidates {
     let config: FlowBusConfig
 
+    package init(config: FlowBusConfig) {
+        self.config = config
+    }
+
     /// The messages worth sending, given the `bindings` of flowd's status.
-    func messages(bound bindings: WireValue) -> [FlowExplorer.Message] {
+    package func messages(bound bindings: WireValue) -> [FlowExplorer.Message] {
         let samples = config.sampleSteps ?? [:]
         var messages: [FlowExplorer.Message] = []
         let entries: [WireParams] =
             if case .list(let list) = bindings {
                 list.compactMap { if case .map(let map) = $0, map["remote"] == .bool(true) { map } else { nil } }
             } else { [] }
-        for binding in entries.sorted(by: { ($0["stepper"]?.stringValue ?? "") < ($1["stepper"]?.stringValue ?? "") }) {
-            guard case .string(let stepper)? = binding["stepper"], case .string(let flow)? = binding["flow"],
-                let steps = samples[String(flow.split(separator: "#").first ?? "")]
-            else { continue }
-            messages += steps.map { .init(stepperID: stepper, step: CanonicalStep(name: $0.name, params: $0.params)) }
+        // A stepper bound to several screens (the same screen pushed again) counts once.
+        var senders: Set<[String]> = []
+        for binding in entries {
+            guard case .string(let stepper)? = binding["stepper"], case .string(let flow)? = binding["flow"] else { continue }
+            senders.insert([stepper, String(flow.split(separator: "#").first ?? "")])
+        }
+        for sender in senders.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            for step in samples[sender[1]] ?? [] {
+                messages.append(.init(stepperID: sender[0], step: CanonicalStep(name: step.name, params: step.params)))
+            }
         }
         var deepLinks: Set<FlowExplorer.Message> = []
         for (_, steps) in samples {
@@ -739,7 +801,18 @@ final class ModelRun {
     func apply(_ message: FlowExplorer.Message) async -> [String] {
         log.events = []
         _ = await engine.apply(message)
-        return log.events.compactMap { event in
+        return published()
+    }
+
+    /// What flowd publishes for a renderer's report.
+    func report(_ event: PresentableEvent, for presentableID: String) -> [String] {
+        log.events = []
+        engine.report(RendererReport(event), for: presentableID)
+        return published()
+    }
+
+    private func published() -> [String] {
+        log.events.compactMap { event in
             switch event {
             case .didNavigate(let navigation):
                 guard let step = navigation.step as? CanonicalStep else { return nil }

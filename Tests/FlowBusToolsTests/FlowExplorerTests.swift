@@ -128,9 +128,45 @@ struct FlowExplorerTests {
         #expect(FlowWalker.malformed(twoTabs, bindings: .list([])) == "tab bar main is visible with 2 visible tabs")
         let orphan = try tree(#"[{"stepper":"help","presentable":"help","remote":true}]"#)
         #expect(FlowWalker.malformed(fine, bindings: orphan) == "stepper help is bound to help, which is in no tree")
+        // A tab a renderer reported on is the renderer's to show: no longer the tree's rule.
+        let reported = try tree(
+            #"[{"root":{"id":"main","kind":"tabs","visible":true,"children":[{"id":"a","kind":"stack","visible":true,"children":[]},{"id":"b","kind":"stack","visible":true,"reported":true,"children":[]}]}}]"#
+        )
+        #expect(FlowWalker.malformed(reported, bindings: .list([])) == nil)
         var one = SplitMix64(seed: 7)
         var two = SplitMix64(seed: 7)
         #expect((0..<5).map { _ in one.next() } == (0..<5).map { _ in two.next() }, "a seed draws one walk")
+    }
+
+    @Test("a walk's renderer reports: appeared and disappeared for every presentable, dismissed for swipeable ones")
+    func walkReports() throws {
+        let flows: WireValue = try WireJSON.decode(
+            #"[{"root":{"id":"s","kind":"stack","visible":true,"children":[{"id":"a","kind":"screen","visible":false,"children":[]},{"id":"b","kind":"screen","visible":true,"children":[]}],"presented":{"id":"m","kind":"screen","visible":true,"children":[]}}}]"#
+        )
+        let reports = FlowWalker.reports(in: flows).map(\.description)
+        #expect(
+            reports == [
+                "renderer: appeared a", "renderer: disappeared a", "renderer: appeared b", "renderer: disappeared b",
+                "renderer: dismissed b", "renderer: appeared m", "renderer: disappeared m", "renderer: dismissed m",
+                "renderer: appeared s", "renderer: disappeared s",
+            ])
+    }
+
+    @Test("a walk over flows written in Swift: each bound stepper once, its flow's sample steps, each as a deep link")
+    func walkSampleCandidates() throws {
+        let config = try FlowBusConfig.parse(
+            yaml: """
+                endpoints: { ingress: ipc:///tmp/i, events: ipc:///tmp/e, control: ipc:///tmp/c }
+                sampleSteps:
+                  List: [refresh, { picked: { id: 7 } }]
+                """, environment: [:])
+        let bindings: WireValue = try WireJSON.decode(
+            #"[{"stepper":"item/7","flow":"List#1","remote":true},{"stepper":"item/7","flow":"List#1","remote":true},{"stepper":"flow:List#1","flow":"List#1","remote":false},{"stepper":"other","flow":"Other#1","remote":true}]"#
+        )
+        #expect(
+            SampleCandidates(config: config).messages(bound: bindings).map(\.description) == [
+                "item/7: refresh", "item/7: picked(id: 7)", "deep link: picked(id: 7)", "deep link: refresh",
+            ])
     }
 
     @Test("limits stop the search and say so")

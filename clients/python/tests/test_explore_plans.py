@@ -117,13 +117,14 @@ def test_walk_agrees_with_the_model_and_shrinks_a_forgotten_binding(bin_dir, tmp
 @pytest.mark.time_limit(120)
 def test_walk_sends_actions_and_follows_the_steps_reactors_publish(bin_dir, tmp_path):
     demo = HERE.parent.parent.parent / "config" / "demo.yaml"
-    walk = [str(bin_dir / "flowctl"), "explore", "--config", str(demo), "--walk", "400", "--seed", "42"]
+    walk = [str(bin_dir / "flowctl"), "explore", "--config", str(demo), "--walk", "400", "--seed", "42", "--renderer"]
     # The demo's reactor host runs too: the login reactor's apiKeyIsComplete steps are applied by
-    # the model where flowd applied them, and every reactor's states are gapless.
+    # the model where flowd applied them, and every reactor's states are gapless. Renderer reports
+    # (appeared, disappeared, dismissed) go to flowd and the model alike.
     agreed = subprocess.run(walk + ["--restarts", "1"], capture_output=True, text=True, timeout=100)
     assert agreed.returncode == 0, agreed.stdout + agreed.stderr
     head, _, rest = agreed.stdout.partition(": ")
-    assert head.startswith("walk of 400 messages (") and " actions), seed 42, flowd restarted 1 times" in head, head
+    assert head.startswith("walk of 400 messages (") and " renderer reports), seed 42, flowd restarted 1 times" in head, head
     assert " steps from reactors included" in rest and "acknowledged every action" in rest, rest
     # An action the counter does not take, listed as a sample: refused, and shrunk to that action.
     wrong = tmp_path / "demo.yaml"
