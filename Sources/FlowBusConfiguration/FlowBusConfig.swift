@@ -540,7 +540,8 @@ extension FlowBusConfig {
                 guard !reactorID.hasSuffix("/") else {
                     throw ConfigError(
                         .invalid,
-                        "\(source): \(path) names the family \(reactorID), not a reactor: name members of it (e.g. \(reactorID)42)")
+                        "\(source): \(path) names the family \(reactorID), not a reactor: name members of it (e.g. \(reactorID)42)"
+                    )
                 }
                 guard host.serves(reactorID) else {
                     throw ConfigError(

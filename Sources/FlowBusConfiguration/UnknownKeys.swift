@@ -56,7 +56,8 @@ package enum UnknownKeys {
         "database", "synchronous", "journal", "security", "serverKey", "serverPublicKey", "clientKey", "allowedClients",
         "launch", "name", "command", "ready", "restart", "after", "oneShot", "env", "optional", "heartbeat", "logLine",
         "delayMs", "timeoutMs", "maxRetries", "backoffMs", "maxBackoffMs", "resetAfterMs", "wire", "publish",
-        "checkpoint", "postgres", "sampleActions", "sampleSteps", "everyEntries", "everySeconds", "keepEntries", "lease", "keepAliveMs", "logFormat",
+        "checkpoint", "postgres", "sampleActions", "sampleSteps", "everyEntries", "everySeconds", "keepEntries",
+        "lease", "keepAliveMs", "logFormat",
     ]
 
     /// The closest known key, when it is close enough to be a misspelling.

@@ -16,13 +16,18 @@ extension TestTopology {
     ///
     /// - Parameters:
     ///   - restarts: Times the coordinator is stopped and started again on a journal during the walk.
+    ///   - renderer: Also send renderer reports (appeared, disappeared, dismissed).
     ///   - coordinator: The coordinator executable, a product built by this package (`flowd`, or
     ///     an app's own that runs flows written in Swift) or a path.
-    public func walk(count: Int, seed: UInt64, restarts: Int = 0, coordinator: String = "flowd") async throws
+    public func walk(
+        count: Int, seed: UInt64, restarts: Int = 0, renderer: Bool = false, coordinator: String = "flowd"
+    ) async throws
         -> FlowWalker.Report
     {
         let executable = coordinator.contains("/") ? coordinator : try BuiltProducts.executable(coordinator).path
-        return try await FlowWalker(config: config, configPath: configPath, flowd: executable, restarts: restarts)
-            .walk(count: count, seed: seed)
+        return try await FlowWalker(
+            config: config, configPath: configPath, flowd: executable, restarts: restarts, renderer: renderer
+        )
+        .walk(count: count, seed: seed)
     }
 }

@@ -571,7 +571,8 @@ struct StepCandidates: Sendable {
         var senders: Set<[String]> = []
         for binding in snapshot.bindings.sorted(by: { $0.stepperID < $1.stepperID }) where binding.isRemote {
             // A stepper bound to several screens (the same screen pushed again) sends once.
-            guard let spec = config.flows[binding.flow.name], senders.insert([binding.stepperID, binding.flow.name]).inserted
+            guard let spec = config.flows[binding.flow.name],
+                senders.insert([binding.stepperID, binding.flow.name]).inserted
             else { continue }
             for step in spec.steps.keys.sorted() {
                 messages.append(

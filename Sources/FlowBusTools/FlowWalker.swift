@@ -99,7 +99,9 @@ public struct FlowWalker: Sendable {
         public var text: String {
             let actions = messages.count { if case .action = $0 { true } else { false } }
             let reports = messages.count { if case .report = $0 { true } else { false } }
-            let kinds = [(actions, "actions"), (reports, "renderer reports")].filter { $0.0 > 0 }.map { "\($0.0) \($0.1)" }
+            let kinds = [(actions, "actions"), (reports, "renderer reports")].filter { $0.0 > 0 }.map {
+                "\($0.0) \($0.1)"
+            }
             let head =
                 "walk of \(length) messages"
                 + (kinds.isEmpty ? "" : " (\(kinds.joined(separator: ", ")))") + ", seed \(seed)"
@@ -111,15 +113,19 @@ public struct FlowWalker: Sendable {
                     if reactorSteps > 0 { text += " and \(reactorSteps) steps from reactors" }
                     text += "; its tree was well formed after every message"
                     if restarts > 0 {
-                        text += ", restored as it was before each stop, and it published what a flowd never restarted does"
+                        text +=
+                            ", restored as it was before each stop, and it published what a flowd never restarted does"
                     }
                 } else {
                     text =
                         "\(head): flowd published every didNavigate, navigation command and diagnostic the model did (\(events)), in order"
                     if reactorSteps > 0 { text += ", \(reactorSteps) steps from reactors included" }
-                    text += "; its tree was well formed after every message and the model's around each restart and at the end"
+                    text +=
+                        "; its tree was well formed after every message and the model's around each restart and at the end"
                 }
-                if actions > 0 { text += "; the reactors acknowledged every action and published \(states) states with no gap" }
+                if actions > 0 {
+                    text += "; the reactors acknowledged every action and published \(states) states with no gap"
+                }
                 return text + " (" + String(format: "%.1f", seconds) + " s)"
             }
             var lines = ["\(head): \(failure)"]
@@ -139,7 +145,10 @@ public struct FlowWalker: Sendable {
         config.reactors.sorted { $0.key < $1.key }.flatMap { host, spec in
             (spec.sampleActions ?? [:]).sorted { $0.key < $1.key }.flatMap { reactorID, actions in
                 actions.map {
-                    (host, Message.action(reactorID: reactorID, action: CanonicalStep(name: $0.name, params: $0.params)))
+                    (
+                        host,
+                        Message.action(reactorID: reactorID, action: CanonicalStep(name: $0.name, params: $0.params))
+                    )
                 }
             }
         }
@@ -236,13 +245,16 @@ public struct FlowWalker: Sendable {
                 text: "at message \(restarted.message + 1) flowd restarted on its journal published "
                     + (restarted.input == steady.input
                         ? "\(Self.list(restarted.published)) after \(restarted.input), one never restarted \(Self.list(steady.published))"
-                        : "after \(restarted.input), one never restarted after \(steady.input) (the same messages, applied in another order)"))
+                        : "after \(restarted.input), one never restarted after \(steady.input) (the same messages, applied in another order)")
+            )
             return outcome
         }
         if outcome.recorded.count != reference.recorded.count {
             outcome.failure = Failure(
                 message: outcome.messages.count - 1,
-                text: "flowd restarted on its journal applied \(outcome.recorded.count) messages, one never restarted \(reference.recorded.count)")
+                text:
+                    "flowd restarted on its journal applied \(outcome.recorded.count) messages, one never restarted \(reference.recorded.count)"
+            )
         }
         return outcome
     }
@@ -276,7 +288,8 @@ public struct FlowWalker: Sendable {
             endpoints: config.eventsEndpoints, topics: ["step/", "deeplink/", "nav/did/", "cmd/", "diag/"],
             includeHeartbeats: true, curve: config.curve)
         guard try events.waitUntilConnected(timeout: wait) else {
-            throw ClientError(.noAnswer, "walk: no heartbeat from the fresh flowd within \(timeout) s\(topology.output)")
+            throw ClientError(
+                .noAnswer, "walk: no heartbeat from the fresh flowd within \(timeout) s\(topology.output)")
         }
         var states: [String: BusSubscriber] = [:]
         for host in hosts {
@@ -301,7 +314,8 @@ public struct FlowWalker: Sendable {
         func divergence(model: String, flowd: String) -> Failure {
             Failure(
                 message: current,
-                text: "at message \(current + 1) (… \(inputs.suffix(3).joined(separator: " → "))) the model publishes \(model), flowd \(flowd)"
+                text:
+                    "at message \(current + 1) (… \(inputs.suffix(3).joined(separator: " → "))) the model publishes \(model), flowd \(flowd)"
             )
         }
         /// Applies what flowd published to the model's side; the first difference, or nil.
@@ -335,7 +349,8 @@ public struct FlowWalker: Sendable {
             let own = ownSources.contains(envelope.source)
             if !own { outcome.reactorSteps += 1 }
             // A reactor's source id ends in a random instance tag; its stepper id names it.
-            inputs.append(own ? input.description : "\(input) (from \(envelope.source.split(separator: "#").first ?? ""))")
+            inputs.append(
+                own ? input.description : "\(input) (from \(envelope.source.split(separator: "#").first ?? ""))")
             if let model {
                 expected = await model.apply(input)
                 expectedHead = 0
@@ -404,7 +419,8 @@ public struct FlowWalker: Sendable {
             if flows != expected.tree {
                 return Failure(
                     message: current,
-                    text: "flowd's tree \(when) differs from \(whose): \(try WireJSON.string(expected.tree)), flowd \(try WireJSON.string(flows))"
+                    text:
+                        "flowd's tree \(when) differs from \(whose): \(try WireJSON.string(expected.tree)), flowd \(try WireJSON.string(flows))"
                 )
             }
             guard bound != expected.bindings else { return nil }
@@ -419,7 +435,8 @@ public struct FlowWalker: Sendable {
         // The reactors' side: each one's states, checked for gaps.
         var lastState: [String: (source: String, sequence: UInt64)] = [:]
         var history: [String: [UInt64: WireValue]] = [:]
-        func takeStates(_ subscriber: BusSubscriber, until deadline: ContinuousClock.Instant? = nil) throws -> Failure? {
+        func takeStates(_ subscriber: BusSubscriber, until deadline: ContinuousClock.Instant? = nil) throws -> Failure?
+        {
             while let next = try subscriber.next(
                 timeout: deadline.map { max(.zero, ContinuousClock.now.duration(to: $0)) } ?? .zero)
             {
@@ -433,13 +450,15 @@ public struct FlowWalker: Sendable {
                     if last.source != source {
                         return Failure(
                             message: current,
-                            text: "after message \(current + 1) reactor \(state.reactorID)'s host restarted (source \(last.source), then \(source))\(topology.output)"
+                            text:
+                                "after message \(current + 1) reactor \(state.reactorID)'s host restarted (source \(last.source), then \(source))\(topology.output)"
                         )
                     }
                     if sequence != last.sequence + 1 {
                         return Failure(
                             message: current,
-                            text: "after message \(current + 1) the states of reactor \(state.reactorID) go from sequence \(last.sequence) to \(sequence)"
+                            text:
+                                "after message \(current + 1) the states of reactor \(state.reactorID) go from sequence \(last.sequence) to \(sequence)"
                         )
                     }
                 }
@@ -471,7 +490,9 @@ public struct FlowWalker: Sendable {
             let message: Message
             if var generator = random {
                 let steps =
-                    if let model { await model.candidates() } else { SampleCandidates(config: config).messages(bound: status.bindings) }
+                    if let model { await model.candidates() } else {
+                        SampleCandidates(config: config).messages(bound: status.bindings)
+                    }
                 let reports = renderer ? Self.reports(in: status.tree) : []
                 let choices = steps.map(Message.flow) + actions.map(\.message) + reports
                 guard !choices.isEmpty else { break }
@@ -538,7 +559,8 @@ public struct FlowWalker: Sendable {
                 guard try view.waitForAcknowledgement(timeout: wait) else {
                     outcome.failure = Failure(
                         message: index,
-                        text: "reactor host \(host) did not acknowledge \(message) within \(timeout) s\(topology.output)")
+                        text:
+                            "reactor host \(host) did not acknowledge \(message) within \(timeout) s\(topology.output)")
                     return outcome
                 }
                 if let refusal = view.refusal(for: sequence) {
@@ -584,7 +606,8 @@ public struct FlowWalker: Sendable {
                 try topology.restart()
                 // Send on once the subscriber hears the new instance: nothing it publishes is missed.
                 let (failure, heard) = try await pump(
-                    until: { heartbeatSource != before && heartbeatSource != nil }, deadline: ContinuousClock.now + wait)
+                    until: { heartbeatSource != before && heartbeatSource != nil }, deadline: ContinuousClock.now + wait
+                )
                 if let failure {
                     outcome.failure = failure
                     return outcome
@@ -642,14 +665,16 @@ public struct FlowWalker: Sendable {
                 guard let last = lastState[reactorID], last.sequence >= sequence else { continue }  // never changed
                 outcome.failure = Failure(
                     message: current,
-                    text: "reactor \(reactorID)'s snapshot has sequence \(sequence), but its live states went on to \(last.sequence) without it"
+                    text:
+                        "reactor \(reactorID)'s snapshot has sequence \(sequence), but its live states went on to \(last.sequence) without it"
                 )
                 return outcome
             }
             if live != snapshot.state {
                 outcome.failure = Failure(
                     message: current,
-                    text: "reactor \(reactorID)'s snapshot (sequence \(sequence)) is \(try WireJSON.string(snapshot.state)), "
+                    text:
+                        "reactor \(reactorID)'s snapshot (sequence \(sequence)) is \(try WireJSON.string(snapshot.state)), "
                         + "the state it published live with that sequence \(try WireJSON.string(live))")
                 return outcome
             }
@@ -662,7 +687,8 @@ public struct FlowWalker: Sendable {
         func entries(_ list: WireValue) -> [WireValue] { if case .list(let items) = list { items } else { [] } }
         func text(_ entry: WireValue) -> String {
             guard case .map(let map) = entry else { return "\(entry)" }
-            let flags = ["allowStepWhenNotPresented", "allowStepWhenDismissed"].filter { map[$0] == .bool(true) }
+            let flags =
+                ["allowStepWhenNotPresented", "allowStepWhenDismissed"].filter { map[$0] == .bool(true) }
                 + (map["remote"] == .bool(false) ? ["the flow's own"] : [])
             return "stepper \(map["stepper"]?.stringValue ?? "?") bound to \(map["presentable"]?.stringValue ?? "?") "
                 + "in \(map["flow"]?.stringValue ?? "?")" + (flags.isEmpty ? "" : " (\(flags.joined(separator: ", ")))")
@@ -711,7 +737,9 @@ public struct FlowWalker: Sendable {
             let children: [WireValue] = if case .list(let list)? = map["children"] { list } else { [] }
             // A renderer's reports govern what they name, so only a tab bar whose visibility and
             // tabs' the tree decides must show one tab.
-            let reported = ([node] + children).contains { if case .map(let map) = $0 { map["reported"] != nil } else { false } }
+            let reported = ([node] + children).contains {
+                if case .map(let map) = $0 { map["reported"] != nil } else { false }
+            }
             if map["kind"] == .string("tabs"), map["visible"] == .bool(true), !reported {
                 let shown = children.filter {
                     if case .map(let child) = $0 { child["visible"] == .bool(true) } else { false }
@@ -758,7 +786,9 @@ package struct SampleCandidates {
         // A stepper bound to several screens (the same screen pushed again) counts once.
         var senders: Set<[String]> = []
         for binding in entries {
-            guard case .string(let stepper)? = binding["stepper"], case .string(let flow)? = binding["flow"] else { continue }
+            guard case .string(let stepper)? = binding["stepper"], case .string(let flow)? = binding["flow"] else {
+                continue
+            }
             senders.insert([stepper, String(flow.split(separator: "#").first ?? "")])
         }
         for sender in senders.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
@@ -768,7 +798,9 @@ package struct SampleCandidates {
         }
         var deepLinks: Set<FlowExplorer.Message> = []
         for (_, steps) in samples {
-            for step in steps { deepLinks.insert(.init(stepperID: nil, step: CanonicalStep(name: step.name, params: step.params))) }
+            for step in steps {
+                deepLinks.insert(.init(stepperID: nil, step: CanonicalStep(name: step.name, params: step.params)))
+            }
         }
         return messages + deepLinks.sorted { $0.description < $1.description }
     }
@@ -820,7 +852,8 @@ final class ModelRun {
             case .command(let command):
                 return FlowWalker.command(
                     flow: command.flow?.name ?? "coordinator", verb: command.verb.rawValue, target: command.target,
-                    container: command.verb == .setTabs ? command.items.joined(separator: ",") : (command.container ?? ""),
+                    container: command.verb == .setTabs
+                        ? command.items.joined(separator: ",") : (command.container ?? ""),
                     kind: command.kind.rawValue)
             case .diagnostic(let diagnostic):
                 return "diagnostic \(diagnostic.reason.rawValue)"

@@ -203,7 +203,8 @@ final class FreshFlowd {
         else {
             throw ClientError(
                 .failed,
-                "\(name): launch entry \(spec.name) runs \(command), which is neither beside \(flowd), nor beside this tool, nor in PATH")
+                "\(name): launch entry \(spec.name) runs \(command), which is neither beside \(flowd), nor beside this tool, nor in PATH"
+            )
         }
         let process = Process()
         process.executableURL = executable

@@ -121,7 +121,7 @@ struct FlowBusTestingTests {
     @Test("A topology's flows written in Swift are walked on a coordinator of the walk's own, with actions")
     func walksSwiftFlows() async throws {
         let topology = try TestTopology(configFile: "config/movie-app.yaml")
-        let report = try await topology.walk(count: 150, seed: 11, coordinator: "movie-app")
+        let report = try await topology.walk(count: 150, seed: 11, renderer: true, coordinator: "movie-app")
         #expect(report.failure == nil, "\(report.text)")
         #expect(report.modelFree && report.messages.count == 150 && report.states > 0, "\(report.text)")
         #expect(report.messages.contains { if case .action = $0 { true } else { false } })
