@@ -268,7 +268,9 @@ public struct FlowWalker: Sendable {
     static let actionSettle = Duration.milliseconds(10)
 
     /// Runs one walk on a fresh topology and checks it as it goes; stops at the first failure.
-    func run(_ source: Messages, restarts: Int) async throws -> Outcome {
+    /// With `treeAfterEach`, flowd's tree and bindings are compared with the model's after every
+    /// message (a status request each), not only around restarts and at the end.
+    func run(_ source: Messages, restarts: Int, treeAfterEach: Bool = false) async throws -> Outcome {
         var outcome = Outcome()
         let model = hasModel ? try await ModelRun(config: config) : nil
         let actions = sampleActions
@@ -583,11 +585,27 @@ public struct FlowWalker: Sendable {
                     return outcome
                 }
             }
+            // flowd published what this message caused before acknowledging it: read it now, so
+            // that a difference is named at the message that caused it.
+            let (failure, drained) = try await pump(
+                until: { expectedHead >= expected.count }, deadline: ContinuousClock.now + wait)
+            if let failure {
+                outcome.failure = failure
+                return outcome
+            }
+            if !drained {
+                outcome.failure = divergence(model: expected[expectedHead], flowd: "nothing more")
+                return outcome
+            }
             // The model publishes what flowd does, so its tree is flowd's: checked here after
             // every message, and against flowd's own around each restart and at the end.
             status = if let model { await model.status() } else { try fetchStatus() }
             if let problem = Self.malformed(status.tree, bindings: status.bindings) {
                 outcome.failure = Failure(message: index, text: "after message \(index + 1) (\(message)): \(problem)")
+                return outcome
+            }
+            if treeAfterEach, model != nil, let failure = try await compareTrees("after message \(index + 1)") {
+                outcome.failure = failure
                 return outcome
             }
             if restarts > 0, restartAfter.contains(index + 1), index + 1 < count {

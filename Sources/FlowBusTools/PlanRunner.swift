@@ -4,11 +4,13 @@ import FlowBusWire
 import Foundation
 
 /// Drives an exploration's plans through a real flowd and compares what it does with the model:
-/// for each plan a fresh flowd in a run directory of its own (the config's `${FLOWBUS_RUN_DIR}`),
-/// each message sent as the plan says, then its didNavigate events, its refusal and flowd's tree
-/// (status `flows`) compared with what the engine did in the exploration. The first difference
-/// ends the run, with the plan and the messages that led to it.
+/// each plan is a walk of fixed messages (``FlowWalker``) on a fresh flowd in a run directory of
+/// its own (the config's `${FLOWBUS_RUN_DIR}`): every didNavigate, navigation command and
+/// diagnostic flowd publishes must be the engine's, in order, and flowd's tree and bindings the
+/// engine's after every message. The first difference ends the run, with the plan and the
+/// messages that led to it.
 public struct PlanRunner: Sendable {
+    public var config: FlowBusConfig
     /// The config file flowd runs (a copy of it, in each plan's run directory).
     public var configPath: String
     /// The flowd executable.
@@ -16,7 +18,8 @@ public struct PlanRunner: Sendable {
     /// Seconds to wait for flowd to answer, and for each message's outcome.
     public var timeout: Double
 
-    public init(configPath: String, flowd: String, timeout: Double = 10) {
+    public init(config: FlowBusConfig, configPath: String, flowd: String, timeout: Double = 10) {
+        self.config = config
         self.configPath = configPath
         self.flowd = flowd
         self.timeout = timeout
@@ -32,78 +35,24 @@ public struct PlanRunner: Sendable {
     }
 
     /// Runs every plan, in order, until the first divergence.
-    public func run(_ exploration: FlowExploration) throws -> Report {
+    public func run(_ exploration: FlowExploration) async throws -> Report {
         var report = Report()
         let started = ContinuousClock.now
+        let walker = FlowWalker(config: config, configPath: configPath, flowd: flowd, timeout: timeout)
         for (index, plan) in exploration.plans.enumerated() {
             report.plans += 1
-            if let divergence = try run(plan, number: index + 1, report: &report) {
-                report.divergence = divergence
+            report.messages += plan.steps.count
+            let outcome = try await walker.run(
+                .fixed(plan.steps.map { .flow($0.message) }), restarts: 0, treeAfterEach: true)
+            if let failure = outcome.failure {
+                report.divergence =
+                    "plan \(index + 1) (\(plan.steps.map { "\($0.message)" }.joined(separator: " → "))): \(failure.text)"
                 break
             }
         }
         let elapsed = ContinuousClock.now - started
         report.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         return report
-    }
-
-    private func run(_ plan: FlowExploration.Plan, number: Int, report: inout Report) throws -> String? {
-        let flowd = try FreshFlowd(configPath: configPath, flowd: self.flowd, timeout: timeout, name: "plan \(number)")
-        defer { flowd.stop() }
-        let config = flowd.config
-        let wait = Duration.milliseconds(Int(timeout * 1000))
-        var clients: [String: (publisher: StepPublisher, watcher: OutcomeWatcher)] = [:]
-        for (position, step) in plan.steps.enumerated() {
-            report.messages += 1
-            let sender = step.message.stepperID ?? "flowctl-explore"
-            if clients[sender] == nil {
-                clients[sender] = (
-                    try StepPublisher(stepperID: sender, config: config),
-                    try OutcomeWatcher(stepperID: sender, config: config, timeout: wait)
-                )
-            }
-            let (publisher, watcher) = clients[sender]!
-            let sequence =
-                step.message.stepperID == nil
-                ? try publisher.publishDeepLink(step.message.step.name, step.message.step.params)
-                : try publisher.publish(step.message.step.name, step.message.step.params)
-            let at =
-                "plan \(number), message \(position + 1) (\(plan.steps[...position].map { "\($0.message)" }.joined(separator: " → ")))"
-            guard
-                let outcome = try watcher.outcome(
-                    of: sequence, from: publisher, navigation: !step.navigations.isEmpty, timeout: wait)
-            else { return "\(at): flowd did not acknowledge it within \(timeout) s\(flowd.output)" }
-            let expected = step.navigations.map { "\($0.flow).\(MessageFormatter.step($0.step, $0.params))" }
-            switch outcome {
-            case .applied(let navigations):
-                let got = navigations.map {
-                    "\($0.flow.split(separator: "#").first ?? "").\(MessageFormatter.step($0.stepName, $0.params))"
-                }
-                if let reason = step.refusals.first, step.navigations.isEmpty {
-                    return "\(at): the model refused it (\(reason)), flowd applied it: \(got.joined(separator: ", "))"
-                }
-                if got != expected {
-                    return
-                        "\(at): the model navigated \(expected.joined(separator: ", ")), flowd \(got.joined(separator: ", "))"
-                }
-            case .refused(let diagnostic):
-                guard step.navigations.isEmpty, step.refusals.first == diagnostic.reason.rawValue else {
-                    return "\(at): flowd refused it (\(diagnostic.reason.rawValue)), the model "
-                        + (step.navigations.isEmpty
-                            ? "refused it (\(step.refusals.joined(separator: ", ")))"
-                            : "navigated \(expected.joined(separator: ", "))")
-                }
-            case .noNavigation:
-                return
-                    "\(at): the model navigated \(expected.joined(separator: ", ")), flowd applied it without a didNavigate"
-            }
-            let status = try StatusClient.fetch(endpoints: config.controlEndpoints, curve: config.curve, timeout: wait)
-            if status["flows"] != step.tree {
-                return "\(at): flowd's tree differs from the model's:\n  model: \(try WireJSON.string(step.tree))\n"
-                    + "  flowd: \(try WireJSON.string(status["flows"] ?? .null))"
-            }
-        }
-        return nil
     }
 }
 

@@ -732,8 +732,8 @@ struct ExploreCommand: ParsableCommand {
             FileHandle.standardError.write(Data("wrote \(exploration.plans.count) plans to \(file)\n".utf8))
         }
         if runPlans {
-            let runner = PlanRunner(configPath: path, flowd: try flowdExecutable())
-            let report = try runner.run(exploration)
+            let runner = PlanRunner(config: config, configPath: path, flowd: try flowdExecutable())
+            let report = try waitFor { try await runner.run(exploration) }
             if let divergence = report.divergence {
                 note("the real flowd differs from the model at \(divergence)")
                 throw ExitCode(1)
@@ -741,7 +741,7 @@ struct ExploreCommand: ParsableCommand {
             print(
                 "ran \(report.plans) plans (\(report.messages) messages) through a fresh flowd each in "
                     + String(format: "%.1f", report.seconds)
-                    + " s: every outcome, didNavigate and tree as the model says")
+                    + " s: every didNavigate, navigation command, refusal and tree as the model says")
         }
         if strict && !exploration.unreachable.isEmpty { throw ExitCode(1) }
     }
