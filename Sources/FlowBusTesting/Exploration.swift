@@ -16,17 +16,20 @@ extension TestTopology {
     ///
     /// - Parameters:
     ///   - restarts: Times the coordinator is stopped and started again on a journal during the walk.
+    ///   - kill: Restarts kill the coordinator (SIGKILL) instead of stopping it.
     ///   - renderer: Also send renderer reports (appeared, disappeared, dismissed).
     ///   - coordinator: The coordinator executable, a product built by this package (`flowd`, or
     ///     an app's own that runs flows written in Swift) or a path.
     public func walk(
-        count: Int, seed: UInt64, restarts: Int = 0, renderer: Bool = false, coordinator: String = "flowd"
+        count: Int, seed: UInt64, restarts: Int = 0, kill: Bool = false, renderer: Bool = false,
+        coordinator: String = "flowd"
     ) async throws
         -> FlowWalker.Report
     {
         let executable = coordinator.contains("/") ? coordinator : try BuiltProducts.executable(coordinator).path
         return try await FlowWalker(
-            config: config, configPath: configPath, flowd: executable, restarts: restarts, renderer: renderer
+            config: config, configPath: configPath, flowd: executable, restarts: restarts, kill: kill,
+            renderer: renderer
         )
         .walk(count: count, seed: seed)
     }

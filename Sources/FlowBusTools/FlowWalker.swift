@@ -35,6 +35,8 @@ public struct FlowWalker: Sendable {
     /// journal (one in the run directory when the config has no `persistence:`): the restored
     /// flowd must go on publishing what the model does, and end with its tree.
     public var restarts: Int
+    /// Restarts kill flowd (SIGKILL) instead of stopping it: what it acknowledged is in its journal.
+    public var kill: Bool
     /// Also send what a renderer reports: `appeared` and `disappeared` for every presentable in
     /// the tree, `dismissed` for a pushed screen beyond a stack's first and for a presented one
     /// (a user swiping it away).
@@ -42,7 +44,7 @@ public struct FlowWalker: Sendable {
 
     public init(
         config: FlowBusConfig, configPath: String, flowd: String, timeout: Double = 10, maxReplays: Int = 200,
-        restarts: Int = 0, renderer: Bool = false
+        restarts: Int = 0, kill: Bool = false, renderer: Bool = false
     ) {
         self.config = config
         self.configPath = configPath
@@ -50,6 +52,7 @@ public struct FlowWalker: Sendable {
         self.timeout = timeout
         self.maxReplays = maxReplays
         self.restarts = restarts
+        self.kill = kill
         self.renderer = renderer
     }
 
@@ -78,6 +81,8 @@ public struct FlowWalker: Sendable {
         public var seed: UInt64
         /// Times flowd was stopped and started again during the walk.
         public var restarts = 0
+        /// Restarts were SIGKILLs.
+        public var killed = false
         public var messages: [Message] = []
         /// Events (didNavigate, navigation commands and diagnostics) compared.
         public var events = 0
@@ -105,7 +110,8 @@ public struct FlowWalker: Sendable {
             let head =
                 "walk of \(length) messages"
                 + (kinds.isEmpty ? "" : " (\(kinds.joined(separator: ", ")))") + ", seed \(seed)"
-                + (restarts > 0 ? ", flowd restarted \(restarts) times on its journal" : "")
+                + (restarts > 0
+                    ? ", flowd \(killed ? "killed" : "stopped") and restarted \(restarts) times on its journal" : "")
             guard let failure else {
                 var text: String
                 if modelFree {
@@ -159,6 +165,7 @@ public struct FlowWalker: Sendable {
         let started = ContinuousClock.now
         var report = Report(length: count, seed: seed, restarts: restarts)
         report.modelFree = !hasModel
+        report.killed = kill
         let first = try await check(.drawn(count: count, seed: seed))
         report.messages = first.messages
         report.events = first.events
@@ -621,7 +628,7 @@ public struct FlowWalker: Sendable {
                     return outcome
                 }
                 let before = heartbeatSource
-                try topology.restart()
+                try topology.restart(kill: kill)
                 // Send on once the subscriber hears the new instance: nothing it publishes is missed.
                 let (failure, heard) = try await pump(
                     until: { heartbeatSource != before && heartbeatSource != nil }, deadline: ContinuousClock.now + wait

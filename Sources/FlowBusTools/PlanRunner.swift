@@ -165,9 +165,10 @@ final class FreshFlowd {
         hostProcesses.append((host, process))
     }
 
-    /// Stops flowd (SIGTERM) and starts it again on the same run directory, answering.
-    func restart() throws {
-        process.terminate()
+    /// Stops flowd (SIGTERM, or SIGKILL with `kill`) and starts it again on the same run
+    /// directory, answering.
+    func restart(kill: Bool = false) throws {
+        if kill { Foundation.kill(process.processIdentifier, SIGKILL) } else { process.terminate() }
         process.waitUntilExit()
         try launch()
     }

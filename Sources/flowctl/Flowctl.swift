@@ -682,6 +682,7 @@ struct ExploreCommand: ParsableCommand {
     var seed: UInt64?
     @Option(help: "Stop and start flowd this many times during the walk, on a journal; nothing it does may change.")
     var restarts = 0
+    @Flag(help: "Restarts kill flowd (SIGKILL) instead of stopping it (SIGTERM).") var kill = false
     @Flag(
         help:
             "The walk also sends renderer reports: appeared and disappeared for presentables in the tree, dismissed for pushed and presented ones."
@@ -705,7 +706,7 @@ struct ExploreCommand: ParsableCommand {
             guard restarts >= 0 else { throw ValidationError("--restarts must be 0 or more") }
             let walker = FlowWalker(
                 config: config, configPath: FlowBusConfig.resolvePath(options.config), flowd: try flowdExecutable(),
-                restarts: restarts, renderer: renderer)
+                restarts: restarts, kill: kill, renderer: renderer)
             let report = try waitFor {
                 try await walker.walk(count: walk, seed: seed ?? UInt64.random(in: 1...999_999))
             }

@@ -96,7 +96,7 @@ def test_walk_agrees_with_the_model_and_shrinks_a_forgotten_binding(bin_dir, tmp
     # Stopped and started twice on a journal, flowd goes on as the model does.
     agreed = subprocess.run(walk + ["--restarts", "2"], capture_output=True, text=True, timeout=100)
     assert agreed.returncode == 0, agreed.stdout + agreed.stderr
-    assert agreed.stdout.startswith("walk of 500 messages, seed 3, flowd restarted 2 times on its journal: flowd "
+    assert agreed.stdout.startswith("walk of 500 messages, seed 3, flowd stopped and restarted 2 times on its journal: flowd "
                                     "published every didNavigate, navigation command and diagnostic"), agreed.stdout
     # A flowd whose item screen forgets its stepper: the walk finds it and shrinks it to the one
     # message that shows it (flowd's bindings differ from the model's), printed with the seed.
@@ -122,10 +122,11 @@ def test_walk_sends_actions_and_follows_the_steps_reactors_publish(bin_dir, tmp_
     # The demo's reactor host runs too: the login reactor's apiKeyIsComplete steps are applied by
     # the model where flowd applied them, and every reactor's states are gapless. Renderer reports
     # (appeared, disappeared, dismissed) go to flowd and the model alike.
-    agreed = subprocess.run(walk + ["--restarts", "1"], capture_output=True, text=True, timeout=100)
+    # Killed (SIGKILL) and started again on its journal, flowd still goes on as the model does.
+    agreed = subprocess.run(walk + ["--restarts", "1", "--kill"], capture_output=True, text=True, timeout=100)
     assert agreed.returncode == 0, agreed.stdout + agreed.stderr
     head, _, rest = agreed.stdout.partition(": ")
-    assert head.startswith("walk of 400 messages (") and " renderer reports), seed 42, flowd restarted 1 times" in head, head
+    assert head.startswith("walk of 400 messages (") and " renderer reports), seed 42, flowd killed and restarted 1 times" in head, head
     assert " steps from reactors included" in rest and "acknowledged every action" in rest, rest
     # An action the counter does not take, listed as a sample: refused, and shrunk to that action.
     wrong = tmp_path / "demo.yaml"
