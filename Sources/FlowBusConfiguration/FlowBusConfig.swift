@@ -151,7 +151,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
                     .init(
                         codingPath: decoder.codingPath,
                         debugDescription:
-                            "an action is its name (increase) or one name with its params ({ submit: { apiKey: demo } }), not \(map.count) names"
+                            "a sample step or action is its name (increase) or one name with its params ({ submit: { apiKey: demo } }), not \(map.count) names"
                     ))
             }
             self.init(name: name, params: params)

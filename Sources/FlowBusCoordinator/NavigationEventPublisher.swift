@@ -116,10 +116,17 @@ final class NavigationEventPublisher {
         case .selectTab: verb = .selectTab
         case .end: verb = .end
         }
-        let container = command.verb == .setTabs ? command.items.joined(separator: ",") : (command.container ?? "")
         return NavigationCommandMessage(
             envelope: publisher.envelope(.navigationCommand, carriesValues: false),
             flow: command.flow?.name ?? "coordinator",
-            verb: verb, target: command.target, container: container, presentableKind: command.kind)
+            verb: verb, target: command.target, container: command.wireContainer, presentableKind: command.kind)
+    }
+}
+
+extension Flows.NavigationCommand {
+    /// Frame 4 of its NAVIGATION-COMMAND (PROTOCOL.md §4.3): the container, or for `setTabs` the
+    /// tabs' ids joined by `,`.
+    package var wireContainer: String {
+        verb == .setTabs ? items.joined(separator: ",") : (container ?? "")
     }
 }

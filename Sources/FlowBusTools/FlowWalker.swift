@@ -76,9 +76,12 @@ public struct FlowWalker: Sendable {
 
     /// What a walk found.
     public struct Report: Sendable {
-        /// Messages asked for; ``messages`` ends at the first failure.
+        /// Messages asked for; ``messages`` ends at the first failure, or when nothing was left
+        /// to send.
         public var length: Int
         public var seed: UInt64
+        /// The options that draw and run the walk again, besides `--walk` and `--seed`.
+        public var options = ""
         /// Times flowd was stopped and started again during the walk.
         public var restarts = 0
         /// Restarts were SIGKILLs.
@@ -108,14 +111,16 @@ public struct FlowWalker: Sendable {
                 "\($0.0) \($0.1)"
             }
             let head =
-                "walk of \(length) messages"
+                "walk of \(plural(length, "message"))"
                 + (kinds.isEmpty ? "" : " (\(kinds.joined(separator: ", ")))") + ", seed \(seed)"
                 + (restarts > 0
-                    ? ", flowd \(killed ? "killed" : "stopped") and restarted \(restarts) times on its journal" : "")
+                    ? ", flowd \(killed ? "killed" : "stopped") and restarted \(plural(restarts, "time")) on its journal"
+                    : "")
             guard let failure else {
                 var text: String
+                let ended = messages.count < length ? " (nothing was left to send after \(messages.count))" : ""
                 if modelFree {
-                    text = "\(head): flowd applied every message (\(events) events published)"
+                    text = "\(head)\(ended): flowd applied every message (\(events) events published)"
                     if reactorSteps > 0 { text += " and \(reactorSteps) steps from reactors" }
                     text += "; its tree was well formed after every message"
                     if restarts > 0 {
@@ -124,10 +129,9 @@ public struct FlowWalker: Sendable {
                     }
                 } else {
                     text =
-                        "\(head): flowd published every didNavigate, navigation command and diagnostic the model did (\(events)), in order"
+                        "\(head)\(ended): flowd published every didNavigate, navigation command and diagnostic the model did (\(events)), in order"
                     if reactorSteps > 0 { text += ", \(reactorSteps) steps from reactors included" }
-                    text +=
-                        "; its tree was well formed after every message and the model's around each restart and at the end"
+                    text += "; its tree and bindings were the model's and well formed after every message"
                 }
                 if actions > 0 {
                     text += "; the reactors acknowledged every action and published \(states) states with no gap"
@@ -137,13 +141,19 @@ public struct FlowWalker: Sendable {
             var lines = ["\(head): \(failure)"]
             if let minimal, let minimalFailure {
                 lines.append(
-                    "shrunk to \(minimal.count) messages in \(replays) replays (replay the walk with --walk \(length) --seed \(seed)):"
-                )
+                    "shrunk to \(plural(minimal.count, "message")) in \(plural(replays, "replay")) "
+                        + "(replay the walk with --walk \(length) --seed \(seed)\(options)):")
                 lines += minimal.enumerated().map { "  \($0.offset + 1). \($0.element)" }
                 lines.append("which fails as: \(minimalFailure)")
             }
             return lines.joined(separator: "\n")
         }
+    }
+
+    /// The options that draw and run this walk again, besides `--walk` and `--seed`.
+    var replayOptions: String {
+        (restarts > 0 ? " --restarts \(restarts)" : "") + (kill ? " --kill" : "") + (renderer ? " --renderer" : "")
+            + (URL(fileURLWithPath: flowd).lastPathComponent == "flowd" ? "" : " --flowd \(flowd)")
     }
 
     /// The actions the config lists, by reactor id, with the host serving each.
@@ -163,18 +173,23 @@ public struct FlowWalker: Sendable {
     /// Draws the walk, runs it, and shrinks what fails.
     public func walk(count: Int, seed: UInt64) async throws -> Report {
         let started = ContinuousClock.now
-        var report = Report(length: count, seed: seed, restarts: restarts)
+        var report = Report(length: count, seed: seed, options: replayOptions)
         report.modelFree = !hasModel
         report.killed = kill
         let first = try await check(.drawn(count: count, seed: seed))
         report.messages = first.messages
         report.events = first.events
+        report.restarts = first.restarts
         report.reactorSteps = first.reactorSteps
         report.states = first.states
         if let failure = first.failure {
             report.failure = failure.text
-            // Messages after the one where it showed do not matter.
-            var current = Array(report.messages.prefix(failure.message + 1))
+            // Messages after the one where it showed do not matter, unless flowd restarts: where it
+            // restarts depends on how many messages there are.
+            func trimmed(_ messages: [Message], _ failure: Failure) -> [Message] {
+                restarts > 0 ? messages : Array(messages.prefix(failure.message + 1))
+            }
+            var current = trimmed(report.messages, failure)
             var last = failure
             var replays = 0
             func fails(_ candidate: [Message]) async throws -> Failure? {
@@ -188,7 +203,7 @@ public struct FlowWalker: Sendable {
                     guard replays < maxReplays else { break shrinking }
                     let complement = Array(current[..<start] + current[min(current.count, start + size)...])
                     if !complement.isEmpty, let failure = try await fails(complement) {
-                        current = complement
+                        current = trimmed(complement, failure)
                         last = failure
                         granularity = max(granularity - 1, 2)
                         continue shrinking
@@ -222,6 +237,8 @@ public struct FlowWalker: Sendable {
 
     struct Outcome {
         var messages: [Message] = []
+        /// Times flowd was restarted.
+        var restarts = 0
         var events = 0
         var reactorSteps = 0
         var states = 0
@@ -246,10 +263,11 @@ public struct FlowWalker: Sendable {
                 message: failure.message, text: "on a flowd never restarted, \(failure.text)")
             return outcome
         }
-        for (restarted, steady) in zip(outcome.recorded, reference.recorded) where restarted != steady {
+        for (restarted, steady) in zip(outcome.recorded, reference.recorded)
+        where restarted.input != steady.input || restarted.published != steady.published {
             outcome.failure = Failure(
                 message: restarted.message,
-                text: "at message \(restarted.message + 1) flowd restarted on its journal published "
+                text: "at message \(restarted.message + 1) the flowd restarted on its journal published "
                     + (restarted.input == steady.input
                         ? "\(Self.list(restarted.published)) after \(restarted.input), one never restarted \(Self.list(steady.published))"
                         : "after \(restarted.input), one never restarted after \(steady.input) (the same messages, applied in another order)")
@@ -260,7 +278,7 @@ public struct FlowWalker: Sendable {
             outcome.failure = Failure(
                 message: outcome.messages.count - 1,
                 text:
-                    "flowd restarted on its journal applied \(outcome.recorded.count) messages, one never restarted \(reference.recorded.count)"
+                    "the flowd restarted on its journal applied \(plural(outcome.recorded.count, "message")), one never restarted \(reference.recorded.count)"
             )
         }
         return outcome
@@ -275,9 +293,8 @@ public struct FlowWalker: Sendable {
     static let actionSettle = Duration.milliseconds(10)
 
     /// Runs one walk on a fresh topology and checks it as it goes; stops at the first failure.
-    /// With `treeAfterEach`, flowd's tree and bindings are compared with the model's after every
-    /// message (a status request each), not only around restarts and at the end.
-    func run(_ source: Messages, restarts: Int, treeAfterEach: Bool = false) async throws -> Outcome {
+    /// `name` labels what fails before the walk can start (`walk`, `plan 3`).
+    func run(_ source: Messages, restarts: Int, name: String = "walk") async throws -> Outcome {
         var outcome = Outcome()
         let model = hasModel ? try await ModelRun(config: config) : nil
         let actions = sampleActions
@@ -288,7 +305,7 @@ public struct FlowWalker: Sendable {
             case .fixed(let list): Array(Set(list.compactMap { hostOf[$0] })).sorted()
             }
         let topology = try FreshFlowd(
-            configPath: configPath, flowd: flowd, timeout: timeout, name: "walk", journaled: restarts > 0, hosts: hosts)
+            configPath: configPath, flowd: flowd, timeout: timeout, name: name, journaled: restarts > 0, hosts: hosts)
         defer { topology.stop() }
         let config = topology.config
         let wait = Duration.milliseconds(Int(timeout * 1000))
@@ -320,6 +337,7 @@ public struct FlowWalker: Sendable {
         var heartbeatSource: String?
         var current = 0
         var ownSources: Set<String> = []
+        var lastAction: ContinuousClock.Instant?
         func divergence(model: String, flowd: String) -> Failure {
             Failure(
                 message: current,
@@ -414,13 +432,13 @@ public struct FlowWalker: Sendable {
         func compareTrees(_ when: String) async throws -> Failure? {
             let (flows, bound) = try fetchStatus()
             let expected: (tree: WireValue, bindings: WireValue)
-            let (whose, who): (String, String)
+            let (whose, who, flowd): (String, String, String)
             if let model {
                 expected = await model.status()
-                (whose, who) = ("the model's", "the model")
+                (whose, who, flowd) = ("the model's", "the model", "flowd")
             } else if let beforeRestart {
                 expected = beforeRestart
-                (whose, who) = ("the one it had before it stopped", "flowd before it stopped")
+                (whose, who, flowd) = ("the one it had before it stopped", "flowd before it stopped", "restored")
             } else {
                 beforeRestart = (flows, bound)
                 return nil
@@ -429,7 +447,7 @@ public struct FlowWalker: Sendable {
                 return Failure(
                     message: current,
                     text:
-                        "flowd's tree \(when) differs from \(whose): \(try WireJSON.string(expected.tree)), flowd \(try WireJSON.string(flows))"
+                        "flowd's tree \(when) differs from \(whose): \(try WireJSON.string(expected.tree)), \(flowd) \(try WireJSON.string(flows))"
                 )
             }
             guard bound != expected.bindings else { return nil }
@@ -437,7 +455,7 @@ public struct FlowWalker: Sendable {
             return Failure(
                 message: current,
                 text: "flowd's bindings \(when) differ from \(whose): "
-                    + [("only \(who) has", expectedOnly), ("only flowd has", flowdOnly)].filter { !$0.1.isEmpty }
+                    + [("only \(who) has", expectedOnly), ("only \(flowd == "flowd" ? "flowd" : "the restored flowd") has", flowdOnly)].filter { !$0.1.isEmpty }
                     .map { "\($0.0) \($0.1.joined(separator: ", "))" }.joined(separator: "; "))
         }
 
@@ -492,8 +510,9 @@ public struct FlowWalker: Sendable {
             count = fixed.count
         }
         let restartAfter = Set((1...max(1, restarts)).map { count * $0 / (restarts + 1) })
-        // Without a model, flowd's status after each message tells what is bound, so what to draw.
-        var status = if let model { await model.status() } else { try fetchStatus() }
+        // flowd's status after each message: what is checked, and without a model what is bound,
+        // so what to draw.
+        var status = try fetchStatus()
         for index in 0..<count {
             current = index
             let message: Message
@@ -504,7 +523,16 @@ public struct FlowWalker: Sendable {
                     }
                 let reports = renderer ? Self.reports(in: status.tree) : []
                 let choices = steps.map(Message.flow) + actions.map(\.message) + reports
-                guard !choices.isEmpty else { break }
+                guard !choices.isEmpty else {
+                    if index == 0 {
+                        outcome.failure = Failure(
+                            message: 0,
+                            text: "nothing to send: no stepper is bound in a flow that sampleSteps lists, and there are no "
+                                + "sample steps or actions (is --flowd your coordinator?)")
+                        return outcome
+                    }
+                    break
+                }
                 message = choices[Int(generator.next() % UInt64(choices.count))]
                 random = generator
             } else {
@@ -541,11 +569,21 @@ public struct FlowWalker: Sendable {
                     return outcome
                 }
             case .report(let presentableID, let event):
+                // Reports are not re-published, so the model takes this one when it is sent. A
+                // reactor's step still on its way could reach flowd first: after a recent action,
+                // wait until events are quiet again.
+                if let lastAction, ContinuousClock.now - lastAction < Self.actionSettle * 10 {
+                    let (failure, _) = try await pump(quiet: Self.actionSettle, deadline: ContinuousClock.now + wait)
+                    if let failure {
+                        outcome.failure = failure
+                        return outcome
+                    }
+                }
                 let publisher = try publishers["renderer"] ?? StepPublisher(stepperID: "renderer", config: config)
                 publishers["renderer"] = publisher
                 _ = try publisher.report(event, for: presentableID)
-                // flowd publishes what it causes after what it published before: the model's side
-                // goes on the queue in that order. Reports are not re-published.
+                // flowd publishes what it causes after what it published before: its outputs go
+                // on the queue after those still expected.
                 inputs.append(message.description)
                 if let model {
                     expected = Array(expected[expectedHead...]) + (await model.report(event, for: presentableID))
@@ -557,7 +595,7 @@ public struct FlowWalker: Sendable {
                     return outcome
                 }
             case .action(let reactorID, let action):
-                guard let host = hostOf[message], let spec = config.reactors[host] else { continue }
+                guard let host = hostOf[message], let spec = config.reactors[host] else { break }
                 let view =
                     try views[reactorID]
                     ?? ReactorView(
@@ -565,6 +603,7 @@ public struct FlowWalker: Sendable {
                         curve: config.curve)
                 views[reactorID] = view
                 let sequence = try view.send(action.name, action.params)
+                lastAction = ContinuousClock.now
                 guard try view.waitForAcknowledgement(timeout: wait) else {
                     outcome.failure = Failure(
                         message: index,
@@ -604,15 +643,23 @@ public struct FlowWalker: Sendable {
                 outcome.failure = divergence(model: expected[expectedHead], flowd: "nothing more")
                 return outcome
             }
-            // The model publishes what flowd does, so its tree is flowd's: checked here after
-            // every message, and against flowd's own around each restart and at the end.
-            status = if let model { await model.status() } else { try fetchStatus() }
+            // flowd's own tree and bindings after every message: well formed, and the model's.
+            status = try fetchStatus()
+            if let model, status != (await model.status()) {
+                // A reactor's step flowd applied before the walk read it: read on, then compare.
+                let (failure, _) = try await pump(quiet: heartbeat * 2, deadline: ContinuousClock.now + wait)
+                if let failure {
+                    outcome.failure = failure
+                    return outcome
+                }
+                if let failure = try await compareTrees("after message \(index + 1)") {
+                    outcome.failure = failure
+                    return outcome
+                }
+                status = try fetchStatus()
+            }
             if let problem = Self.malformed(status.tree, bindings: status.bindings) {
                 outcome.failure = Failure(message: index, text: "after message \(index + 1) (\(message)): \(problem)")
-                return outcome
-            }
-            if treeAfterEach, model != nil, let failure = try await compareTrees("after message \(index + 1)") {
-                outcome.failure = failure
                 return outcome
             }
             if restarts > 0, restartAfter.contains(index + 1), index + 1 < count {
@@ -628,7 +675,14 @@ public struct FlowWalker: Sendable {
                     return outcome
                 }
                 let before = heartbeatSource
-                try topology.restart(kill: kill)
+                do {
+                    try topology.restart(kill: kill)
+                } catch {
+                    outcome.failure = Failure(
+                        message: index, text: "flowd did not come back after message \(index + 1): \(error)")
+                    return outcome
+                }
+                outcome.restarts += 1
                 // Send on once the subscriber hears the new instance: nothing it publishes is missed.
                 let (failure, heard) = try await pump(
                     until: { heartbeatSource != before && heartbeatSource != nil }, deadline: ContinuousClock.now + wait
@@ -687,12 +741,12 @@ public struct FlowWalker: Sendable {
                 }
             }
             guard let live = history[reactorID]?[sequence] else {
-                guard let last = lastState[reactorID], last.sequence >= sequence else { continue }  // never changed
+                guard let last = lastState[reactorID] else { continue }  // it never published a state
                 outcome.failure = Failure(
                     message: current,
-                    text:
-                        "reactor \(reactorID)'s snapshot has sequence \(sequence), but its live states went on to \(last.sequence) without it"
-                )
+                    text: last.sequence > sequence
+                        ? "reactor \(reactorID)'s snapshot has sequence \(sequence), but its live states went on to \(last.sequence) without it"
+                        : "reactor \(reactorID)'s snapshot has sequence \(sequence), but its live states stopped at \(last.sequence)")
                 return outcome
             }
             if live != snapshot.state {
@@ -760,8 +814,8 @@ public struct FlowWalker: Sendable {
             guard case .map(let map) = node else { return }
             if case .string(let id)? = map["id"] { present.insert(id) }
             let children: [WireValue] = if case .list(let list)? = map["children"] { list } else { [] }
-            // A renderer's reports govern what they name, so only a tab bar whose visibility and
-            // tabs' the tree decides must show one tab.
+            // Tabs a renderer reported on are its to show: only a tab bar the tree alone governs
+            // must show one tab.
             let reported = ([node] + children).contains {
                 if case .map(let map) = $0 { map["reported"] != nil } else { false }
             }
@@ -877,8 +931,7 @@ final class ModelRun {
             case .command(let command):
                 return FlowWalker.command(
                     flow: command.flow?.name ?? "coordinator", verb: command.verb.rawValue, target: command.target,
-                    container: command.verb == .setTabs
-                        ? command.items.joined(separator: ",") : (command.container ?? ""),
+                    container: command.wireContainer,
                     kind: command.kind.rawValue)
             case .diagnostic(let diagnostic):
                 return "diagnostic \(diagnostic.reason.rawValue)"
@@ -893,6 +946,11 @@ final class ModelRun {
         let snapshot = engine.snapshot()
         return (.list(snapshot.flows.map(\.statusEntry)), .list(snapshot.bindings.map(\.statusEntry)))
     }
+}
+
+/// `count` and the noun, in the plural unless one.
+func plural(_ count: Int, _ noun: String) -> String {
+    "\(count) \(noun)\(count == 1 ? "" : "s")"
 }
 
 /// A small seeded generator (SplitMix64): the same seed draws the same walk on every machine.

@@ -43,10 +43,10 @@ public struct PlanRunner: Sendable {
             report.plans += 1
             report.messages += plan.steps.count
             let outcome = try await walker.run(
-                .fixed(plan.steps.map { .flow($0.message) }), restarts: 0, treeAfterEach: true)
+                .fixed(plan.steps.map { .flow($0.message) }), restarts: 0, name: "plan \(index + 1)")
             if let failure = outcome.failure {
-                report.divergence =
-                    "plan \(index + 1) (\(plan.steps.map { "\($0.message)" }.joined(separator: " → "))): \(failure.text)"
+                let path = plan.steps.prefix(failure.message + 1).map { "\($0.message)" }.joined(separator: " → ")
+                report.divergence = "plan \(index + 1) (\(path)): \(failure.text)"
                 break
             }
         }
@@ -96,15 +96,22 @@ final class FreshFlowd {
         environment["FLOWBUS_RUN_DIR"] = directory.path
         environment[FlowBusConfig.pathVariable] = copy
         self.environment = environment
-        config = try FlowBusConfig.load(path: copy, environment: environment, expandingLaunch: !hosts.isEmpty)
         self.flowd = flowd
         self.timeout = timeout
         self.name = name
         log = directory.appendingPathComponent("flowd.log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        logHandle = try FileHandle(forWritingTo: log)
-        try launch()
+        let loaded: FlowBusConfig
         do {
+            loaded = try FlowBusConfig.load(path: copy, environment: environment, expandingLaunch: !hosts.isEmpty)
+            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+            logHandle = try FileHandle(forWritingTo: log)
+        } catch {
+            try? FileManager.default.removeItem(at: directory)
+            throw error
+        }
+        config = loaded
+        do {
+            try launch()
             for host in hosts { try launchHost(host) }
         } catch {
             stop()
@@ -126,8 +133,6 @@ final class FreshFlowd {
             == nil
         {
             guard process.isRunning, ContinuousClock.now < deadline else {
-                let output = self.output
-                stop()
                 throw ClientError(.failed, "\(name): flowd did not answer within \(timeout) s\(output)")
             }
         }

@@ -671,7 +671,10 @@ struct ExploreCommand: ParsableCommand {
             "Run the plans through a fresh flowd each (the config's ${FLOWBUS_RUN_DIR} set to a directory of its own) and report the first outcome, event or tree that differs from the model."
     )
     var runPlans = false
-    @Option(help: "The flowd executable for --run (default: the one beside flowctl, else flowd in PATH).")
+    @Option(
+        help:
+            "The coordinator for --run and --walk (default: flowd beside flowctl, else in PATH); a walk over flows written in Swift names the app's own."
+    )
     var flowd: String?
     @Option(
         help:
@@ -701,14 +704,28 @@ struct ExploreCommand: ParsableCommand {
         guard depth > 0, maxStates > 0 else {
             throw ValidationError("--depth and --max-states must be at least 1")
         }
+        guard walk != nil || (seed == nil && restarts == 0 && !kill && !renderer) else {
+            throw ValidationError("--seed, --restarts, --kill and --renderer are options of a walk: add --walk N")
+        }
+        guard !kill || restarts > 0 else { throw ValidationError("--kill makes restarts SIGKILLs: add --restarts K") }
         if let walk {
             guard walk > 0 else { throw ValidationError("--walk must be at least 1") }
             guard restarts >= 0 else { throw ValidationError("--restarts must be 0 or more") }
+            guard config.coordinator != nil || flowd != nil else {
+                throw ValidationError(
+                    "\(FlowBusConfig.resolvePath(options.config)) names no coordinator: flowd would run no flow. "
+                        + "Name the app's own coordinator with --flowd (its flows are Swift code)")
+            }
             let walker = FlowWalker(
                 config: config, configPath: FlowBusConfig.resolvePath(options.config), flowd: try flowdExecutable(),
                 restarts: restarts, kill: kill, renderer: renderer)
-            let report = try waitFor {
-                try await walker.walk(count: walk, seed: seed ?? UInt64.random(in: 1...999_999))
+            let seed = seed ?? UInt64.random(in: 1...999_999)
+            let report: FlowWalker.Report
+            do {
+                report = try waitFor { try await walker.walk(count: walk, seed: seed) }
+            } catch {
+                note("the walk with --seed \(seed) could not go on: \(error)")
+                throw ExitCode(1)
             }
             print(report.text)
             if report.failure != nil { throw ExitCode(1) }

@@ -82,8 +82,7 @@ def test_run_drives_the_plans_and_names_the_first_divergence(bin_dir, tmp_path):
     wrapper.chmod(0o755)
     differed = subprocess.run(explore + ["--flowd", str(wrapper)], capture_output=True, text=True, timeout=100)
     assert differed.returncode == 1, differed.stdout + differed.stderr
-    assert ("the real flowd differs from the model at plan 7 (shop: itemPicked(itemId: 1) → "
-            "shop/item/1: itemPicked(itemId: 1)): at message 1 (… shop: itemPicked(itemId: 1)) the model publishes "
+    assert ("the real flowd differs from the model at plan 7 (shop: itemPicked(itemId: 1)): at message 1 (… shop: itemPicked(itemId: 1)) the model publishes "
             "command push shop/item/1 in shop (screen) of Shop, flowd command push shop/product/1 in shop (screen) "
             "of Shop") in differed.stderr, differed.stderr
 
@@ -98,8 +97,9 @@ def test_walk_agrees_with_the_model_and_shrinks_a_forgotten_binding(bin_dir, tmp
     assert agreed.returncode == 0, agreed.stdout + agreed.stderr
     assert agreed.stdout.startswith("walk of 500 messages, seed 3, flowd stopped and restarted 2 times on its journal: flowd "
                                     "published every didNavigate, navigation command and diagnostic"), agreed.stdout
-    # A flowd whose item screen forgets its stepper: the walk finds it and shrinks it to the one
-    # message that shows it (flowd's bindings differ from the model's), printed with the seed.
+    # A flowd whose item screen forgets its stepper: its bindings differ from the model's after the
+    # first item is pushed, and the walk shrinks it to the one message that shows it, printed with
+    # the seed and the options that replay it.
     forgets = tmp_path / "forgets.yaml"
     forgets.write_text(CONFIG.replace(', stepper: "shop/item/{itemId}" }', " }") + "heartbeatMilliseconds: 50\n")
     wrapper = tmp_path / "forgetful-flowd"
@@ -108,12 +108,12 @@ def test_walk_agrees_with_the_model_and_shrinks_a_forgotten_binding(bin_dir, tmp
     found = subprocess.run(walk + ["--flowd", str(wrapper)], capture_output=True, text=True, timeout=110)
     assert found.returncode == 1, found.stdout + found.stderr
     lines = found.stdout.splitlines()
-    assert lines[0].startswith("walk of 500 messages, seed 3: at message ") and "unbound-stepper" in lines[0], lines
-    assert lines[1].startswith("shrunk to 1 messages in ") and "--walk 500 --seed 3" in lines[1], lines
-    assert lines[2] == "  1. deep link: itemPicked(itemId: 1)", lines
-    assert lines[3] == ("which fails as: flowd's bindings at the end differ from the model's: only the model has "
+    assert lines[0] == ("walk of 500 messages, seed 3: flowd's bindings after message 16 differ from the model's: "
+                        "only the model has stepper shop/item/1 bound to shop/item/1 in Shop#1"), lines
+    assert lines[1].startswith("shrunk to 1 message in ") and "--walk 500 --seed 3 --flowd " in lines[1], lines
+    assert lines[2] == "  1. shop: itemPicked(itemId: 1)", lines
+    assert lines[3] == ("which fails as: flowd's bindings after message 1 differ from the model's: only the model has "
                         "stepper shop/item/1 bound to shop/item/1 in Shop#1"), lines
-
 
 @pytest.mark.time_limit(120)
 def test_walk_sends_actions_and_follows_the_steps_reactors_publish(bin_dir, tmp_path):
@@ -126,7 +126,7 @@ def test_walk_sends_actions_and_follows_the_steps_reactors_publish(bin_dir, tmp_
     agreed = subprocess.run(walk + ["--restarts", "1", "--kill"], capture_output=True, text=True, timeout=100)
     assert agreed.returncode == 0, agreed.stdout + agreed.stderr
     head, _, rest = agreed.stdout.partition(": ")
-    assert head.startswith("walk of 400 messages (") and " renderer reports), seed 42, flowd killed and restarted 1 times" in head, head
+    assert head.startswith("walk of 400 messages (") and " renderer reports), seed 42, flowd killed and restarted 1 time" in head, head
     assert " steps from reactors included" in rest and "acknowledged every action" in rest, rest
     # An action the counter does not take, listed as a sample: refused, and shrunk to that action.
     wrong = tmp_path / "demo.yaml"
@@ -135,7 +135,7 @@ def test_walk_sends_actions_and_follows_the_steps_reactors_publish(bin_dir, tmp_
     assert found.returncode == 1, found.stdout + found.stderr
     lines = found.stdout.splitlines()
     assert "reactor host demo refused action counter: reset, which reactors.demo.sampleActions lists" in lines[0], lines
-    assert lines[1].startswith("shrunk to 1 messages in ") and lines[2] == "  1. action counter: reset", lines
+    assert lines[1].startswith("shrunk to 1 message in ") and lines[2] == "  1. action counter: reset", lines
 
 
 @pytest.mark.time_limit(120)
