@@ -423,7 +423,8 @@ public struct FlowWalker: Sendable {
         let statusContext = try Context(defaultLinger: 0)
         func fetchStatus() throws -> (tree: WireValue, bindings: WireValue) {
             let status = try StatusClient.fetch(
-                endpoints: config.controlEndpoints, curve: config.curve, timeout: wait, context: statusContext)
+                endpoints: config.controlEndpoints, curve: config.curve, timeout: wait,
+                params: ["sections": .list([.string("flows"), .string("bindings")])], context: statusContext)
             return (status["flows"] ?? .null, status["bindings"] ?? .null)
         }
         /// flowd's tree and bindings against the model's, or (no model) against flowd's own
