@@ -456,7 +456,10 @@ public struct FlowWalker: Sendable {
             return Failure(
                 message: current,
                 text: "flowd's bindings \(when) differ from \(whose): "
-                    + [("only \(who) has", expectedOnly), ("only \(flowd == "flowd" ? "flowd" : "the restored flowd") has", flowdOnly)].filter { !$0.1.isEmpty }
+                    + [
+                        ("only \(who) has", expectedOnly),
+                        ("only \(flowd == "flowd" ? "flowd" : "the restored flowd") has", flowdOnly),
+                    ].filter { !$0.1.isEmpty }
                     .map { "\($0.0) \($0.1.joined(separator: ", "))" }.joined(separator: "; "))
         }
 
@@ -528,7 +531,8 @@ public struct FlowWalker: Sendable {
                     if index == 0 {
                         outcome.failure = Failure(
                             message: 0,
-                            text: "nothing to send: no stepper is bound in a flow that sampleSteps lists, and there are no "
+                            text:
+                                "nothing to send: no stepper is bound in a flow that sampleSteps lists, and there are no "
                                 + "sample steps or actions (is --flowd your coordinator?)")
                         return outcome
                     }
@@ -747,7 +751,8 @@ public struct FlowWalker: Sendable {
                     message: current,
                     text: last.sequence > sequence
                         ? "reactor \(reactorID)'s snapshot has sequence \(sequence), but its live states went on to \(last.sequence) without it"
-                        : "reactor \(reactorID)'s snapshot has sequence \(sequence), but its live states stopped at \(last.sequence)")
+                        : "reactor \(reactorID)'s snapshot has sequence \(sequence), but its live states stopped at \(last.sequence)"
+                )
                 return outcome
             }
             if live != snapshot.state {

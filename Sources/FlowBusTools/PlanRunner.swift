@@ -173,7 +173,7 @@ final class FreshFlowd {
     /// Stops flowd (SIGTERM, or SIGKILL with `kill`) and starts it again on the same run
     /// directory, answering.
     func restart(kill: Bool = false) throws {
-        if kill { Foundation.kill(process.processIdentifier, SIGKILL) } else { process.terminate() }
+        Self.signal(process, kill ? SIGKILL : SIGTERM)
         process.waitUntilExit()
         try launch()
     }
@@ -184,10 +184,18 @@ final class FreshFlowd {
         return (try? String(contentsOf: log, encoding: .utf8)).map { "\n\(whose) output:\n\($0.suffix(2000))" } ?? ""
     }
 
+    /// Signals a process's group (a wrapper script's children too), or the process alone when it
+    /// has no group of its own.
+    private static func signal(_ process: Process, _ signal: Int32) {
+        let pid = process.processIdentifier
+        if getpgid(pid) == pid, kill(-pid, signal) == 0 { return }
+        kill(pid, signal)
+    }
+
     /// Kills every process (the run's directory, journal included, goes with them).
     func stop() {
         for process in hostProcesses.map(\.process) + [process] where process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
+            Self.signal(process, SIGKILL)
             process.waitUntilExit()
         }
         hostProcesses = []
