@@ -15,13 +15,15 @@ import ZeroMQ
 /// The model follows flowd's input order: every step and deep link flowd re-publishes on
 /// `events` — the walk's own and those a reactor publishes because of an action — is applied to
 /// the engine, and the didNavigate events, navigation commands and diagnostics flowd publishes
-/// after it must be the engine's, in order. After every message flowd's tree must be well formed
-/// (a visible tab bar shows one tab; no stepper is bound to a screen that is in no tree); at the
-/// end it must be the model's. Reactors have no model: each must acknowledge every action
-/// without refusing it, publish its states with no gap in their sequence, and answer a late
-/// view's snapshot with the state it last published. A failure is shrunk by delta debugging,
-/// each candidate replayed on a fresh topology, to a shortest sequence that still fails, printed
-/// with the seed.
+/// after it must be the engine's, in order. After every message flowd's status (tree and
+/// bindings) must be the model's and well formed (a visible tab bar shows one tab; no stepper is
+/// bound to a screen that is in no tree). Reactors have no model: each must acknowledge every
+/// action without refusing it, publish its states with no gap in their sequence, and answer a
+/// late view's snapshot with a state it published live. Flows written in Swift (no
+/// `coordinator:` in the config) are walked with the config's `sampleSteps` and held to the same
+/// invariants, and with restarts to a flowd never restarted. A failure is shrunk by delta
+/// debugging, each candidate replayed on a fresh topology, to a shortest sequence that still
+/// fails, printed with the seed.
 public struct FlowWalker: Sendable {
     public var config: FlowBusConfig
     /// The config file flowd runs (copied into each run's directory).

@@ -459,6 +459,23 @@ struct ConfigTests {
         }
     }
 
+    @Test("sampleSteps: by flow name, for flows written in Swift; a declared flow's are refused with the fix")
+    func sampleSteps() throws {
+        let swift = try FlowBusConfig.parse(
+            yaml: minimal + "\nsampleSteps:\n  Shop: [open, { picked: { id: 7 } }]\n", environment: [:])
+        #expect(swift.sampleSteps == ["Shop": [.init(name: "open"), .init(name: "picked", params: ["id": .int(7)])]])
+        #expect {
+            try FlowBusConfig.parse(
+                yaml: minimal
+                    + "\ncoordinator: { flow: Shop, step: open }\nflows:\n  Shop:\n    steps:\n      open: [{ setRoot: { screen: shop } }]\n"
+                    + "sampleSteps:\n  Shop: [open]\n", environment: [:])
+        } throws: { error in
+            "\(error)".contains(
+                "sampleSteps.Shop lists steps of a declared flow, whose steps flows.Shop.steps declares already: remove it"
+            )
+        }
+    }
+
     @Test("The shipped demo config loads")
     func demoConfigLoads() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
