@@ -91,11 +91,11 @@ def test_run_drives_the_plans_and_names_the_first_divergence(bin_dir, tmp_path):
 def test_walk_agrees_with_the_model_and_shrinks_a_forgotten_binding(bin_dir, tmp_path):
     config = tmp_path / "shop.yaml"
     config.write_text(CONFIG)
-    walk = [str(bin_dir / "flowctl"), "explore", "--config", str(config), "--walk", "500", "--seed", "3"]
+    walk = [str(bin_dir / "flowctl"), "explore", "--config", str(config), "--walk", "300", "--seed", "3"]
     # Stopped and started twice on a journal, flowd goes on as the model does.
     agreed = subprocess.run(walk + ["--restarts", "2"], capture_output=True, text=True, timeout=100)
     assert agreed.returncode == 0, agreed.stdout + agreed.stderr
-    assert agreed.stdout.startswith("walk of 500 messages, seed 3, flowd stopped and restarted 2 times on its journal: flowd "
+    assert agreed.stdout.startswith("walk of 300 messages, seed 3, flowd stopped and restarted 2 times on its journal: flowd "
                                     "published every didNavigate, navigation command and diagnostic"), agreed.stdout
     # A flowd whose item screen forgets its stepper: its bindings differ from the model's after the
     # first item is pushed, and the walk shrinks it to the one message that shows it, printed with
@@ -108,9 +108,9 @@ def test_walk_agrees_with_the_model_and_shrinks_a_forgotten_binding(bin_dir, tmp
     found = subprocess.run(walk + ["--flowd", str(wrapper)], capture_output=True, text=True, timeout=110)
     assert found.returncode == 1, found.stdout + found.stderr
     lines = found.stdout.splitlines()
-    assert lines[0] == ("walk of 500 messages, seed 3: flowd's bindings after message 16 differ from the model's: "
+    assert lines[0] == ("walk of 300 messages, seed 3: flowd's bindings after message 16 differ from the model's: "
                         "only the model has stepper shop/item/1 bound to shop/item/1 in Shop#1"), lines
-    assert lines[1].startswith("shrunk to 1 message in ") and "--walk 500 --seed 3 --flowd " in lines[1], lines
+    assert lines[1].startswith("shrunk to 1 message in ") and "--walk 300 --seed 3 --flowd " in lines[1], lines
     assert lines[2] == "  1. shop: itemPicked(itemId: 1)", lines
     assert lines[3] == ("which fails as: flowd's bindings after message 1 differ from the model's: only the model has "
                         "stepper shop/item/1 bound to shop/item/1 in Shop#1"), lines
@@ -118,7 +118,7 @@ def test_walk_agrees_with_the_model_and_shrinks_a_forgotten_binding(bin_dir, tmp
 @pytest.mark.time_limit(120)
 def test_walk_sends_actions_and_follows_the_steps_reactors_publish(bin_dir, tmp_path):
     demo = HERE.parent.parent.parent / "config" / "demo.yaml"
-    walk = [str(bin_dir / "flowctl"), "explore", "--config", str(demo), "--walk", "400", "--seed", "42", "--renderer"]
+    walk = [str(bin_dir / "flowctl"), "explore", "--config", str(demo), "--walk", "250", "--seed", "42", "--renderer"]
     # The demo's reactor host runs too: the login reactor's apiKeyIsComplete steps are applied by
     # the model where flowd applied them, and every reactor's states are gapless. Renderer reports
     # (appeared, disappeared, dismissed) go to flowd and the model alike.
@@ -126,7 +126,7 @@ def test_walk_sends_actions_and_follows_the_steps_reactors_publish(bin_dir, tmp_
     agreed = subprocess.run(walk + ["--restarts", "1", "--kill"], capture_output=True, text=True, timeout=100)
     assert agreed.returncode == 0, agreed.stdout + agreed.stderr
     head, _, rest = agreed.stdout.partition(": ")
-    assert head.startswith("walk of 400 messages (") and " renderer reports), seed 42, flowd killed and restarted 1 time" in head, head
+    assert head.startswith("walk of 250 messages (") and " renderer reports), seed 42, flowd killed and restarted 1 time" in head, head
     assert " steps from reactors included" in rest and "acknowledged every action" in rest, rest
     # An action the counter does not take, listed as a sample: refused, and shrunk to that action.
     wrong = tmp_path / "demo.yaml"
