@@ -132,12 +132,10 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     /// or a map of the name to its params (`{ submit: { apiKey: demo } }`), as the canonical form
     /// of a Swift enum case.
     public struct SampleMessage: Codable, Sendable, Hashable {
-        public var name: String
-        public var params: WireParams
+        public var step: CanonicalStep
 
         public init(name: String, params: WireParams = [:]) {
-            self.name = name
-            self.params = params
+            step = CanonicalStep(name: name, params: params)
         }
 
         public init(from decoder: any Decoder) throws {
@@ -159,7 +157,11 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
 
         public func encode(to encoder: any Encoder) throws {
             var container = encoder.singleValueContainer()
-            if params.isEmpty { try container.encode(name) } else { try container.encode([name: params]) }
+            if step.params.isEmpty {
+                try container.encode(step.name)
+            } else {
+                try container.encode([step.name: step.params])
+            }
         }
     }
 

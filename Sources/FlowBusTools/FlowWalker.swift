@@ -162,12 +162,7 @@ public struct FlowWalker: Sendable {
     var sampleActions: [(host: String, message: Message)] {
         config.reactors.sorted { $0.key < $1.key }.flatMap { host, spec in
             (spec.sampleActions ?? [:]).sorted { $0.key < $1.key }.flatMap { reactorID, actions in
-                actions.map {
-                    (
-                        host,
-                        Message.action(reactorID: reactorID, action: CanonicalStep(name: $0.name, params: $0.params))
-                    )
-                }
+                actions.map { (host, Message.action(reactorID: reactorID, action: $0.step)) }
             }
         }
     }
@@ -223,7 +218,7 @@ public struct FlowWalker: Sendable {
         return report
     }
 
-    struct Failure {
+    struct Failure: Error {
         /// The index of the message where it shows.
         var message: Int
         var text: String
@@ -347,33 +342,33 @@ public struct FlowWalker: Sendable {
                     "at message \(current + 1) (… \(inputs.suffix(3).joined(separator: " → "))) the model publishes \(model), flowd \(flowd)"
             )
         }
-        /// Applies what flowd published to the model's side; the first difference, or nil.
-        func handle(_ message: WireMessage) async -> Failure? {
+        /// Applies what flowd published to the model's side; throws the first difference.
+        func handle(_ message: WireMessage) async throws {
             let input: FlowExplorer.Message
             switch message {
             case .heartbeat(let beat):
                 heartbeatSource = beat.envelope.source
-                return nil
+                return
             case .step(let step):
                 input = .init(stepperID: step.stepperID, step: CanonicalStep(name: step.name, params: step.params))
             case .deepLink(let link):
                 input = .init(stepperID: nil, step: CanonicalStep(name: link.name, params: link.params))
             case .navigation(let event) where event.phase == .did:
-                return compare(
+                return try compare(
                     "did \(event.flow.split(separator: "#").first ?? "").\(MessageFormatter.step(event.stepName, event.params))"
                 )
             case .navigationCommand(let command):
-                return compare(
+                return try compare(
                     FlowWalker.command(
                         flow: String(command.flow.split(separator: "#").first ?? ""), verb: command.verb.rawValue,
                         target: command.target, container: command.container ?? "",
                         kind: command.presentableKind?.rawValue ?? ""))
             case .diagnostic(let diagnostic):
-                return compare("diagnostic \(diagnostic.reason.rawValue)")
+                return try compare("diagnostic \(diagnostic.reason.rawValue)")
             default:
-                return nil
+                return
             }
-            if expectedHead < expected.count { return divergence(model: expected[expectedHead], flowd: "nothing more") }
+            if expectedHead < expected.count { throw divergence(model: expected[expectedHead], flowd: "nothing more") }
             let envelope = message.envelope
             let own = ownSources.contains(envelope.source)
             if !own { outcome.reactorSteps += 1 }
@@ -387,38 +382,37 @@ public struct FlowWalker: Sendable {
                 outcome.recorded.append((current, inputs[inputs.count - 1], []))
             }
             seen.insert("\(envelope.source)#\(envelope.sequence)")
-            return nil
         }
-        func compare(_ got: String) -> Failure? {
+        func compare(_ got: String) throws {
+            outcome.events += 1
             guard model != nil else {
-                outcome.events += 1
                 if outcome.recorded.isEmpty { outcome.recorded.append((current, "the first message", [])) }
                 outcome.recorded[outcome.recorded.count - 1].published.append(got)
-                return nil
+                return
             }
-            guard expectedHead < expected.count else { return divergence(model: "nothing more", flowd: got) }
+            guard expectedHead < expected.count else { throw divergence(model: "nothing more", flowd: got) }
             let want = expected[expectedHead]
             expectedHead += 1
-            outcome.events += 1
-            return want == got ? nil : divergence(model: want, flowd: got)
+            if want != got { throw divergence(model: want, flowd: got) }
         }
         /// Handles what arrives until `done` holds, or for `quiet` after the last message that
         /// was not a heartbeat; false when `deadline` passed first.
+        @discardableResult
         func pump(
             until done: () -> Bool = { false }, quiet: Duration? = nil, deadline: ContinuousClock.Instant
-        ) async throws -> (Failure?, Bool) {
+        ) async throws -> Bool {
             var lastHeard = ContinuousClock.now
             while !done() {
                 let now = ContinuousClock.now
-                if let quiet, now - lastHeard >= quiet { return (nil, true) }
-                guard now < deadline else { return (nil, false) }
+                if let quiet, now - lastHeard >= quiet { return true }
+                guard now < deadline else { return false }
                 let limit = min(deadline, quiet.map { lastHeard + $0 } ?? deadline)
                 guard let next = try events.next(timeout: now.duration(to: limit)) else { continue }
                 guard case .message(let message) = next else { continue }
                 if case .heartbeat = message {} else { lastHeard = ContinuousClock.now }
-                if let failure = await handle(message) { return (failure, true) }
+                try await handle(message)
             }
-            return (nil, true)
+            return true
         }
 
         // One context for every status request: without a model there is one after each message.
@@ -432,7 +426,7 @@ public struct FlowWalker: Sendable {
         /// flowd's tree and bindings against the model's, or (no model) against flowd's own
         /// before it was restarted.
         var beforeRestart: (tree: WireValue, bindings: WireValue)?
-        func compareTrees(_ when: String) async throws -> Failure? {
+        func compareTrees(_ when: String) async throws {
             let (flows, bound) = try fetchStatus()
             let expected: (tree: WireValue, bindings: WireValue)
             let (whose, who, flowd): (String, String, String)
@@ -444,18 +438,18 @@ public struct FlowWalker: Sendable {
                 (whose, who, flowd) = ("the one it had before it stopped", "flowd before it stopped", "restored")
             } else {
                 beforeRestart = (flows, bound)
-                return nil
+                return
             }
             if flows != expected.tree {
-                return Failure(
+                throw Failure(
                     message: current,
                     text:
                         "flowd's tree \(when) differs from \(whose): \(try WireJSON.string(expected.tree)), \(flowd) \(try WireJSON.string(flows))"
                 )
             }
-            guard bound != expected.bindings else { return nil }
+            guard bound != expected.bindings else { return }
             let (expectedOnly, flowdOnly) = Self.difference(expected.bindings, bound)
-            return Failure(
+            throw Failure(
                 message: current,
                 text: "flowd's bindings \(when) differ from \(whose): "
                     + [
@@ -468,27 +462,26 @@ public struct FlowWalker: Sendable {
         // The reactors' side: each one's states, checked for gaps.
         var lastState: [String: (source: String, sequence: UInt64)] = [:]
         var history: [String: [UInt64: WireValue]] = [:]
-        func takeStates(_ subscriber: BusSubscriber, until deadline: ContinuousClock.Instant? = nil) throws -> Failure?
-        {
+        func takeStates(_ subscriber: BusSubscriber, until deadline: ContinuousClock.Instant? = nil) throws {
             while let next = try subscriber.next(
                 timeout: deadline.map { max(.zero, ContinuousClock.now.duration(to: $0)) } ?? .zero)
             {
                 guard case .message(.state(let state)) = next else {
-                    if deadline != nil { return nil }
+                    if deadline != nil { return }
                     continue
                 }
                 outcome.states += 1
                 let (source, sequence) = (state.envelope.source, state.envelope.sequence)
                 if let last = lastState[state.reactorID] {
                     if last.source != source {
-                        return Failure(
+                        throw Failure(
                             message: current,
                             text:
                                 "after message \(current + 1) reactor \(state.reactorID)'s host restarted (source \(last.source), then \(source))\(topology.output)"
                         )
                     }
                     if sequence != last.sequence + 1 {
-                        return Failure(
+                        throw Failure(
                             message: current,
                             text:
                                 "after message \(current + 1) the states of reactor \(state.reactorID) go from sequence \(last.sequence) to \(sequence)"
@@ -497,274 +490,222 @@ public struct FlowWalker: Sendable {
                 }
                 lastState[state.reactorID] = (source, sequence)
                 history[state.reactorID, default: [:]][sequence] = state.state
-                if deadline != nil { return nil }
+                if deadline != nil { return }
             }
-            return nil
         }
 
-        var publishers: [String: StepPublisher] = [:]
-        var views: [String: ReactorView] = [:]
-        var random: SplitMix64?
-        var count = 0
-        var list: [Message] = []
-        switch source {
-        case .drawn(let drawn, let seed):
-            random = SplitMix64(seed: seed)
-            count = drawn
-        case .fixed(let fixed):
-            list = fixed
-            count = fixed.count
-        }
-        let restartAfter = Set((1...max(1, restarts)).map { count * $0 / (restarts + 1) })
-        // flowd's status after each message: what is checked, and without a model what is bound,
-        // so what to draw.
-        var status = try fetchStatus()
-        for index in 0..<count {
-            current = index
-            let message: Message
-            if var generator = random {
-                let steps =
-                    if let model { await model.candidates() } else {
-                        SampleCandidates(config: config).messages(bound: status.bindings)
+        /// Sends the messages and checks each; throws the first failure.
+        func walk() async throws {
+            var publishers: [String: StepPublisher] = [:]
+            var views: [String: ReactorView] = [:]
+            var random: SplitMix64?
+            var count = 0
+            var list: [Message] = []
+            switch source {
+            case .drawn(let drawn, let seed):
+                random = SplitMix64(seed: seed)
+                count = drawn
+            case .fixed(let fixed):
+                list = fixed
+                count = fixed.count
+            }
+            let restartAfter = Set((1...max(1, restarts)).map { count * $0 / (restarts + 1) })
+            // flowd's status after each message: what is checked, and without a model what is bound,
+            // so what to draw.
+            var status = try fetchStatus()
+            for index in 0..<count {
+                current = index
+                let message: Message
+                if var generator = random {
+                    let steps =
+                        if let model { await model.candidates() } else {
+                            SampleCandidates(config: config).messages(bound: status.bindings)
+                        }
+                    let reports = renderer ? Self.reports(in: status.tree) : []
+                    let choices = steps.map(Message.flow) + actions.map(\.message) + reports
+                    guard !choices.isEmpty else {
+                        if index == 0 {
+                            throw Failure(
+                                message: 0,
+                                text:
+                                    "nothing to send: no stepper is bound in a flow that sampleSteps lists, and there are no "
+                                    + "sample steps or actions (is --flowd your coordinator?)")
+                        }
+                        break
                     }
-                let reports = renderer ? Self.reports(in: status.tree) : []
-                let choices = steps.map(Message.flow) + actions.map(\.message) + reports
-                guard !choices.isEmpty else {
-                    if index == 0 {
-                        outcome.failure = Failure(
-                            message: 0,
+                    message = choices[Int(generator.next() % UInt64(choices.count))]
+                    random = generator
+                } else {
+                    message = list[index]
+                }
+                outcome.messages.append(message)
+                switch message {
+                case .flow(let flowMessage):
+                    let sender = flowMessage.stepperID ?? "flowctl-walk"
+                    let publisher = try publishers[sender] ?? StepPublisher(stepperID: sender, config: config)
+                    publishers[sender] = publisher
+                    ownSources.insert(publisher.sourceID)
+                    let sequence =
+                        flowMessage.stepperID == nil
+                        ? try publisher.publishDeepLink(flowMessage.step.name, flowMessage.step.params)
+                        : try publisher.publish(flowMessage.step.name, flowMessage.step.params)
+                    // The next message leaves once this one is applied: one order, whatever the sender.
+                    guard try publisher.waitForAcknowledgement(timeout: wait) else {
+                        throw Failure(
+                            message: index, text: "flowd did not acknowledge \(message)\(topology.output)")
+                    }
+                    let key = "\(publisher.sourceID)#\(sequence)"
+                    let arrived = try await pump(
+                        until: { seen.contains(key) }, deadline: ContinuousClock.now + wait)
+                    guard arrived else {
+                        throw Failure(
+                            message: index,
                             text:
-                                "nothing to send: no stepper is bound in a flow that sampleSteps lists, and there are no "
-                                + "sample steps or actions (is --flowd your coordinator?)")
-                        return outcome
+                                "flowd acknowledged \(message) but did not re-publish it on events within \(timeout) s")
                     }
-                    break
-                }
-                message = choices[Int(generator.next() % UInt64(choices.count))]
-                random = generator
-            } else {
-                message = list[index]
-            }
-            outcome.messages.append(message)
-            switch message {
-            case .flow(let flowMessage):
-                let sender = flowMessage.stepperID ?? "flowctl-walk"
-                let publisher = try publishers[sender] ?? StepPublisher(stepperID: sender, config: config)
-                publishers[sender] = publisher
-                ownSources.insert(publisher.sourceID)
-                let sequence =
-                    flowMessage.stepperID == nil
-                    ? try publisher.publishDeepLink(flowMessage.step.name, flowMessage.step.params)
-                    : try publisher.publish(flowMessage.step.name, flowMessage.step.params)
-                // The next message leaves once this one is applied: one order, whatever the sender.
-                guard try publisher.waitForAcknowledgement(timeout: wait) else {
-                    outcome.failure = Failure(
-                        message: index, text: "flowd did not acknowledge \(message)\(topology.output)")
-                    return outcome
-                }
-                let key = "\(publisher.sourceID)#\(sequence)"
-                let (failure, arrived) = try await pump(
-                    until: { seen.contains(key) }, deadline: ContinuousClock.now + wait)
-                if let failure {
-                    outcome.failure = failure
-                    return outcome
-                }
-                guard arrived else {
-                    outcome.failure = Failure(
-                        message: index,
-                        text: "flowd acknowledged \(message) but did not re-publish it on events within \(timeout) s")
-                    return outcome
-                }
-            case .report(let presentableID, let event):
-                // Reports are not re-published, so the model takes this one when it is sent. A
-                // reactor's step still on its way could reach flowd first: after a recent action,
-                // wait until events are quiet again.
-                if let lastAction, ContinuousClock.now - lastAction < Self.actionSettle * 10 {
-                    let (failure, _) = try await pump(quiet: Self.actionSettle, deadline: ContinuousClock.now + wait)
-                    if let failure {
-                        outcome.failure = failure
-                        return outcome
+                case .report(let presentableID, let event):
+                    // Reports are not re-published, so the model takes this one when it is sent. A
+                    // reactor's step still on its way could reach flowd first: after a recent action,
+                    // wait until events are quiet again.
+                    if let lastAction, ContinuousClock.now - lastAction < Self.actionSettle * 10 {
+                        try await pump(quiet: Self.actionSettle, deadline: ContinuousClock.now + wait)
                     }
+                    let publisher = try publishers["renderer"] ?? StepPublisher(stepperID: "renderer", config: config)
+                    publishers["renderer"] = publisher
+                    _ = try publisher.report(event, for: presentableID)
+                    // flowd publishes what it causes after what it published before: its outputs go
+                    // on the queue after those still expected.
+                    inputs.append(message.description)
+                    if let model {
+                        expected = Array(expected[expectedHead...]) + (await model.report(event, for: presentableID))
+                        expectedHead = 0
+                    }
+                    guard try publisher.waitForAcknowledgement(timeout: wait) else {
+                        throw Failure(
+                            message: index, text: "flowd did not acknowledge \(message)\(topology.output)")
+                    }
+                case .action(let reactorID, let action):
+                    guard let host = hostOf[message], let spec = config.reactors[host] else { break }
+                    let view =
+                        try views[reactorID]
+                        ?? ReactorView(
+                            reactorID: reactorID, actionsEndpoint: spec.actions, statesEndpoint: spec.states,
+                            curve: config.curve)
+                    views[reactorID] = view
+                    let sequence = try view.send(action.name, action.params)
+                    lastAction = ContinuousClock.now
+                    guard try view.waitForAcknowledgement(timeout: wait) else {
+                        throw Failure(
+                            message: index,
+                            text:
+                                "reactor host \(host) did not acknowledge \(message) within \(timeout) s\(topology.output)"
+                        )
+                    }
+                    if let refusal = view.refusal(for: sequence) {
+                        throw Failure(
+                            message: index,
+                            text:
+                                "reactor host \(host) refused \(message), which reactors.\(host).sampleActions lists: "
+                                + "\(refusal.reason.rawValue): \(refusal.message)")
+                    }
+                    // Steps the reactor publishes because of it reach the model before the next draw.
+                    try await pump(quiet: Self.actionSettle, deadline: ContinuousClock.now + wait)
                 }
-                let publisher = try publishers["renderer"] ?? StepPublisher(stepperID: "renderer", config: config)
-                publishers["renderer"] = publisher
-                _ = try publisher.report(event, for: presentableID)
-                // flowd publishes what it causes after what it published before: its outputs go
-                // on the queue after those still expected.
-                inputs.append(message.description)
-                if let model {
-                    expected = Array(expected[expectedHead...]) + (await model.report(event, for: presentableID))
-                    expectedHead = 0
+                for subscriber in states.values {
+                    try takeStates(subscriber)
                 }
-                guard try publisher.waitForAcknowledgement(timeout: wait) else {
-                    outcome.failure = Failure(
-                        message: index, text: "flowd did not acknowledge \(message)\(topology.output)")
-                    return outcome
+                // flowd published what this message caused before acknowledging it: read it now, so
+                // that a difference is named at the message that caused it.
+                let drained = try await pump(
+                    until: { expectedHead >= expected.count }, deadline: ContinuousClock.now + wait)
+                if !drained {
+                    throw divergence(model: expected[expectedHead], flowd: "nothing more")
                 }
-            case .action(let reactorID, let action):
-                guard let host = hostOf[message], let spec = config.reactors[host] else { break }
-                let view =
-                    try views[reactorID]
-                    ?? ReactorView(
-                        reactorID: reactorID, actionsEndpoint: spec.actions, statesEndpoint: spec.states,
-                        curve: config.curve)
-                views[reactorID] = view
-                let sequence = try view.send(action.name, action.params)
-                lastAction = ContinuousClock.now
-                guard try view.waitForAcknowledgement(timeout: wait) else {
-                    outcome.failure = Failure(
-                        message: index,
-                        text:
-                            "reactor host \(host) did not acknowledge \(message) within \(timeout) s\(topology.output)")
-                    return outcome
-                }
-                if let refusal = view.refusal(for: sequence) {
-                    outcome.failure = Failure(
-                        message: index,
-                        text: "reactor host \(host) refused \(message), which reactors.\(host).sampleActions lists: "
-                            + "\(refusal.reason.rawValue): \(refusal.message)")
-                    return outcome
-                }
-                // Steps the reactor publishes because of it reach the model before the next draw.
-                let (failure, _) = try await pump(quiet: Self.actionSettle, deadline: ContinuousClock.now + wait)
-                if let failure {
-                    outcome.failure = failure
-                    return outcome
-                }
-            }
-            for subscriber in states.values {
-                if let failure = try takeStates(subscriber) {
-                    outcome.failure = failure
-                    return outcome
-                }
-            }
-            // flowd published what this message caused before acknowledging it: read it now, so
-            // that a difference is named at the message that caused it.
-            let (failure, drained) = try await pump(
-                until: { expectedHead >= expected.count }, deadline: ContinuousClock.now + wait)
-            if let failure {
-                outcome.failure = failure
-                return outcome
-            }
-            if !drained {
-                outcome.failure = divergence(model: expected[expectedHead], flowd: "nothing more")
-                return outcome
-            }
-            // flowd's own tree and bindings after every message: well formed, and the model's.
-            status = try fetchStatus()
-            if let model, status != (await model.status()) {
-                // A reactor's step flowd applied before the walk read it: read on, then compare.
-                let (failure, _) = try await pump(quiet: heartbeat * 2, deadline: ContinuousClock.now + wait)
-                if let failure {
-                    outcome.failure = failure
-                    return outcome
-                }
-                if let failure = try await compareTrees("after message \(index + 1)") {
-                    outcome.failure = failure
-                    return outcome
-                }
+                // flowd's own tree and bindings after every message: well formed, and the model's.
                 status = try fetchStatus()
+                if let model, status != (await model.status()) {
+                    // A reactor's step flowd applied before the walk read it: read on, then compare.
+                    try await pump(quiet: heartbeat * 2, deadline: ContinuousClock.now + wait)
+                    try await compareTrees("after message \(index + 1)")
+                    status = try fetchStatus()
+                }
+                if let problem = Self.malformed(status.tree, bindings: status.bindings) {
+                    throw Failure(message: index, text: "after message \(index + 1) (\(message)): \(problem)")
+                }
+                if restarts > 0, restartAfter.contains(index + 1), index + 1 < count {
+                    // Whatever the reactors still publish reaches flowd before it stops.
+                    try await pump(quiet: heartbeat * 4, deadline: ContinuousClock.now + wait)
+                    beforeRestart = nil
+                    try await compareTrees("before the restart after message \(index + 1)")
+                    let before = heartbeatSource
+                    do {
+                        try topology.restart(kill: kill)
+                    } catch {
+                        throw Failure(
+                            message: index, text: "flowd did not come back after message \(index + 1): \(error)")
+                    }
+                    outcome.restarts += 1
+                    // Send on once the subscriber hears the new instance: nothing it publishes is missed.
+                    let heard = try await pump(
+                        until: { heartbeatSource != before && heartbeatSource != nil },
+                        deadline: ContinuousClock.now + wait
+                    )
+                    guard heard else {
+                        throw Failure(
+                            message: index,
+                            text: "no heartbeat from flowd restarted after message \(index + 1)\(topology.output)")
+                    }
+                    try await compareTrees("restored from its journal after message \(index + 1)")
+                }
             }
-            if let problem = Self.malformed(status.tree, bindings: status.bindings) {
-                outcome.failure = Failure(message: index, text: "after message \(index + 1) (\(message)): \(problem)")
-                return outcome
+            current = max(0, outcome.messages.count - 1)
+            // Every message was applied before its ack; once nothing but heartbeats comes for two
+            // intervals, all flowd published (and any step a reactor still sent) is here.
+            try await pump(quiet: heartbeat * 2, deadline: ContinuousClock.now + wait)
+            if expectedHead < expected.count {
+                throw divergence(model: expected[expectedHead], flowd: "nothing more")
             }
-            if restarts > 0, restartAfter.contains(index + 1), index + 1 < count {
-                // Whatever the reactors still publish reaches flowd before it stops.
-                let (settled, _) = try await pump(quiet: heartbeat * 4, deadline: ContinuousClock.now + wait)
-                if let settled {
-                    outcome.failure = settled
-                    return outcome
+            if model != nil { try await compareTrees("at the end") }
+            // A view joining now gets, as its snapshot, a state the reactor published live.
+            for (reactorID, view) in views.sorted(by: { $0.key < $1.key }) {
+                let late = try ReactorView(
+                    reactorID: reactorID, actionsEndpoint: view.actionsEndpoint, statesEndpoint: view.statesEndpoint,
+                    curve: config.curve)
+                guard let snapshot = try late.next(timeout: wait) else {
+                    throw Failure(
+                        message: current,
+                        text: "reactor \(reactorID) sent no snapshot to a late view within \(timeout) s")
                 }
-                beforeRestart = nil
-                if let failure = try await compareTrees("before the restart after message \(index + 1)") {
-                    outcome.failure = failure
-                    return outcome
+                let sequence = snapshot.envelope.sequence
+                let host = config.reactorHost(for: reactorID)?.name
+                let deadline = ContinuousClock.now + wait
+                while history[reactorID]?[sequence] == nil, (lastState[reactorID]?.sequence ?? 0) < sequence,
+                    ContinuousClock.now < deadline, let host, let subscriber = states[host]
+                {
+                    try takeStates(subscriber, until: deadline)
                 }
-                let before = heartbeatSource
-                do {
-                    try topology.restart(kill: kill)
-                } catch {
-                    outcome.failure = Failure(
-                        message: index, text: "flowd did not come back after message \(index + 1): \(error)")
-                    return outcome
+                guard let live = history[reactorID]?[sequence] else {
+                    guard let last = lastState[reactorID] else { continue }  // it never published a state
+                    throw Failure(
+                        message: current,
+                        text: last.sequence > sequence
+                            ? "reactor \(reactorID)'s snapshot has sequence \(sequence), but its live states went on to \(last.sequence) without it"
+                            : "reactor \(reactorID)'s snapshot has sequence \(sequence), but its live states stopped at \(last.sequence)"
+                    )
                 }
-                outcome.restarts += 1
-                // Send on once the subscriber hears the new instance: nothing it publishes is missed.
-                let (failure, heard) = try await pump(
-                    until: { heartbeatSource != before && heartbeatSource != nil }, deadline: ContinuousClock.now + wait
-                )
-                if let failure {
-                    outcome.failure = failure
-                    return outcome
-                }
-                guard heard else {
-                    outcome.failure = Failure(
-                        message: index,
-                        text: "no heartbeat from flowd restarted after message \(index + 1)\(topology.output)")
-                    return outcome
-                }
-                if let failure = try await compareTrees("restored from its journal after message \(index + 1)") {
-                    outcome.failure = failure
-                    return outcome
+                if live != snapshot.state {
+                    throw Failure(
+                        message: current,
+                        text:
+                            "reactor \(reactorID)'s snapshot (sequence \(sequence)) is \(try WireJSON.string(snapshot.state)), "
+                            + "the state it published live with that sequence \(try WireJSON.string(live))")
                 }
             }
         }
-        current = max(0, outcome.messages.count - 1)
-        // Every message was applied before its ack; once nothing but heartbeats comes for two
-        // intervals, all flowd published (and any step a reactor still sent) is here.
-        let (failure, _) = try await pump(quiet: heartbeat * 2, deadline: ContinuousClock.now + wait)
-        if let failure {
+        do {
+            try await walk()
+        } catch let failure as Failure {
             outcome.failure = failure
-            return outcome
-        }
-        if expectedHead < expected.count {
-            outcome.failure = divergence(model: expected[expectedHead], flowd: "nothing more")
-            return outcome
-        }
-        if model != nil, let failure = try await compareTrees("at the end") {
-            outcome.failure = failure
-            return outcome
-        }
-        // A view joining now gets, as its snapshot, a state the reactor published live.
-        for (reactorID, view) in views.sorted(by: { $0.key < $1.key }) {
-            let late = try ReactorView(
-                reactorID: reactorID, actionsEndpoint: view.actionsEndpoint, statesEndpoint: view.statesEndpoint,
-                curve: config.curve)
-            guard let snapshot = try late.next(timeout: wait) else {
-                outcome.failure = Failure(
-                    message: current, text: "reactor \(reactorID) sent no snapshot to a late view within \(timeout) s")
-                return outcome
-            }
-            let sequence = snapshot.envelope.sequence
-            let host = hostOf.first { if case .action(reactorID, _) = $0.key { true } else { false } }?.value
-            let deadline = ContinuousClock.now + wait
-            while history[reactorID]?[sequence] == nil, (lastState[reactorID]?.sequence ?? 0) < sequence,
-                ContinuousClock.now < deadline, let host, let subscriber = states[host]
-            {
-                if let failure = try takeStates(subscriber, until: deadline) {
-                    outcome.failure = failure
-                    return outcome
-                }
-            }
-            guard let live = history[reactorID]?[sequence] else {
-                guard let last = lastState[reactorID] else { continue }  // it never published a state
-                outcome.failure = Failure(
-                    message: current,
-                    text: last.sequence > sequence
-                        ? "reactor \(reactorID)'s snapshot has sequence \(sequence), but its live states went on to \(last.sequence) without it"
-                        : "reactor \(reactorID)'s snapshot has sequence \(sequence), but its live states stopped at \(last.sequence)"
-                )
-                return outcome
-            }
-            if live != snapshot.state {
-                outcome.failure = Failure(
-                    message: current,
-                    text:
-                        "reactor \(reactorID)'s snapshot (sequence \(sequence)) is \(try WireJSON.string(snapshot.state)), "
-                        + "the state it published live with that sequence \(try WireJSON.string(live))")
-                return outcome
-            }
         }
         return outcome
     }
@@ -879,15 +820,11 @@ package struct SampleCandidates {
             senders.insert([stepper, String(flow.split(separator: "#").first ?? "")])
         }
         for sender in senders.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
-            for step in samples[sender[1]] ?? [] {
-                messages.append(.init(stepperID: sender[0], step: CanonicalStep(name: step.name, params: step.params)))
-            }
+            messages += (samples[sender[1]] ?? []).map { .init(stepperID: sender[0], step: $0.step) }
         }
         var deepLinks: Set<FlowExplorer.Message> = []
         for (_, steps) in samples {
-            for step in steps {
-                deepLinks.insert(.init(stepperID: nil, step: CanonicalStep(name: step.name, params: step.params)))
-            }
+            deepLinks.formUnion(steps.map { .init(stepperID: nil, step: $0.step) })
         }
         return messages + deepLinks.sorted { $0.description < $1.description }
     }
