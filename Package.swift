@@ -12,6 +12,8 @@ let grdb = Target.Dependency.product(name: "GRDB", package: "GRDB.swift")
 /// SQLite's own calls, for the journal's hot insert (GRDB's system SQLite module).
 let sqlite = Target.Dependency.product(name: "GRDBSQLite", package: "GRDB.swift")
 let coreMetrics = Target.Dependency.product(name: "CoreMetrics", package: "swift-metrics")
+/// The tracing API (spans, W3C context propagation); no exporter, no NIO.
+let tracing = Target.Dependency.product(name: "Tracing", package: "swift-distributed-tracing")
 
 let package = Package(
     name: "FlowBus",
@@ -45,6 +47,9 @@ let package = Package(
             description:
                 "flowd and reactor hosts on a shared PostgreSQL journal with a standby (postgres-nio, NIO, BoringSSL)"),
         .trait(name: "Studio", description: "flowbus-studio, the live web page and Foxglove bridge (Hummingbird)"),
+        .trait(
+            name: "Tracing",
+            description: "daemons and flowctl export spans over OTLP/HTTP (swift-otel, NIO, AsyncHTTPClient)"),
         .default(enabledTraits: []),
     ],
     dependencies: [
@@ -58,6 +63,8 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.21.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.20.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.6.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.1.0"),
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         .systemLibrary(
@@ -77,24 +84,32 @@ let package = Package(
         .target(
             name: "FlowBusConfiguration",
             dependencies: ["FlowBusWire", "FlowBusClient", .product(name: "Yams", package: "Yams")]),
+        // Spans for every hop of a message and, with the Tracing trait, their OTLP export.
+        .target(
+            name: "FlowBusTracing",
+            dependencies: [
+                "FlowBusWire", "FlowBusConfiguration", tracing, logging, serviceLifecycle,
+                .product(name: "OTel", package: "swift-otel", condition: .when(traits: ["Tracing"])),
+            ]),
         // What every daemon runs: the loop, the router endpoint, the publisher, hosting.
         .target(
             name: "FlowBusDaemon",
             dependencies: [
-                "ZeroMQ", "FlowBusWire", "FlowBusProtocol", "FlowBusClient", "FlowBusConfiguration", logging,
-                serviceLifecycle, unixSignals, coreMetrics,
+                "ZeroMQ", "FlowBusWire", "FlowBusProtocol", "FlowBusClient", "FlowBusConfiguration", "FlowBusTracing",
+                logging, serviceLifecycle, unixSignals, coreMetrics,
             ]),
         .target(
             name: "FlowBusCoordinator",
             dependencies: [
-                "FlowBusDaemon", "FlowBusProtocol", "FlowBusClient", "FlowBusConfiguration", "Flows", grdb, sqlite,
-                coreMetrics,
+                "FlowBusDaemon", "FlowBusProtocol", "FlowBusClient", "FlowBusConfiguration", "FlowBusTracing", "Flows",
+                grdb, sqlite, coreMetrics, tracing,
             ]),
         .target(
             name: "FlowBusReactorHost",
             dependencies: [
-                "FlowBusDaemon", "FlowBusProtocol", "FlowBusClient", "FlowBusConfiguration", "Reactors", grdb,
-                coreMetrics,
+                "FlowBusDaemon", "FlowBusProtocol", "FlowBusClient", "FlowBusConfiguration", "FlowBusTracing",
+                "Reactors",
+                grdb, coreMetrics, tracing,
             ]),
         .target(
             name: "FlowBusTools",
@@ -135,13 +150,18 @@ let package = Package(
             name: "flowctl",
             dependencies: [
                 "FlowBusClient", "FlowBusConfiguration", "FlowBusCoordinator", "FlowBusDaemon", "FlowBusTools",
-                "FlowBusWire", "ZeroMQ", argumentParser, .product(name: "Yams", package: "Yams"),
+                "FlowBusTracing", "FlowBusWire", "ZeroMQ", argumentParser, .product(name: "Yams", package: "Yams"),
+                tracing, serviceLifecycle,
                 .target(name: "FlowBusPostgres", condition: .when(traits: ["PostgreSQL"])),
             ]
         ),
         .executableTarget(
             name: "flowbench",
-            dependencies: ["ZeroMQ", "FlowBusWire", "FlowBusTesting", "FlowBusConfiguration", argumentParser]
+            dependencies: [
+                "ZeroMQ", "FlowBusWire", "FlowBusTesting", "FlowBusConfiguration", argumentParser,
+                // The traced scenarios' OTLP/HTTP sink.
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Tracing"])),
+            ]
         ),
         .executableTarget(
             name: "movie-app",
@@ -202,6 +222,9 @@ let package = Package(
         .testTarget(name: "FlowsTests", dependencies: ["Flows"]),
         .testTarget(name: "ReactorsTests", dependencies: ["Reactors"]),
         .testTarget(name: "FlowBusProtocolTests", dependencies: ["FlowBusProtocol", "FlowBusWire"]),
+        .testTarget(
+            name: "FlowBusTracingTests",
+            dependencies: ["FlowBusTracing", "FlowBusConfiguration", "FlowBusWire", logging]),
         .testTarget(
             name: "FlowBusClientTests", dependencies: ["FlowBusClient", "FlowBusProtocol", "FlowBusWire", "ZeroMQ"]),
         .testTarget(

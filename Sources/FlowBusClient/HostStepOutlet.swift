@@ -35,7 +35,7 @@ package final class HostStepOutlet {
 
     /// Queues a step for flowd.
     /// - Returns: false when it was dropped: too many steps wait for flowd's ack, or it does not encode.
-    package func send(name: String, params: WireParams, logger: Logger) -> Bool {
+    package func send(name: String, params: WireParams, trace: TraceContext? = nil, logger: Logger) -> Bool {
         guard dealer.outbox.hasRoom else {
             let waiting = dealer.outbox.outstanding
             logger.warning(
@@ -47,7 +47,7 @@ package final class HostStepOutlet {
                 try StepMessage(
                     stepperID: stepperID,
                     envelope: Envelope(kind: .step, contentType: contentType, sequence: sequence, source: sourceID),
-                    name: name, params: params
+                    name: name, params: params, traceContext: trace
                 ).encoded()
             }
             return true

@@ -12,6 +12,12 @@ public enum MessageFormatter {
 
     /// One line per message, e.g. `did navigate flow=WishlistFlow step=moviePicked(withMovieId: 23452)`.
     public static func line(_ message: WireMessage) -> String {
+        // The trace a message belongs to, for finding it in a tracing backend.
+        guard let trace = message.traceContext else { return untracedLine(message) }
+        return "\(untracedLine(message)) trace=\(trace.traceID)"
+    }
+
+    private static func untracedLine(_ message: WireMessage) -> String {
         switch message {
         case .step(let step):
             return
@@ -88,6 +94,10 @@ public enum MessageFormatter {
             object["state"] = snapshot.state
         default:
             break
+        }
+        if let trace = message.traceContext {
+            object["traceparent"] = .string(trace.traceparent)
+            if !trace.tracestate.isEmpty { object["tracestate"] = .string(trace.tracestate) }
         }
         return (try? WireJSON.string(.map(object))) ?? "{}"
     }

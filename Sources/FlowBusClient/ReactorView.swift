@@ -115,9 +115,10 @@ public final class ReactorView {
     public var lastAcknowledged: UInt64 { dealer.outbox.lastAcknowledged }
 
     /// Sends an action given by name and params.
+    /// - Parameter traceContext: W3C Trace Context of the span that sends it (PROTOCOL.md §4.5).
     /// - Returns: the action's sequence (for ``refusal(for:)``).
     @discardableResult
-    public func send(_ name: String, _ params: WireParams = [:]) throws -> UInt64 {
+    public func send(_ name: String, _ params: WireParams = [:], traceContext: TraceContext? = nil) throws -> UInt64 {
         // Notice a host restart first, so that resent messages go before this one.
         try drainDealer()
         let sequence = try dealer.enqueue { sequence throws(WireError) in
@@ -125,7 +126,7 @@ public final class ReactorView {
             try ActionMessage(
                 reactorID: reactorID,
                 envelope: Envelope(kind: .action, contentType: contentType, sequence: sequence, source: sourceID),
-                name: name, params: params
+                name: name, params: params, traceContext: traceContext
             ).encode(into: &frames)
             return frames
         }

@@ -18,7 +18,7 @@ import ZeroMQ
 /// step is applied exactly once. With a journal (`persistence:` in the config), this holds even
 /// across a SIGKILL of flowd.
 ///
-/// There is no background thread: ``publish(_:_:)`` reads acks and resends opportunistically,
+/// There is no background thread: ``publish(_:_:traceContext:)`` reads acks and resends opportunistically,
 /// ``waitForAcknowledgement(timeout:)`` and ``poll(timeout:)`` do so while they wait. At most
 /// ``maxOutstanding`` steps wait for their ack; `publish` then waits for room (back-pressure).
 /// The publisher owns a socket, so it is used from one thread.
@@ -29,7 +29,7 @@ public final class StepPublisher {
     public let sourceID: String
     /// How params are encoded.
     public var contentType: ContentType
-    /// How many published messages may wait for their ack before ``publish(_:_:)`` waits.
+    /// How many published messages may wait for their ack before ``publish(_:_:traceContext:)`` waits.
     public var maxOutstanding: Int {
         get { dealer.outbox.maxOutstanding }
         set { dealer.maxOutstanding = newValue }
@@ -116,9 +116,14 @@ public final class StepPublisher {
     }
 
     /// Publishes a step given by name and params.
+    /// - Parameter traceContext: W3C Trace Context of the span that sends it (PROTOCOL.md §4.5).
     @discardableResult
-    public func publish(_ name: String, _ params: WireParams = [:]) throws -> UInt64 {
-        try send { envelope in StepMessage(stepperID: stepperID, envelope: envelope, name: name, params: params) }
+    public func publish(_ name: String, _ params: WireParams = [:], traceContext: TraceContext? = nil) throws -> UInt64
+    {
+        try send { envelope in
+            StepMessage(
+                stepperID: stepperID, envelope: envelope, name: name, params: params, traceContext: traceContext)
+        }
     }
 
     /// Publishes a canonical step.
@@ -137,8 +142,12 @@ public final class StepPublisher {
 
     /// Publishes a deep link, which flowd sends to every active flow.
     @discardableResult
-    public func publishDeepLink(_ name: String, _ params: WireParams = [:]) throws -> UInt64 {
-        try send { envelope in DeepLinkMessage(envelope: envelope, name: name, params: params) }
+    public func publishDeepLink(
+        _ name: String, _ params: WireParams = [:], traceContext: TraceContext? = nil
+    ) throws -> UInt64 {
+        try send { envelope in
+            DeepLinkMessage(envelope: envelope, name: name, params: params, traceContext: traceContext)
+        }
     }
 
     /// Reports what a renderer did with a presentable.

@@ -52,11 +52,13 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     /// How the daemons write their logs when their command line does not say (`--log-format`);
     /// nil: as text.
     public var logFormat: LogFormat?
+    /// Where spans are exported, if anywhere (``TracingSpec``).
+    public var tracing: TracingSpec?
 
     package enum CodingKeys: String, CodingKey {
         case endpoints, limits, coordinator, flows, heartbeatMilliseconds, reactors, security
         case persistence, heartbeatLiveness
-        case launch, wire, logFormat, sampleSteps
+        case launch, wire, logFormat, sampleSteps, tracing
     }
 
     /// `wire: { publish: json | fbv }`: the content type of the values flowd and reactor hosts
@@ -296,6 +298,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         wire = try container.decodeIfPresent(Wire.self, forKey: .wire) ?? Wire()
         logFormat = try container.decodeIfPresent(LogFormat.self, forKey: .logFormat)
         sampleSteps = try container.decodeIfPresent([String: [SampleMessage]].self, forKey: .sampleSteps)
+        tracing = try container.decodeIfPresent(TracingSpec.self, forKey: .tracing)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -317,6 +320,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         try container.encode(wire, forKey: .wire)
         try container.encodeIfPresent(logFormat, forKey: .logFormat)
         try container.encodeIfPresent(sampleSteps, forKey: .sampleSteps)
+        try container.encodeIfPresent(tracing, forKey: .tracing)
     }
 
     // MARK: flowd instances
@@ -484,6 +488,7 @@ extension FlowBusConfig {
 
     /// Checks references between sections, so a mistake is reported at load, not at the first step.
     public func validate(source: String = "config") throws(ConfigError) {
+        try tracing?.validate(source: source)
         let reactorEndpoints = reactors.sorted { $0.key < $1.key }.flatMap { name, host in
             [("reactors.\(name).actions", host.actions), ("reactors.\(name).states", host.states)]
         }

@@ -57,7 +57,7 @@ package enum UnknownKeys {
         "launch", "name", "command", "ready", "restart", "after", "oneShot", "env", "optional", "heartbeat", "logLine",
         "delayMs", "timeoutMs", "maxRetries", "backoffMs", "maxBackoffMs", "resetAfterMs", "wire", "publish",
         "checkpoint", "postgres", "sampleActions", "sampleSteps", "everyEntries", "everySeconds", "keepEntries",
-        "lease", "keepAliveMs", "logFormat",
+        "lease", "keepAliveMs", "logFormat", "tracing", "sampler", "ratio", "serviceName", "encoding",
     ]
 
     /// The closest known key, when it is close enough to be a misspelling.

@@ -185,7 +185,8 @@ final class CoordinatorRole: @FlowActor DaemonRole {
                     header.kind == .step ? .step(stepperID: texts.text(header.topicID)) : .deepLink
                 guard
                     let unfinished = router.apply(
-                        input, step, frames: message.frames, params: view.params, origin: origin, topic: header.topic)
+                        input, step, frames: message.frames, params: view.params, origin: origin, topic: header.topic,
+                        envelope: header.envelope, trace: view.traceContext)
                 else { return .done }
                 suspend(until: unfinished)
                 return .suspended

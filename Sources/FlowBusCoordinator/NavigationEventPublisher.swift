@@ -11,6 +11,11 @@ struct MessageBeingApplied {
     var topic: String
     var step: CanonicalStep?
     var params: WirePayload?
+    /// What the events it causes carry: the context of its `publish events` span, or when flowd
+    /// does not trace, the context it arrived with.
+    var trace: TraceContext?
+    /// Its spans, when flowd traces.
+    var spans: StepSpans?
 }
 
 /// Writes what the ``FlowCoordinator`` emits on flowd's `events` endpoint: will/didNavigate with
@@ -42,6 +47,7 @@ final class NavigationEventPublisher {
             let phase: NavigationPhase
             if case .willNavigate = event { phase = .will } else { phase = .did }
             if phase == .did {
+                applying?.spans?.navigated(flow: navigation.flow.name, presentable: navigation.presentableID)
                 metrics.didNavigate(flow: navigation.flow.name)
                 logger.debug("did navigate flow=\(navigation.flow.name) step=\(describeStep(navigation.step))")
             }
@@ -53,7 +59,7 @@ final class NavigationEventPublisher {
                 message = NavigationEventMessage(
                     phase: phase, envelope: publisher.envelope(phase == .will ? .willNavigate : .didNavigate),
                     flow: navigation.flow.name, stepName: step.name, params: step.params,
-                    presentableID: navigation.presentableID)
+                    presentableID: navigation.presentableID, traceContext: applying?.trace)
                 // A step the flow passes through keeps its params dictionary (== is then O(1)):
                 // FBV params go out as the bytes that came in (the message writes JSON again).
                 if let received = applying?.step, received.name == step.name, received.params == step.params {
@@ -63,7 +69,8 @@ final class NavigationEventPublisher {
                 let (name, params) = canonical(navigation.step)
                 message = NavigationEventMessage(
                     phase: phase, envelope: publisher.envelope(phase == .will ? .willNavigate : .didNavigate),
-                    flow: navigation.flow.name, stepName: name, params: params, presentableID: navigation.presentableID)
+                    flow: navigation.flow.name, stepName: name, params: params, presentableID: navigation.presentableID,
+                    traceContext: applying?.trace)
             }
             publisher.publishWanted(message)
         case .command(let command):
@@ -75,7 +82,12 @@ final class NavigationEventPublisher {
             if let flow = diagnostic.flow { details["flow"] = .string(flow.name) }
             if let presentable = diagnostic.presentableID { details["presentable"] = .string(presentable) }
             if let step = diagnostic.step { details["step"] = .string(describeStep(step)) }
-            logger.notice("\(diagnostic.reason): \(diagnostic.message)")
+            applying?.spans?.refused(
+                diagnostic.reason, flow: diagnostic.flow?.name, presentable: diagnostic.presentableID)
+            // The refused message's trace, where a log pipeline joins the line to its spans.
+            logger.notice(
+                "\(diagnostic.reason): \(diagnostic.message)",
+                metadata: applying?.trace.map { ["trace_id": "\($0.traceID)", "span_id": "\($0.spanID)"] })
             guard let applying else {
                 publisher.publish(
                     DiagnosticMessage(
@@ -119,7 +131,8 @@ final class NavigationEventPublisher {
         return NavigationCommandMessage(
             envelope: publisher.envelope(.navigationCommand, carriesValues: false),
             flow: command.flow?.name ?? "coordinator",
-            verb: verb, target: command.target, container: command.wireContainer, presentableKind: command.kind)
+            verb: verb, target: command.target, container: command.wireContainer, presentableKind: command.kind,
+            traceContext: applying?.trace)
     }
 }
 

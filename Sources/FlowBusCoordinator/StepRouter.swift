@@ -2,6 +2,7 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusDaemon
 import FlowBusProtocol
+import FlowBusTracing
 import FlowBusWire
 import Flows
 import Foundation
@@ -31,6 +32,8 @@ package final class StepRouter {
     /// The Prometheus text status replies carry, and where it is served.
     private var exposition: MetricsExposition?
     private var metricsAddress: String?
+    /// The spans of the batch's traced messages, ended once it is committed.
+    private var tracedSpans = StepSpanBatch()
 
     package init(
         context: Context, config: FlowBusConfig, sourceID: String, journal: (any Journal)?, logger: Logger
@@ -140,12 +143,27 @@ package final class StepRouter {
     }
 
     /// Applies a step from a stepper or a deep link.
+    /// - Parameter trace: the message's trace frame, which its spans continue (or, when flowd does
+    ///   not trace, which its events carry on).
     /// - Returns: nil once it is processed; what to ``finish(_:)`` when a flow's asynchronous
     ///   `adapt` took it over (nothing else may be applied before).
     package func apply(
-        _ input: Input, _ step: CanonicalStep, frames: FrameBuffer, params: WirePayload, origin: Origin, topic: String
+        _ input: Input, _ step: CanonicalStep, frames: FrameBuffer, params: WirePayload, origin: Origin, topic: String,
+        envelope: Envelope, trace: TraceContext? = nil
     ) -> Unfinished? {
-        events.applying = MessageBeingApplied(origin: origin, topic: topic, step: step, params: params)
+        var applying = MessageBeingApplied(origin: origin, topic: topic, step: step, params: params, trace: trace)
+        if BusTracing.isActive {
+            let stepper: String?
+            if case .step(let id) = input { stepper = id } else { stepper = nil }
+            if let spans = StepSpans(
+                kind: stepper == nil ? .deepLink : .step, topic: topic, envelope: envelope, step: step.name,
+                stepper: stepper, remote: trace)
+            {
+                applying.spans = spans
+                applying.trace = spans.eventsContext
+            }
+        }
+        events.applying = applying
         publisher.publish(frames: frames)
         let progress: StepProgress
         switch input {
@@ -159,6 +177,7 @@ package final class StepRouter {
         switch progress {
         case .done(let outcomes):
             count(outcomes, of: input)
+            if let spans = events.applying?.spans { tracedSpans.add(spans) }
             events.applying = nil
             return nil
         case .pending(let pending):
@@ -169,6 +188,7 @@ package final class StepRouter {
     /// Waits until `unfinished` and what it caused are processed.
     package func finish(_ unfinished: Unfinished) async {
         count(await unfinished.progress.outcomes(), of: unfinished.input)
+        if let spans = events.applying?.spans { tracedSpans.add(spans) }
         events.applying = nil
     }
 
@@ -192,7 +212,9 @@ package final class StepRouter {
     package func commitBatch(
         size: Int, receivedAt: ContinuousClock.Instant?, dealtWith: [String: UInt64], ingress: IngressCounters
     ) throws {
-        let commitTime = try journal?.commit(dealtWith: dealtWith)
+        let commitTime = try tracedSpans.commit(journaled: journal != nil, size: size) {
+            try journal?.commit(dealtWith: dealtWith)
+        }
         metrics.batchDone(size: size, receivedAt: receivedAt, journal: commitTime)
         syncMetrics(ingress: ingress)
         journal?.checkpointIfDue(of: engine)

@@ -1,6 +1,7 @@
 import FlowBusClient
 @_exported public import FlowBusConfiguration
 import FlowBusProtocol
+import FlowBusTracing
 import FlowBusWire
 import Foundation
 import Logging
@@ -165,7 +166,10 @@ public enum FlowBusHost {
         config: FlowBusConfig, options: HostOptions, logger: Logger,
         services: @Sendable (FlowBusConfig, HostOptions, Logger) throws -> [any Service]
     ) async throws {
-        let built = try services(config, options, logger)
+        // Spans are exported by a service listed first, so that it stops last and sends every span.
+        let serviceName = options.host.map { "\(logger.label)-\($0)" } ?? logger.label
+        let exporter = try TraceExport.bootstrap(config: config.tracing, serviceName: serviceName, logger: logger)
+        let built = (exporter.map { [$0] } ?? []) + (try services(config, options, logger))
         let group = ServiceGroup(
             configuration: .init(
                 services: built.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger

@@ -2,6 +2,7 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusDaemon
 import FlowBusProtocol
+import FlowBusTracing
 import FlowBusWire
 import Foundation
 import Reactors
@@ -10,12 +11,12 @@ import ZeroMQ
 
 /// What the hosted reactors hand to the host's I/O thread: states to publish, steps to send.
 package enum ReactorHostOutboxItem: Sendable {
-    /// A state, in the reactor's sequence order.
-    case state(reactorID: String, sequence: UInt64, state: WireValue)
+    /// A state, in the reactor's sequence order, with the trace of the action that caused it.
+    case state(reactorID: String, sequence: UInt64, state: WireValue, trace: TraceContext?)
     /// A state that could not be encoded as a wire value.
     case unencodableState(reactorID: String, sequence: UInt64, detail: String)
-    /// A step a reactor publishes as a stepper.
-    case step(stepperID: String, name: String, params: WireParams)
+    /// A step a reactor publishes as a stepper, with the trace of the action that caused it.
+    case step(stepperID: String, name: String, params: WireParams, trace: TraceContext?)
 }
 
 /// Counters of a reactor host, for logs and tests.

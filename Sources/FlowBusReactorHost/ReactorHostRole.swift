@@ -2,6 +2,7 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusDaemon
 import FlowBusProtocol
+import FlowBusTracing
 import FlowBusWire
 import Foundation
 import Logging
@@ -110,14 +111,29 @@ final class ReactorHostRole: DaemonRole {
                         message: message)
                     return .done
                 }
-                do {
-                    try instance.send(name: view.name, params: params)
-                    outlet.count { $0.actionsApplied += 1 }
-                    // Observers (`flowctl record`, audits) see each applied action, as received.
-                    publisher.publish(frames: message.frames)
-                } catch {
-                    data.refuse(error.reason, error.detail, message: message)
+                // What the action causes (states, steps) carries its trace, even from its async mutations.
+                let spans = ReactorSpans(
+                    reactorID: reactorID, action: view.name, topic: header.topic, envelope: header.envelope,
+                    remote: view.traceContext)
+                func send() -> HostedReactor.Refused? {
+                    do throws(HostedReactor.Refused) {
+                        try instance.send(name: view.name, params: params)
+                        return nil
+                    } catch {
+                        return error
+                    }
                 }
+                // Bound only for a traced action: binding a task-local allocates.
+                let trace = spans?.context ?? view.traceContext
+                let refusal = trace == nil ? send() : BusTracing.$messageTrace.withValue(trace, operation: send)
+                spans?.end(refusal: refusal?.reason)
+                if let refusal {
+                    data.refuse(refusal.reason, refusal.detail, message: message)
+                    return .done
+                }
+                outlet.count { $0.actionsApplied += 1 }
+                // Observers (`flowctl record`, audits) see each applied action, as received.
+                publisher.publish(frames: message.frames)
             case .snapshotRequest:
                 _ = try WireMessage.decode(from: message.frames, header: header)
                 let reactorID = String(header.topicID)
@@ -230,7 +246,7 @@ final class ReactorHostRole: DaemonRole {
     private func save(_ items: [ReactorHostOutboxItem]) -> Bool {
         guard let database else { return true }
         var states: [String: (sequence: UInt64, state: WireValue)] = [:]
-        for case .state(let reactorID, let sequence, let state) in items
+        for case .state(let reactorID, let sequence, let state, _) in items
         where isPersisted(reactorID) && savedSequence[reactorID].map({ sequence > $0 }) ?? true {
             states[reactorID] = (sequence, state)
         }
@@ -265,12 +281,12 @@ final class ReactorHostRole: DaemonRole {
     private func coalesceUncommitted() {
         var lastState: [String: Int] = [:]
         for (index, item) in uncommitted.enumerated() {
-            if case .state(let reactorID, _, _) = item { lastState[reactorID] = index }
+            if case .state(let reactorID, _, _, _) = item { lastState[reactorID] = index }
         }
         var index = 0
         uncommitted.removeAll { item in
             defer { index += 1 }
-            guard case .state(let reactorID, _, _) = item else { return false }
+            guard case .state(let reactorID, _, _, _) = item else { return false }
             return lastState[reactorID] != index
         }
     }
@@ -282,14 +298,15 @@ final class ReactorHostRole: DaemonRole {
         var unsubscribed = 0
         for item in items {
             switch item {
-            case .state(let reactorID, let sequence, let state):
+            case .state(let reactorID, let sequence, let state, let trace):
                 latest[reactorID] = (sequence, state)
                 let message = StateMessage(
                     reactorID: reactorID,
                     envelope: Envelope(
                         kind: .state, contentType: settings.contentType, sequence: sequence, messageID: .none,
                         source: settings.sourceID),
-                    state: state)
+                    state: state,
+                    traceContext: trace.flatMap { ReactorSpans.publishState(reactorID, sequence: sequence, in: $0) })
                 let unwantedBefore = publisher.counters.unwanted
                 if publisher.publish(message) {
                     published += 1
@@ -309,8 +326,10 @@ final class ReactorHostRole: DaemonRole {
                         "topic": .string(Topic.state(reactorID)), "sequence": .int(Int64(clamping: sequence)),
                         "host": .string(settings.hostName),
                     ])
-            case .step(let stepperID, let name, let params):
-                sendStep(stepperID: stepperID, name: name, params: params)
+            case .step(let stepperID, let name, let params, let trace):
+                sendStep(
+                    stepperID: stepperID, name: name, params: params,
+                    trace: trace.flatMap { ReactorSpans.sendStep(stepperID, name: name, in: $0) })
             }
         }
         if published > 0 || unsubscribed > 0 {
@@ -339,7 +358,7 @@ final class ReactorHostRole: DaemonRole {
 
     // MARK: Steps
 
-    private func sendStep(stepperID: String, name: String, params: WireParams) {
+    private func sendStep(stepperID: String, name: String, params: WireParams, trace: TraceContext?) {
         let stepper: HostStepOutlet
         if let existing = steppers[stepperID] {
             stepper = existing
@@ -357,7 +376,7 @@ final class ReactorHostRole: DaemonRole {
             }
             steppers[stepperID] = stepper
         }
-        if stepper.send(name: name, params: params, logger: logger) {
+        if stepper.send(name: name, params: params, trace: trace, logger: logger) {
             outlet.count { $0.stepsSent += 1 }
             logger.info("step \(MessageFormatter.step(name, params)) published as \(stepperID)")
         } else {

@@ -2,6 +2,7 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusDaemon
 import FlowBusProtocol
+import FlowBusTracing
 import FlowBusWire
 import Logging
 import Reactors
@@ -198,7 +199,7 @@ public struct ReactorStepper: Sendable {
 
     /// Publishes a step given by name and params.
     public func emit(_ name: String, _ params: WireParams = [:]) {
-        outlet.push(.step(stepperID: stepperID, name: name, params: params))
+        outlet.push(.step(stepperID: stepperID, name: name, params: params, trace: BusTracing.messageTrace))
     }
 
     /// Publishes a Swift enum step through its canonical form (`moviePicked(withId: 1)`).
@@ -246,7 +247,10 @@ package final class HostedReactor: Sendable {
                 let value =
                     encodesItself
                     ? (snapshot.state as! any WireFormEncodable).wireValue : try encoder.encode(snapshot.state)
-                outlet.push(.state(reactorID: reactorID, sequence: snapshot.sequence, state: value))
+                outlet.push(
+                    .state(
+                        reactorID: reactorID, sequence: snapshot.sequence, state: value, trace: BusTracing.messageTrace)
+                )
             } catch {
                 outlet.push(.unencodableState(reactorID: reactorID, sequence: snapshot.sequence, detail: "\(error)"))
             }

@@ -8,7 +8,7 @@ import FlowBusWire
 /// `snapshot`, `willNavigate`, `didNavigate`, `command`, `diagnostic`), `t_us` (the sender's
 /// timestamp), `source`, `seq`, `endpoint`, and per kind `stepper`, `step`, `params`, `flow`,
 /// `presentable`, `verb`, `target`, `container`, `presentable_kind`, `reason`, `message`,
-/// `details`, `reactor`, `action`, `state`.
+/// `details`, `reactor`, `action`, `state`; `trace_id` on a message with a trace frame (PROTOCOL.md §4.5).
 public enum StudioEvent {
     /// The page's description of `message`, or nil for kinds a page does not show (heartbeats,
     /// acks, status, snapshot requests, reports).
@@ -67,6 +67,7 @@ public enum StudioEvent {
         case .ack, .heartbeat, .statusRequest, .statusReply, .snapshotRequest, .presentableReport:
             return nil
         }
+        if let trace = message.traceContext { map["trace_id"] = .string(String(trace.traceID)) }
         return map
     }
 }

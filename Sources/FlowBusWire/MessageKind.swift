@@ -61,6 +61,15 @@ public enum MessageKind: UInt8, Sendable, Hashable, CaseIterable, CustomStringCo
         }
     }
 
+    /// Whether a message of this kind may end with a trace frame (W3C Trace Context, PROTOCOL.md
+    /// §4.5), one frame past ``frameCount``.
+    public var carriesTraceContext: Bool {
+        switch self {
+        case .step, .deepLink, .action, .state, .willNavigate, .didNavigate, .navigationCommand: return true
+        default: return false
+        }
+    }
+
     public var description: String {
         switch self {
         case .step: return "step"

@@ -35,13 +35,19 @@ public struct StepMessage: WireMessageEncodable, Hashable {
     public var name: String
     /// The step's parameters.
     public var params: WireParams
+    /// W3C Trace Context, sent as a last frame when present (PROTOCOL.md §4.5).
+    public var traceContext: TraceContext?
 
     /// Creates a step message.
-    public init(stepperID: String, envelope: Envelope, name: String, params: WireParams = [:]) {
+    public init(
+        stepperID: String, envelope: Envelope, name: String, params: WireParams = [:],
+        traceContext: TraceContext? = nil
+    ) {
         self.stepperID = stepperID
         self.envelope = envelope
         self.name = name
         self.params = params
+        self.traceContext = traceContext
     }
 
     public var kind: MessageKind { .step }
@@ -53,6 +59,7 @@ public struct StepMessage: WireMessageEncodable, Hashable {
             try out.writeEnvelope(envelope, kind: kind)
             try out.writeName(name, field: "step name")
             try out.writeParams(params, contentType: envelope.contentType)
+            out.writeTraceContext(traceContext)
         }
     }
 }
@@ -67,12 +74,15 @@ public struct DeepLinkMessage: WireMessageEncodable, Hashable {
     public var name: String
     /// The step's parameters.
     public var params: WireParams
+    /// W3C Trace Context, sent as a last frame when present (PROTOCOL.md §4.5).
+    public var traceContext: TraceContext?
 
     /// Creates a deep link message.
-    public init(envelope: Envelope, name: String, params: WireParams = [:]) {
+    public init(envelope: Envelope, name: String, params: WireParams = [:], traceContext: TraceContext? = nil) {
         self.envelope = envelope
         self.name = name
         self.params = params
+        self.traceContext = traceContext
     }
 
     public var kind: MessageKind { .deepLink }
@@ -85,6 +95,7 @@ public struct DeepLinkMessage: WireMessageEncodable, Hashable {
             try out.writeEnvelope(envelope, kind: kind)
             try out.writeName(name, field: "deep link name")
             try out.writeParams(params, contentType: envelope.contentType)
+            out.writeTraceContext(traceContext)
         }
     }
 }
@@ -101,13 +112,19 @@ public struct ActionMessage: WireMessageEncodable, Hashable {
     public var name: String
     /// The action's parameters.
     public var params: WireParams
+    /// W3C Trace Context, sent as a last frame when present (PROTOCOL.md §4.5).
+    public var traceContext: TraceContext?
 
     /// Creates an action message.
-    public init(reactorID: String, envelope: Envelope, name: String, params: WireParams = [:]) {
+    public init(
+        reactorID: String, envelope: Envelope, name: String, params: WireParams = [:],
+        traceContext: TraceContext? = nil
+    ) {
         self.reactorID = reactorID
         self.envelope = envelope
         self.name = name
         self.params = params
+        self.traceContext = traceContext
     }
 
     public var kind: MessageKind { .action }
@@ -119,6 +136,7 @@ public struct ActionMessage: WireMessageEncodable, Hashable {
             try out.writeEnvelope(envelope, kind: kind)
             try out.writeName(name, field: "action name")
             try out.writeParams(params, contentType: envelope.contentType)
+            out.writeTraceContext(traceContext)
         }
     }
 }
@@ -133,12 +151,15 @@ public struct StateMessage: WireMessageEncodable, Hashable {
     public var envelope: Envelope
     /// The state.
     public var state: WireValue
+    /// W3C Trace Context, sent as a last frame when present (PROTOCOL.md §4.5).
+    public var traceContext: TraceContext?
 
     /// Creates a state message.
-    public init(reactorID: String, envelope: Envelope, state: WireValue) {
+    public init(reactorID: String, envelope: Envelope, state: WireValue, traceContext: TraceContext? = nil) {
         self.reactorID = reactorID
         self.envelope = envelope
         self.state = state
+        self.traceContext = traceContext
     }
 
     public var kind: MessageKind { .state }
@@ -149,6 +170,7 @@ public struct StateMessage: WireMessageEncodable, Hashable {
             try out.writeTopic(.state, id: reactorID)
             try out.writeEnvelope(envelope, kind: kind)
             try out.writeValue(state, contentType: envelope.contentType)
+            out.writeTraceContext(traceContext)
         }
     }
 }
@@ -240,11 +262,13 @@ public struct NavigationEventMessage: WireMessageEncodable, Hashable {
     /// and what FlowBus writes follows its own writer's rules (PROTOCOL.md §5.2), so ``params``
     /// are written then.
     public var encodedParams: WirePayload?
+    /// W3C Trace Context, sent as a last frame when present (PROTOCOL.md §4.5).
+    public var traceContext: TraceContext?
 
     /// Creates a navigation event.
     public init(
         phase: NavigationPhase, envelope: Envelope, flow: String, stepName: String, params: WireParams = [:],
-        presentableID: String? = nil
+        presentableID: String? = nil, traceContext: TraceContext? = nil
     ) {
         self.phase = phase
         self.envelope = envelope
@@ -252,6 +276,7 @@ public struct NavigationEventMessage: WireMessageEncodable, Hashable {
         self.stepName = stepName
         self.params = params
         self.presentableID = presentableID
+        self.traceContext = traceContext
     }
 
     public var kind: MessageKind { phase == .will ? .willNavigate : .didNavigate }
@@ -270,6 +295,7 @@ public struct NavigationEventMessage: WireMessageEncodable, Hashable {
                 try out.writeParams(params, contentType: envelope.contentType)
             }
             try out.writeOptionalText(presentableID, field: "presentable id")
+            out.writeTraceContext(traceContext)
         }
     }
 }
@@ -323,11 +349,13 @@ public struct NavigationCommandMessage: WireMessageEncodable, Hashable {
     public var container: String?
     /// The target's kind, if known.
     public var presentableKind: PresentableKind?
+    /// W3C Trace Context, sent as a last frame when present (PROTOCOL.md §4.5).
+    public var traceContext: TraceContext?
 
     /// Creates a navigation command.
     public init(
         envelope: Envelope, flow: String, verb: NavigationVerb, target: String, container: String? = nil,
-        presentableKind: PresentableKind? = nil
+        presentableKind: PresentableKind? = nil, traceContext: TraceContext? = nil
     ) {
         self.envelope = envelope
         self.flow = flow
@@ -335,6 +363,7 @@ public struct NavigationCommandMessage: WireMessageEncodable, Hashable {
         self.target = target
         self.container = container
         self.presentableKind = presentableKind
+        self.traceContext = traceContext
     }
 
     public var kind: MessageKind { .navigationCommand }
@@ -349,6 +378,7 @@ public struct NavigationCommandMessage: WireMessageEncodable, Hashable {
             out.append(text: target)
             try out.writeOptionalText(container, field: "container presentable id")
             out.append(text: presentableKind?.rawValue ?? "")
+            out.writeTraceContext(traceContext)
         }
     }
 }
@@ -613,6 +643,10 @@ extension FrameBuffer {
             case .fbv: try FBV.encode(value, into: &storage)
             }
         }
+    }
+
+    mutating func writeTraceContext(_ context: TraceContext?) {
+        if let context { append(frame: context.frame) }
     }
 
     mutating func writeParams(_ params: WireParams, contentType: ContentType) throws(WireError) {

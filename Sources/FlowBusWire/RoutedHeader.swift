@@ -56,14 +56,26 @@ public struct RoutedHeader: Sendable, Hashable {
         return RoutedHeader(topic: topic, topicPrefix: prefix, topicID: topic[idStart...], envelope: envelope)
     }
 
-    /// Checks that the message has exactly the frame count of its kind.
+    /// Checks that the message has exactly the frame count of its kind, or one more for a kind
+    /// that may carry a trace frame.
     func requireFrameCount(_ buffer: FrameBuffer) throws(WireError) {
         let expected = kind.frameCount
         // A status request may carry a params frame (PROTOCOL.md §4.3).
         if kind == .statusRequest, buffer.count == expected + 1 { return }
+        if kind.carriesTraceContext, buffer.count == expected + 1 { return }
         if buffer.count != expected {
-            throw .malformed("\(kind) message has \(buffer.count) frames, \(expected) expected")
+            let allowed =
+                kind.carriesTraceContext ? "\(expected) (or \(expected + 1) with a trace frame)" : "\(expected)"
+            throw .malformed("\(kind) message has \(buffer.count) frames, \(allowed) expected")
         }
+    }
+
+    /// The message's trace context: its trace frame, when it has a non-empty one.
+    /// - Throws: `malformed` or `oversize` for a trace frame that is not W3C Trace Context.
+    public func traceContext(in buffer: FrameBuffer) throws(WireError) -> TraceContext? {
+        let index = kind.frameCount
+        guard kind.carriesTraceContext, buffer.count == index + 1, buffer.frameSize(index) > 0 else { return nil }
+        return try buffer.withFrame(index) { (raw) throws(WireError) in try TraceContext(frame: raw) }
     }
 }
 
@@ -138,6 +150,8 @@ public struct NamedMessageView: Sendable, Hashable {
     public var name: String
     /// The params frame (frame 3), not decoded.
     public var params: WirePayload
+    /// The trace frame (frame 4), when the message has one.
+    public var traceContext: TraceContext?
 
     /// Decodes a step, deep link or action without decoding its params.
     /// - Throws: `malformed` if the message is of another kind, has the wrong number of frames
@@ -165,7 +179,8 @@ public struct NamedMessageView: Sendable, Hashable {
         }
         return NamedMessageView(
             header: header, name: name,
-            params: WirePayload(contentType: header.envelope.contentType, bytes: buffer.frameBytes(3)))
+            params: WirePayload(contentType: header.envelope.contentType, bytes: buffer.frameBytes(3)),
+            traceContext: try header.traceContext(in: buffer))
     }
 }
 

@@ -72,6 +72,19 @@ public enum WireMessage: Sendable, Hashable {
         }
     }
 
+    /// The message's trace frame (PROTOCOL.md §4.5), for the kinds that carry one.
+    public var traceContext: TraceContext? {
+        switch self {
+        case .step(let message): return message.traceContext
+        case .deepLink(let message): return message.traceContext
+        case .action(let message): return message.traceContext
+        case .state(let message): return message.traceContext
+        case .navigation(let message): return message.traceContext
+        case .navigationCommand(let message): return message.traceContext
+        default: return nil
+        }
+    }
+
     /// The message kind.
     public var kind: MessageKind { message.kind }
 
@@ -106,21 +119,27 @@ public enum WireMessage: Sendable, Hashable {
         let envelope = header.envelope
         let id = String(header.topicID)
         let contentType = envelope.contentType
+        let trace = try header.traceContext(in: buffer)
         switch header.kind {
         case .step, .deepLink, .action:
             let view = try NamedMessageView.decode(from: buffer, header: header, limits: limits)
             let params = try buffer.params(3, contentType: contentType, limits: limits)
             switch header.kind {
             case .step:
-                return .step(StepMessage(stepperID: id, envelope: envelope, name: view.name, params: params))
+                return .step(
+                    StepMessage(stepperID: id, envelope: envelope, name: view.name, params: params, traceContext: trace)
+                )
             case .deepLink:
-                return .deepLink(DeepLinkMessage(envelope: envelope, name: view.name, params: params))
+                return .deepLink(
+                    DeepLinkMessage(envelope: envelope, name: view.name, params: params, traceContext: trace))
             default:
-                return .action(ActionMessage(reactorID: id, envelope: envelope, name: view.name, params: params))
+                return .action(
+                    ActionMessage(
+                        reactorID: id, envelope: envelope, name: view.name, params: params, traceContext: trace))
             }
         case .state:
             let state = try buffer.value(2, contentType: contentType, limits: limits)
-            return .state(StateMessage(reactorID: id, envelope: envelope, state: state))
+            return .state(StateMessage(reactorID: id, envelope: envelope, state: state, traceContext: trace))
         case .snapshot:
             let state = try buffer.value(2, contentType: contentType, limits: limits)
             return .snapshot(SnapshotMessage(reactorID: id, envelope: envelope, state: state))
@@ -135,7 +154,8 @@ public enum WireMessage: Sendable, Hashable {
             return .navigation(
                 NavigationEventMessage(
                     phase: header.kind == .willNavigate ? .will : .did, envelope: envelope, flow: flow,
-                    stepName: stepName, params: params, presentableID: presentable.isEmpty ? nil : presentable))
+                    stepName: stepName, params: params, presentableID: presentable.isEmpty ? nil : presentable,
+                    traceContext: trace))
         case .navigationCommand:
             let verbText = try buffer.text(2, field: "verb", min: 1, max: 255)
             guard let verb = NavigationVerb(rawValue: verbText) else {
@@ -154,7 +174,8 @@ public enum WireMessage: Sendable, Hashable {
             return .navigationCommand(
                 NavigationCommandMessage(
                     envelope: envelope, flow: id, verb: verb, target: target,
-                    container: container.isEmpty ? nil : container, presentableKind: presentableKind))
+                    container: container.isEmpty ? nil : container, presentableKind: presentableKind,
+                    traceContext: trace))
         case .diagnostic:
             let code = try buffer.name(2, field: "reason code", limits: limits)
             if code != id {

@@ -77,9 +77,10 @@ enum BenchMessage {
     @inline(__always)
     static func receivedParamSequence(in received: FrameStore, firstFrame: Int) -> UInt64? {
         let params: Int
+        // A step (4 frames) or didNavigate (6), each with a trace frame when flowd traces.
         switch received.count - firstFrame {
-        case 4: params = firstFrame + 3
-        case 6: params = firstFrame + 4
+        case 4, 5: params = firstFrame + 3
+        case 6, 7: params = firstFrame + 4
         default: return nil
         }
         let start = received.frameStart(params)
@@ -118,7 +119,7 @@ enum BenchMessage {
     /// `firstFrame`, or `nil` if it is not a state `{n: <int>}` of `bench`.
     @inline(__always)
     static func receivedStateSequence(in received: FrameStore, firstFrame: Int) -> UInt64? {
-        guard received.count - firstFrame == 3 else { return nil }
+        guard (3...4).contains(received.count - firstFrame) else { return nil }  // a trace frame may follow
         let state = firstFrame + 2
         let start = received.frameStart(state)
         guard received.frameSize(state) == statePrefix.count + 8,

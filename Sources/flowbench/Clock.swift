@@ -5,6 +5,11 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
+// Where the build also links Hummingbird (the Tracing trait), timespec's members are found
+// through Dispatch's C module.
+#if canImport(CDispatch)
+import CDispatch
+#endif
 
 /// CLOCK_MONOTONIC in nanoseconds. Every process on one machine reads the same clock, so a time
 /// taken in one process can be subtracted from a time taken in another (one-way latency).

@@ -211,6 +211,11 @@ func allScenarios(config: BenchConfig, includeSingleFrame: Bool) -> [any Scenari
     #if PostgreSQL
     if BenchPostgres.isAvailable { list.append(StepsScenario(journal: .postgres)) }
     #endif
+    // Built with the Tracing trait (flowd too): spans exported to a local OTLP/HTTP sink.
+    #if Tracing
+    list.append(StepsScenario(journal: .none, tracing: .all))
+    list.append(StepsScenario(journal: .none, tracing: .onePercent))
+    #endif
     list.append(ScaleScenario(tree: ScaleTree(flows: config.scaleFlows, bindings: config.scaleBindings)))
     list.append(ReactorScenario())
     return list

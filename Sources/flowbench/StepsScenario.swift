@@ -30,6 +30,8 @@ struct StepsScenario: DaemonPathScenario {
     static let plainKey = "steps"
     static let journaledKey = "steps_journaled"
     static let postgresKey = "steps_journaled_postgres"
+    static let tracedKey = "steps_traced"
+    static let sampledKey = "steps_traced_1pct"
     static let flowName = "BenchFlow"
 
     /// Where flowd journals what it applies.
@@ -39,7 +41,23 @@ struct StepsScenario: DaemonPathScenario {
 
     var journal: Journal
 
+    /// Which steps flowd traces, exporting their spans to a local OTLP/HTTP sink (`--traits Tracing`).
+    enum Tracing {
+        /// Every step (`always_on`).
+        case all
+        /// 1% of them (`traceidratio` 0.01).
+        case onePercent
+    }
+
+    var tracing: Tracing?
+
+    init(journal: Journal, tracing: Tracing? = nil) {
+        self.journal = journal
+        self.tracing = tracing
+    }
+
     var id: ScenarioID {
+        if let tracing { return ScenarioID(group: .flowbus, key: tracing == .all ? Self.tracedKey : Self.sampledKey) }
         let key =
             switch journal {
             case .none: Self.plainKey
@@ -49,19 +67,26 @@ struct StepsScenario: DaemonPathScenario {
         return ScenarioID(group: .flowbus, key: key)
     }
     var path: String {
-        switch journal {
+        if let tracing {
+            let which = tracing == .all ? "every step" : "1% of steps"
+            return
+                "stepper DEALER → flowd (ROUTER → flow → XPUB; spans of \(which) → OTLP/HTTP 127.0.0.1) → SUB nav/did/"
+        }
+        return switch journal {
         case .none: "stepper DEALER → flowd (ROUTER → flow → XPUB) → SUB nav/did/, step in, didNavigate out"
         case .sqlite: "stepper DEALER → flowd (ROUTER → flow → journal commit, synchronous: full → XPUB) → SUB nav/did/"
         case .postgres: "stepper DEALER → flowd (ROUTER → flow → PostgreSQL commit on 127.0.0.1 → XPUB) → SUB nav/did/"
         }
     }
     var baseline: ScenarioID? { .rawTwoHop }
-    /// The journal's cost: the same path without it; PostgreSQL's: beside SQLite's.
+    /// The journal's cost: the same path without it; PostgreSQL's: beside SQLite's; tracing's:
+    /// beside the same path untraced.
     var reference: ScenarioID? {
+        if tracing != nil { return .steps }
         switch journal {
-        case .none: nil
-        case .sqlite: .steps
-        case .postgres: ScenarioID(group: .flowbus, key: Self.journaledKey)
+        case .none: return nil
+        case .sqlite: return .steps
+        case .postgres: return ScenarioID(group: .flowbus, key: Self.journaledKey)
         }
     }
 
@@ -93,7 +118,7 @@ struct StepsScenario: DaemonPathScenario {
             FlowdSetup.configHeader(
                 endpoints: endpoints, highWaterMark: bench.config.highWaterMark,
                 journal: info, purpose: "its \(id.key) scenario")
-            + flows
+            + tracingSection + flows
         return DaemonRun(
             configFile: "flowd.yaml", config: config,
             arguments: ["--log-level", bench.config.flowdLogLevel], senderEndpoint: endpoints.ingress,
@@ -102,6 +127,20 @@ struct StepsScenario: DaemonPathScenario {
                 try FlowdSetup.binds(BenchMessage.stepperID, control: endpoints.control, context: bench.context)
             },
             journal: info)
+    }
+
+    /// Where and which spans flowd exports: the run's local sink.
+    private var tracingSection: String {
+        #if Tracing
+        switch tracing {
+        case .all: return "tracing: { endpoint: \"\(OTLPSink.shared.endpoint)\", sampler: always_on }\n"
+        case .onePercent:
+            return "tracing: { endpoint: \"\(OTLPSink.shared.endpoint)\", sampler: traceidratio, ratio: 0.01 }\n"
+        case nil: return ""
+        }
+        #else
+        return ""
+        #endif
     }
 
     /// One flow: `start` sets a root screen bound to the bench stepper; `moviePicked` does

@@ -249,9 +249,11 @@ struct StepCommand: ParsableCommand {
         let parsed = try parseParams(params)
         let config = try options.load()
         let what = "step \(MessageFormatter.step(name, parsed)) as \(stepperID)"
-        try outcome.publish(as: stepperID, config: config, what: what) { publisher in
-            publisher.contentType = json ? .json : .fbv
-            return try publisher.publish(name, parsed)
+        try CommandTracing.send(.step, topic: Topic.step(stepperID), config: config) { trace in
+            try outcome.publish(as: stepperID, config: config, what: what) { publisher in
+                publisher.contentType = json ? .json : .fbv
+                return try publisher.publish(name, parsed, traceContext: trace)
+            }
         }
     }
 }
@@ -269,9 +271,11 @@ struct DeepLinkCommand: ParsableCommand {
     func run() throws {
         let parsed = try parseParams(params)
         let config = try options.load()
-        try outcome.publish(as: "flowctl", config: config, what: "deep link \(MessageFormatter.step(name, parsed))") {
-            publisher in
-            try publisher.publishDeepLink(name, parsed)
+        let what = "deep link \(MessageFormatter.step(name, parsed))"
+        try CommandTracing.send(.deepLink, topic: Topic.deepLink(name), config: config) { trace in
+            try outcome.publish(as: "flowctl", config: config, what: what) { publisher in
+                try publisher.publishDeepLink(name, parsed, traceContext: trace)
+            }
         }
     }
 }

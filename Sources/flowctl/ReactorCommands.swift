@@ -48,11 +48,15 @@ struct ReactorActionCommand: ParsableCommand {
     func run() throws {
         let parsed = try parseParams(params)
         let view = try view(of: reactorID, options: options, json: json)
-        let sequence = try view.send(name, parsed)
-        guard try view.waitForAcknowledgement(timeout: seconds(timeout)) else {
-            throw noAnswer(
-                "the reactor host did not acknowledge within \(timeout) s on \(view.actionsEndpoint): is it running? Start it with `reactor-host --config FILE --host NAME`"
-            )
+        let sequence = try CommandTracing.send(.action, topic: Topic.action(reactorID), config: try options.load()) {
+            trace in
+            let sequence = try view.send(name, parsed, traceContext: trace)
+            guard try view.waitForAcknowledgement(timeout: seconds(timeout)) else {
+                throw noAnswer(
+                    "the reactor host did not acknowledge within \(timeout) s on \(view.actionsEndpoint): is it running? Start it with `reactor-host --config FILE --host NAME`"
+                )
+            }
+            return sequence
         }
         if let refusal = view.refusal(for: sequence) {
             note(

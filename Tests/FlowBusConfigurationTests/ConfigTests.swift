@@ -476,6 +476,33 @@ struct ConfigTests {
         }
     }
 
+    @Test("tracing: is read as written; a bad endpoint, sampler, ratio or encoding is refused naming the key")
+    func tracing() throws {
+        let config = try FlowBusConfig.parse(
+            yaml: minimal
+                + "\ntracing: { endpoint: \"http://127.0.0.1:4318\", sampler: parentbased_traceidratio, ratio: 0.01, serviceName: flowd-eu }\n",
+            environment: [:])
+        #expect(
+            config.tracing
+                == TracingSpec(
+                    endpoint: "http://127.0.0.1:4318", sampler: "parentbased_traceidratio", ratio: 0.01,
+                    serviceName: "flowd-eu"))
+        #expect(try FlowBusConfig.parse(yaml: minimal, environment: [:]).tracing == nil)
+        for (entry, message) in [
+            ("endpoint: 127.0.0.1:4318", "tracing.endpoint \"127.0.0.1:4318\" is not an http:// or https:// address"),
+            ("sampler: sometimes", "tracing.sampler \"sometimes\" is unknown: use one of always_on"),
+            ("ratio: 2", "tracing.ratio 2.0 is outside 0…1"),
+            ("encoding: thrift", "tracing.encoding \"thrift\" is unknown: use protobuf or json"),
+            ("samplr: always_on", "samplr"),
+        ] {
+            #expect {
+                try FlowBusConfig.parse(yaml: minimal + "\ntracing: { \(entry) }\n", environment: [:])
+            } throws: { error in
+                "\(error)".contains(message)
+            }
+        }
+    }
+
     @Test("The shipped demo config loads")
     func demoConfigLoads() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -112,7 +112,28 @@ enum Golden {
                     acknowledgedSequence: 2))
         ),
         ("heartbeat-flowd", .heartbeat(Heartbeat(envelope: envelope(.heartbeat, .none, 16, "flowd#1")))),
+        (
+            "step-moviePicked-traced",
+            .step(
+                StepMessage(
+                    stepperID: "movie-list", envelope: envelope(.step, .json, 3, "movie-list#5f3a"),
+                    name: "moviePicked", params: ["withMovieId": 23452], traceContext: stepTrace))
+        ),
+        (
+            "didNavigate-movies-traced",
+            .navigation(
+                NavigationEventMessage(
+                    phase: .did, envelope: envelope(.didNavigate, .json, 19, "flowd#1"), flow: "movies",
+                    stepName: "moviePicked", params: ["withMovieId": 23452], presentableID: "movie/23452",
+                    traceContext: flowdTrace))
+        ),
     ]
+
+    /// W3C Trace Context's own example, with a tracestate: what a traced stepper sends.
+    static let stepTrace = TraceContext(
+        traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", tracestate: "congo=t61rcWkgMzE")!
+    /// The same trace, from flowd's `publish events` span.
+    static let flowdTrace = TraceContext(traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01")!
 
     static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
         "Fixtures")

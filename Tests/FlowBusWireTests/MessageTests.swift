@@ -336,11 +336,15 @@ func everyMessage() -> [WireMessage] {
         let frames = try stepFrames()
         expectWireError(.malformed, "0 frame(s)") { () throws(WireError) in try decode([]) }
         expectWireError(.malformed, "1 frame(s)") { () throws(WireError) in try decode([frames[0]]) }
-        expectWireError(.malformed, "step message has 3 frames, 4 expected") { () throws(WireError) in
+        expectWireError(.malformed, "step message has 3 frames, 4 (or 5 with a trace frame) expected") {
+            () throws(WireError) in
             try decode(Array(frames[0..<3]))
         }
-        expectWireError(.malformed, "step message has 5 frames, 4 expected") { () throws(WireError) in
-            try decode(frames + [[]])
+        // A fifth frame is a trace frame (an empty one carries no context); a sixth is one too many.
+        try decode(frames + [[]])
+        expectWireError(.malformed, "step message has 6 frames, 4 (or 5 with a trace frame) expected") {
+            () throws(WireError) in
+            try decode(frames + [[], []])
         }
         expectWireError(.oversize, "9 frames, at most 8") { () throws(WireError) in
             try decode(frames + Array(repeating: [], count: 5))

@@ -117,6 +117,21 @@ def test_refused_step_shows_its_reason(topology, browser):
     shot(browser, "4-refusal")
 
 
+def test_a_traced_step_and_its_navigation_show_their_trace_id(topology, browser):
+    """docs/TRACING.md: the timeline shows the trace a message belongs to (PROTOCOL.md 4.5)."""
+    open_page(browser, topology)
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    env = dict(topology.env, TRACEPARENT=f"00-{trace_id}-00f067aa0ba902b7-01")
+    done = subprocess.run([str(topology.bin / "flowctl"), "step", "apiKeyIsComplete", "--as", "apikey"],
+                          env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    traced = wait_until(lambda: {li.get_attribute("data-kind") for li in browser.find_elements("css selector", "#timeline li")
+                                 if trace_id in li.text} >= {"step", "willNavigate", "didNavigate", "command"} or None,
+                        "the step and its navigation with their trace id")
+    assert traced
+    shot(browser, "4-trace-id")
+
+
 def test_clicking_an_event_shows_the_tree_after_it(topology, browser):
     open_page(browser, topology)
     click_step(browser, "apikey", "apiKeyIsComplete")

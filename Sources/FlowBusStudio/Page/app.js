@@ -178,7 +178,9 @@ function renderTimeline(events) {
       class: (refusal ? "refusal " : "") + (selectedEvent === e.id ? "selected" : ""), "data-id": e.id, "data-kind": e.kind,
       onclick: () => { selectedEvent = selectedEvent === e.id ? null : e.id; render(); },
     }, el("span", { class: "k" }, e.kind), refusal ? el("span", { class: "reason" }, e.reason + " ") : null, describe(e),
-      refusal && e.step ? el("span", { class: "note" }, ` — step ${e.step}${e.stepper ? " from " + e.stepper : ""}`) : null));
+      refusal && e.step ? el("span", { class: "note" }, ` — step ${e.step}${e.stepper ? " from " + e.stepper : ""}`) : null,
+      // The trace the message belongs to: look it up in the tracing backend (docs/TRACING.md).
+      e.trace_id ? el("span", { class: "trace", title: "trace id", "data-trace": e.trace_id }, ` trace ${e.trace_id}`) : null));
   }
   if (!shown) list.append(el("li", { class: "note" }, "nothing yet"));
 }

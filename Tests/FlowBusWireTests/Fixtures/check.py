@@ -51,6 +51,13 @@ expected = {
                "stepper": "movie-list", "topic": "step/movie-list"})],
     "ack-movie-list": [b"ack/movie-list#5f3a", envelope(11, 0, 15, "flowd#1"), struct.pack(">Q", 2)],
     "heartbeat-flowd": [b"hb/flowd#1", envelope(12, 0, 16, "flowd#1")],
+    # §4.5: the trace frame is the traceparent, then a line feed and the tracestate when there is one.
+    "step-moviePicked-traced": [b"step/movie-list", envelope(1, 1, 3, "movie-list#5f3a"), b"moviePicked",
+                                fjson({"withMovieId": 23452}),
+                                b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\ncongo=t61rcWkgMzE"],
+    "didNavigate-movies-traced": [b"nav/did/movies", envelope(8, 1, 19, "flowd#1"), b"movies", b"moviePicked",
+                                  fjson({"withMovieId": 23452}), b"movie/23452",
+                                  b"00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01"],
 }
 
 failed = 0

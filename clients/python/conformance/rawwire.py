@@ -17,6 +17,9 @@ STEP, DEEPLINK, ACTION, STATE, SNAPSHOT_REQUEST, SNAPSHOT = 1, 2, 3, 4, 5, 6
 WILL_NAVIGATE, DID_NAVIGATE, NAV_COMMAND, DIAGNOSTIC, ACK, HEARTBEAT = 7, 8, 9, 10, 11, 12
 STATUS_REQUEST, STATUS_REPLY, PRESENTABLE_REPORT = 13, 14, 15
 KIND_FRAMES = {1: 4, 2: 4, 3: 4, 4: 3, 5: 2, 6: 3, 7: 6, 8: 6, 9: 6, 10: 4, 11: 3, 12: 2, 13: 2, 14: 3, 15: 3}
+# §4.5: kinds that may end with one more frame, the trace frame (W3C Trace Context).
+TRACE_KINDS = {1, 2, 3, 4, 7, 8, 9}
+TRACEPARENT = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 KIND_PREFIX = {1: "step/", 2: "deeplink/", 3: "action/", 4: "state/", 5: "snapshot/", 6: "state/",
                7: "nav/will/", 8: "nav/did/", 9: "cmd/", 10: "diag/", 11: "ack/", 12: "hb/",
                13: "status", 14: "status", 15: "present/"}

@@ -93,7 +93,8 @@ def shape_errors(msg):
         errors.append(f"flags {msg.env.flags} (§4.2: MUST be 0 on send)")
     if msg.kind not in w.KIND_FRAMES:
         return errors + [f"kind {msg.kind}"]
-    if len(f) != w.KIND_FRAMES[msg.kind]:
+    traced = msg.kind in w.TRACE_KINDS and len(f) == w.KIND_FRAMES[msg.kind] + 1
+    if len(f) != w.KIND_FRAMES[msg.kind] and not traced:
         errors.append(f"{len(f)} frames, kind {msg.kind} has {w.KIND_FRAMES[msg.kind]} (§4.1)")
     prefix = w.KIND_PREFIX[msg.kind]
     if prefix == "status":

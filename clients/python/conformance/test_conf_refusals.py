@@ -111,7 +111,22 @@ CASES = [
          {"malformed"}, True, NAMED),
     # §4.1 "A message MUST have exactly the number of frames its kind specifies"
     Case("s4.1-three-frames-for-kind-of-four", lambda s, src: msg(s, src)[:3], {"malformed"}, True, NAMED),
-    Case("s4.1-five-frames-for-kind-of-four", lambda s, src: msg(s, src) + [b""], {"malformed"}, True, NAMED),
+    # §4.5: a fifth frame is a trace frame, so a sixth is one too many
+    Case("s4.1-six-frames-for-kind-of-four", lambda s, src: msg(s, src) + [b"", b""], {"malformed"}, True, NAMED),
+    # §4.5 "MUST refuse a non-empty one that is not a valid traceparent ... with malformed, one over 1,024 bytes
+    # with oversize"
+    Case("s4.5-trace-frame-not-traceparent", lambda s, src: msg(s, src) + [b"not a traceparent"],
+         {"malformed"}, True, NAMED),
+    Case("s4.5-trace-frame-upper-case-hex", lambda s, src: msg(s, src) + [w.TRACEPARENT.upper()],
+         {"malformed"}, True, NAMED),
+    Case("s4.5-trace-frame-zero-trace-id",
+         lambda s, src: msg(s, src) + [b"00-" + b"0" * 32 + w.TRACEPARENT[35:]], {"malformed"}, True, NAMED),
+    Case("s4.5-trace-frame-version-ff", lambda s, src: msg(s, src) + [b"ff" + w.TRACEPARENT[2:]],
+         {"malformed"}, True, NAMED),
+    Case("s4.5-trace-frame-tracestate-with-control",
+         lambda s, src: msg(s, src) + [w.TRACEPARENT + b"\nkey=\x07"], {"malformed"}, True, NAMED),
+    Case("s4.5-trace-frame-over-1024-bytes",
+         lambda s, src: msg(s, src) + [w.TRACEPARENT + b"\n" + b"a" * 1000], {"oversize"}, True, NAMED),
     # §7 "frame count within limits (oversize above 8, malformed below 2)"
     Case("s7-one-frame", lambda s, src: msg(s, src)[:1], {"malformed"}, False, set()),
     Case("s7-nine-frames", lambda s, src: msg(s, src) + [b""] * 5, {"oversize"}, None, set()),

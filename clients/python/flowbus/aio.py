@@ -251,22 +251,25 @@ class Stepper(_AsyncOwned):
 
     @overload
     async def publish_params(self, name: str, params: Params = None, *, wait: Literal[False],
-                             timeout: Optional[float] = None) -> int: ...
+                             timeout: Optional[float] = None, traceparent: Optional[str] = None,
+                             tracestate: str = "") -> int: ...
     @overload
     async def publish_params(self, name: str, params: Params = None, *, wait: Optional[Literal[True]] = None,
-                             timeout: Optional[float] = None) -> Receipt: ...
+                             timeout: Optional[float] = None, traceparent: Optional[str] = None,
+                             tracestate: str = "") -> Receipt: ...
 
     async def publish_params(self, name: str, params: Params = None, *, wait: Optional[bool] = None,
-                             timeout: Optional[float] = None) -> Union[Receipt, int]:
-        """As publish(), params as a dict."""
-        return await self._publish(name, params, wait, timeout)
+                             timeout: Optional[float] = None, traceparent: Optional[str] = None,
+                             tracestate: str = "") -> Union[Receipt, int]:
+        """As publish(), params as a dict; `traceparent` as for the blocking client's."""
+        return await self._publish(name, params, wait, timeout, (traceparent, tracestate) if traceparent else None)
 
     async def _publish(self, name: str, params: Params, wait: Optional[bool],
-                       timeout: Optional[float]) -> Union[Receipt, int]:
+                       timeout: Optional[float], trace: Optional[tuple[str, str]] = None) -> Union[Receipt, int]:
         if wait and self._events is None:
             raise ValueError("wait=True needs the Stepper's events_endpoint (flowd's events), where the outcome is published")
         if wait is False:
-            sequence = self._outbox.keep(name, params)
+            sequence = self._outbox.keep(name, params, trace)
             if self._outbox.unsent >= self.SEND_BATCH:
                 self._take_replies()
                 self._outbox.flush(self._send)
@@ -274,7 +277,7 @@ class Stepper(_AsyncOwned):
                 self._flush_due = True
                 asyncio.get_running_loop().call_soon(self._flush_kept)
             return sequence
-        sequence = self._outbox.publish(name, params, self._send)
+        sequence = self._outbox.publish(name, params, self._send, trace)
         receipt = await self.wait_ack(sequence, timeout)
         if self._events is not None:
             await self._check_routing(sequence, name, timeout, strict=bool(wait))
@@ -395,18 +398,21 @@ class ReactorView(_AsyncOwned):
 
     @overload
     async def send_params(self, name: str, params: Params = None, *, wait: Literal[True] = True,
-                          timeout: Optional[float] = None) -> Receipt: ...
+                          timeout: Optional[float] = None, traceparent: Optional[str] = None,
+                          tracestate: str = "") -> Receipt: ...
     @overload
     async def send_params(self, name: str, params: Params = None, *, wait: Literal[False],
-                          timeout: Optional[float] = None) -> int: ...
+                          timeout: Optional[float] = None, traceparent: Optional[str] = None,
+                          tracestate: str = "") -> int: ...
 
     async def send_params(self, name: str, params: Params = None, *, wait: bool = True,
-                          timeout: Optional[float] = None) -> Union[Receipt, int]:
-        sequence = await self._send_action(name, params)
+                          timeout: Optional[float] = None, traceparent: Optional[str] = None,
+                          tracestate: str = "") -> Union[Receipt, int]:
+        sequence = await self._send_action(name, params, (traceparent, tracestate) if traceparent else None)
         return await self.wait_ack(sequence, timeout) if wait else sequence
 
-    async def _send_action(self, name: str, params: Params) -> int:
-        await self._dealer.send_multipart(self._view.action(name, params))
+    async def _send_action(self, name: str, params: Params, trace: Optional[tuple[str, str]] = None) -> int:
+        await self._dealer.send_multipart(self._view.action(name, params, trace))
         return self._view.sent()
 
     async def wait_ack(self, sequence: int, timeout: Optional[float] = None) -> Receipt:

@@ -319,20 +319,26 @@ class Stepper(_Owned):
 
     @overload
     def publish_params(self, name: str, params: Params = None, *, wait: Literal[False],
-                       timeout: Optional[float] = None) -> int: ...
+                       timeout: Optional[float] = None, traceparent: Optional[str] = None,
+                       tracestate: str = "") -> int: ...
     @overload
     def publish_params(self, name: str, params: Params = None, *, wait: Optional[Literal[True]] = None,
-                       timeout: Optional[float] = None) -> Receipt: ...
+                       timeout: Optional[float] = None, traceparent: Optional[str] = None,
+                       tracestate: str = "") -> Receipt: ...
 
     def publish_params(self, name: str, params: Params = None, *, wait: Optional[bool] = None,
-                       timeout: Optional[float] = None) -> Union[Receipt, int]:
-        """As publish(), params as a dict; wait=False returns the sequence without waiting."""
-        return self._publish(name, params, wait, timeout)
+                       timeout: Optional[float] = None, traceparent: Optional[str] = None,
+                       tracestate: str = "") -> Union[Receipt, int]:
+        """As publish(), params as a dict; wait=False returns the sequence without waiting.
+        `traceparent` (W3C) is the step's trace; by default the active OpenTelemetry span's, if any."""
+        return self._publish(name, params, wait, timeout, (traceparent, tracestate) if traceparent else None)
 
-    def _publish(self, name: str, params: Params, wait: Optional[bool], timeout: Optional[float]) -> Union[Receipt, int]:
+    def _publish(self, name: str, params: Params, wait: Optional[bool], timeout: Optional[float],
+                 trace: Optional[tuple[str, str]] = None) -> Union[Receipt, int]:
         if wait and self._events is None:
             raise ValueError("wait=True needs the Stepper's events_endpoint (flowd's events), where the outcome is published")
-        sequence = self._outbox.publish(name, params, self._send)  # what the socket does not take goes out from wait_ack
+        # What the socket does not take goes out from wait_ack.
+        sequence = self._outbox.publish(name, params, self._send, trace)
         if wait is False:
             return sequence
         receipt = self.wait_ack(sequence, timeout)
@@ -457,14 +463,19 @@ class ReactorView(_Owned):
 
     @overload
     def send_params(self, name: str, params: Params = None, *, wait: Literal[True] = True,
-                    timeout: Optional[float] = None) -> Receipt: ...
+                    timeout: Optional[float] = None, traceparent: Optional[str] = None,
+                    tracestate: str = "") -> Receipt: ...
     @overload
     def send_params(self, name: str, params: Params = None, *, wait: Literal[False],
-                    timeout: Optional[float] = None) -> int: ...
+                    timeout: Optional[float] = None, traceparent: Optional[str] = None,
+                    tracestate: str = "") -> int: ...
 
     def send_params(self, name: str, params: Params = None, *, wait: bool = True,
-                    timeout: Optional[float] = None) -> Union[Receipt, int]:
-        self._dealer.send_multipart(self._view.action(name, params))
+                    timeout: Optional[float] = None, traceparent: Optional[str] = None,
+                    tracestate: str = "") -> Union[Receipt, int]:
+        """As send(), params as a dict; `traceparent` (W3C) is the action's trace, by default the
+        active OpenTelemetry span's, if any."""
+        self._dealer.send_multipart(self._view.action(name, params, (traceparent, tracestate) if traceparent else None))
         sequence = self._view.sent()
         return self.wait_ack(sequence, timeout) if wait else sequence
 

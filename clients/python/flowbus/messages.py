@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypedDict, cast
 
 from . import wire
@@ -33,6 +33,14 @@ if TYPE_CHECKING:
 class Message:
     topic: str
     envelope: Envelope
+    # W3C Trace Context of the trace frame (4.5); empty when the message has none.
+    traceparent: str = field(default="", kw_only=True)
+    tracestate: str = field(default="", kw_only=True)
+
+    @property
+    def trace_id(self) -> str:
+        """The trace id (32 hex digits) of the trace frame, or ""."""
+        return self.traceparent[3:35]
 
     @property
     def kind(self) -> int:
@@ -194,6 +202,8 @@ class _EnvelopeOptions(_Stamp, total=False):
 class _ValueOptions(_EnvelopeOptions, total=False):
     """The keywords of builders of kinds carrying values."""
     content_type: int
+    traceparent: str
+    tracestate: str
 
 
 def _env(kind: int, source: str, sequence: int, content_type: int = CONTENT_NONE, timestamp_us: int | None = None,
@@ -209,29 +219,38 @@ def _params(params: Mapping[str, Value] | None, content_type: int) -> tuple[int,
     return content_type, encode_value(params, content_type)
 
 
+def _traced(frames: list[bytes], traceparent: str, tracestate: str) -> list[bytes]:
+    """`frames` with a trace frame (4.5) when there is a traceparent."""
+    return frames + [wire.trace_frame(traceparent, tracestate)] if traceparent else frames
+
+
 def _named(kind: int, prefix: str, topic_id: str, name: str, params: Mapping[str, Value] | None, source: str,
-           sequence: int, content_type: int, timestamp_us: int | None, message_id: bytes | None) -> list[bytes]:
+           sequence: int, content_type: int, timestamp_us: int | None, message_id: bytes | None,
+           traceparent: str, tracestate: str) -> list[bytes]:
     ct, body = _params(params, content_type)
-    return [topic(prefix, topic_id), _env(kind, source, sequence, ct, timestamp_us, message_id),
-            check_name(name), body]
+    return _traced([topic(prefix, topic_id), _env(kind, source, sequence, ct, timestamp_us, message_id),
+                    check_name(name), body], traceparent, tracestate)
 
 
 def step_frames(stepper_id: str, name: str, params: Mapping[str, Value] | None = None, *, source: str, sequence: int,
                 content_type: int = CONTENT_JSON, timestamp_us: int | None = None,
-                message_id: bytes | None = None) -> list[bytes]:
-    return _named(wire.STEP, "step/", stepper_id, name, params, source, sequence, content_type, timestamp_us, message_id)
+                message_id: bytes | None = None, traceparent: str = "", tracestate: str = "") -> list[bytes]:
+    return _named(wire.STEP, "step/", stepper_id, name, params, source, sequence, content_type, timestamp_us, message_id,
+                  traceparent, tracestate)
 
 
 def deep_link_frames(name: str, params: Mapping[str, Value] | None = None, *, source: str, sequence: int,
                      content_type: int = CONTENT_JSON, timestamp_us: int | None = None,
-                     message_id: bytes | None = None) -> list[bytes]:
-    return _named(wire.DEEP_LINK, "deeplink/", name, name, params, source, sequence, content_type, timestamp_us, message_id)
+                     message_id: bytes | None = None, traceparent: str = "", tracestate: str = "") -> list[bytes]:
+    return _named(wire.DEEP_LINK, "deeplink/", name, name, params, source, sequence, content_type, timestamp_us,
+                  message_id, traceparent, tracestate)
 
 
 def action_frames(reactor_id: str, name: str, params: Mapping[str, Value] | None = None, *, source: str,
                   sequence: int, content_type: int = CONTENT_JSON, timestamp_us: int | None = None,
-                  message_id: bytes | None = None) -> list[bytes]:
-    return _named(wire.ACTION, "action/", reactor_id, name, params, source, sequence, content_type, timestamp_us, message_id)
+                  message_id: bytes | None = None, traceparent: str = "", tracestate: str = "") -> list[bytes]:
+    return _named(wire.ACTION, "action/", reactor_id, name, params, source, sequence, content_type, timestamp_us,
+                  message_id, traceparent, tracestate)
 
 
 def snapshot_request_frames(reactor_id: str, *, source: str, sequence: int, timestamp_us: int | None = None,
@@ -241,10 +260,12 @@ def snapshot_request_frames(reactor_id: str, *, source: str, sequence: int, time
 
 def state_frames(reactor_id: str, value: Value, *, source: str, sequence: int, content_type: int = CONTENT_FBV,
                  timestamp_us: int | None = None, message_id: bytes | None = None,
-                 snapshot: bool = False) -> list[bytes]:
+                 snapshot: bool = False, traceparent: str = "", tracestate: str = "") -> list[bytes]:
     kind = wire.SNAPSHOT if snapshot else wire.STATE
-    return [topic("state/", reactor_id), _env(kind, source, sequence, content_type, timestamp_us, message_id),
-            encode_value(value, content_type)]
+    if snapshot and traceparent:
+        raise WireError("malformed", "a snapshot carries no trace frame")
+    return _traced([topic("state/", reactor_id), _env(kind, source, sequence, content_type, timestamp_us, message_id),
+                    encode_value(value, content_type)], traceparent, tracestate)
 
 
 def snapshot_frames(reactor_id: str, value: Value, **kwargs: Unpack[_ValueOptions]) -> list[bytes]:
@@ -253,12 +274,13 @@ def snapshot_frames(reactor_id: str, value: Value, **kwargs: Unpack[_ValueOption
 
 def navigation_frames(flow: str, step: str, params: Mapping[str, Value] | None = None, presentable: str = "", *,
                       did: bool = True, source: str, sequence: int, content_type: int = CONTENT_JSON,
-                      timestamp_us: int | None = None, message_id: bytes | None = None) -> list[bytes]:
+                      timestamp_us: int | None = None, message_id: bytes | None = None, traceparent: str = "",
+                      tracestate: str = "") -> list[bytes]:
     ct, body = _params(params, content_type)
     kind, prefix = (wire.DID_NAVIGATE, "nav/did/") if did else (wire.WILL_NAVIGATE, "nav/will/")
-    return [topic(prefix, flow), _env(kind, source, sequence, ct, timestamp_us, message_id),
-            check_label(flow, "flow name", allow_empty=False), check_name(step, "step name"), body,
-            check_label(presentable, "presentable id")]
+    return _traced([topic(prefix, flow), _env(kind, source, sequence, ct, timestamp_us, message_id),
+                    check_label(flow, "flow name", allow_empty=False), check_name(step, "step name"), body,
+                    check_label(presentable, "presentable id")], traceparent, tracestate)
 
 
 def did_navigate_frames(flow: str, step: str, params: Mapping[str, Value] | None = None, presentable: str = "",
@@ -273,11 +295,14 @@ def will_navigate_frames(flow: str, step: str, params: Mapping[str, Value] | Non
 
 def navigation_command_frames(flow: str, verb: str, target: str = "", container: str = "", presentable_kind: str = "",
                               *, source: str, sequence: int, timestamp_us: int | None = None,
-                              message_id: bytes | None = None) -> list[bytes]:
+                              message_id: bytes | None = None, traceparent: str = "",
+                              tracestate: str = "") -> list[bytes]:
     if verb not in NAV_VERBS or presentable_kind not in PRESENTABLE_KINDS:
         raise WireError("malformed", f"unknown verb {verb!r} or presentable kind {presentable_kind!r}")
-    return [topic("cmd/", flow), _env(wire.NAVIGATION_COMMAND, source, sequence, CONTENT_NONE, timestamp_us, message_id),
-            verb.encode(), check_label(target, "target"), container.encode("utf-8"), presentable_kind.encode()]
+    return _traced([topic("cmd/", flow), _env(wire.NAVIGATION_COMMAND, source, sequence, CONTENT_NONE, timestamp_us,
+                                              message_id),
+                    verb.encode(), check_label(target, "target"), container.encode("utf-8"), presentable_kind.encode()],
+                   traceparent, tracestate)
 
 
 def diagnostic_frames(reason: str, message: Value, details: Mapping[str, Value] | None = None, *, source: str,
@@ -330,6 +355,8 @@ def presentable_report_frames(presentable_id: str, event: str, *, source: str, s
 class _Base(TypedDict):
     topic: str
     envelope: Envelope
+    traceparent: str
+    tracestate: str
 
 
 def decode(frames: Iterable[Buffer]) -> Message:
@@ -356,11 +383,14 @@ def decode(frames: Iterable[Buffer]) -> Message:
             raise WireError("malformed", f"topic {topic_text[:64]!r} does not match kind {env.kind_name}")
     elif not topic_text.startswith(prefix) or len(topic_text) == len(prefix):
         raise WireError("malformed", f"topic {topic_text[:64]!r} does not match kind {env.kind_name}")
-    if len(received) != count and not (env.kind == wire.STATUS_REQUEST and len(received) == count + 1):
-        raise WireError("malformed", f"{env.kind_name} message has {len(received)} frames, {count} expected")
+    traced = env.kind in wire.TRACE_KINDS and len(received) == count + 1
+    if len(received) != count and not traced and not (env.kind == wire.STATUS_REQUEST and len(received) == count + 1):
+        also = f" (or {count + 1} with a trace frame)" if env.kind in wire.TRACE_KINDS else ""
+        raise WireError("malformed", f"{env.kind_name} message has {len(received)} frames, {count}{also} expected")
     topic_id = topic_text[len(prefix):] if prefix != "status" else ""
-    body = received[2:]
-    base: _Base = dict(topic=topic_text, envelope=env)
+    body = received[2:count]
+    traceparent, tracestate = wire.read_trace_frame(received[count]) if traced else ("", "")
+    base: _Base = dict(topic=topic_text, envelope=env, traceparent=traceparent, tracestate=tracestate)
     kind = env.kind
 
     if kind in (wire.STEP, wire.DEEP_LINK, wire.ACTION):
@@ -407,7 +437,7 @@ def decode(frames: Iterable[Buffer]) -> Message:
             raise WireError("malformed", f"heartbeat topic id {topic_id[:64]!r} differs from the source {env.source[:64]!r}")
         return Heartbeat(**base)
     if kind == wire.STATUS_REQUEST:
-        return StatusRequest(**base, params=_decode_params(body[0], env.content_type) if body else {})
+        return StatusRequest(**base, params=_decode_params(received[2], env.content_type) if len(received) > 2 else {})
     if kind == wire.STATUS_REPLY:
         if env.content_type != CONTENT_JSON:
             raise WireError("malformed", "a status reply must be JSON")
@@ -455,6 +485,9 @@ def encode(message: Message, content_type: int | None = None) -> list[bytes]:
     ct = env.content_type if content_type is None else content_type
     vct = ct if ct != CONTENT_NONE else CONTENT_JSON
     k = env.kind
+    if message.traceparent:
+        return _traced(encode(replace(message, traceparent="", tracestate=""), content_type), message.traceparent,
+                       message.tracestate)
     if k == wire.STEP:
         step = cast(Step, message)
         return step_frames(step.stepper_id, step.name, step.params, content_type=vct, **kw)

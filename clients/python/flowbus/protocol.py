@@ -15,6 +15,7 @@ from typing import Callable, Optional, Sequence, Union
 from .clone import CloneMerger, StateUpdate
 from .messages import (Ack, Diagnostic, Heartbeat, Message, Snapshot, State, StatusReply, Step, action_frames,
                        snapshot_request_frames, status_request_frames, step_frames)
+from .tracing import Trace, current_trace, trace_for
 from .values import Value
 from .wire import CONTENT_JSON, new_source, topic
 
@@ -185,15 +186,17 @@ class StepOutbox:
         self._behind: Optional[tuple[Optional[str], int]] = None  # (instance, expected) of an out-of-order below acked
         self._resent_for: Optional[str] = None  # the instance whose out-of-order made a resend since the last progress
 
-    def keep(self, name: str, params: Params) -> int:
+    def keep(self, name: str, params: Params, trace: Optional[Trace] = None) -> int:
         """Keeps step `name` to be sent by the next flush; its sequence."""
+        traceparent, tracestate = trace_for(*trace) if trace else current_trace()
         frames = step_frames(self.stepper_id, name, params, source=self.source, sequence=self.ledger.sequence + 1,
-                             content_type=self.content_type)
+                             content_type=self.content_type, traceparent=traceparent, tracestate=tracestate)
         return self.ledger.keep(frames)
 
-    def publish(self, name: str, params: Params, send: Sender) -> int:
-        """Keeps step `name` and offers it to the socket; its sequence."""
-        sequence = self.keep(name, params)
+    def publish(self, name: str, params: Params, send: Sender, trace: Optional[Trace] = None) -> int:
+        """Keeps step `name` and offers it to the socket; its sequence. `trace`: its traceparent
+        and tracestate, else the current OpenTelemetry context's (flowbus.tracing)."""
+        sequence = self.keep(name, params, trace)
         self.flush(send)
         return sequence
 
@@ -368,10 +371,12 @@ class ViewState:
         self.snapshot_sequence = sequence
         return snapshot_request_frames(self.reactor_id, source=self.source, sequence=sequence)
 
-    def action(self, name: str, params: Params) -> Frames:
-        """The frames of action `name`, sequence `ledger.sequence + 1`: call `sent()` once they went."""
+    def action(self, name: str, params: Params, trace: Optional[Trace] = None) -> Frames:
+        """The frames of action `name`, sequence `ledger.sequence + 1`: call `sent()` once they went.
+        `trace` as for StepOutbox.publish."""
+        traceparent, tracestate = trace_for(*trace) if trace else current_trace()
         return action_frames(self.reactor_id, name, params, source=self.source, sequence=self.ledger.sequence + 1,
-                             content_type=self.content_type)
+                             content_type=self.content_type, traceparent=traceparent, tracestate=tracestate)
 
     def sent(self) -> int:
         return self.ledger.next_sequence()

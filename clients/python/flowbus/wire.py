@@ -35,6 +35,11 @@ KIND_LAYOUT = {
     PRESENTABLE_REPORT: ("present/", 3),
 }
 
+# Kinds that may end with a trace frame (4.5), one past their frame count.
+TRACE_KINDS = frozenset({STEP, DEEP_LINK, ACTION, STATE, WILL_NAVIGATE, DID_NAVIGATE, NAVIGATION_COMMAND})
+MAX_TRACE_FRAME_BYTES = 1024
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}(-.*)?\Z", re.DOTALL)
+
 # Content types (4.2)
 CONTENT_NONE, CONTENT_JSON, CONTENT_FBV = 0, 1, 2
 
@@ -160,3 +165,37 @@ def new_source(base: str) -> str:
     suffix = "#py-" + os.urandom(4).hex()
     raw = base.encode("utf-8")[: MAX_SOURCE_BYTES - len(suffix)]
     return (raw.decode("utf-8", "ignore") or "py") + suffix
+
+
+def valid_traceparent(text: str) -> bool:
+    """W3C Trace Context's rules (4.5): version not ff, 55 characters for version 00 (a later
+    version may add `-` fields), trace id and parent id not all zero, lowercase hex."""
+    if not _TRACEPARENT.match(text) or text.startswith("ff"):
+        return False
+    if text.startswith("00") and len(text) != 55:
+        return False
+    return text[3:35] != "0" * 32 and text[36:52] != "0" * 16
+
+
+def trace_frame(traceparent: str, tracestate: str = "") -> bytes:
+    """The trace frame (4.5): the traceparent, then a line feed and the tracestate if any."""
+    if not valid_traceparent(traceparent):
+        raise WireError("malformed", f"{traceparent[:64]!r} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)")
+    if len(tracestate) > 512 or not all(0x20 <= ord(c) < 0x7F for c in tracestate):
+        raise WireError("malformed", "tracestate is not printable ASCII of at most 512 bytes")
+    return (traceparent + ("\n" + tracestate if tracestate else "")).encode("ascii")
+
+
+def read_trace_frame(frame: bytes) -> tuple[str, str]:
+    """(traceparent, tracestate) of a trace frame; ("", "") for an empty one."""
+    if not frame:
+        return "", ""
+    if len(frame) > MAX_TRACE_FRAME_BYTES:
+        raise WireError("oversize", f"trace frame is {len(frame)} bytes, at most {MAX_TRACE_FRAME_BYTES}")
+    try:
+        text = frame.decode("ascii")
+    except UnicodeDecodeError:
+        raise WireError("malformed", "trace frame is not ASCII") from None
+    parent, _, state = text.partition("\n")
+    trace_frame(parent, state)  # validates
+    return parent, state

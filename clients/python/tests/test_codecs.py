@@ -13,6 +13,7 @@ TS = 1_700_000_000_000_000
 MID = bytes.fromhex("00112233445566778899aabbccddeeff")
 ENV = dict(timestamp_us=TS, message_id=MID)
 STATE = {"value": 3, "isLoading": False, "label": "três"}
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 def built(name):
@@ -49,6 +50,12 @@ def built(name):
             source="flowd#1", sequence=14, **ENV),
         "ack-movie-list": lambda: flowbus.ack_frames("movie-list#5f3a", 2, source="flowd#1", sequence=15, **ENV),
         "heartbeat-flowd": lambda: flowbus.heartbeat_frames(source="flowd#1", sequence=16, **ENV),
+        "step-moviePicked-traced": lambda: flowbus.step_frames(
+            "movie-list", "moviePicked", {"withMovieId": 23452}, source="movie-list#5f3a", sequence=3,
+            traceparent=TRACEPARENT, tracestate="congo=t61rcWkgMzE", **ENV),
+        "didNavigate-movies-traced": lambda: flowbus.did_navigate_frames(
+            "movies", "moviePicked", {"withMovieId": 23452}, "movie/23452", source="flowd#1", sequence=19,
+            traceparent="00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01", **ENV),
     }
     return table[name]()
 
@@ -248,3 +255,32 @@ def test_clone_merger_resynchronises_on_a_gap_and_a_new_host():
     assert updates(merger.snapshot(0, "y", "h2")) == ([(0, "y", True), (1, "x", False)], False)
     assert merger.resynchronisations == 2
     assert updates(merger.snapshot(1, "x", "h2")) == ([], False)  # unsolicited while synced
+
+
+def test_trace_frame_decodes_and_round_trips():
+    frames = load_vector("step-moviePicked-traced")
+    step = flowbus.decode(frames)
+    assert (step.traceparent, step.tracestate) == (TRACEPARENT, "congo=t61rcWkgMzE")
+    assert step.trace_id == "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert flowbus.encode(step) == frames
+    assert flowbus.decode(frames[:4] + [b""]).traceparent == "", "an empty trace frame is no context"
+
+
+@pytest.mark.parametrize("frame,reason", [
+    (b"not a traceparent", "malformed"),
+    (TRACEPARENT.upper().encode(), "malformed"),
+    (b"ff" + TRACEPARENT[2:].encode(), "malformed"),
+    (b"00-" + b"0" * 32 + TRACEPARENT[35:].encode(), "malformed"),
+    (TRACEPARENT.encode() + b"\n" + b"a" * 1000, "oversize"),
+])
+def test_bad_trace_frames_are_refused(frame, reason):
+    with pytest.raises(wire.WireError) as refused:
+        flowbus.decode(load_vector("step-moviePicked-json") + [frame])
+    assert refused.value.reason == reason
+
+
+def test_trace_frames_only_on_the_kinds_that_carry_them():
+    with pytest.raises(wire.WireError, match="frames"):
+        flowbus.decode(load_vector("ack-movie-list") + [TRACEPARENT.encode()])
+    with pytest.raises(wire.WireError):
+        flowbus.step_frames("s", "go", source="s#1", sequence=1, traceparent="00-nope")

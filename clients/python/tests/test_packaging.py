@@ -14,7 +14,7 @@ import flowbus
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1]
 MODULES = ["__init__.py", "aio.py", "client.py", "clone.py", "messages.py", "processes.py", "protocol.py",
-           "pytest_plugin.py", "py.typed", "strategies.py", "testing.py", "values.py", "wire.py"]
+           "pytest_plugin.py", "py.typed", "strategies.py", "testing.py", "tracing.py", "values.py", "wire.py"]
 
 
 def source_copy(tmp_path):

@@ -1,0 +1,54 @@
+import FlowBusTracing
+import FlowBusWire
+import Tracing
+
+/// A reactor host's spans: `process action` (consumer, continuing the view's trace) around handing
+/// an action to its reactor, then a `publish state` for each state and a `send step` for each step
+/// it causes, children of that span, whose contexts the state and step carry.
+struct ReactorSpans {
+    private let span: any Span
+
+    /// Starts `process action`, or returns nil when the host does not trace or the sampler drops it.
+    init?(reactorID: String, action: String, topic: String, envelope: Envelope, remote: TraceContext?) {
+        guard BusTracing.isActive else { return nil }
+        span = BusTracing.startSpan(
+            .process, kind: .action, topic: topic, envelope: envelope,
+            parent: BusTracing.serviceContext(continuing: remote))
+        guard span.isRecording else { return nil }
+        span.attributes["flowbus.reactor"] = reactorID
+        span.attributes["flowbus.action"] = action
+    }
+
+    /// What the action's states and steps continue.
+    var context: TraceContext? { BusTracing.traceContext(of: span.context) }
+
+    func end(refusal: DiagnosticReason?) {
+        span.attributes["flowbus.outcome"] = refusal?.rawValue ?? "applied"
+        if let refusal { span.setStatus(.init(code: .error, message: refusal.rawValue)) }
+        span.end()
+    }
+
+    /// The trace frame of a state caused by an action traced as `trace`: a `publish state` span's
+    /// when the host traces, else `trace` as it came.
+    static func publishState(_ reactorID: String, sequence: UInt64, in trace: TraceContext) -> TraceContext? {
+        guard BusTracing.isActive else { return trace }
+        let span = BusTracing.startSpan(
+            .publish, kind: .state, topic: Topic.state(reactorID), parent: BusTracing.serviceContext(continuing: trace))
+        guard span.isRecording else { return trace }
+        span.attributes["flowbus.reactor"] = reactorID
+        span.attributes["flowbus.state_sequence"] = Int(truncatingIfNeeded: sequence)
+        defer { span.end() }
+        return BusTracing.traceContext(of: span.context)
+    }
+
+    /// The trace frame of a step a reactor publishes because of an action traced as `trace`.
+    static func sendStep(_ stepperID: String, name: String, in trace: TraceContext) -> TraceContext? {
+        guard BusTracing.isActive else { return trace }
+        let span = BusTracing.startSpan(
+            .send, kind: .step, topic: Topic.step(stepperID), parent: BusTracing.serviceContext(continuing: trace))
+        guard span.isRecording else { return trace }
+        span.attributes["flowbus.step"] = name
+        defer { span.end() }
+        return BusTracing.traceContext(of: span.context)
+    }
+}
