@@ -201,7 +201,8 @@ let package = Package(
         .target(
             name: "FlowBusStudio",
             dependencies: [
-                "FlowBusClient", "FlowBusConfiguration", "FlowBusTools", "FlowBusWire", "Flows", logging,
+                "FlowBusClient", "FlowBusConfiguration", "FlowBusTools", "FlowBusTracing", "FlowBusWire", "Flows",
+                logging,
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Studio"])),
                 .product(
                     name: "HummingbirdWebSocket", package: "hummingbird-websocket", condition: .when(traits: ["Studio"])
@@ -211,7 +212,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "flowbus-studio",
-            dependencies: ["FlowBusStudio", "FlowBusConfiguration", "FlowBusDaemon", argumentParser, logging]
+            dependencies: [
+                "FlowBusStudio", "FlowBusConfiguration", "FlowBusDaemon", "FlowBusTracing", argumentParser, logging,
+                serviceLifecycle,
+            ]
         ),
         // Flows and reactors the tests share; not shipped.
         .target(

@@ -152,7 +152,7 @@ package final class StepRouter {
         envelope: Envelope, trace: TraceContext? = nil
     ) -> Unfinished? {
         var applying = MessageBeingApplied(origin: origin, topic: topic, step: step, params: params, trace: trace)
-        if BusTracing.isActive {
+        if BusTracing.traces(trace) {
             let stepper: String?
             if case .step(let id) = input { stepper = id } else { stepper = nil }
             if let spans = StepSpans(

@@ -3,17 +3,19 @@ import FlowBusWire
 import Tracing
 
 /// The spans of one step or deep link in flowd: `process step` (consumer, continuing the sender's
-/// trace) and its child `publish events` (producer), whose context the message's willNavigate,
-/// navigation commands and didNavigate carry. Both end once the batch holding the message is
-/// committed (``StepSpanBatch``).
+/// trace), whose context the message's willNavigate, navigation commands and didNavigate carry,
+/// and its child `publish events` (producer), made when the batch's events are released after its
+/// journal commit (``StepSpanBatch``). Spans made and ended together at the commit cost the
+/// exporter's queue one wake-up per batch instead of one per span.
 final class StepSpans {
     let process: any Span
-    let publish: any Span
-    private var outcome: String?
+    private var outcome: DiagnosticReason?
+    private var flow: String?
+    private var presentable: String?
     private var navigations = 0
 
-    /// Starts the spans of a message, or returns nil when the sampler drops it: its events then
-    /// carry what it arrived with.
+    /// Starts the span of a message, or returns nil when the tracer does not record it: its events
+    /// then carry what it arrived with.
     init?(kind: MessageKind, topic: String, envelope: Envelope, step: String, stepper: String?, remote: TraceContext?) {
         process = BusTracing.startSpan(
             .process, kind: kind, topic: topic, envelope: envelope,
@@ -21,32 +23,37 @@ final class StepSpans {
         guard process.isRecording else { return nil }
         process.attributes["flowbus.step"] = step
         if let stepper { process.attributes["flowbus.stepper"] = stepper }
-        publish = BusTracing.startSpan(
-            .publish, kind: .didNavigate, topic: "events", destination: "events", parent: process.context)
     }
 
     /// What the events of this message carry.
-    var eventsContext: TraceContext? { BusTracing.traceContext(of: publish.context) }
+    var eventsContext: TraceContext? { BusTracing.traceContext(of: process.context) }
 
     /// A flow navigated because of the message.
     func navigated(flow: String, presentable: String?) {
-        process.attributes["flowbus.flow"] = flow
-        if let presentable { process.attributes["flowbus.presentable"] = presentable }
+        self.flow = flow
+        if let presentable { self.presentable = presentable }
         navigations += 1
     }
 
     /// The flows refused the message (the first reason is kept).
     func refused(_ reason: DiagnosticReason, flow: String?, presentable: String?) {
-        if outcome == nil { outcome = reason.rawValue }
-        if let flow { process.attributes["flowbus.flow"] = flow }
-        if let presentable { process.attributes["flowbus.presentable"] = presentable }
+        if outcome == nil { outcome = reason }
+        if let flow { self.flow = flow }
+        if let presentable { self.presentable = presentable }
     }
 
+    /// Its events are released: `publish events`, then the end of `process step`.
     func end() {
-        process.attributes["flowbus.outcome"] = outcome ?? "applied"
-        publish.attributes["flowbus.navigations"] = navigations
-        if let outcome { process.setStatus(.init(code: .error, message: outcome)) }
-        publish.end()
+        if navigations > 0 {
+            let publish = BusTracing.startSpan(
+                .publish, kind: .didNavigate, topic: "events", destination: "events", parent: process.context)
+            publish.attributes["flowbus.navigations"] = navigations
+            publish.end()
+        }
+        if let flow { process.attributes["flowbus.flow"] = flow }
+        if let presentable { process.attributes["flowbus.presentable"] = presentable }
+        process.attributes["flowbus.outcome"] = outcome?.rawValue ?? "applied"
+        if let outcome { process.setStatus(.init(code: .error, message: outcome.rawValue)) }
         process.end()
     }
 }

@@ -10,7 +10,7 @@ struct ReactorSpans {
 
     /// Starts `process action`, or returns nil when the host does not trace or the sampler drops it.
     init?(reactorID: String, action: String, topic: String, envelope: Envelope, remote: TraceContext?) {
-        guard BusTracing.isActive else { return nil }
+        guard BusTracing.traces(remote) else { return nil }
         span = BusTracing.startSpan(
             .process, kind: .action, topic: topic, envelope: envelope,
             parent: BusTracing.serviceContext(continuing: remote))
@@ -31,7 +31,7 @@ struct ReactorSpans {
     /// The trace frame of a state caused by an action traced as `trace`: a `publish state` span's
     /// when the host traces, else `trace` as it came.
     static func publishState(_ reactorID: String, sequence: UInt64, in trace: TraceContext) -> TraceContext? {
-        guard BusTracing.isActive else { return trace }
+        guard BusTracing.traces(trace) else { return trace }
         let span = BusTracing.startSpan(
             .publish, kind: .state, topic: Topic.state(reactorID), parent: BusTracing.serviceContext(continuing: trace))
         guard span.isRecording else { return trace }
@@ -43,7 +43,7 @@ struct ReactorSpans {
 
     /// The trace frame of a step a reactor publishes because of an action traced as `trace`.
     static func sendStep(_ stepperID: String, name: String, in trace: TraceContext) -> TraceContext? {
-        guard BusTracing.isActive else { return trace }
+        guard BusTracing.traces(trace) else { return trace }
         let span = BusTracing.startSpan(
             .send, kind: .step, topic: Topic.step(stepperID), parent: BusTracing.serviceContext(continuing: trace))
         guard span.isRecording else { return trace }

@@ -2,6 +2,7 @@
 import FlowBusClient
 import FlowBusConfiguration
 import FlowBusTools
+import FlowBusTracing
 import FlowBusWire
 import Foundation
 import Logging
@@ -90,19 +91,26 @@ public final class StudioDriver: Sendable {
                 steppers[stepper] = publisher
                 // Subscribed before publishing, so that a refusal while routing is not missed.
                 let watcher = try OutcomeWatcher(stepperID: stepper, config: config, timeout: Self.outcomeTimeout)
-                let sequence = try publisher.publish(name, params)
+                // The studio's own `send step` span, when it traces (docs/TRACING.md).
+                let sequence = try BusTracing.send(.step, topic: Topic.step(stepper), parent: nil) {
+                    try publisher.publish(name, params, traceContext: $0)
+                }
                 return try outcome(of: sequence, from: publisher, watcher: watcher, what: "step \(name) as \(stepper)")
             case .deepLink(let name, let params):
                 let publisher =
                     try steppers["studio"] ?? StepPublisher(stepperID: "studio", config: config, contentType: .json)
                 steppers["studio"] = publisher
                 let watcher = try OutcomeWatcher(stepperID: "studio", config: config, timeout: Self.outcomeTimeout)
-                let sequence = try publisher.publishDeepLink(name, params)
+                let sequence = try BusTracing.send(.deepLink, topic: Topic.deepLink(name), parent: nil) {
+                    try publisher.publishDeepLink(name, params, traceContext: $0)
+                }
                 return try outcome(of: sequence, from: publisher, watcher: watcher, what: "deep link \(name)")
             case .action(let reactor, let name, let params):
                 let view = try views[reactor] ?? ReactorView(reactorID: reactor, config: config, contentType: .json)
                 views[reactor] = view
-                let sequence = try view.send(name, params)
+                let sequence = try BusTracing.send(.action, topic: Topic.action(reactor), parent: nil) {
+                    try view.send(name, params, traceContext: $0)
+                }
                 guard try view.waitForAcknowledgement(timeout: .seconds(3)) else {
                     return Outcome(
                         ok: false,

@@ -1,4 +1,5 @@
 public import FlowBusWire
+import Synchronization
 public import Tracing
 
 /// Spans for FlowBus messages, after OpenTelemetry's messaging semantic conventions: a sender's
@@ -8,6 +9,15 @@ public enum BusTracing {
     /// True once ``TraceExport/bootstrap(config:serviceName:environment:logger:)`` installed a
     /// tracer; until then a process makes no span and only passes trace frames on.
     nonisolated(unsafe) public static var isActive = false
+
+    /// Which messages to trace; set by ``TraceExport`` from `tracing.sampler` or `OTEL_TRACES_SAMPLER`.
+    nonisolated(unsafe) public static var sampler = SpanSampler.default
+
+    /// Whether to make spans for a message that arrived with `remote`: tracing is on and the
+    /// sampler keeps it.
+    public static func traces(_ remote: TraceContext?) -> Bool {
+        isActive && sampler.samples(remote)
+    }
 
     /// The trace of the message being processed, for what it causes: a reactor's states and steps
     /// (also from its asynchronous mutations, which inherit it) carry it on.
@@ -55,6 +65,24 @@ public enum BusTracing {
             span.attributes["flowbus.sequence"] = Int(truncatingIfNeeded: envelope.sequence)
         }
         return span
+    }
+
+    /// Runs `body`, which sends one message, inside a `send` span (producer) continuing `parent`,
+    /// and gives it the trace frame to send: the span's context, or `parent` as it is when the
+    /// message is not traced.
+    public static func send<T>(
+        _ kind: MessageKind, topic: @autoclosure () -> String, parent: TraceContext?,
+        _ body: (TraceContext?) throws -> T
+    ) rethrows -> T {
+        guard traces(parent) else { return try body(parent) }
+        let span = startSpan(.send, kind: kind, topic: topic(), parent: serviceContext(continuing: parent))
+        defer { span.end() }
+        do {
+            return try body(traceContext(of: span.context))
+        } catch {
+            span.recordError(error)
+            throw error
+        }
     }
 
     /// The names of the spans FlowBus makes, as constants: one is made for every message.
@@ -109,5 +137,68 @@ struct TraceHeaders {
             default: break
             }
         }
+    }
+}
+
+/// Which messages a process traces, decided before any span is made: a message the sampler
+/// drops costs one random draw, no span, no context (the exporter's own sampler is then always
+/// on, for the spans of messages kept). The rules are OpenTelemetry's samplers'.
+public struct SpanSampler: Sendable, Hashable {
+    /// What is decided for a message without a trace frame (a new trace).
+    public enum Root: Sendable, Hashable {
+        case always, never
+        /// This share of new traces, 0…1.
+        case ratio(Double)
+    }
+
+    public var root: Root
+    /// Whether a message with a trace frame follows its sender's decision (the `parentbased_` samplers).
+    public var followsParent: Bool
+
+    public init(root: Root, followsParent: Bool) {
+        self.root = root
+        self.followsParent = followsParent
+    }
+
+    /// `parentbased_always_on`, OpenTelemetry's default.
+    public static let `default` = SpanSampler(root: .always, followsParent: true)
+
+    /// The sampler an `OTEL_TRACES_SAMPLER` name (and its `…_ARG` ratio) stands for; nil for a name
+    /// FlowBus does not know.
+    public init?(name: String, ratio: Double?) {
+        let ratio = ratio ?? 1
+        switch name {
+        case "always_on": self.init(root: .always, followsParent: false)
+        case "always_off": self.init(root: .never, followsParent: false)
+        case "traceidratio": self.init(root: .ratio(ratio), followsParent: false)
+        case "parentbased_always_on": self.init(root: .always, followsParent: true)
+        case "parentbased_always_off": self.init(root: .never, followsParent: true)
+        case "parentbased_traceidratio": self.init(root: .ratio(ratio), followsParent: true)
+        default: return nil
+        }
+    }
+
+    /// Whether to trace a message that arrived with `remote` (nil: none).
+    public func samples(_ remote: TraceContext?) -> Bool {
+        if followsParent, let remote { return remote.sampled }
+        switch root {
+        case .always: return true
+        case .never: return false
+        case .ratio(let ratio):
+            return Double(SamplingDraw.next() >> 11) * 0x1p-53 < ratio
+        }
+    }
+}
+
+/// A cheap shared random stream for sampling (splitmix64 over an atomic counter): a draw per
+/// message, no system call, no lock.
+private enum SamplingDraw {
+    static let state = Atomic<UInt64>(UInt64.random(in: .min ... .max))
+
+    static func next() -> UInt64 {
+        var z = state.wrappingAdd(0x9E37_79B9_7F4A_7C15, ordering: .relaxed).newValue
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }

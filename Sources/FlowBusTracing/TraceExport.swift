@@ -57,16 +57,22 @@ public enum TraceExport {
                 endpoint.hasSuffix("/v1/traces")
                 ? endpoint : endpoint.trimmingSuffix("/") + "/v1/traces"
         }
-        let ratio = config?.ratio ?? 1
-        switch config?.sampler ?? "parentbased_always_on" {
-        case "always_on": configuration.traces.sampler = .alwaysOn
-        case "always_off": configuration.traces.sampler = .alwaysOff
-        case "traceidratio": configuration.traces.sampler = .traceIDRatio(ratio: ratio) ?? .alwaysOn
-        case "parentbased_always_off": configuration.traces.sampler = .parentBasedAlwaysOff
-        case "parentbased_traceidratio":
-            configuration.traces.sampler = .parentBasedTraceIDRatio(ratio: ratio) ?? .parentBasedAlwaysOn
-        default: configuration.traces.sampler = .parentBasedAlwaysOn
+        // FlowBus decides which messages to trace before making any span (BusTracing.sampler); the
+        // exporter then records every span it is given.
+        let samplerName = environment["OTEL_TRACES_SAMPLER"] ?? config?.sampler ?? "parentbased_always_on"
+        let ratio = environment["OTEL_TRACES_SAMPLER_ARG"].flatMap(Double.init) ?? config?.ratio
+        guard let sampler = SpanSampler(name: samplerName, ratio: ratio) else {
+            throw TraceExportError(
+                "OTEL_TRACES_SAMPLER \(samplerName) is not one FlowBus supports: use one of \(TracingSpec.samplers.joined(separator: ", "))"
+            )
         }
+        if let ratio, !(0...1).contains(ratio) {
+            throw TraceExportError("OTEL_TRACES_SAMPLER_ARG \(ratio) is outside 0…1")
+        }
+        configuration.traces.sampler = .alwaysOn
+        var environment = environment
+        environment["OTEL_TRACES_SAMPLER"] = nil
+        environment["OTEL_TRACES_SAMPLER_ARG"] = nil
         // Spans leave in batches, soon enough that a short-lived flowctl or a test sees them.
         configuration.traces.batchSpanProcessor.scheduleDelay = .milliseconds(200)
         configuration.diagnosticLogger = .custom(logger)
@@ -77,6 +83,7 @@ public enum TraceExport {
         } catch {
             throw TraceExportError("tracing could not start: \(error); check the tracing: section and OTEL_* variables")
         }
+        BusTracing.sampler = sampler
         BusTracing.isActive = true
         let endpoint =
             environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] ?? environment["OTEL_EXPORTER_OTLP_ENDPOINT"]

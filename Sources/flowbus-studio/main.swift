@@ -1,8 +1,10 @@
 import ArgumentParser
 import FlowBusConfiguration
 import FlowBusDaemon
+import FlowBusTracing
 import Foundation
 import Logging
+import ServiceLifecycle
 
 #if Studio
 import FlowBusStudio
@@ -54,11 +56,26 @@ struct FlowBusStudioCommand: AsyncParsableCommand {
         } catch {
             throw ValidationError("\(error)")
         }
+        // The page's own steps and actions are traced when tracing: or OTEL_* ask (docs/TRACING.md);
+        // spans still held are sent once the server stops.
+        let logger = Logger(label: "flowbus-studio")
+        let exporter: ServiceGroup?
+        do {
+            exporter = try TraceExport.bootstrap(
+                config: topology.tracing, serviceName: "flowbus-studio", logger: logger
+            )
+            .map { ServiceGroup(services: [$0], logger: logger) }
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        let exporting = Task { try await exporter?.run() }
         let host = bind.contains(":") ? "[\(bind)]" : bind
         try await server.run { port in
             let query = token.map { "?token=\($0)" } ?? ""
             FileHandle.standardOutput.write(Data("studio: http://\(host):\(port)/\(query)\n".utf8))
         }
+        await exporter?.triggerGracefulShutdown()
+        try? await exporting.value
         #endif
     }
 }

@@ -26,7 +26,7 @@ enum CommandTracing {
             FileHandle.standardError.write(Data("Error: \(error)\n".utf8))
             throw ExitCode(64)
         }
-        guard let exporter else { return try body(inherited) }
+        guard let exporter else { return try BusTracing.send(kind, topic: topic, parent: inherited, body) }
         let group = ServiceGroup(services: [exporter], logger: logger)
         let stopped = DispatchSemaphore(value: 0)
         // The exporter runs on the cooperative pool; this thread is the command's own, so it may wait.
@@ -38,14 +38,6 @@ enum CommandTracing {
             Task { await group.triggerGracefulShutdown() }
             stopped.wait()
         }
-        let span = BusTracing.startSpan(
-            .send, kind: kind, topic: topic, parent: BusTracing.serviceContext(continuing: inherited))
-        defer { span.end() }
-        do {
-            return try body(BusTracing.traceContext(of: span.context))
-        } catch {
-            span.recordError(error)
-            throw error
-        }
+        return try BusTracing.send(kind, topic: topic, parent: inherited, body)
     }
 }

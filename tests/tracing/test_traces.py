@@ -4,12 +4,16 @@ OpenTelemetry span, and an action whose reactor publishes a step (docs/TRACING.m
 
 from __future__ import annotations
 
+import json
 import pathlib
+import re
+import struct
 import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
+import websocket  # websocket-client: the studio's Foxglove WebSocket
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -82,7 +86,7 @@ def test_flowctl_step_is_one_trace_through_flowd_to_its_did_navigate(topology: T
     assert send.parent_id == "" and send.kind == "SPAN_KIND_PRODUCER"
     assert process.parent_id == send.span_id and process.kind == "SPAN_KIND_CONSUMER"
     assert publish.parent_id == process.span_id and publish.kind == "SPAN_KIND_PRODUCER"
-    assert did.traceparent.split("-")[2] == publish.span_id, "events carry flowd's publish span"
+    assert did.traceparent.split("-")[2] == process.span_id, "events carry flowd's process span"
     assert send.attributes["messaging.destination.name"] == "step/apikey"
     assert process.attributes["messaging.system"] == "flowbus"
     assert process.attributes["messaging.operation.type"] == "process"
@@ -166,3 +170,31 @@ def test_the_client_sends_no_trace_frame_without_opentelemetry(topology: Topolog
             stepper.close()
         republished = events.wait_for(lambda m: m.source == stepper.source)
     assert republished.traceparent == ""
+
+
+def test_a_step_sent_from_the_studio_is_its_send_span_then_flowd(topology: Topology, receiver: OTLPReceiver) -> None:
+    studio = subprocess.Popen([str(topology.bin_dir / "flowbus-studio"), "--config", str(topology.config_path),
+                               "--port", "0", "--allow-publish"], env=topology.env, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert studio.stdout is not None
+        port = int(re.search(r"studio: http://[^:]+:(\d+)/", studio.stdout.readline()).group(1))  # type: ignore[union-attr]
+        ws = websocket.create_connection(f"ws://127.0.0.1:{port}/ws", subprotocols=["foxglove.websocket.v1"],
+                                         timeout=10)
+        try:
+            ws.send(json.dumps({"op": "advertise", "channels": [
+                {"id": 1, "topic": "/flowbus/step", "encoding": "json", "schemaName": "flowbus.Step"}]}))
+            ws.send_binary(struct.pack("<BI", 1, 1)
+                           + json.dumps({"stepper": "apikey", "step": "apiKeyIsComplete", "params": {}}).encode())
+            spans = receiver.wait_for(lambda spans: any(s.service == "flowbus-studio" and s.name == "send step"
+                                                        for s in spans))
+            send = one(spans, service="flowbus-studio", name="send step")
+            spans = receiver.wait_for(in_trace(send.trace_id, ("flowd", "process step")))
+            process = one([s for s in spans if s.trace_id == send.trace_id], service="flowd", name="process step")
+            assert process.parent_id == send.span_id
+            assert process.attributes["flowbus.step"] == "apiKeyIsComplete"
+        finally:
+            ws.close()
+    finally:
+        studio.terminate()
+        studio.wait(timeout=10)
