@@ -11,8 +11,8 @@ struct MessageBeingApplied {
     var topic: String
     var step: CanonicalStep?
     var params: WirePayload?
-    /// What the events it causes carry: the context of its `publish events` span, or when flowd
-    /// does not trace, the context it arrived with.
+    /// What the events it causes carry: the context of its `process` span, or when flowd does not
+    /// trace it, the context it arrived with.
     var trace: TraceContext?
     /// Its spans, when flowd traces.
     var spans: StepSpans?

@@ -5,8 +5,8 @@ import Tracing
 /// The spans of one step or deep link in flowd: `process step` (consumer, continuing the sender's
 /// trace), whose context the message's willNavigate, navigation commands and didNavigate carry,
 /// and its child `publish events` (producer), made when the batch's events are released after its
-/// journal commit (``StepSpanBatch``). Spans made and ended together at the commit cost the
-/// exporter's queue one wake-up per batch instead of one per span.
+/// journal commit (``StepSpanBatch``): made and ended there with the batch's others, in one burst
+/// for the exporter's queue.
 final class StepSpans {
     let process: any Span
     private var outcome: DiagnosticReason?

@@ -7,10 +7,12 @@ public import Tracing
 /// `process` span (consumer) continuing it.
 public enum BusTracing {
     /// True once ``TraceExport/bootstrap(config:serviceName:environment:logger:)`` installed a
-    /// tracer; until then a process makes no span and only passes trace frames on.
+    /// tracer; until then a process makes no span and only passes trace frames on. Written once,
+    /// at start-up, before any message is read; read for every message without a lock.
     nonisolated(unsafe) public static var isActive = false
 
-    /// Which messages to trace; set by ``TraceExport`` from `tracing.sampler` or `OTEL_TRACES_SAMPLER`.
+    /// Which messages to trace; set with ``isActive`` by ``TraceExport`` from `tracing.sampler` or
+    /// `OTEL_TRACES_SAMPLER`.
     nonisolated(unsafe) public static var sampler = SpanSampler.default
 
     /// Whether to make spans for a message that arrived with `remote`: tracing is on and the
@@ -107,10 +109,6 @@ public enum BusTracing {
 
         var type: String { self == .process ? "process" : "send" }
     }
-}
-
-extension Topic.Prefix {
-    init(kind: MessageKind) { self = kind.topicPrefix }
 }
 
 /// Reads `traceparent` and `tracestate` out of a trace frame for the installed propagator.

@@ -11,15 +11,6 @@ import OTel
 /// Starts exporting spans over OTLP/HTTP when the config's `tracing:` section or the standard
 /// `OTEL_*` environment variables ask for it: the one place a FlowBus process turns tracing on.
 public enum TraceExport {
-    /// Whether this build can export spans (the package's Tracing trait).
-    public static var isAvailable: Bool {
-        #if Tracing
-        true
-        #else
-        false
-        #endif
-    }
-
     /// Whether the spans of `config` and `environment` are to be exported: a `tracing:` section, or
     /// `OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_TRACES_EXPORTER=otlp`;
     /// never with `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`.
