@@ -235,9 +235,15 @@ package final class HostedReactor: Sendable {
             outlet.mutationFailed()
             logger.warning("a mutation stream of \(reactorID) failed: \(error)")
         }
+        // A traced action's mutations are spans of its trace (they inherit its task-local trace).
+        let onMutation: @Sendable (R.Mutation) -> Void = { mutation in
+            guard let trace = BusTracing.messageTrace else { return }
+            ReactorSpans.mutation(mutation, of: reactorID, in: trace)
+        }
         let store =
-            restored.map { ReactorStore(reactor, restoring: $0, onMutationFailure: onFailure) }
-            ?? ReactorStore(reactor, onMutationFailure: onFailure)
+            restored.map {
+                ReactorStore(reactor, restoring: $0, onMutationFailure: onFailure, onMutation: onMutation)
+            } ?? ReactorStore(reactor, onMutationFailure: onFailure, onMutation: onMutation)
         let encoder = WireValueEncoder()
         // Wire-form conformances skip Codable on every action and state (decided once, here).
         let encodesItself = R.State.self is any WireFormEncodable.Type

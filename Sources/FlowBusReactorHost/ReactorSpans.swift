@@ -3,8 +3,8 @@ import FlowBusWire
 import Tracing
 
 /// A reactor host's spans: `process action` (consumer, continuing the view's trace) around handing
-/// an action to its reactor, then a `publish state` for each state and a `send step` for each step
-/// it causes, children of that span, whose contexts the state and step carry.
+/// an action to its reactor, then a `mutate` for each mutation, a `publish state` for each state and
+/// a `send step` for each step it causes, children of that span; the state and step carry theirs.
 struct ReactorSpans {
     private let span: any Span
 
@@ -39,6 +39,19 @@ struct ReactorSpans {
         span.attributes["flowbus.state_sequence"] = Int(truncatingIfNeeded: sequence)
         defer { span.end() }
         return BusTracing.traceContext(of: span.context)
+    }
+
+    /// A `mutate` span (internal, a child of the action's) for each mutation the action caused,
+    /// named by the mutation's case (`flowbus.mutation`).
+    static func mutation(_ mutation: some Any, of reactorID: String, in trace: TraceContext) {
+        guard BusTracing.traces(trace) else { return }
+        let span = InstrumentationSystem.tracer.startAnySpan(
+            "mutate", context: BusTracing.serviceContext(continuing: trace), ofKind: .internal)
+        guard span.isRecording else { return }
+        let described = String(describing: mutation)
+        span.attributes["flowbus.reactor"] = reactorID
+        span.attributes["flowbus.mutation"] = String(described.prefix { $0 != "(" })
+        span.end()
     }
 
     /// The trace frame of a step a reactor publishes because of an action traced as `trace`.

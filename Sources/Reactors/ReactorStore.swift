@@ -54,6 +54,7 @@ public final class ReactorStore<R: Reactor>: Sendable {
     private let mutateIsConnected: Bool
     private let mutateTransform: (@Sendable (Any) -> Any?)?
     private let failureHandler: (@Sendable (any Error) -> Void)?
+    private let mutationHandler: (@Sendable (R.Mutation) -> Void)?
 
     /// Creates a store for `reactor`, connected at once (hot, rule 1).
     ///
@@ -65,12 +66,17 @@ public final class ReactorStore<R: Reactor>: Sendable {
     ///   - onMutationFailure: Called, in the serial context, with the error that ended a
     ///     mutation stream or a bound action source (cancellation is not a failure). The
     ///     reactor lives on either way; this is where a host counts and logs it.
-    public convenience init(_ reactor: R, onMutationFailure: (@Sendable (any Error) -> Void)? = nil) {
+    ///   - onMutation: Called, in the serial context, with each mutation once it is reduced,
+    ///     before the state it made is emitted (where a host traces mutations).
+    public convenience init(
+        _ reactor: R, onMutationFailure: (@Sendable (any Error) -> Void)? = nil,
+        onMutation: (@Sendable (R.Mutation) -> Void)? = nil
+    ) {
         let initialState = reactor.initialState
         self.init(
             reactor, reducedState: initialState,
             current: StateSnapshot(sequence: 0, state: reactor.transform(state: initialState)),
-            onMutationFailure: onMutationFailure)
+            onMutationFailure: onMutationFailure, onMutation: onMutation)
     }
 
     /// Creates a store for `reactor` that resumes from a state saved earlier (a reactor host
@@ -80,26 +86,30 @@ public final class ReactorStore<R: Reactor>: Sendable {
     /// from: the next reduced mutation emits sequence `restored.sequence + 1`. The restored state
     /// is taken as it was emitted (after `transform(state:)`), so the transform is not applied to
     /// it again; `initialState` is not used. `transform(mutation:)` is called now, as for
-    /// ``init(_:onMutationFailure:)``.
+    /// ``init(_:onMutationFailure:onMutation:)``.
     ///
     /// - Parameters:
     ///   - reactor: The reactor to run.
     ///   - restored: The state to resume from, with its sequence.
-    ///   - onMutationFailure: As for ``init(_:onMutationFailure:)``.
+    ///   - onMutationFailure, onMutation: As for ``init(_:onMutationFailure:onMutation:)``.
     public convenience init(
         _ reactor: R, restoring restored: StateSnapshot<R.State>,
-        onMutationFailure: (@Sendable (any Error) -> Void)? = nil
+        onMutationFailure: (@Sendable (any Error) -> Void)? = nil,
+        onMutation: (@Sendable (R.Mutation) -> Void)? = nil
     ) {
-        self.init(reactor, reducedState: restored.state, current: restored, onMutationFailure: onMutationFailure)
+        self.init(
+            reactor, reducedState: restored.state, current: restored, onMutationFailure: onMutationFailure,
+            onMutation: onMutation)
     }
 
     private init(
         _ reactor: R, reducedState: R.State, current: StateSnapshot<R.State>,
-        onMutationFailure: (@Sendable (any Error) -> Void)?
+        onMutationFailure: (@Sendable (any Error) -> Void)?, onMutation: (@Sendable (R.Mutation) -> Void)?
     ) {
         self.reactor = reactor
         self.isStubbed = false
         self.failureHandler = onMutationFailure
+        self.mutationHandler = onMutation
         self.core = Mutex(Core(reducedState: reducedState, current: current))
         let root = reactor.transform(mutation: Mutations(node: .upstream(transform: nil))).node
         let upstream = root.upstream
@@ -117,6 +127,7 @@ public final class ReactorStore<R: Reactor>: Sendable {
         self.reactor = reactor
         self.isStubbed = true
         self.failureHandler = nil
+        self.mutationHandler = nil
         self.mutateIsConnected = false
         self.mutateTransform = nil
         let initialState = reactor.initialState
@@ -380,6 +391,7 @@ extension ReactorStore {
         }
         let next = reactor.reduce(state: previous, mutation: mutation)
         core.withLock { $0.reducedState = next }
+        mutationHandler?(mutation)
         emit(reactor.transform(state: next))
     }
 

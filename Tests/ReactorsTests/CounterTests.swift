@@ -42,6 +42,26 @@ struct CounterTests {
         #expect(published.all.last?.state == State(value: -1, isLoading: false))
     }
 
+    @Test("the mutation hook gets each mutation once reduced, in order, before its state is emitted")
+    func mutationHook() async throws {
+        let gate = Gate()
+        let seen = Log<String>()
+        let store = ReactorStore(
+            CounterReactor(delay: { try await gate.wait() }),
+            onMutation: { seen.append("mutation \($0)") })
+        store.observe { seen.append("state \($0.sequence)") }
+        var states = store.states().makeAsyncIterator()
+
+        store.send(.increase)
+        gate.open()
+        _ = try await take(4, from: &states)
+        #expect(
+            seen.all == [
+                "state 0", "mutation setLoading(true)", "state 1", "mutation increaseValue", "state 2",
+                "mutation setLoading(false)", "state 3",
+            ])
+    }
+
     @Test("many subscribers each get every state, in order")
     func manySubscribers() async throws {
         let store = ReactorStore(CounterReactor(delay: {}))

@@ -145,7 +145,8 @@ def test_an_action_its_states_and_the_step_its_reactor_publishes_are_one_trace(t
         trace_id = f"{context.trace_id:032x}"
         did = events.wait_for(lambda m: isinstance(m, DidNavigate) and m.trace_id == trace_id)
     spans = receiver.wait_for(in_trace(
-        trace_id, ("reactor-host-demo", "process action"), ("reactor-host-demo", "publish state"),
+        trace_id, ("reactor-host-demo", "process action"), ("reactor-host-demo", "mutate"),
+        ("reactor-host-demo", "publish state"),
         ("reactor-host-demo", "send step"), ("flowd", "process step"), ("flowd", "publish events")))
     spans = [s for s in spans if s.trace_id == trace_id]
     action = one(spans, name="process action")
@@ -153,7 +154,8 @@ def test_an_action_its_states_and_the_step_its_reactor_publishes_are_one_trace(t
     process = one(spans, service="flowd", name="process step")
     assert action.parent_id == f"{context.span_id:016x}"
     assert action.attributes["flowbus.reactor"] == "login" and action.attributes["flowbus.action"] == "submit"
-    assert all(s.parent_id == action.span_id for s in spans if s.name == "publish state")
+    assert all(s.parent_id == action.span_id for s in spans if s.name in ("publish state", "mutate"))
+    assert {s.attributes["flowbus.mutation"] for s in spans if s.name == "mutate"} >= {"started", "succeeded"}
     assert step.parent_id == action.span_id and step.attributes["flowbus.step"] == "apiKeyIsComplete"
     assert process.parent_id == step.span_id, "flowd continues the reactor's step"
     assert did.trace_id == trace_id
