@@ -21,7 +21,7 @@ public struct TraceContext: Sendable, Hashable, CustomStringConvertible {
         self.tracestate = tracestate
     }
 
-    /// A context made of its parts: the 16-byte trace id and 8-byte span id, in hex or raw.
+    /// A context made of its parts: the 16-byte trace id and the 8-byte span id, as raw bytes.
     public init?(
         traceID: some Collection<UInt8>, spanID: some Collection<UInt8>, sampled: Bool, tracestate: String = ""
     ) {
