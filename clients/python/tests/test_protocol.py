@@ -145,3 +145,26 @@ def test_status_exchange_answers_replies_and_refusals():
     assert StatusExchange.answer(None) is None
     with pytest.raises(Refused):
         StatusExchange.answer(diagnostic("bad-params"))
+
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def test_steps_and_actions_carry_the_trace_they_are_given_or_the_active_opentelemetry_span():
+    outbox, view = StepOutbox("apikey", ME, following=False), ViewState("counter", "view:counter#py-test")
+    outbox.keep("start", {}, (TRACEPARENT, "congo=t61rcWkgMzE"))
+    kept = decode(outbox.ledger.unacked[1])
+    assert (kept.traceparent, kept.tracestate) == (TRACEPARENT, "congo=t61rcWkgMzE")
+    assert decode(view.action("increase", {}, (TRACEPARENT, ""))).trace_id == TRACEPARENT[3:35]
+    # No span is active: nothing to propagate, no trace frame.
+    outbox.keep("again", {})
+    assert len(outbox.ledger.unacked[2]) == 4
+    opentelemetry = pytest.importorskip("opentelemetry.sdk.trace")
+    tracer = opentelemetry.TracerProvider().get_tracer("test")
+    with tracer.start_as_current_span("checkout") as span:
+        outbox.keep("inside", {})
+        action = decode(view.action("increase", {}))
+    context = span.get_span_context()
+    # (The flags may say more than "sampled": W3C level 2's random trace id flag.)
+    assert decode(outbox.ledger.unacked[3]).traceparent[:52] == f"00-{context.trace_id:032x}-{context.span_id:016x}"
+    assert action.trace_id == f"{context.trace_id:032x}"
