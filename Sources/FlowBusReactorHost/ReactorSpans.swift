@@ -31,14 +31,10 @@ struct ReactorSpans {
     /// The trace frame of a state caused by an action traced as `trace`: a `publish state` span's
     /// when the host traces, else `trace` as it came.
     static func publishState(_ reactorID: String, sequence: UInt64, in trace: TraceContext) -> TraceContext? {
-        guard BusTracing.traces(trace) else { return trace }
-        let span = BusTracing.startSpan(
-            .publish, kind: .state, topic: Topic.state(reactorID), parent: BusTracing.serviceContext(continuing: trace))
-        guard span.isRecording else { return trace }
-        span.attributes["flowbus.reactor"] = reactorID
-        span.attributes["flowbus.state_sequence"] = Int(truncatingIfNeeded: sequence)
-        defer { span.end() }
-        return BusTracing.traceContext(of: span.context)
+        child(.publish, kind: .state, topic: Topic.state(reactorID), of: trace) { span in
+            span.attributes["flowbus.reactor"] = reactorID
+            span.attributes["flowbus.state_sequence"] = Int(truncatingIfNeeded: sequence)
+        }
     }
 
     /// A `mutate` span (internal, a child of the action's) for each mutation the action caused,
@@ -56,11 +52,22 @@ struct ReactorSpans {
 
     /// The trace frame of a step a reactor publishes because of an action traced as `trace`.
     static func sendStep(_ stepperID: String, name: String, in trace: TraceContext) -> TraceContext? {
+        child(.send, kind: .step, topic: Topic.step(stepperID), of: trace) { span in
+            span.attributes["flowbus.step"] = name
+        }
+    }
+
+    /// A span of `trace` made and ended at once, and the trace frame of what it sends: its
+    /// context, or `trace` as it came when it is not recorded.
+    private static func child(
+        _ operation: BusTracing.Operation, kind: MessageKind, topic: @autoclosure () -> String,
+        of trace: TraceContext, _ describe: (any Span) -> Void
+    ) -> TraceContext? {
         guard BusTracing.traces(trace) else { return trace }
         let span = BusTracing.startSpan(
-            .send, kind: .step, topic: Topic.step(stepperID), parent: BusTracing.serviceContext(continuing: trace))
+            operation, kind: kind, topic: topic(), parent: BusTracing.serviceContext(continuing: trace))
         guard span.isRecording else { return trace }
-        span.attributes["flowbus.step"] = name
+        describe(span)
         defer { span.end() }
         return BusTracing.traceContext(of: span.context)
     }

@@ -14,7 +14,7 @@ public struct TraceContext: Sendable, Hashable, CustomStringConvertible {
 
     /// Validates a `traceparent` (and `tracestate`) by W3C's rules, or nil when they are not valid.
     public init?(traceparent: String, tracestate: String = "") {
-        guard Self.isValidTraceparent(Array(traceparent.utf8)), Self.isValidTracestate(tracestate.utf8) else {
+        guard Self.isValidTraceparent(Array(traceparent.utf8)[...]), Self.isValidTracestate(tracestate.utf8) else {
             return nil
         }
         self.traceparent = traceparent
@@ -43,7 +43,7 @@ public struct TraceContext: Sendable, Hashable, CustomStringConvertible {
         let newline = all.firstIndex(of: 0x0A)
         let parent = all[..<(newline ?? all.endIndex)]
         let state = newline.map { all[($0 + 1)...] } ?? []
-        guard Self.isValidTraceparent(Array(parent)) else {
+        guard Self.isValidTraceparent(parent) else {
             throw .malformed(
                 "trace context \(quoted(String(decoding: parent.prefix(64), as: UTF8.self))) is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"
             )
@@ -79,22 +79,24 @@ public struct TraceContext: Sendable, Hashable, CustomStringConvertible {
 
     /// W3C §3.2: version 00 is exactly 55 characters; a later version may append `-…` fields.
     /// Version `ff`, an all-zero trace id or span id, and upper-case hex are invalid.
-    static func isValidTraceparent(_ bytes: [UInt8]) -> Bool {
+    static func isValidTraceparent(_ bytes: ArraySlice<UInt8>) -> Bool {
         guard bytes.count >= 55 else { return false }
-        guard let v0 = hexValue(bytes[0]), let v1 = hexValue(bytes[1]) else { return false }
+        let start = bytes.startIndex
+        func at(_ offset: Int) -> UInt8 { bytes[start + offset] }
+        guard let v0 = hexValue(at(0)), let v1 = hexValue(at(1)) else { return false }
         let version = v0 << 4 | v1
         if version == 0xFF { return false }
         if version == 0, bytes.count != 55 { return false }
-        if bytes.count > 55, bytes[55] != UInt8(ascii: "-") { return false }
+        if bytes.count > 55, at(55) != UInt8(ascii: "-") { return false }
         let dashes = [2, 35, 52]
-        for index in dashes where bytes[index] != UInt8(ascii: "-") { return false }
+        for offset in dashes where at(offset) != UInt8(ascii: "-") { return false }
         var traceZero = true
         var spanZero = true
-        for index in 0..<55 where !dashes.contains(index) {
-            guard let digit = hexValue(bytes[index]) else { return false }
+        for offset in 0..<55 where !dashes.contains(offset) {
+            guard let digit = hexValue(at(offset)) else { return false }
             if digit != 0 {
-                if (3..<35).contains(index) { traceZero = false }
-                if (36..<52).contains(index) { spanZero = false }
+                if (3..<35).contains(offset) { traceZero = false }
+                if (36..<52).contains(offset) { spanZero = false }
             }
         }
         return !traceZero && !spanZero

@@ -15,8 +15,14 @@ enum CommandTracing {
         _ kind: MessageKind, topic: String, config: FlowBusConfig, _ body: (TraceContext?) throws -> T
     ) throws -> T {
         let environment = ProcessInfo.processInfo.environment
-        let inherited = environment["TRACEPARENT"].flatMap {
-            TraceContext(traceparent: $0, tracestate: environment["TRACESTATE"] ?? "")
+        var inherited: TraceContext?
+        if let parent = environment["TRACEPARENT"] {
+            inherited = TraceContext(traceparent: parent, tracestate: environment["TRACESTATE"] ?? "")
+            if inherited == nil {
+                note(
+                    "TRACEPARENT \(parent.prefix(64)) (or TRACESTATE) is not W3C Trace Context: the message is sent without it"
+                )
+            }
         }
         let logger = Logger(label: "flowctl")
         let exporter: (any Service)?
@@ -26,7 +32,7 @@ enum CommandTracing {
             FileHandle.standardError.write(Data("Error: \(error)\n".utf8))
             throw ExitCode(64)
         }
-        guard let exporter else { return try BusTracing.send(kind, topic: topic, parent: inherited, body) }
+        guard let exporter else { return try body(inherited) }
         let group = ServiceGroup(services: [exporter], logger: logger)
         let stopped = DispatchSemaphore(value: 0)
         // The exporter runs on the cooperative pool; this thread is the command's own, so it may wait.
