@@ -12,10 +12,40 @@ public enum LivenessChange: Sendable, Equatable {
     case back(source: String)
 }
 
+/// Where a subscriber to flowd's events resumes from (PROTOCOL.md §4.6).
+public struct EventResumption: Sendable {
+    /// flowd's control endpoints (every instance), where replays are asked for.
+    public var control: [String]
+    /// The last event sequence the subscriber has; 0: every event flowd keeps.
+    public var since: UInt64
+    /// flowd's heartbeat interval, for the control connection's own heartbeats.
+    public var heartbeatMilliseconds: Int
+
+    public init(control: [String], since: UInt64, heartbeatMilliseconds: Int = 1000) {
+        self.control = control
+        self.since = since
+        self.heartbeatMilliseconds = heartbeatMilliseconds
+    }
+}
+
+/// A replay that could not be served: flowd no longer keeps the events after `since` (its
+/// oldest is `oldest`), so the subscriber goes on from the newest, `head`, having missed some.
+public struct EventFallback: Sendable, Equatable {
+    public var since: UInt64
+    public var oldest: UInt64
+    public var head: UInt64
+    public var reason: String
+}
+
 /// A subscription to a FlowBus PUB endpoint (flowd's events, a reactor host's states).
 ///
 /// Used from one thread. Messages are decoded fully; a malformed one is returned as a
 /// ``Received/malformed(_:)`` value, never thrown away silently.
+///
+/// Given an ``EventResumption``, it receives every event of flowd's once, in order, from the
+/// position given, then the live stream with no gap and no duplicate, across restarts and changes
+/// of flowd instance, and after drops at flowd's high-water mark (PROTOCOL.md §4.6);
+/// ``position`` is where a later subscriber resumes.
 public final class BusSubscriber {
     /// One received message.
     public enum Received: Sendable {
@@ -34,6 +64,14 @@ public final class BusSubscriber {
     public var onLiveness: ((LivenessChange) -> Void)?
     /// Whether the publisher is silent past ``silenceLimit`` now.
     public var isPublisherSilent: Bool { publisher.isSilent }
+    /// Called when a replay could not be served and events were missed (take a status snapshot).
+    public var onFallback: ((EventFallback) -> Void)?
+    /// With an ``EventResumption``: the sequence of the last event ``next(timeout:)`` returned
+    /// (after a fallback: the newest flowd had then), where a later subscriber resumes.
+    public var position: UInt64? { catchUp?.delivered }
+    /// With an ``EventResumption``: replays asked for, and those that fell back.
+    public var replayCount: Int { catchUp?.machine.replays ?? 0 }
+    public var fallbackCount: Int { catchUp?.machine.fallbacks ?? 0 }
 
     private let context: Context
     private let socket: Socket
@@ -41,6 +79,8 @@ public final class BusSubscriber {
     private var buffer = FrameBuffer()
     private var early: [Received] = []
     private var publisher = PeerLiveness(silenceLimit: .zero, now: .now)
+    private var catchUp: EventCatchUp?
+    private var poller: Poller?
 
     /// Connects to `endpoint` and subscribes to each topic prefix (all topics when empty).
     /// Heartbeats (`hb/`) are always subscribed, to know the publisher is there, and returned
@@ -60,7 +100,7 @@ public final class BusSubscriber {
     /// subscription). Otherwise as ``init(endpoint:topics:includeHeartbeats:curve:context:receiveHighWaterMark:)``.
     public init(
         endpoints: [String], topics: [String], includeHeartbeats: Bool = false, curve: CurveKeys = CurveKeys(),
-        context: Context? = nil, receiveHighWaterMark: Int32 = 1_000_000
+        context: Context? = nil, receiveHighWaterMark: Int32 = 1_000_000, resuming resumption: EventResumption? = nil
     ) throws {
         self.context = try context ?? Context(defaultLinger: 0)
         self.includeHeartbeats = includeHeartbeats || topics.isEmpty || topics.contains { "hb/".hasPrefix($0) }
@@ -73,6 +113,16 @@ public final class BusSubscriber {
         for endpoint in endpoints {
             try curve.secureClient(socket, endpoint: endpoint)
             try socket.connect(endpoint)
+        }
+        if let resumption {
+            let catchUp = try EventCatchUp(
+                context: self.context, control: resumption.control, topics: topics, since: resumption.since,
+                curve: curve, heartbeatMilliseconds: resumption.heartbeatMilliseconds)
+            let poller = Poller()
+            _ = try poller.add(socket)
+            _ = try poller.add(catchUp.dealer)
+            self.catchUp = catchUp
+            self.poller = poller
         }
     }
 
@@ -90,6 +140,7 @@ public final class BusSubscriber {
         if !early.isEmpty { return early.removeFirst() }
         let deadline = timeout.map { ContinuousClock.now + $0 }
         while true {
+            if let catchUp, let message = catchUp.takeReady() { return .message(message) }
             guard let received = try receiveOne(until: deadline) else { return nil }
             if case .message(.heartbeat) = received, !includeHeartbeats { continue }
             return received
@@ -108,7 +159,61 @@ public final class BusSubscriber {
         return false
     }
 
+    /// With an ``EventResumption``: reads until the replay from the position given reached the
+    /// head and the live stream took over, at most `timeout`; what arrived meanwhile is kept for
+    /// ``next(timeout:)``.
+    /// - Returns: whether it caught up in time.
+    public func waitUntilCaughtUp(timeout: Duration = .seconds(10)) throws -> Bool {
+        guard let catchUp else { return try waitUntilConnected(timeout: timeout) }
+        let deadline = ContinuousClock.now + timeout
+        while catchUp.machine.phase != .live {
+            guard let received = try receiveOne(until: deadline) else { return false }
+            if case .message(.heartbeat) = received, !includeHeartbeats { continue }
+            early.append(received)
+        }
+        while let message = catchUp.takeReady() { early.append(.message(message)) }
+        return true
+    }
+
     private func receiveOne(until deadline: ContinuousClock.Instant?) throws -> Received? {
+        guard let catchUp else { return try receiveLive(until: deadline) }
+        // Resuming: live messages go through the catch-up, which holds, drops or delivers them,
+        // and replies to replay requests come on its DEALER.
+        var polled = false
+        while true {
+            if let message = catchUp.takeReady() { return .message(message) }
+            if let fallback = try catchUp.readReplies() {
+                onFallback?(
+                    EventFallback(
+                        since: fallback.since, oldest: fallback.oldest, head: fallback.head, reason: fallback.reason))
+                continue
+            }
+            if let message = catchUp.takeReady() { return .message(message) }
+            // Messages held or dropped must not keep a caller past its deadline.
+            if let deadline, ContinuousClock.now >= deadline, polled { return nil }
+            polled = true
+            var wakeAt = deadline
+            if let retry = catchUp.retryAt { wakeAt = wakeAt.map { min($0, retry) } ?? retry }
+            let milliseconds = wakeAt.map { max(0, ContinuousClock.now.duration(to: $0).wholeMilliseconds) } ?? -1
+            _ = try poller?.poll(timeout: milliseconds == -1 ? 1000 : min(milliseconds, 1000))
+            if try catchUp.readReplies() != nil { continue }
+            let wasSilent = publisher.isSilent
+            if let received = try receiveLive(until: .now) {
+                switch received {
+                case .message(let message):
+                    if wasSilent { try catchUp.mayHaveMissed() }
+                    try catchUp.received(message)
+                    if case .heartbeat = message { return received }
+                    continue
+                case .malformed:
+                    return received
+                }
+            }
+            if let deadline, ContinuousClock.now >= deadline { return nil }
+        }
+    }
+
+    private func receiveLive(until deadline: ContinuousClock.Instant?) throws -> Received? {
         while true {
             // Wake at the silence limit too, to report an outage while waiting.
             let silenceDeadline = silenceLimit == nil ? nil : publisher.silentAt

@@ -54,11 +54,13 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     public var logFormat: LogFormat?
     /// Where spans are exported, if anywhere (``TracingSpec``).
     public var tracing: TracingSpec?
+    /// The events flowd keeps for subscribers that resume (``Replay``).
+    public var replay = Replay()
 
     package enum CodingKeys: String, CodingKey {
         case endpoints, limits, coordinator, flows, heartbeatMilliseconds, reactors, security
         case persistence, heartbeatLiveness
-        case launch, wire, logFormat, sampleSteps, tracing
+        case launch, wire, logFormat, sampleSteps, tracing, replay
     }
 
     /// `wire: { publish: json | fbv }`: the content type of the values flowd and reactor hosts
@@ -299,6 +301,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         logFormat = try container.decodeIfPresent(LogFormat.self, forKey: .logFormat)
         sampleSteps = try container.decodeIfPresent([String: [SampleMessage]].self, forKey: .sampleSteps)
         tracing = try container.decodeIfPresent(TracingSpec.self, forKey: .tracing)
+        replay = try container.decodeIfPresent(Replay.self, forKey: .replay) ?? Replay()
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -321,6 +324,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         try container.encodeIfPresent(logFormat, forKey: .logFormat)
         try container.encodeIfPresent(sampleSteps, forKey: .sampleSteps)
         try container.encodeIfPresent(tracing, forKey: .tracing)
+        try container.encode(replay, forKey: .replay)
     }
 
     // MARK: flowd instances

@@ -57,7 +57,8 @@ package enum UnknownKeys {
         "launch", "name", "command", "ready", "restart", "after", "oneShot", "env", "optional", "heartbeat", "logLine",
         "delayMs", "timeoutMs", "maxRetries", "backoffMs", "maxBackoffMs", "resetAfterMs", "wire", "publish",
         "checkpoint", "postgres", "sampleActions", "sampleSteps", "everyEntries", "everySeconds", "keepEntries",
-        "lease", "keepAliveMs", "logFormat", "tracing", "sampler", "ratio", "serviceName", "encoding",
+        "lease", "keepAliveMs", "logFormat", "tracing", "sampler", "ratio", "serviceName", "encoding", "replay",
+        "retain", "retainSeconds",
     ]
 
     /// The closest known key, when it is close enough to be a misspelling.

@@ -68,11 +68,12 @@ final class CoordinatorJournal {
     /// one transaction.
     /// - Returns: how long the commit took.
     /// - Throws: the journal's error; flowd then stops rather than acknowledge what it could not persist.
-    func commit(dealtWith: [String: UInt64]) throws -> Duration {
+    func commit(dealtWith: [String: UInt64], events: JournalEvents? = nil) throws -> Duration {
         let start = ContinuousClock.now
         do {
             let compaction = checkpoints.compaction(alongside: records.count)
-            let (last, compacted) = try journal.append(records, lastSequences: dealtWith, compaction: compaction)
+            let (last, compacted) = try journal.append(
+                records, events: events, lastSequences: dealtWith, compaction: compaction)
             if !records.isEmpty { checkpoints.lastEntry = last }
             if let compaction { checkpoints.compacted(compacted, of: compaction) }
         } catch {

@@ -233,10 +233,15 @@ final class CoordinatorRole: @FlowActor DaemonRole {
     private func answerOnLoop(_ request: InboundMessage) {
         let status: StatusQuery
         do {
-            guard
-                case .statusRequest(let decoded) = try WireMessage.decode(from: request.frames, header: request.header)
-            else { return }
-            status = try StatusQuery(decoded.params)
+            switch try WireMessage.decode(from: request.frames, header: request.header) {
+            case .statusRequest(let decoded):
+                status = try StatusQuery(decoded.params)
+            case .replayRequest(let replay):
+                answer(replay, to: request)
+                return
+            default:
+                return
+            }
         } catch {
             query.refuse(error.reason, error.detail, request: request)
             return
@@ -257,6 +262,40 @@ final class CoordinatorRole: @FlowActor DaemonRole {
                 try? refusal.diagnostic(query.envelope(.diagnostic, contentType: .json)).encode(into: &frames)
             }
             return frames
+        }
+    }
+}
+
+extension CoordinatorRole {
+    /// Answers a replay request with the kept events it asks for, or `gone` (PROTOCOL.md §4.6).
+    fileprivate func answer(_ request: ReplayRequest, to inbound: InboundMessage) {
+        switch router.replay(request) {
+        case .gone(let message, let oldest, let head):
+            var details: WireParams = [
+                "since": .int(Int64(clamping: request.since)), "oldest": .int(Int64(clamping: oldest)),
+                "head": .int(Int64(clamping: head)),
+            ]
+            if let until = request.until { details["until"] = .int(Int64(clamping: until)) }
+            let refusal = Refusal(.gone, message, endpoint: query.replier.name, header: inbound.header, extra: details)
+            query.replier.refuse(refusal, to: inbound.peer, count: 0, publish: false, log: false)
+        case .events(let replay, let head, let oldest):
+            query.reply(to: inbound.peer) {
+                let end = min(request.until ?? head, head)
+                let reply = ReplayReply(
+                    envelope: query.envelope(.replay, contentType: .json), since: request.since,
+                    until: request.until, last: replay.last, head: head, oldest: oldest, more: replay.last < end,
+                    events: replay.events)
+                var frames = FrameBuffer()
+                do throws(WireError) {
+                    try reply.encode(into: &frames)
+                } catch {
+                    let refusal = Refusal(
+                        reason: error.reason, detail: "replay reply not encoded: \(error.detail)",
+                        endpoint: query.replier.name)
+                    try? refusal.diagnostic(query.envelope(.diagnostic, contentType: .json)).encode(into: &frames)
+                }
+                return frames
+            }
         }
     }
 }
@@ -332,7 +371,7 @@ final class CoordinatorDriver: FlowLoopDriver {
         let query = QueryEndpoint(
             replier: RouterReplier(
                 name: "control", transport: controlSocket, publisher: publisher, sourceID: sourceID, logger: logger),
-            accepts: [.statusRequest],
+            accepts: [.statusRequest, .replayRequest],
             limiter: RateLimiter(rate: limits.controlRate, burst: Double(limits.controlBurst)),
             limits: wireLimits, reportInterval: max(heartbeat, .seconds(1)), logger: logger)
         let role = CoordinatorRole(

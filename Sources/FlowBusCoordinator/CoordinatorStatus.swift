@@ -17,6 +17,8 @@ struct CoordinatorStatus {
     var counters: IngressCounters
     var peers: [String: Intake.Liveness]
     var events: Publication.Counters
+    /// The replay's part of `events`: the newest event sequence and the oldest kept (PROTOCOL.md §4.6).
+    var eventStream: WireParams = [:]
     /// The control endpoint's, the metrics' and the journal's parts, as built by their owners.
     var control: WireValue
     var metrics: WireValue
@@ -51,10 +53,11 @@ struct CoordinatorStatus {
                     )),
             ]),
             "peers_total": .int(Int64(peers.count)),
-            "events": .map([
-                "published": .int(Int64(events.published)), "dropped_hwm": .int(Int64(events.dropped)),
-                "unsubscribed": .int(Int64(events.unwanted)),
-            ]),
+            "events": .map(
+                [
+                    "published": .int(Int64(events.published)), "dropped_hwm": .int(Int64(events.dropped)),
+                    "unsubscribed": .int(Int64(events.unwanted)),
+                ].merging(eventStream) { _, stream in stream }),
             "control": control,
             "metrics": metrics,
             "journal": journal,

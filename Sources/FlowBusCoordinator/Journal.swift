@@ -33,12 +33,20 @@ public protocol Journal: AnyObject, Sendable {
     func latestCheckpointEntry() throws -> Int64?
     /// Stores a checkpoint and removes older ones.
     func store(_ checkpoint: StepJournal.Checkpoint) throws
-    /// Appends `batch`, raises the sources' last sequences and deletes entries as `compaction`
-    /// says, in one transaction; returns the id of the last entry (0 if none) and how many were
-    /// compacted.
+    /// Appends `batch` and the events it caused, raises the sources' last sequences, deletes
+    /// entries as `compaction` says and events before `events.keepFrom`, in one transaction;
+    /// returns the id of the last entry (0 if none) and how many were compacted.
     func append(
-        _ batch: StepJournal.Batch, lastSequences: [String: UInt64], compaction: StepJournal.Compaction?
+        _ batch: StepJournal.Batch, events: JournalEvents?, lastSequences: [String: UInt64],
+        compaction: StepJournal.Compaction?
     ) throws -> (last: Int64, compacted: Int)
+    /// The sequences of the oldest and the newest event kept (PROTOCOL.md §4.6), nil when none is.
+    func eventRange() throws -> ClosedRange<UInt64>?
+    /// Up to `limit` batches of events holding events after `since`, oldest first.
+    func eventBatches(after since: UInt64, limit: Int) throws -> [EventBatch]
+    /// Deletes the batches of events committed before `before` (seconds since the Unix epoch),
+    /// as the retention's age says; returns how many went.
+    func trimEvents(committedBefore before: Double) throws -> Int
     /// Deletes entries as `compaction` says, in a transaction of its own.
     func compact(_ compaction: StepJournal.Compaction) throws -> Int
     /// The last sequence dealt with of one source, nil if the journal has none.
@@ -52,13 +60,33 @@ public protocol Journal: AnyObject, Sendable {
     func close()
 }
 
+/// The events a batch caused, kept with it for replays, and the retention by count: batches
+/// whose events all come before `keepFrom` go in the same transaction.
+public struct JournalEvents: Sendable {
+    public var batch: EventBatch
+    public var keepFrom: UInt64
+
+    package init(batch: EventBatch, keepFrom: UInt64) {
+        self.batch = batch
+        self.keepFrom = keepFrom
+    }
+}
+
 extension Journal {
-    /// Appends `records`, as ``append(_:lastSequences:compaction:)`` appends a batch.
+    /// Appends `batch` without events.
+    @discardableResult
+    public func append(
+        _ batch: StepJournal.Batch, lastSequences: [String: UInt64], compaction: StepJournal.Compaction? = nil
+    ) throws -> (last: Int64, compacted: Int) {
+        try append(batch, events: nil, lastSequences: lastSequences, compaction: compaction)
+    }
+
+    /// Appends `records`, as ``append(_:events:lastSequences:compaction:)`` appends a batch.
     @discardableResult
     public func append(
         _ records: [StepJournal.Record], lastSequences: [String: UInt64], compaction: StepJournal.Compaction? = nil
     ) throws -> (last: Int64, compacted: Int) {
-        try append(StepJournal.Batch(records), lastSequences: lastSequences, compaction: compaction)
+        try append(StepJournal.Batch(records), events: nil, lastSequences: lastSequences, compaction: compaction)
     }
 }
 

@@ -6,6 +6,7 @@ import FlowBusWire
 import Flows
 import Foundation
 import GRDB
+import GRDBSQLite
 import ZeroMQ
 
 /// The coordinator's write-ahead journal: every step, deep link and renderer report flowd
@@ -203,7 +204,61 @@ public final class StepJournal: Journal {
                     );
                     """)
         }
+        migrator.registerMigration("v3-events") { db in
+            // One row per committed batch: its events packed as a replay reply carries them.
+            try db.execute(
+                sql: """
+                    CREATE TABLE event (
+                        first INTEGER PRIMARY KEY,
+                        last INTEGER NOT NULL,
+                        created REAL NOT NULL,
+                        events BLOB NOT NULL
+                    );
+                    CREATE INDEX event_last ON event (last);
+                    """)
+        }
         return migrator
+    }
+
+    // MARK: Events
+
+    public func eventRange() throws -> ClosedRange<UInt64>? {
+        try database.read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT min(first), max(last) FROM event"),
+                let first = row[0] as Int64?, let last = row[1] as Int64?
+            else { return nil }
+            return UInt64(first)...UInt64(max(first, last))
+        }
+    }
+
+    public func eventBatches(after since: UInt64, limit: Int) throws -> [EventBatch] {
+        try database.read { db in
+            var batches: [EventBatch] = []
+            let rows = try Row.fetchCursor(
+                db, sql: "SELECT first, last, created, events FROM event WHERE last > ? ORDER BY first LIMIT ?",
+                arguments: [Int64(clamping: since), limit])
+            while let row = try rows.next() {
+                let bytes: Data = row[3]
+                batches.append(
+                    EventBatch(
+                        first: UInt64(row[0] as Int64), last: UInt64(row[1] as Int64), created: row[2],
+                        events: try PackedEvents(bytes: bytes)))
+            }
+            return batches
+        }
+    }
+
+    public func trimEvents(committedBefore before: Double) throws -> Int {
+        try database.write { db in
+            // Rows are in commit order: the first one young enough bounds the deletion.
+            guard
+                let keep = try Int64.fetchOne(
+                    db, sql: "SELECT first FROM event WHERE created >= ? ORDER BY first LIMIT 1", arguments: [before])
+                    ?? Int64.fetchOne(db, sql: "SELECT max(last) + 1 FROM event")
+            else { return 0 }
+            try db.execute(sql: "DELETE FROM event WHERE first < ?", arguments: [keep])
+            return db.changesCount
+        }
     }
 
     /// All entries, in order (a small journal's, in tests and tools).
@@ -373,24 +428,28 @@ public final class StepJournal: Journal {
         }
     }
 
-    /// Appends `batch`, raises the sources' last sequences and deletes entries as `compaction`
-    /// says, in one transaction.
+    /// Appends `batch` and its events, raises the sources' last sequences, deletes entries as
+    /// `compaction` says and events the retention lets go, in one transaction.
     /// - Returns: the id of the last entry (0 if there is none) and how many entries were compacted.
     @discardableResult
     public func append(
-        _ batch: Batch, lastSequences: [String: UInt64], compaction: Compaction?
+        _ batch: Batch, events: JournalEvents?, lastSequences: [String: UInt64], compaction: Compaction?
     ) throws -> (last: Int64, compacted: Int) {
-        try append(batch, ids: nil, lastSequences: lastSequences, compaction: compaction)
+        try append(batch, ids: nil, events: events, lastSequences: lastSequences, compaction: compaction)
     }
 
-    /// ``append(_:lastSequences:compaction:)``, with the entries' ids given (when copying a journal).
+    /// ``append(_:events:lastSequences:compaction:)``, with the entries' ids given (when copying a journal).
     /// - Parameter ids: the entries' ids; numbered after the last by default.
     @discardableResult
     package func append(
-        _ batch: Batch, ids: [Int64]? = nil, lastSequences: [String: UInt64], compaction: Compaction? = nil
+        _ batch: Batch, ids: [Int64]? = nil, events: JournalEvents? = nil, lastSequences: [String: UInt64],
+        compaction: Compaction? = nil
     ) throws -> (last: Int64, compacted: Int) {
-        guard !batch.isEmpty || !lastSequences.isEmpty || compaction != nil else { return (0, 0) }
+        guard !batch.isEmpty || !lastSequences.isEmpty || compaction != nil || events != nil else { return (0, 0) }
         return try database.write { db in
+            if let events {
+                try Self.insert(events, in: db)
+            }
             let insert = try db.cachedStatement(
                 sql: "INSERT INTO entry (id, kind, target, name, params, source, sequence) VALUES (?, ?, ?, ?, ?, ?, ?)"
             )
@@ -415,6 +474,34 @@ public final class StepJournal: Journal {
                 try upsert.execute()
             }
             return (last, try compaction.map { try Self.compact($0, in: db) } ?? 0)
+        }
+    }
+
+    private static func insert(_ events: JournalEvents, in db: Database) throws {
+        let insert = try db.cachedStatement(sql: "INSERT INTO event (first, last, created, events) VALUES (?, ?, ?, ?)")
+        let batch = events.batch
+        // Bound in place, as the entries' params are.
+        let code = batch.events.bytes.withUnsafeBytes { raw -> Int32 in
+            let statement = insert.sqliteStatement
+            sqlite3_reset(statement)
+            sqlite3_bind_int64(statement, 1, Int64(clamping: batch.first))
+            sqlite3_bind_int64(statement, 2, Int64(clamping: batch.last))
+            sqlite3_bind_double(statement, 3, batch.created)
+            sqlite3_bind_blob(statement, 4, raw.baseAddress, Int32(raw.count), nil)
+            let code = sqlite3_step(statement)
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+            return code
+        }
+        guard code == SQLITE_DONE else {
+            throw DatabaseError(
+                resultCode: ResultCode(rawValue: code), message: db.lastErrorMessage,
+                sql: "INSERT INTO event (first, last, created, events) VALUES (?, ?, ?, ?)")
+        }
+        if events.keepFrom > 1 {
+            let trim = try db.cachedStatement(sql: "DELETE FROM event WHERE last < ?")
+            trim.setUncheckedArguments([Int64(clamping: events.keepFrom)])
+            try trim.execute()
         }
     }
 

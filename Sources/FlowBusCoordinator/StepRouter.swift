@@ -34,6 +34,8 @@ package final class StepRouter {
     private var metricsAddress: String?
     /// The spans of the batch's traced messages, ended once it is committed.
     private var tracedSpans = StepSpanBatch()
+    /// The newest events, for replays (PROTOCOL.md §4.6); nil when none are kept.
+    private var eventLog: EventLog?
 
     package init(
         context: Context, config: FlowBusConfig, sourceID: String, journal: (any Journal)?, logger: Logger
@@ -46,6 +48,12 @@ package final class StepRouter {
             CoordinatorJournal(journal: $0, policy: config.persistence?.checkpoint ?? .init(), logger: logger)
         }
         self.logger = logger
+        if config.replay.isOn {
+            eventLog = EventLog(
+                retainCount: config.replay.retain,
+                retainSeconds: config.replay.retainSeconds > 0 ? config.replay.retainSeconds : nil)
+            publisher.numberEvents(after: 0)
+        }
         engine = FlowCoordinator()
         install(engine)
     }
@@ -94,6 +102,16 @@ package final class StepRouter {
             return
         }
         try await journal.start(self, root: root, makeFlow: makeFlow, following: following)
+        try continueEvents()
+    }
+
+    /// Numbers events after the newest one the journal keeps: a restarted or another instance
+    /// goes on with the same sequence.
+    private func continueEvents() throws {
+        guard eventLog != nil, let journal else { return }
+        let head = try journal.journal.eventRange()?.upperBound ?? 0
+        eventLog?.restart(after: head)
+        publisher.numberEvents(after: head)
     }
 
     /// A standby applies what the active instance journaled since the last call.
@@ -104,6 +122,7 @@ package final class StepRouter {
     /// The standby took the lease: it applies the last entries and publishes from now on.
     package func stopFollowing(makeFlow: CoordinatorService.FlowFactory?) async throws {
         try await journal?.stopFollowing(into: self, makeFlow: makeFlow)
+        try continueEvents()
     }
 
     func startRoot(_ root: CoordinatorService.RootFactory) async {
@@ -212,9 +231,11 @@ package final class StepRouter {
     package func commitBatch(
         size: Int, receivedAt: ContinuousClock.Instant?, dealtWith: [String: UInt64], ingress: IngressCounters
     ) throws {
+        let events = heldEvents()
         let commitTime = try tracedSpans.commit(journaled: journal != nil, size: size) {
-            try journal?.commit(dealtWith: dealtWith)
+            try journal?.commit(dealtWith: dealtWith, events: events)
         }
+        if let events { eventLog?.append(events.batch.events, first: events.batch.first, now: events.batch.created) }
         metrics.batchDone(size: size, receivedAt: receivedAt, journal: commitTime)
         syncMetrics(ingress: ingress)
         journal?.checkpointIfDue(of: engine)
@@ -229,9 +250,83 @@ package final class StepRouter {
 
     func tick(ingress: IngressCounters) throws {
         try journal?.verifyLease()
+        trimEvents()
         syncMetrics(ingress: ingress)
         journal?.checkpointIfDue(of: engine)
         journal?.compactWhileIdle()
+    }
+
+    // MARK: Events kept
+
+    /// The events the batch published, to commit with it.
+    private func heldEvents() -> JournalEvents? {
+        guard let eventLog, publisher.hasHeldEvents else { return nil }
+        var packed = PackedEvents()
+        let first = publisher.heldEvents(into: &packed)
+        let last = first + UInt64(packed.count) - 1
+        let keep = UInt64(eventLog.retainCount)
+        return JournalEvents(
+            batch: EventBatch(first: first, last: last, created: Date().timeIntervalSince1970, events: packed),
+            keepFrom: last >= keep ? last - keep + 1 : 0)
+    }
+
+    /// Lets go of the events older than the retention's age.
+    private func trimEvents() {
+        guard let seconds = eventLog?.retainSeconds else { return }
+        let now = Date().timeIntervalSince1970
+        eventLog?.trim(now: now)
+        do {
+            _ = try journal?.journal.trimEvents(committedBefore: now - seconds)
+        } catch {
+            logger.error("cannot delete the events past replay.retainSeconds from the journal: \(error)")
+        }
+    }
+
+    /// What a replay request gets (PROTOCOL.md §4.6): the kept events after its `since` it asks
+    /// for, from memory or, for older ones, from the journal.
+    package enum ReplayAnswer {
+        case events(EventReplay, head: UInt64, oldest: UInt64)
+        /// Asked for events no longer kept (or never numbered): the requester takes a snapshot.
+        case gone(String, oldest: UInt64, head: UInt64)
+    }
+
+    package func replay(_ request: ReplayRequest) -> ReplayAnswer {
+        guard let eventLog else {
+            return .gone("flowd keeps no events (replay.retain is 0): take a status snapshot", oldest: 0, head: 0)
+        }
+        let head = eventLog.head
+        let since = request.since
+        if since > head {
+            return .gone(
+                "event \(since) is past the newest, \(head): this flowd did not publish it (a journal started anew); take a status snapshot",
+                oldest: eventLog.oldest ?? head + 1, head: head)
+        }
+        var replay = EventReplay(request)
+        var oldest = eventLog.oldest ?? head + 1
+        do {
+            if let journal, !eventLog.holdsEverything(after: since) {
+                oldest = try journal.journal.eventRange()?.lowerBound ?? oldest
+                if since > 0, since + 1 < oldest {
+                    return .gone(
+                        "events after \(since) are no longer kept: the oldest is \(oldest) (replay.retain, replay.retainSeconds); take a status snapshot",
+                        oldest: oldest, head: head)
+                }
+                // Older events from the journal, until those memory holds.
+                while !replay.isFull, !eventLog.holdsEverything(after: replay.last) {
+                    let batches = try journal.journal.eventBatches(after: replay.last, limit: 64)
+                    guard !batches.isEmpty else { break }
+                    for batch in batches where !replay.isFull { replay.take(batch.events) }
+                }
+            } else if since > 0, since + 1 < oldest {
+                return .gone(
+                    "events after \(since) are no longer kept: the oldest is \(oldest) (replay.retain, replay.retainSeconds); take a status snapshot",
+                    oldest: oldest, head: head)
+            }
+        } catch {
+            logger.error("cannot read kept events from the journal: \(error)")
+        }
+        for batch in eventLog.batches(after: replay.last) where !replay.isFull { replay.take(batch.events) }
+        return .events(replay, head: head, oldest: min(oldest, head + 1))
     }
 
     /// Hands the counts since the last call to swift-metrics.
@@ -250,7 +345,7 @@ package final class StepRouter {
         query: StatusQuery = StatusQuery()
     ) -> WireParams {
         syncMetrics(ingress: counters)
-        let status = CoordinatorStatus(
+        var status = CoordinatorStatus(
             snapshot: engine.snapshot(
                 limit: CoordinatorStatus.listLimit, flows: query.window(of: "flows", query.flows),
                 bindings: query.window(of: "bindings", query.bindings),
@@ -259,6 +354,13 @@ package final class StepRouter {
             peers: peers, events: publisher.counters, control: control,
             metrics: metrics.status(endpoint: metricsAddress, exposition: exposition), journal: journal?.status ?? .null
         )
+        if let eventLog {
+            status.eventStream = [
+                "head": .int(Int64(clamping: eventLog.head)),
+                "kept_in_memory": .int(Int64(eventLog.count)),
+                "oldest_in_memory": eventLog.oldest.map { .int(Int64(clamping: $0)) } ?? .null,
+            ]
+        }
         return status.reply(to: query)
     }
 }

@@ -60,13 +60,13 @@ package final class BusPublisher {
     /// (`valueContentType` false: a kind without value frames).
     package func envelope(_ kind: MessageKind, carriesValues: Bool = true) -> Envelope {
         Envelope(
-            kind: kind, contentType: carriesValues ? contentType : .none, sequence: publication.nextSequence(),
+            kind: kind, contentType: carriesValues ? contentType : .none, sequence: publication.nextSequence(for: kind),
             messageID: .none, source: sourceID)
     }
 
     /// Whether a subscriber wants the topic `head` + `id`; counted as unwanted if not.
     package func wants(head: StaticString, id: String) -> Bool {
-        if publication.isWanted(head: head, id: id) { return true }
+        if publication.keepsEverything || publication.isWanted(head: head, id: id) { return true }
         publication.countUnwanted()
         return false
     }
@@ -104,6 +104,14 @@ package final class BusPublisher {
             "endpoint": .string(publication.endpoint), "dropped": .int(Int64(report.unreported)),
             "total": .int(Int64(report.total)),
         ]
+        if publication.isEventStream {
+            // Which events: a resuming subscriber asks for them again (PROTOCOL.md §4.6).
+            details["events"] = .list(
+                report.events.map {
+                    .list([.int(Int64(clamping: $0.lowerBound)), .int(Int64(clamping: $0.upperBound))])
+                })
+            details["events_complete"] = .bool(report.eventsComplete)
+        }
         details.merge(extra) { _, new in new }
         publish(
             DiagnosticMessage(
@@ -119,11 +127,40 @@ package final class BusPublisher {
         publication.hold()
     }
 
-    /// Sends what was held back, in order, and stops holding.
+    /// Sends what was held back, in order, and stops holding (an event stream holds the next).
+    /// An event stream kept every event; only those a subscriber wants are sent.
     package func releaseHeld() {
         publication.release(into: &released)
-        for index in 0..<released.count { send(released.message(index)) }
+        let isEventStream = publication.isEventStream
+        // The released events are numbered up to the head.
+        let firstEvent = publication.headEvent &- UInt64(released.count) &+ 1
+        for index in 0..<released.count {
+            let message = released.message(index)
+            if isEventStream, !message.withFrame(0, { publication.isWanted($0) }) {
+                publication.countUnwanted()
+                continue
+            }
+            if !send(message), isEventStream { publication.droppedEvent(firstEvent + UInt64(index)) }
+        }
         released.removeAll()
+    }
+
+    /// Makes this endpoint an event stream (flowd's `events`, PROTOCOL.md §4.6) whose last event
+    /// was `last`: what it publishes while holding is numbered, kept and sent once committed.
+    package func numberEvents(after last: UInt64) {
+        publication.numberEvents(after: last)
+    }
+
+    /// Whether events wait for a commit.
+    package var hasHeldEvents: Bool { publication.hasHeldEvents }
+
+    /// The sequence of the last event committed.
+    package var headEvent: UInt64 { publication.headEvent }
+
+    /// The events waiting for the commit, packed, and the sequence of the first.
+    package func heldEvents(into packed: inout PackedEvents) -> UInt64 {
+        publication.heldEvents(into: &packed)
+        return publication.headEvent + 1
     }
 
     /// Forgets what was held back (the batch it belonged to was not committed).

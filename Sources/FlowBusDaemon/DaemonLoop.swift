@@ -373,7 +373,7 @@ package final class DaemonLoop {
             }
             acks = retry.acks + acks
         }
-        guard batchSize > 0 || !acks.isEmpty || role.hasOutput || retry != nil else {
+        guard batchSize > 0 || !acks.isEmpty || role.hasOutput || retry != nil || publisher.hasHeldEvents else {
             publisher.releaseHeld()
             return
         }

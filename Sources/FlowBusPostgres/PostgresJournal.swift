@@ -2,6 +2,8 @@
 import Dispatch
 import FlowBusConfiguration
 import FlowBusCoordinator
+import FlowBusProtocol
+import FlowBusWire
 import Foundation
 import Logging
 import PostgresNIO
@@ -272,6 +274,12 @@ public final class PostgresJournal: SharedJournal {
             CREATE TABLE IF NOT EXISTS flowbus_checkpoint (
                 id BIGSERIAL PRIMARY KEY, entry BIGINT NOT NULL, created DOUBLE PRECISION NOT NULL, state BYTEA NOT NULL)
             """,
+            // One row per committed batch: its events packed as a replay reply carries them.
+            """
+            CREATE TABLE IF NOT EXISTS flowbus_event (
+                first BIGINT PRIMARY KEY, last BIGINT NOT NULL, created DOUBLE PRECISION NOT NULL, events BYTEA NOT NULL)
+            """,
+            "CREATE INDEX IF NOT EXISTS flowbus_event_last ON flowbus_event (last)",
             """
             CREATE TABLE IF NOT EXISTS flowbus_lease (
                 id BIGSERIAL PRIMARY KEY, instance TEXT NOT NULL, host TEXT NOT NULL, pid BIGINT NOT NULL,
@@ -405,9 +413,10 @@ public final class PostgresJournal: SharedJournal {
     /// One statement, so one round trip, for the whole commit; prepared once per session, so that
     /// PostgreSQL does not plan it again at every batch.
     public func append(
-        _ batch: StepJournal.Batch, lastSequences: [String: UInt64], compaction: StepJournal.Compaction?
+        _ batch: StepJournal.Batch, events: JournalEvents?, lastSequences: [String: UInt64],
+        compaction: StepJournal.Compaction?
     ) throws -> (last: Int64, compacted: Int) {
-        guard !batch.isEmpty || !lastSequences.isEmpty || compaction != nil else { return (0, 0) }
+        guard !batch.isEmpty || !lastSequences.isEmpty || compaction != nil || events != nil else { return (0, 0) }
         let dealtWith = Array(lastSequences.keys)
         // No compaction: nothing is below id 0.
         let statement = AppendStatement(
@@ -419,7 +428,11 @@ public final class PostgresJournal: SharedJournal {
             sequences: batch.items.map { Int64(bitPattern: $0.sequence) },
             dealtWithIDs: dealtWith.map { ByteBuffer(string: $0) },
             dealtWithSequences: dealtWith.map { Int64(bitPattern: lastSequences[$0] ?? 0) },
-            below: compaction?.below ?? 0, limit: Int64(compaction?.limit ?? 0))
+            below: compaction?.below ?? 0, limit: Int64(compaction?.limit ?? 0),
+            eventsFirst: Int64(clamping: events?.batch.first ?? 1),
+            eventsLast: Int64(clamping: events?.batch.last ?? 0),
+            eventsCreated: events?.batch.created ?? 0, events: ByteBuffer(bytes: events?.batch.events.bytes ?? []),
+            eventsKeepFrom: Int64(clamping: events?.keepFrom ?? 0))
         guard let (last, compacted) = try exclusive({ try runPrepared(statement) }) else { return (0, 0) }
         return (last ?? 0, Int(compacted))
     }
@@ -443,7 +456,12 @@ public final class PostgresJournal: SharedJournal {
             deleted AS (
                 DELETE FROM flowbus_entry WHERE id IN (
                     SELECT id FROM flowbus_entry WHERE id < $9::int8 ORDER BY id LIMIT $10::int8)
-                RETURNING 1)
+                RETURNING 1),
+            events AS (
+                INSERT INTO flowbus_event (first, last, created, events)
+                SELECT $11::int8, $12::int8, $13::float8, $14::bytea WHERE $12::int8 >= $11::int8
+                RETURNING 1),
+            expired AS (DELETE FROM flowbus_event WHERE last < $15::int8 RETURNING 1)
             SELECT (SELECT max(id) FROM added), (SELECT count(*) FROM deleted)
             """
         typealias Row = (Int64?, Int64)
@@ -458,9 +476,15 @@ public final class PostgresJournal: SharedJournal {
         var dealtWithSequences: [Int64]
         var below: Int64
         var limit: Int64
+        /// The batch's events (none when `eventsLast` < `eventsFirst`) and the retention.
+        var eventsFirst: Int64
+        var eventsLast: Int64
+        var eventsCreated: Double
+        var events: ByteBuffer
+        var eventsKeepFrom: Int64
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 10)
+            var bindings = PostgresBindings(capacity: 15)
             bindings.append(kinds)
             bindings.append(targets)
             bindings.append(names)
@@ -471,12 +495,61 @@ public final class PostgresJournal: SharedJournal {
             bindings.append(dealtWithSequences)
             bindings.append(below)
             bindings.append(limit)
+            bindings.append(eventsFirst)
+            bindings.append(eventsLast)
+            bindings.append(eventsCreated)
+            bindings.append(events)
+            bindings.append(eventsKeepFrom)
             return bindings
         }
 
         func decodeRow(_ row: PostgresRow) throws -> Row {
             try row.decode(Row.self)
         }
+    }
+
+    // MARK: Events
+
+    public func eventRange() throws -> ClosedRange<UInt64>? {
+        guard let row = try exclusive({ try run("SELECT min(first), max(last) FROM flowbus_event").rows.first }) else {
+            return nil
+        }
+        let (first, last) = try row.decode((Int64?, Int64?).self)
+        guard let first, let last else { return nil }
+        return UInt64(first)...UInt64(max(first, last))
+    }
+
+    public func eventBatches(after since: UInt64, limit: Int) throws -> [EventBatch] {
+        let rows = try exclusive {
+            try run(
+                """
+                SELECT first, last, created, events FROM flowbus_event
+                WHERE last > \(Int64(clamping: since)) ORDER BY first LIMIT \(Int64(limit))
+                """, timeout: .seconds(30)
+            ).rows
+        }
+        return try rows.map { row in
+            let (first, last, created, events) = try row.decode((Int64, Int64, Double, ByteBuffer).self)
+            return EventBatch(
+                first: UInt64(first), last: UInt64(last), created: created,
+                events: try PackedEvents(bytes: Array(buffer: events)))
+        }
+    }
+
+    public func trimEvents(committedBefore before: Double) throws -> Int {
+        let rows = try exclusive {
+            try run(
+                """
+                WITH deleted AS (
+                    DELETE FROM flowbus_event WHERE first < COALESCE(
+                        (SELECT first FROM flowbus_event WHERE created >= \(before) ORDER BY first LIMIT 1),
+                        (SELECT max(last) + 1 FROM flowbus_event), 0)
+                    RETURNING 1)
+                SELECT count(*) FROM deleted
+                """
+            ).rows
+        }
+        return Int(try rows.first?.decode(Int64.self) ?? 0)
     }
 
     public func compact(_ compaction: StepJournal.Compaction) throws -> Int {

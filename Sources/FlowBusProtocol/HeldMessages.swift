@@ -24,6 +24,19 @@ package struct HeldMessages: Sendable {
         messageEnds.append(frameEnds.count)
     }
 
+    /// Writes `sequence` into the envelope (frame 1, bytes 4 to 12, big-endian) of the last message
+    /// added: an event's number, given when it is held.
+    package mutating func setLastEnvelopeSequence(_ sequence: UInt64) {
+        guard let end = messageEnds.last else { return }
+        let firstFrame = messageEnds.count > 1 ? messageEnds[messageEnds.count - 2] : 0
+        guard end - firstFrame >= 2 else { return }
+        let envelopeStart = frameEnds[firstFrame]
+        guard frameEnds[firstFrame + 1] - envelopeStart >= 12 else { return }
+        for index in 0..<8 {
+            bytes[envelopeStart + 4 + index] = UInt8(truncatingIfNeeded: sequence >> (56 - 8 * UInt64(index)))
+        }
+    }
+
     /// Forgets every message, keeping the capacity.
     package mutating func removeAll() {
         bytes.removeAll(keepingCapacity: true)

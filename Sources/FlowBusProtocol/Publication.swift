@@ -37,11 +37,18 @@ package struct Publication: Sendable {
         case unwanted
     }
 
-    /// A `dropped-hwm` report due: drops since the last report, and in all.
+    /// A `dropped-hwm` report due: drops since the last report, and in all; in an event stream,
+    /// the events dropped since the last report, as ranges of event sequences (complete unless
+    /// there were more than ``maxDroppedRanges``).
     package struct DropReport: Sendable, Equatable {
         package var unreported: Int
         package var total: Int
+        package var events: [ClosedRange<UInt64>] = []
+        package var eventsComplete = true
     }
+
+    /// Ranges of dropped events a report lists, at most.
+    package static let maxDroppedRanges = 1_000
 
     /// The endpoint's name in diagnostics (`events`, `states`).
     package let endpoint: String
@@ -49,6 +56,16 @@ package struct Publication: Sendable {
     private var sequence: UInt64 = 0
     private var held = HeldMessages()
     private var reportedDrops = 0
+    /// The events dropped since the last report, and whether some did not fit.
+    private var droppedEvents: [ClosedRange<UInt64>] = []
+    private var droppedEventsComplete = true
+    /// Whether what it publishes while holding is a stream of events (flowd's `events`,
+    /// PROTOCOL.md §4.6): numbered, kept, and sent only once committed.
+    package private(set) var isEventStream = false
+    /// The sequence of the last event numbered (held or committed).
+    private var lastEvent: UInt64 = 0
+    /// The sequence of the last event committed: what a heartbeat says. The held events follow it.
+    package private(set) var headEvent: UInt64 = 0
     /// Whether messages are held back (the events of a batch until it is committed).
     package private(set) var isHolding = false
     package private(set) var counters = Counters()
@@ -59,10 +76,34 @@ package struct Publication: Sendable {
     }
 
     /// The next sequence of this endpoint's own messages (heartbeats, diagnostics, events).
-    package mutating func nextSequence() -> UInt64 {
-        sequence += 1
-        return sequence
+    ///
+    /// In an event stream: a message held is numbered when it is taken (``take(_:own:)``); a
+    /// heartbeat carries the last event committed; anything else published past the hold is not
+    /// an event, and carries 0.
+    package mutating func nextSequence(for kind: MessageKind) -> UInt64 {
+        guard isEventStream else {
+            sequence += 1
+            return sequence
+        }
+        if isHolding { return lastEvent + 1 }
+        return kind == .heartbeat ? headEvent : 0
     }
+
+    /// Makes this publication an event stream whose last event was `last` (from the journal):
+    /// from now on it holds everything, numbers what it holds, and sends it once committed.
+    package mutating func numberEvents(after last: UInt64) {
+        isEventStream = true
+        isHolding = true
+        lastEvent = last
+        headEvent = last
+        held.removeAll()
+    }
+
+    /// Whether messages must be encoded whoever subscribed: an event stream keeps every event.
+    package var keepsEverything: Bool { isEventStream && isHolding }
+
+    /// Whether events wait to be committed.
+    package var hasHeldEvents: Bool { isEventStream && !held.isEmpty }
 
     /// Takes a message the XPUB socket received: `1` or `0` then a prefix (subscribe,
     /// unsubscribe). Anything else is ignored.
@@ -118,26 +159,32 @@ package struct Publication: Sendable {
     }
 
     /// Decides about a message of `topic` before it is encoded: nothing is encoded for a topic
-    /// nobody wants.
+    /// nobody wants (unless the stream keeps it).
     package mutating func offer(topic: String) -> Bool {
-        if isWanted(topic) { return true }
+        if keepsEverything || isWanted(topic) { return true }
         counters.unwanted += 1
         return false
     }
 
-    /// Decides about an encoded message (its frame 0 is the topic).
+    /// Decides about an encoded message (its frame 0 is the topic) passed on as it arrived.
     package mutating func offer(_ frames: FrameBuffer) -> Decision {
-        guard frames.withFrame(0, { isWanted($0) }) else {
+        guard keepsEverything || frames.withFrame(0, { isWanted($0) }) else {
             counters.unwanted += 1
             return .unwanted
         }
-        return take(frames)
+        return take(frames, own: false)
     }
 
-    /// Takes a message whose topic is known to be wanted: held (a copy) while holding, else to send now.
-    package mutating func take(_ frames: FrameBuffer) -> Decision {
+    /// Takes a message whose topic is known to be wanted (or kept): held (a copy) while holding,
+    /// else to send now. In an event stream, a held message is numbered: the publisher's `own`
+    /// message carries its event sequence in its envelope.
+    package mutating func take(_ frames: FrameBuffer, own: Bool = true) -> Decision {
         guard isHolding else { return .send }
         held.append(frames)
+        if isEventStream {
+            lastEvent += 1
+            if own { held.setLastEnvelopeSequence(lastEvent) }
+        }
         return .held
     }
 
@@ -173,27 +220,65 @@ package struct Publication: Sendable {
     }
 
     /// Stops holding, and hands what was held, in order, to send: swapped with `released` (empty),
-    /// so that both stores keep their capacity from batch to batch.
+    /// so that both stores keep their capacity from batch to batch. An event stream goes on
+    /// holding: its events are committed, and the next are held.
     package mutating func release(into released: inout HeldMessages) {
-        isHolding = false
+        if isEventStream {
+            headEvent = lastEvent
+        } else {
+            isHolding = false
+        }
         swap(&held, &released)
     }
 
-    /// Stops holding and forgets what was held (its batch was not committed).
+    /// The events held, packed as a replay carries them (PROTOCOL.md §4.6), to keep with the
+    /// commit: the first's sequence and the packed bytes.
+    package func heldEvents(into packed: inout PackedEvents) {
+        for index in 0..<held.count {
+            let message = held.message(index)
+            packed.append(sequence: headEvent + 1 + UInt64(index), frameCount: message.frameCount) { frame, body in
+                message.withFrame(frame) { body($0) }
+            }
+        }
+    }
+
+    /// Stops holding and forgets what was held (its batch was not committed). An event stream
+    /// takes the numbers back.
     package mutating func discardHeld() {
-        isHolding = false
+        if isEventStream {
+            lastEvent = headEvent
+        } else {
+            isHolding = false
+        }
         held.removeAll()
+    }
+
+    /// Notes that the event `sequence` was dropped at the high-water mark, for the next report.
+    package mutating func droppedEvent(_ sequence: UInt64) {
+        if let last = droppedEvents.last, last.upperBound + 1 == sequence {
+            droppedEvents[droppedEvents.count - 1] = last.lowerBound...sequence
+        } else if droppedEvents.count < Self.maxDroppedRanges {
+            droppedEvents.append(sequence...sequence)
+        } else {
+            droppedEventsComplete = false
+        }
     }
 
     /// The drops not reported yet, if any. Call ``reported(_:)`` once the report went out; a
     /// report that is itself dropped is included in the next one.
     package func dueDropReport() -> DropReport? {
         let unreported = counters.dropped - reportedDrops
-        return unreported > 0 ? DropReport(unreported: unreported, total: counters.dropped) : nil
+        return unreported > 0
+            ? DropReport(
+                unreported: unreported, total: counters.dropped, events: droppedEvents,
+                eventsComplete: droppedEventsComplete) : nil
     }
 
     /// Notes that a report covering drops up to `report.total` went out.
     package mutating func reported(_ report: DropReport) {
-        if counters.dropped == report.total { reportedDrops = report.total }
+        guard counters.dropped == report.total else { return }
+        reportedDrops = report.total
+        droppedEvents.removeAll()
+        droppedEventsComplete = true
     }
 }

@@ -64,7 +64,8 @@ public enum StudioEvent {
             for key in ["stepper", "flow", "presentable", "step", "reactor"] {
                 if let value = diagnostic.details[key] { map[key] = value }
             }
-        case .ack, .heartbeat, .statusRequest, .statusReply, .snapshotRequest, .presentableReport:
+        case .ack, .heartbeat, .statusRequest, .statusReply, .snapshotRequest, .presentableReport, .replayRequest,
+            .replay:
             return nil
         }
         if let trace = message.traceContext { map["trace_id"] = .string(String(trace.traceID)) }

@@ -30,6 +30,10 @@ public enum MessageKind: UInt8, Sendable, Hashable, CaseIterable, CustomStringCo
     case statusReply = 14
     /// A renderer's report about a presentable (topic `present/<presentableId>`).
     case presentableReport = 15
+    /// A request for the events flowd kept after a sequence (topic `replay`).
+    case replayRequest = 16
+    /// The reply to a replay request: kept events, packed (topic `replay`).
+    case replay = 17
 
     /// The topic prefix messages of this kind are published under.
     public var topicPrefix: Topic.Prefix {
@@ -47,6 +51,7 @@ public enum MessageKind: UInt8, Sendable, Hashable, CaseIterable, CustomStringCo
         case .heartbeat: return .heartbeat
         case .statusRequest, .statusReply: return .status
         case .presentableReport: return .present
+        case .replayRequest, .replay: return .replay
         }
     }
 
@@ -55,8 +60,8 @@ public enum MessageKind: UInt8, Sendable, Hashable, CaseIterable, CustomStringCo
     public var frameCount: Int {
         switch self {
         case .snapshotRequest, .heartbeat, .statusRequest: return 2
-        case .state, .snapshot, .ack, .statusReply, .presentableReport: return 3
-        case .step, .deepLink, .action, .diagnostic: return 4
+        case .state, .snapshot, .ack, .statusReply, .presentableReport, .replayRequest: return 3
+        case .step, .deepLink, .action, .diagnostic, .replay: return 4
         case .willNavigate, .didNavigate, .navigationCommand: return 6
         }
     }
@@ -87,6 +92,8 @@ public enum MessageKind: UInt8, Sendable, Hashable, CaseIterable, CustomStringCo
         case .statusRequest: return "statusRequest"
         case .statusReply: return "statusReply"
         case .presentableReport: return "presentableReport"
+        case .replayRequest: return "replayRequest"
+        case .replay: return "replay"
         }
     }
 }

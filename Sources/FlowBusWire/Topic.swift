@@ -33,9 +33,11 @@ public enum Topic {
         case status = "status"
         /// `present/<presentableId>`
         case present = "present"
+        /// `replay`, with no id: replay requests and replies.
+        case replay = "replay"
 
-        /// Whether topics with this prefix carry an id (all but `status`).
-        public var hasID: Bool { self != .status }
+        /// Whether topics with this prefix carry an id (all but `status` and `replay`).
+        public var hasID: Bool { self != .status && self != .replay }
 
         /// The subscription string selecting every topic with this prefix, e.g. `"state/"`.
         public var subscription: String { hasID ? rawValue + "/" : rawValue }
@@ -65,10 +67,12 @@ public enum Topic {
     public static func heartbeat(_ sourceID: String) -> String { "hb/" + sourceID }
     /// `status`
     public static let status = "status"
+    /// `replay`
+    public static let replay = "replay"
     /// `present/<presentableId>`
     public static func present(_ presentableID: String) -> String { "present/" + presentableID }
 
-    /// Builds `<prefix>/<id>` (or `status`).
+    /// Builds `<prefix>/<id>` (or `status`, `replay`).
     public static func make(_ prefix: Prefix, id: String) -> String {
         prefix.hasID ? prefix.rawValue + "/" + id : prefix.rawValue
     }
@@ -114,6 +118,7 @@ public enum Topic {
     private static let cPrefixes: [Prefix] = [.command]
     private static let hPrefixes: [Prefix] = [.heartbeat]
     private static let pPrefixes: [Prefix] = [.present]
+    private static let rPrefixes: [Prefix] = [.replay]
     private static let noPrefixes: [Prefix] = []
 
     @inline(__always)
@@ -126,6 +131,7 @@ public enum Topic {
         case UInt8(ascii: "c"): return cPrefixes
         case UInt8(ascii: "h"): return hPrefixes
         case UInt8(ascii: "p"): return pPrefixes
+        case UInt8(ascii: "r"): return rPrefixes
         default: return noPrefixes
         }
     }

@@ -70,13 +70,15 @@ public struct DiagnosticReason: RawRepresentable, Hashable, Sendable, Comparable
     public static let persistenceFailed: DiagnosticReason = "persistence-failed"
     /// A reactor's state could not be encoded, so it was not published.
     public static let badState: DiagnosticReason = "bad-state"
+    /// A replay asked for events older than the oldest kept: take a status snapshot instead.
+    public static let gone: DiagnosticReason = "gone"
 
     /// Every reason code defined by protocol v1.
     public static let allV1: [DiagnosticReason] = [
         .malformed, .unsupportedVersion, .unknownKind, .oversize, .unboundStepper, .notVisible,
         .dismissed, .unknownStep, .unknownReactor, .badAction, .badParams, .duplicate,
         .unauthorized, .droppedHWM, .peerDead, .flowError, .noParentFlow, .unknownPresentable, .outOfOrder,
-        .journalBehind, .persistenceFailed, .badState, .rateLimited,
+        .journalBehind, .persistenceFailed, .badState, .rateLimited, .gone,
     ]
 }
 

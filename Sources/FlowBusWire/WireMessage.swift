@@ -31,6 +31,10 @@ public enum WireMessage: Sendable, Hashable {
     case statusReply(StatusReply)
     /// A presentable report (kind 15).
     case presentableReport(PresentableReport)
+    /// A replay request (kind 16).
+    case replayRequest(ReplayRequest)
+    /// A replay reply (kind 17).
+    case replay(ReplayReply)
 
     /// The message inside, as an encodable value.
     public var message: any WireMessageEncodable {
@@ -49,6 +53,8 @@ public enum WireMessage: Sendable, Hashable {
         case .statusRequest(let message): return message
         case .statusReply(let message): return message
         case .presentableReport(let message): return message
+        case .replayRequest(let message): return message
+        case .replay(let message): return message
         }
     }
 
@@ -69,6 +75,8 @@ public enum WireMessage: Sendable, Hashable {
         case .statusRequest(let message): return message.envelope
         case .statusReply(let message): return message.envelope
         case .presentableReport(let message): return message.envelope
+        case .replayRequest(let message): return message.envelope
+        case .replay(let message): return message.envelope
         }
     }
 
@@ -221,6 +229,17 @@ public enum WireMessage: Sendable, Hashable {
                 throw .malformed("presentable event \(quoted(eventText)) (frame 2) is unknown")
             }
             return .presentableReport(PresentableReport(envelope: envelope, presentableID: id, event: event))
+        case .replayRequest:
+            let params = try WirePayload(contentType: contentType, bytes: buffer.frameBytes(2)).decodeParams(
+                limits: limits)
+            return .replayRequest(try ReplayRequest(envelope: envelope, params: params))
+        case .replay:
+            let value = try buffer.value(2, contentType: contentType, limits: limits)
+            guard case .map(let header) = value else {
+                throw .malformed("replay reply (frame 2) is \(kindName(value)), a map expected")
+            }
+            let events = try PackedEvents(bytes: buffer.frameBytes(3))
+            return .replay(try ReplayReply(envelope: envelope, header: header, events: events))
         }
     }
 }

@@ -333,10 +333,18 @@ struct EchoCommand: ParsableCommand {
     @Flag(help: "Print one JSON object per line.") var json = false
     @Flag(help: "Print message rates per topic every second instead of the messages (like `ros2 topic hz`).")
     var stats = false
+    @Option(
+        help: ArgumentHelp(
+            "Print every event after this event sequence first (0: all flowd keeps), then the live ones, none missed or twice, across flowd restarts and takeovers; the last one printed is said on exit.",
+            valueName: "SEQ"))
+    var since: UInt64?
 
     func validate() throws {
         if stream == .state, reactorID == nil {
             throw ValidationError("echo state needs a reactor id, e.g. `flowctl echo state counter`")
+        }
+        if since != nil, stream == .state || stats {
+            throw ValidationError("--since resumes flowd's events; it does not apply to echo state or --stats")
         }
     }
 
@@ -352,7 +360,16 @@ struct EchoCommand: ParsableCommand {
         }
         let config = try options.load()
         let subscriber = try BusSubscriber(
-            endpoints: config.eventsEndpoints, topics: stream.topics, curve: config.curve)
+            endpoints: config.eventsEndpoints, topics: stream.topics, curve: config.curve,
+            resuming: since.map {
+                EventResumption(
+                    control: config.controlEndpoints, since: $0, heartbeatMilliseconds: config.heartbeatMilliseconds)
+            })
+        subscriber.onFallback = { fallback in
+            note(
+                "events after \(fallback.since) are no longer kept (\(fallback.reason)): going on from \(fallback.head); run `flowctl status` for the state now"
+            )
+        }
         // Messages from the first heartbeat on are all received: say so, for scripts to wait on.
         if try subscriber.waitUntilConnected(timeout: .seconds(10)) {
             note("listening on \(FlowBusConfig.either(config.eventsEndpoints)) (\(stream.rawValue))")
@@ -367,6 +384,9 @@ struct EchoCommand: ParsableCommand {
             return
         }
         var printed = 0
+        defer {
+            if let position = subscriber.position { note("last event: \(position) (resume with --since \(position))") }
+        }
         while count.map({ printed < $0 }) ?? true {
             guard let received = try subscriber.next(timeout: idleTimeout.map { .milliseconds(Int($0 * 1000)) }) else {
                 throw noAnswer(

@@ -89,8 +89,8 @@ struct PublicationTests {
     func ownSequence() {
         var events = Publication(endpoint: "events")
         var states = Publication(endpoint: "states")
-        #expect(events.nextSequence() == 1)
-        #expect(events.nextSequence() == 2)
-        #expect(states.nextSequence() == 1)
+        #expect(events.nextSequence(for: .diagnostic) == 1)
+        #expect(events.nextSequence(for: .heartbeat) == 2)
+        #expect(states.nextSequence(for: .state) == 1)
     }
 }

@@ -132,7 +132,7 @@ func everyMessage() -> [WireMessage] {
         bad = good
         bad[0] = 0
         expectWireError(.unsupportedVersion) { () throws(WireError) in _ = try Envelope.decode(bad) }
-        for kind: UInt8 in [0, 16, 255] {
+        for kind: UInt8 in [0, 18, 255] {
             bad = good
             bad[1] = kind
             expectWireError(.unknownKind, "kind \(kind)") { () throws(WireError) in _ = try Envelope.decode(bad) }

@@ -16,6 +16,7 @@ import zmq
 STEP, DEEPLINK, ACTION, STATE, SNAPSHOT_REQUEST, SNAPSHOT = 1, 2, 3, 4, 5, 6
 WILL_NAVIGATE, DID_NAVIGATE, NAV_COMMAND, DIAGNOSTIC, ACK, HEARTBEAT = 7, 8, 9, 10, 11, 12
 STATUS_REQUEST, STATUS_REPLY, PRESENTABLE_REPORT = 13, 14, 15
+REPLAY_REQUEST, REPLAY = 16, 17
 KIND_FRAMES = {1: 4, 2: 4, 3: 4, 4: 3, 5: 2, 6: 3, 7: 6, 8: 6, 9: 6, 10: 4, 11: 3, 12: 2, 13: 2, 14: 3, 15: 3}
 # §4.5: kinds that may end with one more frame, the trace frame (W3C Trace Context).
 TRACE_KINDS = {1, 2, 3, 4, 7, 8, 9}

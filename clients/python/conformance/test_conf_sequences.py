@@ -1,5 +1,6 @@
 """§4.2 sequence: "per source and socket, strictly increasing from 1, one step per message sent on that socket
-(a daemon numbers its acks, its events and its status replies separately)"; and source ids across restarts."""
+(a daemon numbers its acks, its events and its status replies separately)" — on `events`, the event sequence of
+§4.6; and source ids across restarts."""
 
 import rawwire as w
 from scenario import T, Side, settle, wait_ack
@@ -10,7 +11,9 @@ def consecutive(seqs):
 
 
 def test_events_gapless_while_status_requests_are_answered(topo):
-    """§4.2: flowd's own messages on `events` (subscribed to everything) have no gap, whatever else it does."""
+    """§4.2, §4.6: every event flowd publishes on `events` (subscribed to everything) takes the next event sequence,
+    with no gap, whatever else it does: its own carry it in their envelope, a step it passes on takes one too (its
+    sender's envelope kept), and a heartbeat repeats the last one."""
     events = topo.sub(topo.events)
     control = topo.peer(topo.control)
     ingress = topo.peer(topo.ingress)
@@ -25,8 +28,20 @@ def test_events_gapless_while_status_requests_are_answered(topo):
     flowd = topo.ready_status.source
     events.until(lambda m: m.kind == w.DID_NAVIGATE and m.topic == "nav/did/WatchedFlow", T, "the last navigation")
     events.until(lambda m: m.kind == w.HEARTBEAT, T, "a heartbeat after it")
-    own = [m.seq for m in events.seen if m.source == flowd]
-    assert len(own) > 10 and consecutive(own), f"§4.2: flowd's events sequence has a gap: {own}"
+    last = None  # the event sequence reached
+    numbered = []
+    for m in events.seen:
+        if m.kind == w.HEARTBEAT:
+            assert last is None or m.seq == last, f"§4.6: a heartbeat carries the last event sequence {last}: {m}"
+            last = m.seq
+        elif m.source != flowd:
+            assert m.kind == w.STEP, m
+            last = None if last is None else last + 1
+        elif last is not None:
+            assert m.seq == last + 1, f"§4.6: after event {last}, {m} carries {m.seq}"
+            last = m.seq
+            numbered.append(m.seq)
+    assert len(numbered) > 10, f"§4.6: flowd's numbered events: {numbered}"
     assert consecutive([m.seq for m in replies]), [m.seq for m in replies]
 
 

@@ -22,14 +22,14 @@ import zmq
 
 from .clone import StateUpdate
 from .messages import Heartbeat, Message, decode
-from .protocol import (Dropped, Endpoint, FlowBusError, Frames, NoAck, NoOutcome, NotConnected, Params, Receipt,
-                       Refused, RoutingWatch, StatusExchange, StepOutbox, TopicFilter, ViewState, describe,
-                       endpoint_list)
+from .protocol import (Dropped, Endpoint, EventResume, Fallback, FlowBusError, Frames, NoAck, NoOutcome, NotConnected,
+                       Params, Receipt, Refused, RoutingWatch, StatusExchange, StepOutbox, TopicFilter, ViewState,
+                       describe, endpoint_list)
 from .values import Value
 from .wire import CONTENT_JSON, MAX_FRAME_BYTES, WireError, new_source
 
 __all__ = ["FlowBusError", "Refused", "Dropped", "NoAck", "NoOutcome", "NotConnected", "Receipt", "Stepper",
-           "Events", "ReactorView", "status"]
+           "Events", "Fallback", "ReactorView", "status"]
 
 def _remaining(deadline: float) -> int:
     return max(0, int((deadline - time.monotonic()) * 1000))
@@ -137,6 +137,10 @@ def sender(sock: zmq.Socket[Any]) -> Callable[[Frames], bool]:
 
 # MARK: Events
 
+# Seconds without a message (heartbeats come each second) after which a resuming subscriber asks
+# again for what it may have missed (4.6, step 6).
+_SILENCE = 3.0
+
 
 class Events(_Owned):
     """A SUB on a publisher (flowd's `events`, a reactor host's `states`).
@@ -154,11 +158,21 @@ class Events(_Owned):
     fair-queues between its connections, so the old instance's last messages, still queued in
     it, may be read among the new one's first: each instance's messages are in order, not the
     two together.
+
+    Given `since` (an event sequence; 0 for every event flowd keeps) and flowd's `control`
+    endpoint(s), it resumes (4.6): the events after `since` first, then the live ones, each once
+    and in order, across flowd restarts and takeovers and drops at flowd's high-water mark.
+    `position` is the event sequence of the last event returned, where a later Events resumes;
+    `fallbacks` lists the replays flowd could not serve (events no longer kept: some were missed,
+    and the subscriber went on from the newest).
     """
 
     def __init__(self, endpoint: Endpoint, topics: Union[str, bytes, Sequence[Union[str, bytes]]], *,
-                 timeout: float = 5.0, context: Optional[zmq.Context[Any]] = None) -> None:
+                 timeout: float = 5.0, context: Optional[zmq.Context[Any]] = None, since: Optional[int] = None,
+                 control: Optional[Endpoint] = None) -> None:
         endpoints = endpoint_list(endpoint)
+        if since is not None and control is None:
+            raise ValueError("Events(since=...) asks flowd's control endpoint for the events it missed: pass control=")
         super().__init__(context)
         self.endpoint = endpoint
         self.timeout = timeout
@@ -166,20 +180,87 @@ class Events(_Owned):
         self.topics = self._filter.prefixes
         self.last_heard: Optional[float] = None  # time.monotonic() of the last message from the publisher
         self._pending: deque[Message] = deque()
+        self._resume: Optional[EventResume] = None
         try:
             self._sub = self._open_all(zmq.SUB, endpoints, socket_options(endpoint), self._filter.subscriptions)
+            if since is not None and control is not None:
+                self._control = self._open_all(zmq.DEALER, endpoint_list(control),
+                                               socket_options(control, immediate=True))
+                self._resume = EventResume(since, self.topics, sender(self._control))
+                self._poller = zmq.Poller()
+                self._poller.register(self._sub, zmq.POLLIN)
+                self._poller.register(self._control, zmq.POLLIN)
             deadline = time.monotonic() + timeout
             while True:
                 message = self._recv(deadline)
                 if message is None:
                     raise NotConnected(f"no heartbeat from {describe(endpoint)} within {timeout:g} s")
+                if self._resume is not None:
+                    self._pending.extend(m for m in self._resume.live(message, time.monotonic()) if self._wanted(m))
+                    if isinstance(message, Heartbeat) and self._wanted(message):
+                        self._pending.append(message)
                 if isinstance(message, Heartbeat):
                     break
-                if self._wanted(message):
+                if self._resume is None and self._wanted(message):
                     self._pending.append(message)
         except BaseException:
             self.close()
             raise
+
+    @property
+    def position(self) -> Optional[int]:
+        """With `since`: the event sequence of the last event returned (or where it went on from
+        after a fallback)."""
+        return self._resume.delivered if self._resume is not None else None
+
+    @property
+    def fallbacks(self) -> list[Fallback]:
+        return self._resume.fallbacks if self._resume is not None else []
+
+    @property
+    def replays(self) -> int:
+        """Replay requests sent (with `since`)."""
+        return self._resume.replays if self._resume is not None else 0
+
+    def caught_up(self, timeout: Optional[float] = None) -> bool:
+        """With `since`: reads until the replay reached the newest event and the live stream took
+        over (what arrived meanwhile is kept for next()); False if not within `timeout` s."""
+        resume = self._resume
+        if resume is None:
+            return True
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while resume.phase != "live":
+            if not self._pump(deadline):
+                return False
+        return True
+
+    def _pump(self, deadline: float) -> bool:
+        """Resuming: reads what either socket has, within `deadline`; False when nothing came."""
+        resume = self._resume
+        assert resume is not None
+        ready = dict(self._poller.poll(min(_remaining(deadline), 500)))
+        now = time.monotonic()
+        if self._control in ready:
+            while self._control.poll(0):
+                for message in resume.reply(self._decode(self._control.recv_multipart()), now):
+                    if self._wanted(message):
+                        self._pending.append(message)
+        if self._sub in ready:
+            while self._sub.poll(0):
+                silent = self.last_heard is not None and now - self.last_heard > _SILENCE
+                message = self._decode(self._sub.recv_multipart())
+                self.last_heard = now
+                if message is None:
+                    continue
+                if silent:
+                    resume.may_have_missed(now)
+                for delivered in resume.live(message, now):
+                    if self._wanted(delivered):
+                        self._pending.append(delivered)
+                if isinstance(message, Heartbeat) and self._wanted(message):
+                    self._pending.append(message)
+        resume.tick(now)
+        return bool(ready)
 
     def _wanted(self, message: Message) -> bool:
         return self._filter.wanted(message)
@@ -196,9 +277,19 @@ class Events(_Owned):
 
     def next(self, timeout: Optional[float] = None) -> Optional[Message]:
         """The next message matching `topics`, or None if none comes within `timeout` s."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        if self._resume is not None:
+            while not self._pending:
+                if time.monotonic() >= deadline:
+                    return None
+                self._pump(deadline)
+            message = self._pending.popleft()
+            self._resume.taken(message)
+            if not self._pending:
+                self._resume.drained()
+            return message
         if self._pending:
             return self._pending.popleft()
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         while True:
             message = self._recv(deadline)
             if message is None or self._wanted(message):

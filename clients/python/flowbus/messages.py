@@ -1,4 +1,4 @@
-"""The fifteen messages of flowbus/1 (PROTOCOL.md 4.3): builders (`*_frames`) that return the
+"""The seventeen messages of flowbus/1 (PROTOCOL.md 4.3): builders (`*_frames`) that return the
 list of frames to send, and `decode()` that turns received frames into a typed message.
 
 Every builder takes the envelope fields as keywords: `source` and `sequence` (required),
@@ -36,6 +36,8 @@ class Message:
     # W3C Trace Context of the trace frame (4.5); empty when the message has none.
     traceparent: str = field(default="", kw_only=True)
     tracestate: str = field(default="", kw_only=True)
+    # The event sequence a replay gave it (4.6); 0 for a message received live.
+    replayed_sequence: int = field(default=0, kw_only=True, compare=False)
 
     @property
     def trace_id(self) -> str:
@@ -57,7 +59,7 @@ class Message:
     @property
     def topic_id(self) -> str:
         prefix = KIND_LAYOUT[self.envelope.kind][0]
-        return self.topic[len(prefix):] if prefix != "status" else ""
+        return self.topic[len(prefix):] if prefix not in wire.BARE_TOPICS else ""
 
 
 @dataclass
@@ -183,6 +185,23 @@ class PresentableReport(Message):
     @property
     def presentable_id(self) -> str:
         return self.topic_id
+
+
+@dataclass
+class ReplayRequest(Message):
+    params: dict[str, Value] = field(default_factory=dict)  # since, topics, limit (4.6)
+
+
+@dataclass
+class Replay(Message):
+    """A replay reply (4.6): the kept events after `since` the request asked for, in order, each
+    as (event sequence, its frames); `last` is where to go on from, `more` whether to ask again."""
+    since: int = 0
+    last: int = 0
+    head: int = 0
+    oldest: int = 0
+    more: bool = False
+    events: list[tuple[int, list[bytes]]] = field(default_factory=list)
 
 
 # MARK: Builders
@@ -349,6 +368,63 @@ def presentable_report_frames(presentable_id: str, event: str, *, source: str, s
             event.encode()]
 
 
+def replay_request_frames(since: int, topics: Iterable[str] = (), limit: int | None = None, *, source: str,
+                          sequence: int, timestamp_us: int | None = None, message_id: bytes | None = None) -> list[bytes]:
+    """A replayRequest (4.6): the events after `since` (0: all kept) whose topic starts with one of `topics`."""
+    params: dict[str, Value] = {"since": since}
+    if topics:
+        params["topics"] = list(topics)
+    if limit is not None:
+        params["limit"] = limit
+    return [b"replay", _env(wire.REPLAY_REQUEST, source, sequence, CONTENT_JSON, timestamp_us, message_id),
+            encode_value(params, CONTENT_JSON)]
+
+
+def pack_events(events: Iterable[tuple[int, list[bytes]]]) -> bytes:
+    """Frame 3 of a replay reply (4.6): each event's sequence (u64), frame count (u8), then each
+    frame's length (u32) and bytes; big-endian."""
+    out = bytearray()
+    for sequence, frames in events:
+        out += struct.pack(">QB", sequence, len(frames))
+        for frame in frames:
+            out += struct.pack(">I", len(frame)) + frame
+    return bytes(out)
+
+
+def unpack_events(raw: bytes) -> list[tuple[int, list[bytes]]]:
+    """The events of a replay reply's frame 3; WireError when it is not whole."""
+    events: list[tuple[int, list[bytes]]] = []
+    offset = 0
+    try:
+        while offset < len(raw):
+            sequence, count = struct.unpack_from(">QB", raw, offset)
+            offset += 9
+            if count < 2:
+                raise WireError("malformed", f"a replayed event has {count} frames, at least 2 expected")
+            frames = []
+            for _ in range(count):
+                (length,) = struct.unpack_from(">I", raw, offset)
+                offset += 4
+                if offset + length > len(raw):
+                    raise WireError("malformed", "a replayed frame runs past the end")
+                frames.append(raw[offset:offset + length])
+                offset += length
+            events.append((sequence, frames))
+    except struct.error:
+        raise WireError("malformed", "replayed events end in the middle of one") from None
+    return events
+
+
+def replay_frames(events: Iterable[tuple[int, list[bytes]]], *, since: int, last: int, head: int, oldest: int,
+                  more: bool, source: str, sequence: int, timestamp_us: int | None = None,
+                  message_id: bytes | None = None) -> list[bytes]:
+    events = list(events)
+    header: dict[str, Value] = {"since": since, "last": last, "head": head, "oldest": oldest, "count": len(events),
+                                "more": more}
+    return [b"replay", _env(wire.REPLAY, source, sequence, CONTENT_JSON, timestamp_us, message_id),
+            encode_value(header, CONTENT_JSON), pack_events(events)]
+
+
 # MARK: Decoding
 
 
@@ -378,8 +454,8 @@ def decode(frames: Iterable[Buffer]) -> Message:
     topic_text = _text(raw_topic, "topic")
     env = Envelope.decode(received[1])
     prefix, count = KIND_LAYOUT[env.kind]
-    if prefix == "status":
-        if topic_text != "status":
+    if prefix in wire.BARE_TOPICS:
+        if topic_text != prefix:
             raise WireError("malformed", f"topic {topic_text[:64]!r} does not match kind {env.kind_name}")
     elif not topic_text.startswith(prefix) or len(topic_text) == len(prefix):
         raise WireError("malformed", f"topic {topic_text[:64]!r} does not match kind {env.kind_name}")
@@ -387,7 +463,7 @@ def decode(frames: Iterable[Buffer]) -> Message:
     if len(received) != count and not traced and not (env.kind == wire.STATUS_REQUEST and len(received) == count + 1):
         also = f" (or {count + 1} with a trace frame)" if env.kind in wire.TRACE_KINDS else ""
         raise WireError("malformed", f"{env.kind_name} message has {len(received)} frames, {count}{also} expected")
-    topic_id = topic_text[len(prefix):] if prefix != "status" else ""
+    topic_id = topic_text[len(prefix):] if prefix not in wire.BARE_TOPICS else ""
     body = received[2:count]
     traceparent, tracestate = wire.read_trace_frame(received[count]) if traced else ("", "")
     base: _Base = dict(topic=topic_text, envelope=env, traceparent=traceparent, tracestate=tracestate)
@@ -445,6 +521,26 @@ def decode(frames: Iterable[Buffer]) -> Message:
         if not isinstance(status, dict):
             raise WireError("malformed", "status reply is not a map")
         return StatusReply(**base, status=status)
+    if kind == wire.REPLAY_REQUEST:
+        params = _decode_params(body[0], env.content_type)
+        since = params.get("since")
+        if not isinstance(since, int) or isinstance(since, bool) or since < 0:
+            raise WireError("bad-params", "a replay request needs \"since\", an int >= 0")
+        return ReplayRequest(**base, params=params)
+    if kind == wire.REPLAY:
+        header = decode_value(body[0], env.content_type)
+        if not isinstance(header, dict):
+            raise WireError("malformed", "replay reply (frame 2) is not a map")
+        numbers = {key: header.get(key) for key in ("since", "last", "head", "oldest", "count")}
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in numbers.values()) \
+                or not isinstance(header.get("more"), bool):
+            raise WireError("malformed", "replay reply (frame 2) lacks since, last, head, oldest, count or more")
+        events = unpack_events(body[1])
+        if len(events) != numbers["count"]:
+            raise WireError("malformed", f"replay reply says {numbers['count']} events, frame 3 holds {len(events)}")
+        return Replay(**base, since=cast(int, numbers["since"]), last=cast(int, numbers["last"]),
+                      head=cast(int, numbers["head"]), oldest=cast(int, numbers["oldest"]),
+                      more=cast(bool, header["more"]), events=events)
     event = _text(body[0], "event")
     if event not in REPORT_EVENTS:
         raise WireError("malformed", f"unknown presentable event {event[:64]!r}")
@@ -523,5 +619,15 @@ def encode(message: Message, content_type: int | None = None) -> list[bytes]:
         return status_request_frames(cast(StatusRequest, message).params, content_type=vct, **kw)
     if k == wire.STATUS_REPLY:
         return status_reply_frames(cast(StatusReply, message).status, **kw)
+    if k == wire.REPLAY_REQUEST:
+        params = cast(ReplayRequest, message).params
+        topics = params.get("topics")
+        limit = params.get("limit")
+        return replay_request_frames(cast(int, params["since"]), cast(list[str], topics) if topics else (),
+                                     cast(int, limit) if isinstance(limit, int) else None, **kw)
+    if k == wire.REPLAY:
+        replay = cast(Replay, message)
+        return replay_frames(replay.events, since=replay.since, last=replay.last, head=replay.head,
+                             oldest=replay.oldest, more=replay.more, **kw)
     report = cast(PresentableReport, message)
     return presentable_report_frames(report.presentable_id, report.event, **kw)

@@ -13,15 +13,16 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Union
 
 from .clone import CloneMerger, StateUpdate
-from .messages import (Ack, Diagnostic, Heartbeat, Message, Snapshot, State, StatusReply, Step, action_frames,
-                       snapshot_request_frames, status_request_frames, step_frames)
+from .messages import (Ack, DeepLink, Diagnostic, Heartbeat, Message, Replay, Snapshot, State, StatusReply, Step,
+                       action_frames, decode, replay_request_frames, snapshot_request_frames, status_request_frames,
+                       step_frames)
 from .tracing import Trace, current_trace, trace_for
 from .values import Value
 from .wire import CONTENT_JSON, new_source, topic
 
 __all__ = ["FlowBusError", "Refused", "Dropped", "NoAck", "NoOutcome", "NotConnected", "Receipt", "Frames",
            "Sender", "Endpoint", "endpoint_list", "describe", "AckLedger", "StepOutbox", "RoutingWatch",
-           "TopicFilter", "ViewState", "StatusExchange"]
+           "TopicFilter", "ViewState", "StatusExchange", "EventResume", "Fallback"]
 
 Frames = list[bytes]
 # Hands frames to a socket without blocking: False when the socket took nothing (zmq.Again).
@@ -343,6 +344,161 @@ class TopicFilter:
     def wanted(self, message: Message) -> bool:
         raw = message.topic.encode("utf-8")
         return any(raw.startswith(prefix) for prefix in self.prefixes)
+
+
+# MARK: Resumable events
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """A replay flowd could not serve (4.6, `gone`): the events after `since` are no longer kept
+    (the oldest is `oldest`); the subscriber goes on from `head`, having missed some."""
+    since: int
+    oldest: int
+    head: int
+    reason: str
+
+
+REQUEST_TIMEOUT = 2.0  # s an unanswered replay request waits before it is sent again (4.6, step 6)
+
+
+class EventResume:
+    """A subscriber's side of flowd's resumable events (4.6): every event once, in order, from
+    `since`, then the live stream with no gap and no duplicate.
+
+    Feed it what the SUB receives (`live`) and what the DEALER on `control` receives (`reply`);
+    it sends replay requests through `send` and returns the messages to deliver. `position` is
+    the event sequence of the last event delivered: where a later subscriber resumes."""
+
+    def __init__(self, since: int, topics: Sequence[bytes], send: Sender, source: Optional[str] = None) -> None:
+        self.position = since  # the last event delivered or passed over
+        self.delivered = since  # the last event handed to the application
+        self.phase = "awaiting-heartbeat"  # then "replaying", "live"
+        self.instance: Optional[str] = None  # the flowd instance followed
+        self.replays = 0
+        self.fallbacks: list[Fallback] = []
+        self._topics = [t.decode("utf-8") for t in topics if t]
+        self._send = send
+        self._source = source or new_source("resume")
+        self._sequence = 0
+        self._held: list[Message] = []
+        self._passed: set[tuple[str, int]] = set()  # steps delivered since the last numbered event
+        self._requested_at: Optional[float] = None
+
+    # Inputs
+
+    def live(self, message: Message, now: float) -> list[Message]:
+        """A message of the SUB; returns what to deliver now (heartbeats are not returned)."""
+        if isinstance(message, Heartbeat):
+            if self.phase == "awaiting-heartbeat" or message.source != self.instance:
+                self.instance = message.source
+                self._request(now)
+            elif self.phase == "live" and message.sequence > self.position:
+                # Every event up to the heartbeat's that was asked for has arrived (drops are reported).
+                self.position = message.sequence
+                self._passed.clear()
+            return []
+        if isinstance(message, Diagnostic) and message.reason == "dropped-hwm" and message.sequence == 0:
+            if self.phase == "live":
+                self._request(now)
+            return [message]
+        if self.phase != "live":
+            self._held.append(message)
+            return []
+        if message.sequence != 0 and not isinstance(message, (Step, DeepLink)) and message.source != self.instance:
+            self.instance = message.source  # another instance: what the former had not sent is kept
+            self._held.append(message)
+            self._request(now)
+            return []
+        return [message] if self._judge(message) else []
+
+    def reply(self, message: Optional[Message], now: float) -> list[Message]:
+        """A message of the DEALER; returns what to deliver now."""
+        if isinstance(message, Replay) and self.phase == "replaying":
+            self._requested_at = None
+            out: list[Message] = []
+            for sequence, frames in message.events:
+                if sequence <= self.position:
+                    continue
+                event = decode(frames)
+                if isinstance(event, (Step, DeepLink)):
+                    self._passed.add((event.source, event.sequence))
+                self.position = sequence
+                event.replayed_sequence = sequence
+                out.append(event)
+            self.position = max(self.position, message.last)
+            if message.more:
+                self._request(now)
+            else:
+                out += self._release()
+            return out
+        if isinstance(message, Diagnostic) and self.phase == "replaying":
+            if message.reason == "rate-limited":
+                retry = message.details.get("retry_after_ms")
+                self._requested_at = now - REQUEST_TIMEOUT + (retry / 1000 if isinstance(retry, int) else 0.1)
+                return []
+            self._requested_at = None
+            head = message.details.get("head")
+            oldest = message.details.get("oldest")
+            fallback = Fallback(self.position, oldest if isinstance(oldest, int) else 0,
+                                head if isinstance(head, int) else self.position,
+                                str(message.message) if message.reason == "gone" else f"{message.reason}: {message.message}")
+            self.fallbacks.append(fallback)
+            self.position = max(self.position, fallback.head)
+            self.delivered = max(self.delivered, fallback.head)
+            self._passed.clear()
+            return self._release()
+        return []
+
+    def may_have_missed(self, now: float) -> None:
+        """The publisher was silent: ask again from the position."""
+        if self.phase == "live":
+            self._request(now)
+
+    def tick(self, now: float) -> None:
+        """Sends an unanswered request again after REQUEST_TIMEOUT."""
+        if self._requested_at is not None and now - self._requested_at >= REQUEST_TIMEOUT:
+            self._request(now)
+
+    def taken(self, message: Message) -> None:
+        """The application took `message`: the delivered position moves to its event sequence."""
+        sequence = message.replayed_sequence
+        if not sequence and not isinstance(message, (Step, DeepLink, Heartbeat)):
+            sequence = message.sequence
+        self.delivered = max(self.delivered, sequence)
+
+    def drained(self) -> None:
+        """Everything received was taken: the delivered position reaches the position."""
+        self.delivered = max(self.delivered, self.position)
+
+    # Internals
+
+    def _judge(self, message: Message) -> bool:
+        if isinstance(message, (Step, DeepLink)):
+            key = (message.source, message.sequence)
+            if key in self._passed:
+                return False
+            self._passed.add(key)
+            return True
+        if message.sequence == 0:
+            return True
+        if message.sequence <= self.position:
+            return False
+        self.position = message.sequence
+        self._passed.clear()
+        return True
+
+    def _release(self) -> list[Message]:
+        self.phase = "live"
+        held, self._held = self._held, []
+        return [message for message in held if self._judge(message)]
+
+    def _request(self, now: float) -> None:
+        self.phase = "replaying"
+        self.replays += 1
+        self._sequence += 1
+        self._requested_at = now
+        self._send(replay_request_frames(self.position, self._topics, source=self._source, sequence=self._sequence))
 
 
 # MARK: Reactor views

@@ -18,22 +18,25 @@ PROTOCOL_VERSION = 1
 STEP, DEEP_LINK, ACTION, STATE, SNAPSHOT_REQUEST, SNAPSHOT = 1, 2, 3, 4, 5, 6
 WILL_NAVIGATE, DID_NAVIGATE, NAVIGATION_COMMAND, DIAGNOSTIC, ACK, HEARTBEAT = 7, 8, 9, 10, 11, 12
 STATUS_REQUEST, STATUS_REPLY, PRESENTABLE_REPORT = 13, 14, 15
+REPLAY_REQUEST, REPLAY = 16, 17
 
 KIND_NAMES = {
     STEP: "step", DEEP_LINK: "deepLink", ACTION: "action", STATE: "state",
     SNAPSHOT_REQUEST: "snapshotRequest", SNAPSHOT: "snapshot", WILL_NAVIGATE: "willNavigate",
     DID_NAVIGATE: "didNavigate", NAVIGATION_COMMAND: "navigationCommand", DIAGNOSTIC: "diagnostic",
     ACK: "ack", HEARTBEAT: "heartbeat", STATUS_REQUEST: "statusRequest", STATUS_REPLY: "statusReply",
-    PRESENTABLE_REPORT: "presentableReport",
+    PRESENTABLE_REPORT: "presentableReport", REPLAY_REQUEST: "replayRequest", REPLAY: "replay",
 }
-# kind -> (topic prefix, exact frame count); `status` has no id.
+# kind -> (topic prefix, exact frame count); `status` and `replay` have no id.
 KIND_LAYOUT = {
     STEP: ("step/", 4), DEEP_LINK: ("deeplink/", 4), ACTION: ("action/", 4), STATE: ("state/", 3),
     SNAPSHOT_REQUEST: ("snapshot/", 2), SNAPSHOT: ("state/", 3), WILL_NAVIGATE: ("nav/will/", 6),
     DID_NAVIGATE: ("nav/did/", 6), NAVIGATION_COMMAND: ("cmd/", 6), DIAGNOSTIC: ("diag/", 4),
     ACK: ("ack/", 3), HEARTBEAT: ("hb/", 2), STATUS_REQUEST: ("status", 2), STATUS_REPLY: ("status", 3),
-    PRESENTABLE_REPORT: ("present/", 3),
+    PRESENTABLE_REPORT: ("present/", 3), REPLAY_REQUEST: ("replay", 3), REPLAY: ("replay", 4),
 }
+# Topics without an id.
+BARE_TOPICS = frozenset({"status", "replay"})
 
 # Kinds that may end with a trace frame (4.5), one past their frame count.
 TRACE_KINDS = frozenset({STEP, DEEP_LINK, ACTION, STATE, WILL_NAVIGATE, DID_NAVIGATE, NAVIGATION_COMMAND})
@@ -131,9 +134,9 @@ class Envelope:
 
 
 def topic(prefix: str, topic_id: str | None = None) -> bytes:
-    """`<prefix><id>` as bytes (prefix includes its `/`; `status` has no id), checked against 3.4."""
-    if prefix == "status":
-        return b"status"
+    """`<prefix><id>` as bytes (prefix includes its `/`; `status` and `replay` have no id), checked against 3.4."""
+    if prefix in BARE_TOPICS:
+        return prefix.encode()
     if not topic_id:
         raise WireError("malformed", f"the id in {prefix}<id> must not be empty")
     data = (prefix + topic_id).encode("utf-8")

@@ -1,0 +1,285 @@
+/// A request for the events flowd kept after a sequence (PROTOCOL.md §4.6), on `control`.
+///
+/// Frames: 0 `replay`, 1 envelope, 2 params: `since` (int ≥ 0: the last event sequence the
+/// requester has; 0 for all that is kept), `until` (the last event wanted; none: up to the
+/// newest), `topics` (topic prefixes to include; all by default), `limit` (events in one reply,
+/// 1 to ``maxLimit``).
+public struct ReplayRequest: WireMessageEncodable, Hashable {
+    /// The most events one reply carries.
+    public static let maxLimit = 10_000
+    /// Events in one reply when the request does not say.
+    public static let defaultLimit = 1_000
+
+    /// The envelope (kind forced to `.replayRequest`; content type JSON when it says none).
+    public var envelope: Envelope
+    /// The last event sequence the requester has: events after it are replayed.
+    public var since: UInt64
+    /// The last event wanted (events a drop report named); nil: up to the newest.
+    public var until: UInt64?
+    /// Topic prefixes to include; empty: every event.
+    public var topics: [String]
+    /// Events in one reply, at most.
+    public var limit: Int
+
+    public init(
+        envelope: Envelope, since: UInt64, until: UInt64? = nil, topics: [String] = [],
+        limit: Int = ReplayRequest.defaultLimit
+    ) {
+        self.envelope = envelope
+        self.since = since
+        self.until = until
+        self.topics = topics
+        self.limit = limit
+    }
+
+    /// Reads a request's params.
+    /// - Throws: `bad-params` for a missing or negative `since`, a `topics` that is not a list of
+    ///   strings, a `limit` out of range.
+    public init(envelope: Envelope, params: WireParams) throws(WireError) {
+        guard case .int(let since) = params["since"], since >= 0 else {
+            throw WireError(.badParams, "a replay request needs \"since\", an int ≥ 0 (0: every event kept)")
+        }
+        var until: UInt64?
+        switch params["until"] {
+        case nil, .null?:
+            break
+        case .int(let value)? where value > since:
+            until = UInt64(value)
+        default:
+            throw WireError(.badParams, "replay \"until\" must be an int above \"since\"")
+        }
+        var topics: [String] = []
+        switch params["topics"] {
+        case nil, .null?:
+            break
+        case .list(let list)?:
+            for item in list {
+                guard case .string(let topic) = item else {
+                    throw WireError(.badParams, "replay \"topics\" must be a list of topic prefixes (strings)")
+                }
+                topics.append(topic)
+            }
+        default:
+            throw WireError(.badParams, "replay \"topics\" must be a list of topic prefixes (strings)")
+        }
+        var limit = Self.defaultLimit
+        switch params["limit"] {
+        case nil, .null?:
+            break
+        case .int(let value)? where value >= 1 && value <= Int64(Self.maxLimit):
+            limit = Int(value)
+        default:
+            throw WireError(.badParams, "replay \"limit\" must be an int from 1 to \(Self.maxLimit)")
+        }
+        self.init(envelope: envelope, since: UInt64(since), until: until, topics: topics, limit: limit)
+    }
+
+    public var kind: MessageKind { .replayRequest }
+    public var topic: String { Topic.replay }
+
+    /// The params frame's map.
+    public var params: WireParams {
+        var params: WireParams = ["since": .int(Int64(clamping: since)), "limit": .int(Int64(limit))]
+        if !topics.isEmpty { params["topics"] = .list(topics.map { .string($0) }) }
+        if let until { params["until"] = .int(Int64(clamping: until)) }
+        return params
+    }
+
+    /// Whether an event of `topic` is asked for.
+    public func includes(topic: UnsafeRawBufferPointer) -> Bool {
+        if topics.isEmpty { return true }
+        for prefix in topics {
+            var prefix = prefix
+            let matches = prefix.withUTF8 { prefix in
+                prefix.count <= topic.count && zip(prefix, topic).allSatisfy { $0 == $1 }
+            }
+            if matches { return true }
+        }
+        return false
+    }
+
+    public func encode(into buffer: inout FrameBuffer) throws(WireError) {
+        let contentType: ContentType = envelope.contentType == .none ? .json : envelope.contentType
+        try buffer.writeMessage { (out) throws(WireError) in
+            try out.writeTopic(.replay, id: "")
+            try out.writeEnvelope(envelope, kind: kind, contentType: contentType)
+            try out.writeValue(.map(params), contentType: contentType)
+        }
+    }
+}
+
+/// flowd's reply to a ``ReplayRequest`` (PROTOCOL.md §4.6).
+///
+/// Frames: 0 `replay`, 1 envelope, 2 a map (`since`, `until` when asked, `last`, `head`,
+/// `oldest`, `count`, `more`), 3 the events, packed (``PackedEvents``).
+public struct ReplayReply: WireMessageEncodable, Hashable {
+    /// The envelope (kind forced to `.replay`; content type JSON when it says none).
+    public var envelope: Envelope
+    /// The request's `since`, and its `until` if it had one.
+    public var since: UInt64
+    public var until: UInt64?
+    /// Where the requester goes on from: the last event this reply looked at (included or not).
+    public var last: UInt64
+    /// The newest event flowd has published.
+    public var head: UInt64
+    /// The oldest event kept (0: none kept).
+    public var oldest: UInt64
+    /// Whether events after ``last`` are kept: ask again with `since` = ``last``.
+    public var more: Bool
+    /// The events, in order.
+    public var events: PackedEvents
+
+    public init(
+        envelope: Envelope, since: UInt64, until: UInt64? = nil, last: UInt64, head: UInt64, oldest: UInt64,
+        more: Bool, events: PackedEvents
+    ) {
+        self.envelope = envelope
+        self.since = since
+        self.until = until
+        self.last = last
+        self.head = head
+        self.oldest = oldest
+        self.more = more
+        self.events = events
+    }
+
+    /// Reads frame 2's map.
+    init(envelope: Envelope, header: WireParams, events: PackedEvents) throws(WireError) {
+        func number(_ key: String) throws(WireError) -> UInt64 {
+            guard case .int(let value) = header[key], value >= 0 else {
+                throw .malformed("replay reply (frame 2) has no int \"\(key)\" ≥ 0")
+            }
+            return UInt64(value)
+        }
+        guard case .bool(let more) = header["more"] else {
+            throw .malformed("replay reply (frame 2) has no bool \"more\"")
+        }
+        let count = try number("count")
+        guard count == UInt64(events.count) else {
+            throw .malformed("replay reply says \(count) events, its frame 3 holds \(events.count)")
+        }
+        var until: UInt64?
+        if header["until"] != nil { until = try number("until") }
+        self.init(
+            envelope: envelope, since: try number("since"), until: until, last: try number("last"),
+            head: try number("head"), oldest: try number("oldest"), more: more, events: events)
+    }
+
+    public var kind: MessageKind { .replay }
+    public var topic: String { Topic.replay }
+
+    /// Frame 2's map.
+    public var header: WireParams {
+        var header: WireParams = [
+            "since": .int(Int64(clamping: since)), "last": .int(Int64(clamping: last)),
+            "head": .int(Int64(clamping: head)), "oldest": .int(Int64(clamping: oldest)),
+            "count": .int(Int64(events.count)), "more": .bool(more),
+        ]
+        if let until { header["until"] = .int(Int64(clamping: until)) }
+        return header
+    }
+
+    public func encode(into buffer: inout FrameBuffer) throws(WireError) {
+        let contentType: ContentType = envelope.contentType == .none ? .json : envelope.contentType
+        try buffer.writeMessage { (out) throws(WireError) in
+            try out.writeTopic(.replay, id: "")
+            try out.writeEnvelope(envelope, kind: kind, contentType: contentType)
+            try out.writeValue(.map(header), contentType: contentType)
+            out.append(frame: events.bytes)
+        }
+    }
+}
+
+/// Events as a replay reply carries them in one frame (PROTOCOL.md §4.6): for each, its event
+/// sequence (u64, big-endian), its frame count (u8), then each frame as its length (u32,
+/// big-endian) and its bytes — the message exactly as flowd published it.
+public struct PackedEvents: Sendable, Hashable {
+    public private(set) var bytes: [UInt8] = []
+    public private(set) var count = 0
+
+    public init() {}
+
+    /// Reads a packed frame, checking that it is whole.
+    public init(bytes: some Collection<UInt8>) throws(WireError) {
+        self.bytes = Array(bytes)
+        var failure: WireError?
+        count = self.bytes.withUnsafeBytes { raw in
+            do throws(WireError) {
+                return try Self.countEvents(in: raw)
+            } catch {
+                failure = error
+                return 0
+            }
+        }
+        if let failure { throw failure }
+    }
+
+    private static func countEvents(in raw: UnsafeRawBufferPointer) throws(WireError) -> Int {
+        var reader = ByteReader(raw, what: "replayed events")
+        var count = 0
+        while !reader.isAtEnd {
+            _ = try reader.u64("event sequence")
+            let frames = try reader.u8("frame count")
+            if frames < 2 { throw .malformed("a replayed event has \(frames) frames, at least 2 expected") }
+            for _ in 0..<frames {
+                let length = try reader.u32("frame length")
+                _ = try reader.slice(Int(length), "frame")
+            }
+            count += 1
+        }
+        return count
+    }
+
+    public var isEmpty: Bool { count == 0 }
+    /// Bytes taken so far, to keep a reply under a size.
+    public var byteCount: Int { bytes.count }
+
+    /// Adds an event: `frameCount` frames, frame `i` handed by `frame(i)`.
+    public mutating func append(
+        sequence: UInt64, frameCount: Int, frame: (Int, (UnsafeRawBufferPointer) -> Void) -> Void
+    ) {
+        bytes.appendBigEndian(sequence)
+        bytes.append(UInt8(clamping: frameCount))
+        for index in 0..<min(frameCount, 255) {
+            frame(index) { raw in
+                bytes.appendBigEndian(UInt32(clamping: raw.count))
+                bytes.append(contentsOf: raw)
+            }
+        }
+        count += 1
+    }
+
+    /// Adds one event already packed, copied as is.
+    public mutating func appendPacked(_ event: UnsafeRawBufferPointer) {
+        bytes.append(contentsOf: event)
+        count += 1
+    }
+
+    /// Adds the event `frames`.
+    public mutating func append(sequence: UInt64, frames: FrameBuffer) {
+        append(sequence: sequence, frameCount: frames.count) { index, body in frames.withFrame(index) { body($0) } }
+    }
+
+    /// The events, in order: each one's sequence and frames.
+    public func decoded() -> [(sequence: UInt64, frames: FrameBuffer)] {
+        bytes.withUnsafeBytes { raw in
+            var result: [(sequence: UInt64, frames: FrameBuffer)] = []
+            result.reserveCapacity(count)
+            var reader = ByteReader(raw, what: "replayed events")
+            // Checked whole when read: these reads do not fail.
+            while !reader.isAtEnd {
+                guard let sequence = try? reader.u64("event sequence"), let frames = try? reader.u8("frame count")
+                else { break }
+                var buffer = FrameBuffer()
+                for _ in 0..<frames {
+                    guard let length = try? reader.u32("frame length"),
+                        let frame = try? reader.slice(Int(length), "frame")
+                    else { break }
+                    buffer.append(frame: frame)
+                }
+                result.append((sequence, buffer))
+            }
+            return result
+        }
+    }
+}

@@ -1,0 +1,215 @@
+import FlowBusWire
+import Testing
+
+@testable import FlowBusProtocol
+
+/// An event as a publisher holds it: a topic and an envelope of `source` numbered `sequence`.
+private func event(
+    _ topic: String, source: String = "flowd#1", sequence: UInt64 = 0, kind: MessageKind = .didNavigate
+)
+    -> FrameBuffer
+{
+    let envelope = Envelope(kind: kind, sequence: sequence, source: source)
+    return FrameBuffer(frames: [Array(topic.utf8), (try? envelope.encoded()) ?? []])
+}
+
+private func envelopeSequence(_ frames: FrameBuffer) -> UInt64? {
+    try? RoutedHeader.decode(from: frames).envelope.sequence
+}
+
+@Suite("Event streams: numbering, keeping and replaying flowd's events (PROTOCOL.md §4.6)")
+struct EventStreamTests {
+    @Test("held messages are numbered from the journal's last event; the publisher's own carry it in their envelope")
+    func numbering() {
+        var publication = Publication(endpoint: "events")
+        publication.numberEvents(after: 41)
+        #expect(publication.keepsEverything, "an event stream keeps what nobody subscribed to")
+        #expect(publication.nextSequence(for: .didNavigate) == 42)
+        #expect(publication.take(event("nav/did/Main", sequence: 999)) == .held)
+        #expect(publication.offer(event("step/movies", source: "stepper#1", sequence: 7, kind: .step)) == .held)
+        #expect(publication.hasHeldEvents)
+        var packed = PackedEvents()
+        publication.heldEvents(into: &packed)
+        let events = packed.decoded()
+        #expect(events.map(\.sequence) == [42, 43])
+        #expect(envelopeSequence(events[0].frames) == 42, "its own message carries its event sequence")
+        #expect(envelopeSequence(events[1].frames) == 7, "a step passed on keeps its sender's envelope")
+        var released = HeldMessages()
+        publication.release(into: &released)
+        #expect(released.count == 2)
+        #expect(publication.headEvent == 43)
+        #expect(publication.isHolding, "an event stream holds the next batch at once")
+        #expect(!publication.hasHeldEvents)
+    }
+
+    @Test("a heartbeat carries the last event committed; a message past the hold is outside the stream")
+    func outsideTheStream() {
+        var publication = Publication(endpoint: "events")
+        publication.numberEvents(after: 0)
+        _ = publication.take(event("nav/did/Main"))
+        var released = HeldMessages()
+        publication.release(into: &released)
+        let wasHolding = publication.pauseHold()
+        #expect(publication.nextSequence(for: .heartbeat) == 1)
+        #expect(publication.nextSequence(for: .heartbeat) == 1, "heartbeats repeat it")
+        #expect(publication.nextSequence(for: .diagnostic) == 0, "a drop report is not an event")
+        #expect(publication.take(event("diag/dropped-hwm")) == .send)
+        publication.resumeHold(wasHolding)
+        #expect(publication.nextSequence(for: .didNavigate) == 2)
+    }
+
+    @Test("a batch that is not committed gives its numbers back")
+    func discarded() {
+        var publication = Publication(endpoint: "events")
+        publication.numberEvents(after: 10)
+        _ = publication.take(event("nav/did/Main"))
+        _ = publication.take(event("nav/did/Main"))
+        publication.discardHeld()
+        #expect(!publication.hasHeldEvents)
+        _ = publication.take(event("nav/did/Main"))
+        var packed = PackedEvents()
+        publication.heldEvents(into: &packed)
+        #expect(packed.decoded().map(\.sequence) == [11])
+    }
+
+    @Test("without numbering, a publication numbers its own messages and sends at once when not holding")
+    func plainPublication() {
+        var publication = Publication(endpoint: "states")
+        #expect(!publication.keepsEverything)
+        #expect(publication.nextSequence(for: .heartbeat) == 1)
+        #expect(publication.nextSequence(for: .heartbeat) == 2)
+        #expect(publication.take(event("state/x", kind: .state)) == .send)
+        #expect(!publication.hasHeldEvents)
+    }
+
+    private func batch(_ first: UInt64, _ topics: [String]) -> PackedEvents {
+        var packed = PackedEvents()
+        for (index, topic) in topics.enumerated() {
+            packed.append(sequence: first + UInt64(index), frames: event(topic, sequence: first + UInt64(index)))
+        }
+        return packed
+    }
+
+    @Test("the log keeps the newest batches within the retention and finds those after a sequence")
+    func retention() {
+        var log = EventLog(retainCount: 4)
+        log.append(batch(1, ["a/1", "a/2"]), first: 1, now: 0)
+        log.append(batch(3, ["a/3", "a/4"]), first: 3, now: 0)
+        log.append(batch(5, ["a/5"]), first: 5, now: 0)
+        #expect(log.oldest == 1, "without the first batch, fewer than four would stay")
+        log.append(batch(6, ["a/6"]), first: 6, now: 0)
+        #expect(log.head == 6)
+        #expect(log.oldest == 3, "the first batch went: four events stay")
+        #expect(log.count == 4)
+        #expect(log.holdsEverything(after: 2))
+        #expect(!log.holdsEverything(after: 1))
+        #expect(log.batches(after: 3).map(\.first) == [3, 5, 6])
+        #expect(log.batches(after: 4).map(\.first) == [5, 6])
+        #expect(log.batches(after: 6).isEmpty)
+        var aged = EventLog(retainCount: 100, retainSeconds: 10)
+        aged.append(batch(1, ["a/1"]), first: 1, now: 100)
+        aged.append(batch(2, ["a/2"]), first: 2, now: 105)
+        aged.trim(now: 112)
+        #expect(aged.oldest == 2, "older than ten seconds: gone")
+    }
+
+    @Test("a replay takes the events after since whose topic is asked for, and stops at its limit")
+    func replay() {
+        let envelope = Envelope(kind: .replayRequest, sequence: 1, source: "t")
+        var replay = EventReplay(ReplayRequest(envelope: envelope, since: 2, topics: ["nav/did/"], limit: 2))
+        var packed = PackedEvents()
+        for (sequence, topic) in [
+            (1, "nav/did/A"), (2, "nav/did/B"), (3, "cmd/A"), (4, "nav/did/C"), (5, "nav/did/D"),
+            (6, "nav/did/E"),
+        ] as [(UInt64, String)] {
+            packed.append(sequence: sequence, frames: event(topic, sequence: sequence))
+        }
+        replay.take(packed)
+        #expect(replay.events.decoded().map(\.sequence) == [4, 5])
+        #expect(replay.last == 5, "it looked at 3 and passed it over")
+        #expect(replay.isFull)
+        var all = EventReplay(ReplayRequest(envelope: envelope, since: 0))
+        all.take(packed)
+        #expect(all.events.count == 6)
+        #expect(all.last == 6)
+        #expect(!all.isFull)
+    }
+
+    @Test("a packed events frame that is cut short is malformed")
+    func packedIsChecked() throws {
+        var packed = PackedEvents()
+        packed.append(sequence: 9, frames: event("nav/did/A"))
+        #expect(try PackedEvents(bytes: packed.bytes).count == 1)
+        #expect(throws: WireError.self) { try PackedEvents(bytes: packed.bytes.dropLast()) }
+    }
+}
+
+@Suite("EventResume: a subscriber's catch-up (PROTOCOL.md §4.6)")
+struct EventResumeTests {
+    private func reply(
+        _ events: [(UInt64, FrameBuffer)], since: UInt64, last: UInt64, head: UInt64, more: Bool = false
+    )
+        -> ReplayReply
+    {
+        var packed = PackedEvents()
+        for (sequence, frames) in events { packed.append(sequence: sequence, frames: frames) }
+        return ReplayReply(
+            envelope: Envelope(kind: .replay, sequence: 1, source: "flowd#1"), since: since, last: last, head: head,
+            oldest: 1, more: more, events: packed)
+    }
+
+    @Test("it asks from its position at the first heartbeat, holds live messages, then drops what the replay had")
+    func catchUp() {
+        var resume = EventResume(since: 3)
+        #expect(resume.live(kind: .didNavigate, source: "flowd#1", sequence: 5) == .hold, "before a heartbeat")
+        #expect(resume.heartbeat(source: "flowd#1") == 3)
+        #expect(resume.phase == .replaying)
+        #expect(resume.live(kind: .didNavigate, source: "flowd#1", sequence: 6) == .hold)
+        let step = event("step/s", source: "stepper#1", sequence: 9, kind: .step)
+        let first = resume.replayed(
+            reply([(4, event("nav/did/A", sequence: 4)), (5, step)], since: 3, last: 5, head: 6, more: true))
+        #expect(first.deliver.map(\.sequence) == [4, 5])
+        #expect(first.requestSince == 5)
+        let second = resume.replayed(reply([(6, event("nav/did/B", sequence: 6))], since: 5, last: 6, head: 6))
+        #expect(second.deliver.map(\.sequence) == [6])
+        #expect(second.requestSince == nil)
+        #expect(resume.phase == .live)
+        #expect(resume.judgeHeld(kind: .didNavigate, source: "flowd#1", sequence: 5) == .drop)
+        #expect(resume.judgeHeld(kind: .didNavigate, source: "flowd#1", sequence: 6) == .drop)
+        #expect(resume.live(kind: .step, source: "stepper#1", sequence: 9) == .drop, "the replay delivered it")
+        #expect(resume.live(kind: .didNavigate, source: "flowd#1", sequence: 7) == .deliver)
+        #expect(resume.live(kind: .diagnostic, source: "flowd#1", sequence: 0) == .deliver, "outside the stream")
+        #expect(resume.position == 7)
+    }
+
+    @Test("another instance's event or heartbeat makes it ask again from its position")
+    func takeover() {
+        var resume = EventResume(since: 0)
+        _ = resume.heartbeat(source: "flowd#1")
+        _ = resume.replayed(reply([], since: 0, last: 10, head: 10))
+        #expect(resume.live(kind: .didNavigate, source: "flowd#2", sequence: 14) == .holdAndRequest(since: 10))
+        #expect(resume.heartbeat(source: "flowd#2") == nil, "already asking that instance")
+        let outcome = resume.replayed(
+            reply(
+                [(11, event("nav/did/A", sequence: 11)), (14, event("nav/did/A", source: "flowd#2", sequence: 14))],
+                since: 10, last: 14, head: 14))
+        #expect(outcome.deliver.map(\.sequence) == [11, 14])
+        #expect(resume.judgeHeld(kind: .didNavigate, source: "flowd#2", sequence: 14) == .drop)
+        #expect(resume.heartbeat(source: "flowd#3") == 14)
+    }
+
+    @Test("gone moves it to the head; drops and silence make it ask again; an unanswered request is resent")
+    func fallbacks() {
+        var resume = EventResume(since: 5)
+        #expect(resume.mayHaveMissed() == nil, "nothing to ask before the first heartbeat")
+        _ = resume.heartbeat(source: "flowd#1")
+        #expect(resume.requestTimedOut() == EventResume.Request(since: 5))
+        resume.gone(head: 100)
+        #expect(resume.position == 100)
+        #expect(resume.fallbacks == 1)
+        #expect(resume.phase == .live)
+        #expect(resume.requestTimedOut() == nil)
+        #expect(resume.mayHaveMissed() == 100)
+        #expect(resume.replays == 2)
+    }
+}
