@@ -101,8 +101,9 @@ package final class StepRouter {
             await startRoot(root)
             return
         }
-        try await journal.start(self, root: root, makeFlow: makeFlow, following: following)
+        // Numbered before the root flow starts: its first events go on from the journal's.
         try continueEvents()
+        try await journal.start(self, root: root, makeFlow: makeFlow, following: following)
     }
 
     /// Numbers events after the newest one the journal keeps: a restarted or another instance

@@ -17,13 +17,14 @@ STEP, DEEPLINK, ACTION, STATE, SNAPSHOT_REQUEST, SNAPSHOT = 1, 2, 3, 4, 5, 6
 WILL_NAVIGATE, DID_NAVIGATE, NAV_COMMAND, DIAGNOSTIC, ACK, HEARTBEAT = 7, 8, 9, 10, 11, 12
 STATUS_REQUEST, STATUS_REPLY, PRESENTABLE_REPORT = 13, 14, 15
 REPLAY_REQUEST, REPLAY = 16, 17
-KIND_FRAMES = {1: 4, 2: 4, 3: 4, 4: 3, 5: 2, 6: 3, 7: 6, 8: 6, 9: 6, 10: 4, 11: 3, 12: 2, 13: 2, 14: 3, 15: 3}
+KIND_FRAMES = {1: 4, 2: 4, 3: 4, 4: 3, 5: 2, 6: 3, 7: 6, 8: 6, 9: 6, 10: 4, 11: 3, 12: 2, 13: 2, 14: 3, 15: 3,
+               16: 3, 17: 4}
 # §4.5: kinds that may end with one more frame, the trace frame (W3C Trace Context).
 TRACE_KINDS = {1, 2, 3, 4, 7, 8, 9}
 TRACEPARENT = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 KIND_PREFIX = {1: "step/", 2: "deeplink/", 3: "action/", 4: "state/", 5: "snapshot/", 6: "state/",
                7: "nav/will/", 8: "nav/did/", 9: "cmd/", 10: "diag/", 11: "ack/", 12: "hb/",
-               13: "status", 14: "status", 15: "present/"}
+               13: "status", 14: "status", 15: "present/", 16: "replay", 17: "replay"}
 NONE, JSON, FBV = 0, 1, 2
 
 _HEAD = struct.Struct(">BBBBQq16sB")  # §4.2: the 37 fixed bytes before the source id
@@ -200,6 +201,34 @@ def heartbeat(source, sequence=0, **env):
 
 def status_request(source, sequence=1, **env):
     return [b"status", envelope(STATUS_REQUEST, sequence, source, **env)]
+
+
+def replay_request(source, since, sequence=1, topics=None, limit=None, until=None, content_type=JSON, **env):
+    """§4.6 REPLAY-REQUEST: the events after `since` (up to `until`) whose topic starts with one of `topics`."""
+    params = {"since": since}
+    for key, value in (("topics", topics), ("limit", limit), ("until", until)):
+        if value is not None:
+            params[key] = value
+    return [b"replay", envelope(REPLAY_REQUEST, sequence, source, content_type),
+            encode_value(content_type, params)]
+
+
+def unpack_events(frame):
+    """§4.6 frame 3 of a REPLAY: [(event sequence, [frames])]; AssertionError when it is not whole."""
+    events, at = [], 0
+    while at < len(frame):
+        assert at + 9 <= len(frame), "a packed event's head is cut"
+        sequence, count = struct.unpack_from(">QB", frame, at)
+        at += 9
+        frames = []
+        for _ in range(count):
+            (length,) = struct.unpack_from(">I", frame, at)
+            at += 4
+            assert at + length <= len(frame), "a packed frame is cut"
+            frames.append(frame[at:at + length])
+            at += length
+        events.append((sequence, frames))
+    return events
 
 
 def presentable_report(presentable, event, sequence, source, **env):

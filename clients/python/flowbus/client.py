@@ -242,23 +242,23 @@ class Events(_Owned):
         now = time.monotonic()
         if self._control in ready:
             while self._control.poll(0):
-                for message in resume.reply(self._decode(self._control.recv_multipart()), now):
-                    if self._wanted(message):
-                        self._pending.append(message)
+                for answer in resume.reply(self._decode(self._control.recv_multipart()), now):
+                    if self._wanted(answer):
+                        self._pending.append(answer)
         if self._sub in ready:
             while self._sub.poll(0):
                 silent = self.last_heard is not None and now - self.last_heard > _SILENCE
-                message = self._decode(self._sub.recv_multipart())
+                received = self._decode(self._sub.recv_multipart())
                 self.last_heard = now
-                if message is None:
+                if received is None:
                     continue
                 if silent:
                     resume.may_have_missed(now)
-                for delivered in resume.live(message, now):
+                for delivered in resume.live(received, now):
                     if self._wanted(delivered):
                         self._pending.append(delivered)
-                if isinstance(message, Heartbeat) and self._wanted(message):
-                    self._pending.append(message)
+                if isinstance(received, Heartbeat) and self._wanted(received):
+                    self._pending.append(received)
         resume.tick(now)
         return bool(ready)
 
@@ -283,11 +283,11 @@ class Events(_Owned):
                 if time.monotonic() >= deadline:
                     return None
                 self._pump(deadline)
-            message = self._pending.popleft()
-            self._resume.taken(message)
+            taken = self._pending.popleft()
+            self._resume.taken(taken)
             if not self._pending:
                 self._resume.drained()
-            return message
+            return taken
         if self._pending:
             return self._pending.popleft()
         while True:

@@ -195,8 +195,10 @@ class ReplayRequest(Message):
 @dataclass
 class Replay(Message):
     """A replay reply (4.6): the kept events after `since` the request asked for, in order, each
-    as (event sequence, its frames); `last` is where to go on from, `more` whether to ask again."""
+    as (event sequence, its frames); `last` is where to go on from, `more` whether to ask again;
+    `until` the request's, if it had one."""
     since: int = 0
+    until: int | None = None
     last: int = 0
     head: int = 0
     oldest: int = 0
@@ -369,9 +371,13 @@ def presentable_report_frames(presentable_id: str, event: str, *, source: str, s
 
 
 def replay_request_frames(since: int, topics: Iterable[str] = (), limit: int | None = None, *, source: str,
-                          sequence: int, timestamp_us: int | None = None, message_id: bytes | None = None) -> list[bytes]:
-    """A replayRequest (4.6): the events after `since` (0: all kept) whose topic starts with one of `topics`."""
+                          sequence: int, until: int | None = None, timestamp_us: int | None = None,
+                          message_id: bytes | None = None) -> list[bytes]:
+    """A replayRequest (4.6): the events after `since` (0: all kept), up to `until` if given, whose topic starts
+    with one of `topics`."""
     params: dict[str, Value] = {"since": since}
+    if until is not None:
+        params["until"] = until
     if topics:
         params["topics"] = list(topics)
     if limit is not None:
@@ -416,11 +422,13 @@ def unpack_events(raw: bytes) -> list[tuple[int, list[bytes]]]:
 
 
 def replay_frames(events: Iterable[tuple[int, list[bytes]]], *, since: int, last: int, head: int, oldest: int,
-                  more: bool, source: str, sequence: int, timestamp_us: int | None = None,
+                  more: bool, source: str, sequence: int, until: int | None = None, timestamp_us: int | None = None,
                   message_id: bytes | None = None) -> list[bytes]:
     events = list(events)
     header: dict[str, Value] = {"since": since, "last": last, "head": head, "oldest": oldest, "count": len(events),
                                 "more": more}
+    if until is not None:
+        header["until"] = until
     return [b"replay", _env(wire.REPLAY, source, sequence, CONTENT_JSON, timestamp_us, message_id),
             encode_value(header, CONTENT_JSON), pack_events(events)]
 
@@ -538,7 +546,10 @@ def decode(frames: Iterable[Buffer]) -> Message:
         events = unpack_events(body[1])
         if len(events) != numbers["count"]:
             raise WireError("malformed", f"replay reply says {numbers['count']} events, frame 3 holds {len(events)}")
-        return Replay(**base, since=cast(int, numbers["since"]), last=cast(int, numbers["last"]),
+        until = header.get("until")
+        if until is not None and (not isinstance(until, int) or isinstance(until, bool)):
+            raise WireError("malformed", "replay reply \"until\" is not an int")
+        return Replay(**base, since=cast(int, numbers["since"]), until=until, last=cast(int, numbers["last"]),
                       head=cast(int, numbers["head"]), oldest=cast(int, numbers["oldest"]),
                       more=cast(bool, header["more"]), events=events)
     event = _text(body[0], "event")
@@ -623,11 +634,13 @@ def encode(message: Message, content_type: int | None = None) -> list[bytes]:
         params = cast(ReplayRequest, message).params
         topics = params.get("topics")
         limit = params.get("limit")
+        until = params.get("until")
         return replay_request_frames(cast(int, params["since"]), cast(list[str], topics) if topics else (),
-                                     cast(int, limit) if isinstance(limit, int) else None, **kw)
+                                     limit if isinstance(limit, int) else None,
+                                     until=until if isinstance(until, int) else None, **kw)
     if k == wire.REPLAY:
         replay = cast(Replay, message)
-        return replay_frames(replay.events, since=replay.since, last=replay.last, head=replay.head,
-                             oldest=replay.oldest, more=replay.more, **kw)
+        return replay_frames(replay.events, since=replay.since, until=replay.until, last=replay.last,
+                             head=replay.head, oldest=replay.oldest, more=replay.more, **kw)
     report = cast(PresentableReport, message)
     return presentable_report_frames(report.presentable_id, report.event, **kw)

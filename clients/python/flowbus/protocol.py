@@ -360,6 +360,7 @@ class Fallback:
 
 
 REQUEST_TIMEOUT = 2.0  # s an unanswered replay request waits before it is sent again (4.6, step 6)
+_MAX_FILL_SPAN = 50_000  # events one request for dropped events spans, at most
 
 
 class EventResume:
@@ -368,7 +369,9 @@ class EventResume:
 
     Feed it what the SUB receives (`live`) and what the DEALER on `control` receives (`reply`);
     it sends replay requests through `send` and returns the messages to deliver. `position` is
-    the event sequence of the last event delivered: where a later subscriber resumes."""
+    the event sequence of the last event delivered: where a later subscriber resumes. Events
+    flowd reports dropped at its high-water mark (nobody received them) are asked for by their
+    sequences and delivered when they come, after later ones (`filled` counts them)."""
 
     def __init__(self, since: int, topics: Sequence[bytes], send: Sender, source: Optional[str] = None) -> None:
         self.position = since  # the last event delivered or passed over
@@ -384,6 +387,10 @@ class EventResume:
         self._held: list[Message] = []
         self._passed: set[tuple[str, int]] = set()  # steps delivered since the last numbered event
         self._requested_at: Optional[float] = None
+        self._fills: list[tuple[int, int]] = []  # dropped events still to ask for, sorted
+        self._filling: Optional[tuple[int, int]] = None  # the span asked for now
+        self._replayed: set[int] = set()  # numbered events replays delivered
+        self.filled = 0
 
     # Inputs
 
@@ -399,8 +406,7 @@ class EventResume:
                 self._passed.clear()
             return []
         if isinstance(message, Diagnostic) and message.reason == "dropped-hwm" and message.sequence == 0:
-            if self.phase == "live":
-                self._request(now)
+            self._dropped(message, now)
             return [message]
         if self.phase != "live":
             self._held.append(message)
@@ -414,12 +420,25 @@ class EventResume:
 
     def reply(self, message: Optional[Message], now: float) -> list[Message]:
         """A message of the DEALER; returns what to deliver now."""
+        if isinstance(message, Replay) and message.until is not None:
+            return self._filled(message, now)
+        if isinstance(message, Diagnostic) and "until" in message.details:
+            self._requested_at = None
+            self.fallbacks.append(Fallback(self.position, 0, self.position,
+                                           f"events dropped at flowd's high-water mark are no longer kept: {message.message}"))
+            if self._filling is not None:
+                end = self._filling[1]
+                self._fills = [r for r in self._fills if r[1] > end]
+            self._filling = None
+            self._next_fill(now)
+            return []
         if isinstance(message, Replay) and self.phase == "replaying":
             self._requested_at = None
             out: list[Message] = []
             for sequence, frames in message.events:
                 if sequence <= self.position:
                     continue
+                self._replayed.add(sequence)
                 event = decode(frames)
                 if isinstance(event, (Step, DeepLink)):
                     self._passed.add((event.source, event.sequence))
@@ -458,7 +477,10 @@ class EventResume:
     def tick(self, now: float) -> None:
         """Sends an unanswered request again after REQUEST_TIMEOUT."""
         if self._requested_at is not None and now - self._requested_at >= REQUEST_TIMEOUT:
-            self._request(now)
+            if self.phase == "replaying":
+                self._request(now)
+            elif self._filling is not None:
+                self._send_fill(now)
 
     def taken(self, message: Message) -> None:
         """The application took `message`: the delivered position moves to its event sequence."""
@@ -492,6 +514,58 @@ class EventResume:
         self.phase = "live"
         held, self._held = self._held, []
         return [message for message in held if self._judge(message)]
+
+    def _dropped(self, report: Diagnostic, now: float) -> None:
+        """A dropped-hwm report: the events it names are asked for by their sequences."""
+        events = report.details.get("events")
+        if report.details.get("events_complete") is False:
+            self.fallbacks.append(Fallback(self.position, 0, self.position,
+                                           "flowd dropped more events than its report names"))
+        if isinstance(events, list):
+            for pair in events:
+                if isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int) for v in pair):
+                    self._fills.append((int(pair[0]), int(pair[1])))  # type: ignore[arg-type]
+            self._fills.sort()
+        self._next_fill(now)
+
+    def _next_fill(self, now: float) -> None:
+        if self._filling is not None or not self._fills:
+            return
+        first = self._fills[0][0]
+        end = max(r[1] for r in self._fills if r[1] <= first + _MAX_FILL_SPAN) if any(
+            r[1] <= first + _MAX_FILL_SPAN for r in self._fills) else self._fills[0][1]
+        self._filling = (first, end)
+        self._send_fill(now)
+
+    def _send_fill(self, now: float) -> None:
+        assert self._filling is not None
+        first, end = self._filling
+        self._sequence += 1
+        self._requested_at = now
+        self._send(replay_request_frames(first - 1, self._topics, until=end, source=self._source,
+                                         sequence=self._sequence))
+
+    def _filled(self, reply: Replay, now: float) -> list[Message]:
+        if self._filling is None:
+            return []
+        self._requested_at = None
+        out: list[Message] = []
+        for sequence, frames in reply.events:
+            if sequence in self._replayed or not any(a <= sequence <= b for a, b in self._fills):
+                continue
+            self._replayed.add(sequence)
+            self.filled += 1
+            out.append(decode(frames))
+        end = self._filling[1]
+        self._fills = [r for r in self._fills if r[1] > reply.last]
+        if reply.more and reply.last < end:
+            self._filling = (reply.last + 1, end)
+            self._send_fill(now)
+        else:
+            self._fills = [r for r in self._fills if r[1] > end]
+            self._filling = None
+            self._next_fill(now)
+        return out
 
     def _request(self, now: float) -> None:
         self.phase = "replaying"

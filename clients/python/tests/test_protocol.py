@@ -3,7 +3,8 @@ Clone rule of a view, status replies."""
 
 import pytest
 
-from flowbus import WireError, ack_frames, decode, diagnostic_frames, heartbeat_frames, snapshot_frames, state_frames, step_frames
+from flowbus import (WireError, ack_frames, decode, diagnostic_frames, did_navigate_frames, heartbeat_frames,
+                     snapshot_frames, state_frames, step_frames)
 from flowbus.protocol import (AckLedger, Dropped, Refused, RoutingWatch, StatusExchange, StepOutbox, TopicFilter,
                               ViewState)
 
@@ -168,3 +169,55 @@ def test_steps_and_actions_carry_the_trace_they_are_given_or_the_active_opentele
     # (The flags may say more than "sampled": W3C level 2's random trace id flag.)
     assert decode(outbox.ledger.unacked[3]).traceparent[:52] == f"00-{context.trace_id:032x}-{context.span_id:016x}"
     assert action.trace_id == f"{context.trace_id:032x}"
+
+
+# MARK: EventResume (4.6)
+
+
+def _did(n, seq, source="flowd#1"):
+    return decode(did_navigate_frames("Main", "open", {"n": n}, source=source, sequence=seq))
+
+
+def _replay(events, since, last, head, more=False, until=None):
+    from flowbus.messages import replay_frames
+    return decode(replay_frames(events, since=since, last=last, head=head, oldest=1, more=more, until=until,
+                                source="flowd#1", sequence=1))
+
+
+def test_event_resume_replays_then_drops_held_duplicates():
+    from flowbus.protocol import EventResume
+    sent = []
+    resume = EventResume(2, [b"nav/did/"], lambda frames: sent.append(frames) or True)
+    assert resume.live(decode(heartbeat_frames(source="flowd#1", sequence=4)), 0.0) == []
+    request = decode(sent[-1])
+    assert request.params["since"] == 2 and request.params["topics"] == ["nav/did/"]
+    assert resume.live(_did(4, 4), 0.1) == [], "held while the replay comes"
+    out = resume.reply(_replay([(3, did_navigate_frames("Main", "open", {"n": 3}, source="flowd#1", sequence=3)),
+                                (4, did_navigate_frames("Main", "open", {"n": 4}, source="flowd#1", sequence=4))],
+                               since=2, last=4, head=4), 0.2)
+    assert [m.params["n"] for m in out] == [3, 4], "the held copy of 4 is dropped"
+    assert [m.replayed_sequence for m in out] == [3, 4]
+    assert resume.phase == "live" and resume.position == 4
+    assert [m.params["n"] for m in resume.live(_did(5, 5), 0.3)] == [5]
+    assert resume.live(_did(5, 5), 0.3) == [], "a duplicate"
+
+
+def test_event_resume_asks_for_the_events_a_drop_report_names():
+    from flowbus.protocol import EventResume
+    sent = []
+    resume = EventResume(0, [], lambda frames: sent.append(frames) or True)
+    resume.live(decode(heartbeat_frames(source="flowd#1", sequence=0)), 0.0)
+    resume.reply(_replay([], since=0, last=0, head=0), 0.0)
+    assert resume.phase == "live"
+    assert resume.live(_did(9, 9), 0.1)
+    report = decode(diagnostic_frames("dropped-hwm", "dropped", {"events": [[5, 6]], "events_complete": True,
+                                                                 "dropped": 2, "total": 2},
+                                      source="flowd#1", sequence=0))
+    assert resume.live(report, 0.2) == [report]
+    request = decode(sent[-1])
+    assert (request.params["since"], request.params["until"]) == (4, 6)
+    out = resume.reply(_replay([(5, did_navigate_frames("Main", "open", {"n": 5}, source="flowd#1", sequence=5)),
+                                (6, did_navigate_frames("Main", "open", {"n": 6}, source="flowd#1", sequence=6))],
+                               since=4, last=6, head=9, until=6), 0.3)
+    assert [m.params["n"] for m in out] == [5, 6], "delivered late, after 9"
+    assert resume.filled == 2 and resume.position == 9
