@@ -127,7 +127,37 @@ enum Golden {
                     stepName: "moviePicked", params: ["withMovieId": 23452], presentableID: "movie/23452",
                     traceContext: flowdTrace))
         ),
+        (
+            "replayRequest-json",
+            .replayRequest(
+                ReplayRequest(
+                    envelope: envelope(.replayRequest, .json, 1, "echo#9"), since: 12, topics: ["nav/did/"],
+                    limit: 1000))
+        ),
+        (
+            "replay-json",
+            .replay(
+                ReplayReply(
+                    envelope: envelope(.replay, .json, 2, "flowd#1"), since: 12, last: 19, head: 20, oldest: 1,
+                    more: false, events: replayedEvents))
+        ),
     ]
+
+    /// What `replay-json` carries (§4.6): `step-moviePicked-json` as event 13 (passed on, its
+    /// sender's envelope) and `didNavigate-movies-traced`, flowd's own, as event 19.
+    static var replayedEvents: PackedEvents {
+        var packed = PackedEvents()
+        let step = StepMessage(
+            stepperID: "movie-list", envelope: envelope(.step, .json, 1, "movie-list#5f3a"), name: "moviePicked",
+            params: ["withMovieId": 23452])
+        let did = NavigationEventMessage(
+            phase: .did, envelope: envelope(.didNavigate, .json, 19, "flowd#1"), flow: "movies",
+            stepName: "moviePicked", params: ["withMovieId": 23452], presentableID: "movie/23452",
+            traceContext: flowdTrace)
+        packed.append(sequence: 13, frames: (try? step.encoded()) ?? FrameBuffer())
+        packed.append(sequence: 19, frames: (try? did.encoded()) ?? FrameBuffer())
+        return packed
+    }
 
     /// W3C Trace Context's own example, with a tracestate: what a traced stepper sends.
     static let stepTrace = TraceContext(

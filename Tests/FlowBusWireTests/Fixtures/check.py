@@ -59,6 +59,16 @@ expected = {
                                   fjson({"withMovieId": 23452}), b"movie/23452",
                                   b"00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01"],
 }
+# §4.6: a replay request's params, and a reply packing two of the messages above as events 13 and 19.
+expected["replayRequest-json"] = [b"replay", envelope(16, 1, 1, "echo#9"),
+                                  fjson({"since": 12, "topics": ["nav/did/"], "limit": 1000})]
+
+def packed(sequence, frames):
+    return struct.pack(">QB", sequence, len(frames)) + b"".join(struct.pack(">I", len(f)) + f for f in frames)
+
+expected["replay-json"] = [b"replay", envelope(17, 1, 2, "flowd#1"),
+                           fjson({"since": 12, "last": 19, "head": 20, "oldest": 1, "count": 2, "more": False}),
+                           packed(13, expected["step-moviePicked-json"]) + packed(19, expected["didNavigate-movies-traced"])]
 
 failed = 0
 # §4.3/§5.2: flowd writes a step's params again, whatever its JSON sender wrote.

@@ -56,6 +56,11 @@ def built(name):
         "didNavigate-movies-traced": lambda: flowbus.did_navigate_frames(
             "movies", "moviePicked", {"withMovieId": 23452}, "movie/23452", source="flowd#1", sequence=19,
             traceparent="00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01", **ENV),
+        "replayRequest-json": lambda: flowbus.replay_request_frames(12, ["nav/did/"], 1000, source="echo#9",
+                                                                    sequence=1, **ENV),
+        "replay-json": lambda: flowbus.replay_frames(
+            [(13, load_vector("step-moviePicked-json")), (19, load_vector("didNavigate-movies-traced"))],
+            since=12, last=19, head=20, oldest=1, more=False, source="flowd#1", sequence=2, **ENV),
     }
     return table[name]()
 
