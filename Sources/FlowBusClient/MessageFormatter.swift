@@ -157,6 +157,12 @@ public enum MessageFormatter {
             lines.append(
                 "events: published \(published), dropped at the high-water mark \(hwm), not sent (no subscriber wanted the topic) \(unwanted)"
             )
+            if let head = events["head"]?.intValue {
+                // Where a subscriber resumes from (`flowctl echo --since`).
+                let kept = events["kept_in_memory"]?.displayText ?? "0"
+                let oldest = events["oldest_in_memory"]?.intValue.map { ", from \($0)" } ?? ""
+                lines.append("event sequence: \(head) (kept in memory: \(kept)\(oldest))")
+            }
         }
         if let journal = status["journal"]?.mapValue {
             let restored = journal["restored"]?.displayText ?? "0"

@@ -25,16 +25,25 @@ package struct EventLog: Sendable {
     package let retainCount: Int
     /// Events older than this many seconds go; nil: kept whatever their age.
     package let retainSeconds: Double?
+    /// Bytes of packed events kept in memory, at most (whole batches: the newest stays): beyond,
+    /// the journal serves the older ones.
+    package let maxBytes: Int
+    /// The default: a topology's burst of navigation stays within a few megabytes of memory.
+    package static let defaultMaxBytes = 16 << 20
     private var batches: [EventBatch] = []
     /// The index of the oldest batch kept in ``batches``.
     private var start = 0
     private var eventCount = 0
+    private var bytesKept = 0
     /// The sequence of the newest event committed.
     package private(set) var head: UInt64
 
-    package init(retainCount: Int, retainSeconds: Double? = nil, head: UInt64 = 0) {
+    package init(
+        retainCount: Int, retainSeconds: Double? = nil, maxBytes: Int = EventLog.defaultMaxBytes, head: UInt64 = 0
+    ) {
         self.retainCount = max(0, retainCount)
         self.retainSeconds = retainSeconds
+        self.maxBytes = maxBytes
         self.head = head
     }
 
@@ -45,7 +54,7 @@ package struct EventLog: Sendable {
     package var count: Int { eventCount }
 
     /// Bytes of packed events held here.
-    package var byteCount: Int { batches[start...].reduce(0) { $0 + $1.events.byteCount } }
+    package var byteCount: Int { bytesKept }
 
     /// Keeps a committed batch (`events` numbered from `first`), then lets go of what the
     /// retention no longer covers.
@@ -55,6 +64,7 @@ package struct EventLog: Sendable {
         head = last
         batches.append(EventBatch(first: first, last: last, created: now, events: events))
         eventCount += events.count
+        bytesKept += events.byteCount
         trim(now: now)
     }
 
@@ -63,6 +73,7 @@ package struct EventLog: Sendable {
         batches.removeAll()
         start = 0
         eventCount = 0
+        bytesKept = 0
         self.head = head
     }
 
@@ -72,8 +83,10 @@ package struct EventLog: Sendable {
             let batch = batches[start]
             let tooMany = eventCount - batch.events.count >= retainCount
             let tooOld = retainSeconds.map { batch.created < now - $0 } ?? false
-            guard tooMany || tooOld else { break }
+            let tooLarge = bytesKept > maxBytes && start + 1 < batches.count
+            guard tooMany || tooOld || tooLarge else { break }
             eventCount -= batch.events.count
+            bytesKept -= batch.events.byteCount
             // The slot's storage goes now, not when the array is next compacted.
             batches[start].events = PackedEvents()
             start += 1

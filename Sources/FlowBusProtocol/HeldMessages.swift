@@ -14,6 +14,9 @@ package struct HeldMessages: Sendable {
 
     /// How many messages are held.
     package var count: Int { messageEnds.count }
+    /// The bytes they hold, and their frames: what packing them takes (``PackedEvents``).
+    package var byteCount: Int { bytes.count }
+    package var frameCount: Int { frameEnds.count }
     package var isEmpty: Bool { messageEnds.isEmpty }
 
     /// Adds a copy of `frames`.
@@ -37,11 +40,15 @@ package struct HeldMessages: Sendable {
         }
     }
 
-    /// Forgets every message, keeping the capacity.
+    /// Past this, an emptied store gives its bytes' storage back: one burst of events (a large
+    /// tree built at once) must not keep its memory for good.
+    static let keptCapacity = 4 << 20
+
+    /// Forgets every message, keeping the capacity (up to 4 MB of bytes).
     package mutating func removeAll() {
-        bytes.removeAll(keepingCapacity: true)
-        frameEnds.removeAll(keepingCapacity: true)
-        messageEnds.removeAll(keepingCapacity: true)
+        bytes.removeAll(keepingCapacity: bytes.capacity <= Self.keptCapacity)
+        frameEnds.removeAll(keepingCapacity: frameEnds.capacity <= Self.keptCapacity / 8)
+        messageEnds.removeAll(keepingCapacity: messageEnds.capacity <= Self.keptCapacity / 8)
     }
 
     /// The message at `index`, in the order they were added.

@@ -249,6 +249,11 @@ public struct PackedEvents: Sendable, Hashable {
         count += 1
     }
 
+    /// Makes room for `byteCount` bytes in all.
+    public mutating func reserveCapacity(_ byteCount: Int) {
+        bytes.reserveCapacity(byteCount)
+    }
+
     /// Adds one event already packed, copied as is.
     public mutating func appendPacked(_ event: UnsafeRawBufferPointer) {
         bytes.append(contentsOf: event)
