@@ -66,6 +66,22 @@ struct FailoverTests {
         let topology = try TestTopology(configYAML: Self.yaml(postgres: server.url, compacting: compacting))
         var active = try topology.startFlowd(arguments: ["--log-level", "info"])
         var standby = try Self.standby(topology)
+        // A subscriber that resumes (PROTOCOL.md §4.6): every step flowd passes on, across the takeovers.
+        let resumer = try BusSubscriber(
+            endpoints: topology.config.eventsEndpoints, topics: ["step/load"],
+            resuming: EventResumption(control: topology.config.controlEndpoints, since: 0))
+        var ticks: [Int64] = []
+        func drainResumer(for duration: Duration = .zero) throws {
+            let deadline = ContinuousClock.now + duration
+            repeat {
+                guard let received = try resumer.next(timeout: .milliseconds(duration == .zero ? 0 : 50)) else {
+                    continue
+                }
+                if case .message(.step(let step)) = received, step.name == "tick" {
+                    ticks.append(step.params["n"]?.intValue ?? -1)
+                }
+            } while ContinuousClock.now < deadline && ticks.count < count
+        }
         let opener = try topology.stepper("load")
         try opener.publish("open", ["id": 7])
         #expect(try opener.waitForAcknowledgement(timeout: .seconds(10)))
@@ -84,7 +100,7 @@ struct FailoverTests {
             let deadline = ContinuousClock.now + .seconds(300)
             while appended < target, stepper.isRunning, ContinuousClock.now < deadline {
                 appended = (try? topology.status()["totals"]?.mapValue?["accepted"]?.intValue) ?? appended
-                try await Task.sleep(for: .milliseconds(20))
+                try drainResumer(for: .milliseconds(20))
             }
             let killed = ContinuousClock.now
             active.kill()
@@ -97,8 +113,15 @@ struct FailoverTests {
             failovers.append(killed.duration(to: .now))
             active = standby
             standby = try Self.standby(topology)
+            try drainResumer()
         }
+        while stepper.isRunning { try drainResumer(for: .milliseconds(100)) }
         #expect(stepper.waitForExit(timeout: .seconds(600)) == 0, "every step acknowledged:\n\(stepper.output)")
+        try drainResumer(for: .seconds(30))
+        #expect(
+            ticks == (1...Int64(count)).map { $0 },
+            "the resuming subscriber got every step once, in order, across three takeovers: \(ticks.count) of \(count), \(resumer.replayCount) replays, first difference at \(Array(zip(ticks, 1...Int64(count))).firstIndex { $0 != $1 } ?? -1)"
+        )
         if compacting {
             // Checkpoints every 2,000 entries, and the entries they cover deleted: the standbys
             // followed across them. What reached the flow is counted in the checkpoints.
@@ -119,7 +142,7 @@ struct FailoverTests {
         #expect(lease?["history"]?.listValue?.count == 4, "four takings of the lease: \(String(describing: lease))")
         let sorted = failovers.sorted()
         print(
-            "failover: \(count) steps, 3 SIGKILLs of the active flowd; kill → the new active answers: \(failovers), max \(sorted.last ?? .zero)"
+            "failover: \(count) steps, 3 SIGKILLs of the active flowd; kill → the new active answers: \(failovers), max \(sorted.last ?? .zero); the resuming subscriber got \(ticks.count) of \(count), each once, in order: \(ticks == (1...Int64(count)).map { $0 })"
         )
         _ = active.terminate()
         _ = standby.terminate()
