@@ -182,13 +182,7 @@ public final class BusSubscriber {
         var polled = false
         while true {
             if let message = catchUp.takeReady() { return .message(message) }
-            if let fallback = try catchUp.readReplies() {
-                onFallback?(
-                    EventFallback(
-                        since: fallback.since, oldest: fallback.oldest, head: fallback.head, reason: fallback.reason))
-                continue
-            }
-            if let message = catchUp.takeReady() { return .message(message) }
+            if try readReplies(of: catchUp) { continue }
             // Messages held or dropped must not keep a caller past its deadline.
             if let deadline, ContinuousClock.now >= deadline, polled { return nil }
             polled = true
@@ -196,7 +190,7 @@ public final class BusSubscriber {
             if let retry = catchUp.retryAt { wakeAt = wakeAt.map { min($0, retry) } ?? retry }
             let milliseconds = wakeAt.map { max(0, ContinuousClock.now.duration(to: $0).wholeMilliseconds) } ?? -1
             _ = try poller?.poll(timeout: milliseconds == -1 ? 1000 : min(milliseconds, 1000))
-            if try catchUp.readReplies() != nil { continue }
+            if try readReplies(of: catchUp) { continue }
             let wasSilent = publisher.isSilent
             if let received = try receiveLive(until: .now) {
                 switch received {
@@ -211,6 +205,14 @@ public final class BusSubscriber {
             }
             if let deadline, ContinuousClock.now >= deadline { return nil }
         }
+    }
+
+    /// Reads the replies to replay requests; says when one fell back.
+    /// - Returns: whether one did.
+    private func readReplies(of catchUp: EventCatchUp) throws -> Bool {
+        guard let fallback = try catchUp.readReplies() else { return false }
+        onFallback?(fallback)
+        return true
     }
 
     private func receiveLive(until deadline: ContinuousClock.Instant?) throws -> Received? {

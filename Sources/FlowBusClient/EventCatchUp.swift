@@ -7,19 +7,9 @@ import ZeroMQ
 /// flowd's `control`, which asks for the events after the subscriber's position, and the
 /// ``EventResume`` rules deciding what of the live stream to deliver.
 final class EventCatchUp {
-    /// A replay asked for events flowd no longer keeps: the subscriber goes on from the newest,
-    /// having missed some; its owner takes a status snapshot.
-    struct Fallback {
-        var since: UInt64
-        var oldest: UInt64
-        var head: UInt64
-        var reason: String
-    }
-
     private(set) var machine: EventResume
     let dealer: Socket
     private let topics: [String]
-    private let endpoints: [String]
     private var sequence: UInt64 = 0
     private let source = "resume#\(ProcessInfo.processInfo.processIdentifier)-\(UInt32.random(in: 0...UInt32.max))"
     /// Live messages held while a replay comes.
@@ -41,7 +31,6 @@ final class EventCatchUp {
         machine = EventResume(since: since)
         delivered = since
         self.topics = topics.filter { !$0.isEmpty }
-        self.endpoints = endpoints
         dealer = try context.socket(.dealer)
         try dealer.setOptions([.linger(0), .sendHighWaterMark(16)])
         _ = try dealer.connect(toFlowdInstances: endpoints, curve: curve, heartbeatMilliseconds: heartbeatMilliseconds)
@@ -85,8 +74,8 @@ final class EventCatchUp {
 
     /// Reads what the DEALER holds; returns a fallback when flowd answered that the events asked
     /// for are gone.
-    func readReplies() throws -> Fallback? {
-        var fallback: Fallback?
+    func readReplies() throws -> EventFallback? {
+        var fallback: EventFallback?
         while try dealer.receive(into: &buffer, mode: .nonBlocking) {
             switch try? WireMessage.decode(from: buffer) {
             case .replay(let reply)?:
@@ -112,7 +101,7 @@ final class EventCatchUp {
             case .diagnostic(let refusal)? where refusal.details["until"] != nil:
                 requestedAt = nil
                 let until = refusal.details["until"]?.intValue ?? 0
-                fallback = Fallback(
+                fallback = EventFallback(
                     since: UInt64(max(0, refusal.details["since"]?.intValue ?? 0)), oldest: 0,
                     head: UInt64(max(0, until)),
                     reason: "events dropped at flowd's high-water mark are no longer kept: \(refusal.message)")
@@ -124,7 +113,7 @@ final class EventCatchUp {
                 let oldest = refusal.details["oldest"]?.intValue.map { UInt64(max(0, $0)) } ?? 0
                 machine.gone(head: head)
                 delivered = max(delivered, head)
-                fallback = Fallback(
+                fallback = EventFallback(
                     since: since, oldest: oldest, head: head,
                     reason: refusal.reason == .gone ? refusal.message : "\(refusal.reason): \(refusal.message)")
                 judgeHeld()
