@@ -289,6 +289,12 @@ package final class StepRouter {
         case events(EventReplay, head: UInt64, oldest: UInt64)
         /// Asked for events no longer kept (or never numbered): the requester takes a snapshot.
         case gone(String, oldest: UInt64, head: UInt64)
+
+        static func noLongerKept(_ since: UInt64, oldest: UInt64, head: UInt64) -> ReplayAnswer {
+            .gone(
+                "events after \(since) are no longer kept: the oldest is \(oldest) (replay.retain, replay.retainSeconds); take a status snapshot",
+                oldest: oldest, head: head)
+        }
     }
 
     package func replay(_ request: ReplayRequest) -> ReplayAnswer {
@@ -307,11 +313,7 @@ package final class StepRouter {
         do {
             if let journal, !eventLog.holdsEverything(after: since) {
                 oldest = try journal.journal.eventRange()?.lowerBound ?? oldest
-                if since > 0, since + 1 < oldest {
-                    return .gone(
-                        "events after \(since) are no longer kept: the oldest is \(oldest) (replay.retain, replay.retainSeconds); take a status snapshot",
-                        oldest: oldest, head: head)
-                }
+                if since > 0, since + 1 < oldest { return .noLongerKept(since, oldest: oldest, head: head) }
                 // Older events from the journal, until those memory holds.
                 while !replay.isFull, !eventLog.holdsEverything(after: replay.last) {
                     let batches = try journal.journal.eventBatches(after: replay.last, limit: 64)
@@ -319,9 +321,7 @@ package final class StepRouter {
                     for batch in batches where !replay.isFull { replay.take(batch.events) }
                 }
             } else if since > 0, since + 1 < oldest {
-                return .gone(
-                    "events after \(since) are no longer kept: the oldest is \(oldest) (replay.retain, replay.retainSeconds); take a status snapshot",
-                    oldest: oldest, head: head)
+                return .noLongerKept(since, oldest: oldest, head: head)
             }
         } catch {
             logger.error("cannot read kept events from the journal: \(error)")

@@ -168,32 +168,3 @@ package struct EventReplay: Sendable {
         }
     }
 }
-
-extension PackedEvents {
-    /// One packed event: its sequence, its topic (frame 0) and where it ends.
-    package struct Located {
-        package var sequence: UInt64
-        package var topic: UnsafeRawBufferPointer
-        package var end: Int
-    }
-
-    /// The event packed at `offset` of `raw`, nil if it is not whole.
-    package static func event(in raw: UnsafeRawBufferPointer, at offset: Int) -> Located? {
-        var position = offset
-        func read(_ count: Int) -> UInt64? {
-            guard position + count <= raw.count else { return nil }
-            var value: UInt64 = 0
-            for index in 0..<count { value = value << 8 | UInt64(raw[position + index]) }
-            position += count
-            return value
-        }
-        guard let sequence = read(8), let frames = read(1), frames >= 1 else { return nil }
-        var topic = UnsafeRawBufferPointer(start: nil, count: 0)
-        for frame in 0..<Int(frames) {
-            guard let length = read(4), position + Int(length) <= raw.count else { return nil }
-            if frame == 0 { topic = UnsafeRawBufferPointer(rebasing: raw[position..<position + Int(length)]) }
-            position += Int(length)
-        }
-        return Located(sequence: sequence, topic: topic, end: position)
-    }
-}

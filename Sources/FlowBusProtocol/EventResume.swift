@@ -123,28 +123,22 @@ package struct EventResume: Sendable {
     /// envelope `sequence` is its event sequence, 0 for one outside the stream).
     package mutating func live(kind: MessageKind, source: String, sequence: UInt64) -> Decision {
         guard phase == .live else { return .hold }
-        if kind == .step || kind == .deepLink {
-            let key = Passed(source: source, sequence: sequence)
-            if passedOn.contains(key) { return .drop }
-            remember(key)
-            return .deliver
-        }
-        guard sequence != 0 else { return .deliver }
-        if let followed = self.source, followed != source {
+        if sequence != 0, kind != .step, kind != .deepLink, let followed = self.source, followed != source {
             // Another instance: what the former had not sent is in its journal.
             self.source = source
             return .holdAndRequest(since: startReplay())
         }
-        guard sequence > position else { return .drop }
-        position = sequence
-        passedOn.removeAll(keepingCapacity: true)
-        return .deliver
+        return judge(kind: kind, source: source, sequence: sequence)
     }
 
     /// Judges a message held during a replay, once caught up: as ``live(kind:source:sequence:)``,
     /// without a change of instance (the replay came from the newest).
     package mutating func judgeHeld(kind: MessageKind, source: String, sequence: UInt64) -> Decision {
         guard phase == .live else { return .hold }
+        return judge(kind: kind, source: source, sequence: sequence)
+    }
+
+    private mutating func judge(kind: MessageKind, source: String, sequence: UInt64) -> Decision {
         if kind == .step || kind == .deepLink {
             let key = Passed(source: source, sequence: sequence)
             if passedOn.contains(key) { return .drop }
@@ -154,6 +148,7 @@ package struct EventResume: Sendable {
         guard sequence != 0 else { return .deliver }
         guard sequence > position else { return .drop }
         position = sequence
+        passedOn.removeAll(keepingCapacity: true)
         return .deliver
     }
 

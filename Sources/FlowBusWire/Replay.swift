@@ -9,6 +9,8 @@ public struct ReplayRequest: WireMessageEncodable, Hashable {
     public static let maxLimit = 10_000
     /// Events in one reply when the request does not say.
     public static let defaultLimit = 1_000
+    /// Topic prefixes one request may list.
+    public static let maxTopics = 64
 
     /// The envelope (kind forced to `.replayRequest`; content type JSON when it says none).
     public var envelope: Envelope
@@ -52,6 +54,9 @@ public struct ReplayRequest: WireMessageEncodable, Hashable {
         switch params["topics"] {
         case nil, .null?:
             break
+        case .list(let list)? where list.count > Self.maxTopics:
+            // Each kept event is matched against every prefix: a long list would stall the daemon.
+            throw WireError(.badParams, "replay \"topics\" lists \(list.count) prefixes, at most \(Self.maxTopics)")
         case .list(let list)?:
             for item in list {
                 guard case .string(let topic) = item else {
@@ -202,32 +207,56 @@ public struct PackedEvents: Sendable, Hashable {
     /// Reads a packed frame, checking that it is whole.
     public init(bytes: some Collection<UInt8>) throws(WireError) {
         self.bytes = Array(bytes)
-        var failure: WireError?
-        count = self.bytes.withUnsafeBytes { raw in
-            do throws(WireError) {
-                return try Self.countEvents(in: raw)
-            } catch {
-                failure = error
-                return 0
+        count = try self.bytes.withUnsafeBytes { raw -> Result<Int, WireError> in
+            var count = 0
+            var offset = 0
+            while offset < raw.count {
+                guard let event = Self.event(in: raw, at: offset) else {
+                    return .failure(
+                        .malformed("replayed events end in the middle of one (byte \(offset) of \(raw.count))"))
+                }
+                if event.frameCount < 2 {
+                    return .failure(.malformed("a replayed event has \(event.frameCount) frames, at least 2 expected"))
+                }
+                offset = event.end
+                count += 1
             }
-        }
-        if let failure { throw failure }
+            return .success(count)
+        }.get()
     }
 
-    private static func countEvents(in raw: UnsafeRawBufferPointer) throws(WireError) -> Int {
-        var reader = ByteReader(raw, what: "replayed events")
-        var count = 0
-        while !reader.isAtEnd {
-            _ = try reader.u64("event sequence")
-            let frames = try reader.u8("frame count")
-            if frames < 2 { throw .malformed("a replayed event has \(frames) frames, at least 2 expected") }
-            for _ in 0..<frames {
-                let length = try reader.u32("frame length")
-                _ = try reader.slice(Int(length), "frame")
-            }
-            count += 1
+    /// One packed event: its sequence, its topic (frame 0), where its frames start and where it ends.
+    public struct Located {
+        public var sequence: UInt64
+        public var frameCount: Int
+        public var topic: UnsafeRawBufferPointer
+        public var framesStart: Int
+        public var end: Int
+    }
+
+    /// The event packed at `offset` of `raw`, nil if it is not whole.
+    public static func event(in raw: UnsafeRawBufferPointer, at offset: Int) -> Located? {
+        var position = offset
+        func read(_ count: Int) -> Int? {
+            guard position + count <= raw.count else { return nil }
+            var value = 0
+            for index in 0..<count { value = value << 8 | Int(raw[position + index]) }
+            position += count
+            return value
         }
-        return count
+        guard position + 9 <= raw.count else { return nil }
+        var sequence: UInt64 = 0
+        for index in 0..<8 { sequence = sequence << 8 | UInt64(raw[position + index]) }
+        position += 8
+        guard let frames = read(1) else { return nil }
+        let framesStart = position
+        var topic = UnsafeRawBufferPointer(start: nil, count: 0)
+        for frame in 0..<frames {
+            guard let length = read(4), position + length <= raw.count else { return nil }
+            if frame == 0 { topic = UnsafeRawBufferPointer(rebasing: raw[position..<position + length]) }
+            position += length
+        }
+        return Located(sequence: sequence, frameCount: frames, topic: topic, framesStart: framesStart, end: position)
     }
 
     public var isEmpty: Bool { count == 0 }
@@ -270,19 +299,18 @@ public struct PackedEvents: Sendable, Hashable {
         bytes.withUnsafeBytes { raw in
             var result: [(sequence: UInt64, frames: FrameBuffer)] = []
             result.reserveCapacity(count)
-            var reader = ByteReader(raw, what: "replayed events")
-            // Checked whole when read: these reads do not fail.
-            while !reader.isAtEnd {
-                guard let sequence = try? reader.u64("event sequence"), let frames = try? reader.u8("frame count")
-                else { break }
+            var offset = 0
+            // Checked whole when read.
+            while let event = Self.event(in: raw, at: offset) {
                 var buffer = FrameBuffer()
-                for _ in 0..<frames {
-                    guard let length = try? reader.u32("frame length"),
-                        let frame = try? reader.slice(Int(length), "frame")
-                    else { break }
-                    buffer.append(frame: frame)
+                var position = event.framesStart
+                for _ in 0..<event.frameCount {
+                    let length = raw[position..<position + 4].reduce(0) { $0 << 8 | Int($1) }
+                    buffer.append(frame: UnsafeRawBufferPointer(rebasing: raw[position + 4..<position + 4 + length]))
+                    position += 4 + length
                 }
-                result.append((sequence, buffer))
+                result.append((event.sequence, buffer))
+                offset = event.end
             }
             return result
         }

@@ -81,11 +81,12 @@ def test_gone_when_asking_past_the_head(topo):
 
 
 def test_bad_replay_requests_are_refused(topo):
-    """§4.6: "Anything else is `bad-params`": no `since`, a negative one, `topics` not a list of strings, a `limit`
-    out of range."""
+    """§4.6: "Anything else is `bad-params`": no `since`, a negative one, `topics` not a list of strings or more than
+    64 of them, a `limit` out of range, an `until` not above `since`."""
     control = topo.peer(topo.control)
     for params in ({}, {"since": -1}, {"since": 0, "topics": "nav/"}, {"since": 0, "limit": 0},
-                   {"since": 0, "limit": 10_001}, {"since": 5, "until": 5}):
+                   {"since": 0, "limit": 10_001}, {"since": 5, "until": 5},
+                   {"since": 0, "topics": [f"nav/{n}/" for n in range(65)]}):
         source = w.new_source("bad-replay")
         control.send([b"replay", w.envelope(w.REPLAY_REQUEST, 1, source, w.JSON), w.encode_value(w.JSON, params)])
         reply = control.until(lambda m: m.kind in (w.REPLAY, w.DIAGNOSTIC), T, "the refusal")[-1]

@@ -531,9 +531,9 @@ class EventResume:
     def _next_fill(self, now: float) -> None:
         if self._filling is not None or not self._fills:
             return
-        first = self._fills[0][0]
-        end = max(r[1] for r in self._fills if r[1] <= first + _MAX_FILL_SPAN) if any(
-            r[1] <= first + _MAX_FILL_SPAN for r in self._fills) else self._fills[0][1]
+        first, end = self._fills[0]
+        # One request spans the runs that end within _MAX_FILL_SPAN of the first.
+        end = max([end] + [last for _, last in self._fills if last <= first + _MAX_FILL_SPAN])
         self._filling = (first, end)
         self._send_fill(now)
 
