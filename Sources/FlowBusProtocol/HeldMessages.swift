@@ -14,7 +14,7 @@ package struct HeldMessages: Sendable {
 
     /// How many messages are held.
     package var count: Int { messageEnds.count }
-    /// The bytes they hold, and their frames: what packing them takes (``PackedEvents``).
+    /// The bytes they hold, and their frames: what packing them takes (`PackedEvents`).
     package var byteCount: Int { bytes.count }
     package var frameCount: Int { frameEnds.count }
     package var isEmpty: Bool { messageEnds.isEmpty }
