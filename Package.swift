@@ -133,7 +133,7 @@ let package = Package(
         .target(
             name: "FlowBusPostgres",
             dependencies: [
-                "FlowBusCoordinator", "FlowBusConfiguration",
+                "FlowBusCoordinator", "FlowBusConfiguration", "FlowBusDaemon", "FlowBusWire",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
                 logging,
             ]
@@ -180,16 +180,18 @@ let package = Package(
             dependencies: [
                 "FlowBusReactorHost", "FlowBusDaemon", "FlowBusConfiguration", "FlowBusPrometheus", "FlowBusWire",
                 "Reactors", argumentParser, logging,
+                .target(name: "FlowBusPostgres", condition: .when(traits: ["PostgreSQL"])),
             ],
             path: "Sources/Examples/reactor-host"
         ),
-        // flowbench's and the integration tests' reactors (bench, ticker) behind a real reactor host;
+        // flowbench's and the integration tests' reactors (bench, ticker, tally/) behind a real reactor host;
         // built with the package, so it lands beside flowd in the bin directory, but not a product.
         .executableTarget(
             name: "fixture-reactors",
             dependencies: [
                 "FlowBusReactorHost", "FlowBusDaemon", "FlowBusConfiguration", "FlowBusPrometheus", "FlowBusWire",
                 "Reactors", argumentParser, logging,
+                .target(name: "FlowBusPostgres", condition: .when(traits: ["PostgreSQL"])),
             ],
             path: "Sources/Fixtures/fixture-reactors"
         ),

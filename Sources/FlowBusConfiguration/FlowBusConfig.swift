@@ -95,24 +95,51 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         }
     }
 
-    /// A reactor host process's endpoints and the reactor ids it serves.
-    public struct ReactorHostSpec: Codable, Sendable, Hashable {
+    /// The endpoints of one instance of a reactor host (an entry of `reactors.<host>.instances`).
+    public struct ReactorHostEndpoints: Codable, Sendable, Hashable {
         /// ROUTER where views send actions and snapshot requests (acks and snapshots come back).
         public var actions: String
         /// PUB where the host publishes every state with its sequence, and heartbeats.
+        public var states: String
+        /// A `tcp://` address for Prometheus (`GET /metrics`); nil: none.
+        public var metrics: String?
+
+        public init(actions: String, states: String, metrics: String? = nil) {
+            self.actions = actions
+            self.states = states
+            self.metrics = metrics
+        }
+    }
+
+    /// A reactor host process's endpoints and the reactor ids it serves.
+    ///
+    /// A host is one instance (`actions:`, `states:`), or several that share their states in
+    /// PostgreSQL, one of them active (`instances: [{ actions, states }, …]` with
+    /// `persistence.postgres`): only the active instance binds its endpoints; views connect to
+    /// every instance and follow the active one (docs/DEPLOYMENT.md).
+    public struct ReactorHostSpec: Codable, Sendable, Hashable {
+        /// ROUTER where views send actions and snapshot requests (acks and snapshots come back):
+        /// this instance's (the first, or the one ``selectInstance(_:)`` chose).
+        public var actions: String
+        /// PUB where the host publishes every state with its sequence, and heartbeats: this instance's.
         public var states: String
         /// Reactor ids served, exactly (`counter`) or as a family with a trailing slash (`movie/`).
         public var serves: [String]
         /// Which reactors keep their state (and the host its de-duplication table) across
         /// restarts, and where; nil: nothing is persisted. See `docs/RELIABILITY.md`.
         public var persistence: ReactorPersistenceSpec?
-        /// A `tcp://` address where the host serves its metrics to Prometheus (`GET /metrics`);
+        /// A `tcp://` address where this instance serves its metrics to Prometheus (`GET /metrics`);
         /// nil: none. See `docs/METRICS.md`.
         public var metrics: String?
         /// Actions a tool may send to these reactors, by exact reactor id (`counter`, `movie/42`):
         /// `flowctl explore --walk` draws from them. A reactor's actions are Swift types, so the
         /// config is the only place a tool learns them.
         public var sampleActions: [String: [SampleMessage]]?
+        /// Every instance of the host, in the order of `instances:` (one when the host has
+        /// `actions:` and `states:`).
+        public private(set) var instances: [ReactorHostEndpoints]
+        /// Whether the file listed `instances:` (kept so that the config encodes as it was written).
+        private var listsInstances: Bool
 
         public init(
             actions: String, states: String, serves: [String], persistence: ReactorPersistenceSpec? = nil,
@@ -124,6 +151,85 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
             self.persistence = persistence
             self.metrics = metrics
             self.sampleActions = sampleActions
+            instances = [ReactorHostEndpoints(actions: actions, states: states, metrics: metrics)]
+            listsInstances = false
+        }
+
+        /// A host of several instances (at least one), the first one selected.
+        public init(
+            instances: [ReactorHostEndpoints], serves: [String], persistence: ReactorPersistenceSpec? = nil,
+            sampleActions: [String: [SampleMessage]]? = nil
+        ) {
+            precondition(!instances.isEmpty, "a reactor host has at least one instance")
+            self.init(
+                actions: instances[0].actions, states: instances[0].states, serves: serves, persistence: persistence,
+                metrics: instances[0].metrics, sampleActions: sampleActions)
+            self.instances = instances
+            listsInstances = true
+        }
+
+        private enum CodingKeys: String, CodingKey {
+            case actions, states, serves, persistence, metrics, sampleActions, instances
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            let serves = try container.decode([String].self, forKey: .serves)
+            let persistence = try container.decodeIfPresent(ReactorPersistenceSpec.self, forKey: .persistence)
+            let sampleActions = try container.decodeIfPresent([String: [SampleMessage]].self, forKey: .sampleActions)
+            if let instances = try container.decodeIfPresent([ReactorHostEndpoints].self, forKey: .instances) {
+                guard !instances.isEmpty else {
+                    throw DecodingError.dataCorruptedError(
+                        forKey: .instances, in: container, debugDescription: "lists no instance: list one or more")
+                }
+                for key in [CodingKeys.actions, .states, .metrics] where container.contains(key) {
+                    throw DecodingError.dataCorruptedError(
+                        forKey: key, in: container,
+                        debugDescription:
+                            "a host with instances: has its \(key.stringValue) in each instance; remove it here")
+                }
+                self.init(instances: instances, serves: serves, persistence: persistence, sampleActions: sampleActions)
+            } else {
+                self.init(
+                    actions: try container.decode(String.self, forKey: .actions),
+                    states: try container.decode(String.self, forKey: .states), serves: serves,
+                    persistence: persistence, metrics: try container.decodeIfPresent(String.self, forKey: .metrics),
+                    sampleActions: sampleActions)
+            }
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            if listsInstances {
+                try container.encode(instances, forKey: .instances)
+            } else {
+                try container.encode(actions, forKey: .actions)
+                try container.encode(states, forKey: .states)
+                try container.encodeIfPresent(metrics, forKey: .metrics)
+            }
+            try container.encode(serves, forKey: .serves)
+            try container.encodeIfPresent(persistence, forKey: .persistence)
+            try container.encodeIfPresent(sampleActions, forKey: .sampleActions)
+        }
+
+        /// Every instance's `actions`: a view's DEALER connects to all of them.
+        public var actionsEndpoints: [String] { instances.map(\.actions) }
+        /// Every instance's `states`: a view subscribes to all of them (only the active one publishes).
+        public var statesEndpoints: [String] { instances.map(\.states) }
+
+        /// Makes instance `number` (from 1, in the order of `instances:`) the one whose endpoints
+        /// ``actions``, ``states`` and ``metrics`` hold: what `reactor-host --instance N` binds.
+        public mutating func selectInstance(_ number: Int, host: String) throws(ConfigError) {
+            guard (1...instances.count).contains(number) else {
+                throw ConfigError(
+                    .unknownName,
+                    "reactor host \(host) has \(instances.count == 1 ? "one instance" : "instances 1 to \(instances.count)"), not \(number)"
+                )
+            }
+            let chosen = instances[number - 1]
+            actions = chosen.actions
+            states = chosen.states
+            metrics = chosen.metrics
         }
 
         /// Whether this host serves `reactorID`.
@@ -336,6 +442,22 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     /// Every instance's control endpoint.
     public var controlEndpoints: [String] { flowdInstances.map(\.control) }
 
+    /// Makes instance `number` of reactor host `host` (from 1; nil when it has one) the one its
+    /// spec's ``ReactorHostSpec/actions`` and ``ReactorHostSpec/states`` hold: what
+    /// `reactor-host --host H --instance N` binds.
+    public mutating func selectReactorInstance(_ number: Int?, of host: String) throws(ConfigError) {
+        guard var spec = reactors[host] else { return }
+        if let number {
+            try spec.selectInstance(number, host: host)
+            reactors[host] = spec
+        } else if spec.instances.count > 1 {
+            throw ConfigError(
+                .invalid,
+                "reactors.\(host) lists \(spec.instances.count) instances: say which this one is with --instance 1…\(spec.instances.count)"
+            )
+        }
+    }
+
     /// Makes instance `number` (from 1, in the order of `endpoints:`) the one whose endpoints
     /// ``endpoints`` holds: what `flowd --instance N` binds.
     public mutating func selectInstance(_ number: Int) throws(ConfigError) {
@@ -494,7 +616,10 @@ extension FlowBusConfig {
     public func validate(source: String = "config") throws(ConfigError) {
         try tracing?.validate(source: source)
         let reactorEndpoints = reactors.sorted { $0.key < $1.key }.flatMap { name, host in
-            [("reactors.\(name).actions", host.actions), ("reactors.\(name).states", host.states)]
+            host.instances.enumerated().flatMap { index, instance in
+                let prefix = host.instances.count > 1 ? "reactors.\(name).instances[\(index)]" : "reactors.\(name)"
+                return [("\(prefix).actions", instance.actions), ("\(prefix).states", instance.states)]
+            }
         }
         let several = flowdInstances.count > 1
         let instanceEndpoints = flowdInstances.enumerated().flatMap { index, instance in
@@ -528,11 +653,35 @@ extension FlowBusConfig {
                 seen[endpoint] = name
             }
         }
+        for (name, host) in reactors.sorted(by: { $0.key < $1.key }) where host.instances.count > 1 {
+            guard host.persistence?.postgres != nil else {
+                throw ConfigError(
+                    .invalid,
+                    "\(source): reactors.\(name) lists \(host.instances.count) instances, which must share their states to take over from each other: "
+                        + "set reactors.\(name).persistence.postgres (see docs/DEPLOYMENT.md), or list one instance")
+            }
+        }
+        var seenEndpoints: [String: String] = [:]
+        for (name, endpoint) in instanceEndpoints + reactorEndpoints {
+            if let other = seenEndpoints[endpoint] {
+                throw ConfigError(
+                    .invalid, "\(source): \(name) and \(other) are both '\(endpoint)': every endpoint is bound by one socket")
+            }
+            seenEndpoints[endpoint] = name
+        }
         let metricsEndpoints: [(String, String?)] =
             flowdInstances.enumerated().map { index, instance in
                 (several ? "endpoints[\(index)].metrics" : "endpoints.metrics", instance.metrics)
             }
-            + reactors.sorted { $0.key < $1.key }.map { ("reactors.\($0.key).metrics", $0.value.metrics) }
+            + reactors.sorted { $0.key < $1.key }.flatMap { name, host in
+                host.instances.enumerated().map { index, instance in
+                    (
+                        host.instances.count > 1
+                            ? "reactors.\(name).instances[\(index)].metrics" : "reactors.\(name).metrics",
+                        instance.metrics
+                    )
+                }
+            }
         for case let (name, endpoint?) in metricsEndpoints where !endpoint.hasPrefix("tcp://") {
             throw ConfigError(
                 .invalid,

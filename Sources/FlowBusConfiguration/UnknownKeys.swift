@@ -58,7 +58,7 @@ package enum UnknownKeys {
         "delayMs", "timeoutMs", "maxRetries", "backoffMs", "maxBackoffMs", "resetAfterMs", "wire", "publish",
         "checkpoint", "postgres", "sampleActions", "sampleSteps", "everyEntries", "everySeconds", "keepEntries",
         "lease", "keepAliveMs", "logFormat", "tracing", "sampler", "ratio", "serviceName", "encoding", "replay",
-        "retain", "retainSeconds",
+        "retain", "retainSeconds", "instances",
     ]
 
     /// The closest known key, when it is close enough to be a misspelling.

@@ -14,56 +14,26 @@ import Synchronization
 ///
 /// It keeps the tables the SQLite ``StepJournal`` keeps (`flowbus_entry`, `flowbus_source`,
 /// `flowbus_checkpoint`) with the same rules: one transaction per batch (here one statement, so
-/// one round trip), the sources' last sequences in it, checkpoints and bounded compaction. The lease is a PostgreSQL advisory lock
-/// held by this journal's connection (session): a standby waits for it in
-/// ``acquireLease(instance:waiting:following:)``. The holder runs a statement at least every
-/// `lease.keepAliveMs` (``FlowBusConfiguration/LeaseTimings``); when it dies or is cut off, a
-/// standby ends its session once it is idle past `lease.timeoutMs` (or PostgreSQL does, seconds
-/// later), which frees the lock, and that instance can commit nothing more — hence acknowledge
-/// nothing more — before the next one takes the lease. A holder whose session stays silent for
-/// most of `lease.timeoutMs` gives the lease up itself (``whenLeaseLost(_:)``). Each taking is
-/// recorded in `flowbus_lease`.
+/// one round trip), the sources' last sequences in it, checkpoints and bounded compaction. The
+/// lease is a PostgreSQL advisory lock held by this journal's session (``PostgresSession``): only
+/// the holder commits, so only it acknowledges; a standby waits for it in
+/// ``acquireLease(instance:waiting:following:)``, following the journal meanwhile.
 ///
 /// Calls other than ``connect(url:lease:logger:)`` and the lease's block the
 /// calling thread (flowd's loop thread or its checkpoint writer), at most ``callTimeout`` each.
 public final class PostgresJournal: SharedJournal {
-    public let location: String
-    private let connection: PostgresConnection
-    private let logger: Logger
-    /// Set once a call timed out or the connection failed: the lease can no longer be trusted.
-    private let broken = Mutex<String?>(nil)
-    /// One call (a whole transaction) at a time on the session: the loop's batches and the
-    /// checkpoint writer's stores must not interleave inside one transaction.
-    private let session = NSLock()
-    /// When the session last answered (``ContinuousClock`` nanoseconds since ``epoch``): the
-    /// keep-alive and ``verifyLease()`` need no statement of their own while commits come.
-    private let lastAnswer = Atomic<Int64>(0)
-    private let epoch = ContinuousClock.now
+    private let session: PostgresSession
+    public var location: String { session.location }
+    /// How the lease is kept, once taken.
+    public var lease: LeaseTimings { session.lease }
 
-    /// The advisory lock key of the lease ("FlowBus1").
+    /// The advisory lock key of flowd's lease ("FlowBus1").
     static let leaseKey: Int64 = 0x466C_6F77_4275_7331
     /// Longest wait for an answer before the connection is given up (and flowd stops).
-    public static let callTimeout: Duration = .seconds(5)
-    /// How often the holder shows it is alive, and how long its session may stay idle before a
-    /// standby ends it: an idle session means its machine or link is gone, long before the
-    /// server's own TCP checks would tell.
-    public let lease: LeaseTimings
-    private let keepAlive: Duration
-    private let leaseTimeout: Duration
-    /// Called once when the holder's session stopped answering (see ``whenLeaseLost(_:)``).
-    private let leaseLost = Mutex<(@Sendable (String) -> Void)?>(nil)
-    /// Set by ``close()``: the keep-alive thread ends.
-    private let closing = Atomic<Bool>(false)
-    /// A standby said once that it may not end the holder's session.
-    private let toldNotAllowed = Atomic<Bool>(false)
+    public static let callTimeout: Duration = PostgresSession.callTimeout
 
-    private init(location: String, connection: PostgresConnection, lease: LeaseTimings, logger: Logger) {
-        self.location = location
-        self.connection = connection
-        self.lease = lease
-        keepAlive = .milliseconds(lease.keepAliveMs)
-        leaseTimeout = .milliseconds(lease.timeoutMs)
-        self.logger = logger
+    private init(session: PostgresSession) {
+        self.session = session
     }
 
     /// What ``CoordinatorService`` calls to open `persistence.postgres`.
@@ -81,251 +51,55 @@ public final class PostgresJournal: SharedJournal {
     ) async throws
         -> PostgresJournal
     {
-        guard let components = URLComponents(string: url), let host = components.host, !host.isEmpty,
-            let user = components.user, !user.isEmpty
-        else {
-            throw PostgresJournalError(
-                .invalidURL,
-                "persistence.postgres '\(redacted(url))' is not postgres://user:password@host:port/database")
-        }
-        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
-        let configuration = PostgresConnection.Configuration(
-            host: host, port: components.port ?? 5432, username: user, password: components.password,
-            database: database.isEmpty ? nil : database, tls: .disable)
-        let location = redacted(url)
-        let connection: PostgresConnection
-        do {
-            connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
-        } catch {
-            throw PostgresJournalError(.cannotConnect, "cannot connect to \(location): \(String(reflecting: error))")
-        }
-        // The server notices a vanished flowd within seconds, not hours, and frees its lease.
-        for setting in [
-            "tcp_keepalives_idle = 1", "tcp_keepalives_interval = 1", "tcp_keepalives_count = 2",
-            "tcp_user_timeout = 2000",
-        ] {
-            do {
-                try await connection.query(PostgresQuery(unsafeSQL: "SET \(setting)"), logger: logger)
-            } catch {
-                try? await connection.close()
-                throw PostgresJournalError(
-                    .queryFailed, "cannot SET \(setting) on \(location): \(String(reflecting: error))")
-            }
-        }
-        let journal = PostgresJournal(location: location, connection: connection, lease: lease, logger: logger)
-        do {
-            try await journal.createTables()
-        } catch {
-            journal.close()
-            throw PostgresJournalError(
-                .queryFailed, "cannot create flowd's tables in \(location): \(String(reflecting: error))")
-        }
-        return journal
+        PostgresJournal(
+            session: try await PostgresSession.connect(
+                url: url, lease: lease, leaseKey: leaseKey, leaseName: "flowd", tables: tables, what: "flowd's",
+                logger: logger))
     }
 
-    /// `url` without its password.
-    static func redacted(_ url: String) -> String {
-        guard var components = URLComponents(string: url), components.password != nil else { return url }
-        components.password = "…"
-        return components.string ?? url
-    }
+    /// flowd's tables (the lease history's are the session's).
+    private static let tables = [
+        """
+        CREATE TABLE IF NOT EXISTS flowbus_entry (
+            id BIGSERIAL PRIMARY KEY, kind INTEGER NOT NULL, target BYTEA NOT NULL, name BYTEA NOT NULL,
+            params BYTEA NOT NULL, source BYTEA NOT NULL, sequence BIGINT NOT NULL)
+        """,
+        // Ids as bytes: they may hold any UTF-8, NUL included, which TEXT refuses.
+        "CREATE TABLE IF NOT EXISTS flowbus_source (id BYTEA PRIMARY KEY, last_sequence BIGINT NOT NULL)",
+        """
+        CREATE TABLE IF NOT EXISTS flowbus_checkpoint (
+            id BIGSERIAL PRIMARY KEY, entry BIGINT NOT NULL, created DOUBLE PRECISION NOT NULL, state BYTEA NOT NULL)
+        """,
+        // One row per committed batch: its events packed as a replay reply carries them.
+        """
+        CREATE TABLE IF NOT EXISTS flowbus_event (
+            first BIGINT PRIMARY KEY, last BIGINT NOT NULL, created DOUBLE PRECISION NOT NULL, events BYTEA NOT NULL)
+        """,
+        "CREATE INDEX IF NOT EXISTS flowbus_event_last ON flowbus_event (last)",
+    ]
 
     // MARK: Lease
 
     public func acquireLease(
         instance: String, waiting: @escaping @Sendable (String) -> Void, following: @Sendable () async throws -> Void
     ) async throws {
-        var told = false
-        while true {
-            let rows = try await connection.query("SELECT pg_try_advisory_lock(\(Self.leaseKey))", logger: logger)
-            var held = false
-            for try await granted in rows.decode(Bool.self) { held = granted }
-            if held { break }
-            if !told {
-                told = true
-                waiting(await holder())
-            }
-            if try await endSilentHolder() {
-                continue
-            }
-            try await following()
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        let host = ProcessInfo.processInfo.hostName
-        let pid = Int64(ProcessInfo.processInfo.processIdentifier)
-        try await connection.query(
-            "INSERT INTO flowbus_lease (instance, host, pid, acquired) VALUES (\(instance), \(host), \(pid), \(Date().timeIntervalSince1970))",
-            logger: logger)
-        // The lease's silence is counted from here: the statements above ran outside ``call``.
-        lastAnswer.store(Self.nanoseconds(epoch.duration(to: .now)), ordering: .relaxed)
-        startKeepAlive()
+        try await session.acquireLease(instance: instance, waiting: waiting, following: following)
     }
 
-    /// Ends the lease holder's session when it has been idle past `lease.timeoutMs` (its machine
-    /// was cut off: the server would notice only seconds later). Ending it frees the lock, and
-    /// the holder can commit, so acknowledge, nothing more.
-    /// - Returns: whether a session was ended.
-    private func endSilentHolder() async throws -> Bool {
-        let key = UInt64(bitPattern: Self.leaseKey)
-        let rows = try await connection.query(
-            PostgresQuery(
-                unsafeSQL: """
-                    SELECT a.pid, a.state, EXTRACT(EPOCH FROM clock_timestamp() - a.state_change)::float8
-                    FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-                    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-                      AND l.classid = \(key >> 32) AND l.objid = \(key & 0xFFFF_FFFF)
-                    """), logger: logger)
-        var silent: (pid: Int32, seconds: Double)?
-        for try await (pid, state, seconds) in rows.decode((Int32, String?, Double?).self) {
-            // A statement under way is no silence, however long it takes.
-            guard let state, state != "active", let seconds, seconds * 1000 > Double(lease.timeoutMs)
-            else { continue }
-            silent = (pid, seconds)
-        }
-        guard let silent else { return false }
-        logger.warning(
-            "the lease holder's session (server pid \(silent.pid)) has been silent for \(Int(silent.seconds * 1000)) ms: ending it to take over"
-        )
-        do {
-            try await connection.query("SELECT pg_terminate_backend(\(silent.pid))", logger: logger)
-        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "42501" {
-            // Not this role's session to end: the server's own TCP checks end it, in seconds.
-            if !toldNotAllowed.exchange(true, ordering: .relaxed) {
-                logger.warning(
-                    "not allowed to end the lease holder's session (give every instance the same role, or pg_signal_backend): waiting for the server to notice it is gone"
-                )
-            }
-            return false
-        }
-        // The lock is free once that backend has exited.
-        try await Task.sleep(for: .milliseconds(20))
-        return true
-    }
-
-    /// While this instance holds the lease: a statement at least every `lease.keepAliveMs` on its
-    /// session, so that standbys can tell it is alive (see ``endSilentHolder()``).
-    private func startKeepAlive() {
-        let thread = Thread { [self] in
-            while !closing.load(ordering: .relaxed), broken.withLock({ $0 }) == nil {
-                Thread.sleep(forTimeInterval: Double(lease.keepAliveMs) / 1000 / 2)
-                guard !closing.load(ordering: .relaxed) else { return }
-                // Commits keep the session busy: a keep-alive would only delay the next one.
-                guard !answered(within: keepAlive / 2) else { continue }
-                do {
-                    _ = try exclusive { try run("SELECT 1", timeout: answerDeadline()) }
-                } catch {
-                    guard !closing.load(ordering: .relaxed) else { return }
-                    // The lease cannot be relied on: this instance stops before a standby may serve.
-                    let reason = "keep-alive failed: \(error)"
-                    broken.withLock { $0 = $0 ?? reason }
-                    logger.error("the lease's session does not answer: \(error)")
-                    leaseLost.withLock { $0 }?(reason)
-                    return
-                }
-            }
-        }
-        thread.name = "flowbus-lease-keepalive"
-        thread.start()
-    }
-
-    /// How long the keep-alive may wait for its answer: until nine tenths of `lease.timeoutMs`
-    /// after the session's last answer, when a standby may be about to end the session.
-    private func answerDeadline() -> Duration {
-        let last = lastAnswer.load(ordering: .relaxed)
-        guard last > 0 else { return leaseTimeout * 0.9 }
-        let silent = Duration.nanoseconds(Self.nanoseconds(epoch.duration(to: .now)) - last)
-        return max(.milliseconds(10), leaseTimeout * 0.9 - silent)
-    }
-
-    /// Registers what to call, once and from another thread, when the holder's session stopped
-    /// answering for most of `lease.timeoutMs`: flowd stops at once rather than at its next check.
     public func whenLeaseLost(_ handler: @escaping @Sendable (String) -> Void) {
-        leaseLost.withLock { $0 = handler }
-    }
-
-    /// The newest lease holder on record, in words.
-    private func holder() async -> String {
-        guard
-            let rows = try? await connection.query(
-                "SELECT instance, host, pid FROM flowbus_lease ORDER BY id DESC LIMIT 1", logger: logger)
-        else { return "another flowd" }
-        do {
-            for try await (instance, host, pid) in rows.decode((String, String, Int64).self) {
-                return "\(instance) (pid \(pid) on \(host))"
-            }
-        } catch {}
-        return "another flowd"
-    }
-
-    /// Creates the tables if they are missing, one instance at a time (a transaction-level
-    /// advisory lock): a standby reads them before it holds the lease.
-    private func createTables() async throws {
-        try await connection.query("BEGIN", logger: logger)
-        try await connection.query("SELECT pg_advisory_xact_lock(\(Self.leaseKey - 1))", logger: logger)
-        for statement in [
-            """
-            CREATE TABLE IF NOT EXISTS flowbus_entry (
-                id BIGSERIAL PRIMARY KEY, kind INTEGER NOT NULL, target BYTEA NOT NULL, name BYTEA NOT NULL,
-                params BYTEA NOT NULL, source BYTEA NOT NULL, sequence BIGINT NOT NULL)
-            """,
-            // Ids as bytes: they may hold any UTF-8, NUL included, which TEXT refuses.
-            "CREATE TABLE IF NOT EXISTS flowbus_source (id BYTEA PRIMARY KEY, last_sequence BIGINT NOT NULL)",
-            """
-            CREATE TABLE IF NOT EXISTS flowbus_checkpoint (
-                id BIGSERIAL PRIMARY KEY, entry BIGINT NOT NULL, created DOUBLE PRECISION NOT NULL, state BYTEA NOT NULL)
-            """,
-            // One row per committed batch: its events packed as a replay reply carries them.
-            """
-            CREATE TABLE IF NOT EXISTS flowbus_event (
-                first BIGINT PRIMARY KEY, last BIGINT NOT NULL, created DOUBLE PRECISION NOT NULL, events BYTEA NOT NULL)
-            """,
-            "CREATE INDEX IF NOT EXISTS flowbus_event_last ON flowbus_event (last)",
-            """
-            CREATE TABLE IF NOT EXISTS flowbus_lease (
-                id BIGSERIAL PRIMARY KEY, instance TEXT NOT NULL, host TEXT NOT NULL, pid BIGINT NOT NULL,
-                acquired DOUBLE PRECISION NOT NULL)
-            """,
-        ] {
-            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
-        }
-        try await connection.query("COMMIT", logger: logger)
+        session.whenLeaseLost(handler)
     }
 
     public func checkLease() throws {
-        if let reason = broken.withLock({ $0 }) {
-            throw PostgresJournalError(.connectionLost, "the connection to \(location) is gone: \(reason)")
-        }
+        try session.checkLease()
     }
 
     public func verifyLease() throws {
-        try checkLease()
-        // An answer on this session means the session, and so the lock, is still there. One within
-        // the keep-alive interval will do: a standby takes the lock only after a silence of
-        // `lease.timeoutMs`, or once the session is ended, which fails the next commit.
-        guard !answered(within: keepAlive) else { return }
-        _ = try exclusive { try run("SELECT 1", timeout: answerDeadline()) }
-    }
-
-    /// Whether the session answered a statement in the last `interval`.
-    private func answered(within interval: Duration) -> Bool {
-        let last = lastAnswer.load(ordering: .relaxed)
-        guard last > 0 else { return false }
-        return Self.nanoseconds(epoch.duration(to: .now)) - last < Self.nanoseconds(interval)
-    }
-
-    private static func nanoseconds(_ duration: Duration) -> Int64 {
-        duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+        try session.verifyLease()
     }
 
     public func leaseHistory(limit: Int) throws -> [LeaseRecord] {
-        try exclusive {
-            try run("SELECT instance, host, pid, acquired FROM flowbus_lease ORDER BY id DESC LIMIT \(Int64(limit))")
-                .rows.map { row in
-                    let (instance, host, pid, acquired) = try row.decode((String, String, Int64, Double).self)
-                    return LeaseRecord(
-                        instance: instance, host: host, pid: Int(pid), acquired: Date(timeIntervalSince1970: acquired))
-                }
-        }
+        try session.leaseHistory(limit: limit)
     }
 
     // MARK: Journal
@@ -594,92 +368,25 @@ public final class PostgresJournal: SharedJournal {
 
     /// Closes the connection (ending the session frees the lease), waiting at most 2 s.
     public func close() {
-        self.closing.store(true, ordering: .relaxed)
-        broken.withLock { $0 = $0 ?? "closed" }
-        let closing: EventLoopFuture<Void> = connection.close()
-        let closed = DispatchSemaphore(value: 0)
-        closing.whenComplete { _ in closed.signal() }
-        _ = closed.wait(timeout: .now() + .seconds(2))
+        session.close()
     }
 
     // MARK: Calls
 
     private func exclusive<T>(_ body: () throws -> T) rethrows -> T {
-        session.lock()
-        defer { session.unlock() }
-        return try body()
+        try session.exclusive(body)
     }
 
-    /// Runs `query` and waits for its rows, at most `timeout`; after a timeout or a lost
-    /// connection every later call fails at once.
     private func run(
         _ query: PostgresQuery, timeout: Duration = PostgresJournal.callTimeout
     ) throws -> PostgresQueryResult {
-        let connection = connection
-        let logger = logger
-        return try call(timeout: timeout) { done in
-            let future: EventLoopFuture<PostgresQueryResult> = connection.query(query, logger: logger)
-            future.whenComplete(done)
-        }
+        try session.run(query, timeout: timeout)
     }
 
-    /// Runs a prepared statement (preparing it first in this session) and waits for its first row.
     private func runPrepared<Statement: PostgresPreparedStatement>(
         _ statement: Statement, timeout: Duration = PostgresJournal.callTimeout
     ) throws -> Statement.Row? where Statement.Row: Sendable {
-        let connection = connection
-        let logger = logger
-        return try call(timeout: timeout) { done in
-            // postgres-nio runs prepared statements only from async code. The caller's thread (the
-            // daemon loop's, not the cooperative pool's) waits for this task, which awaits I/O only.
-            Task {
-                do {
-                    var first: Statement.Row?
-                    for try await row in try await connection.execute(statement, logger: logger) where first == nil {
-                        first = row
-                    }
-                    done(.success(first))
-                } catch {
-                    done(.failure(error))
-                }
-            }
-        }
-    }
-
-    /// Starts a call and waits for its answer, at most `timeout`; maps PostgreSQL's errors.
-    private func call<Answer: Sendable>(
-        timeout: Duration, _ start: (@escaping @Sendable (Result<Answer, any Error>) -> Void) -> Void
-    ) throws -> Answer {
-        if let reason = broken.withLock({ $0 }) {
-            throw PostgresJournalError(.connectionLost, "the connection to \(location) is gone: \(reason)")
-        }
-        let outcome = Mutex<Result<Answer, any Error>?>(nil)
-        let answered = DispatchSemaphore(value: 0)
-        start { result in
-            outcome.withLock { $0 = result }
-            answered.signal()
-        }
-        let milliseconds = Int(
-            timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
-        guard answered.wait(timeout: .now() + .milliseconds(milliseconds)) == .success else {
-            let reason = "no answer within \(timeout)"
-            broken.withLock { $0 = reason }
-            let closing: EventLoopFuture<Void> = connection.close()
-            _ = closing
-            throw PostgresJournalError(.noAnswer, "\(location): \(reason)")
-        }
-        do {
-            let result = try outcome.withLock { $0! }.get()
-            lastAnswer.store(Self.nanoseconds(epoch.duration(to: .now)), ordering: .relaxed)
-            return result
-        } catch let error as PSQLError where error.code == .serverClosedConnection || error.code == .connectionError {
-            broken.withLock { $0 = "\(error.code)" }
-            throw PostgresJournalError(
-                .connectionLost, "the connection to \(location) is gone: \(String(reflecting: error))")
-        } catch let error as PSQLError {
-            throw PostgresJournalError(
-                .queryFailed, "\(location): \(error.serverInfo?[.message] ?? String(reflecting: error))")
-        }
+        try session.runPrepared(statement, timeout: timeout)
     }
 }
 

@@ -38,6 +38,11 @@ package final class ReactorHostLoop: Sendable {
         var drain: Duration = .seconds(2)
         /// CURVE keys for tcp endpoints: a server key makes the host admit only allowed clients.
         var curve = CurveKeys()
+        /// Where persisted states and the de-duplication table are kept (nil: nowhere).
+        var store: (any ReactorStateStore)?
+        /// A view found ahead of the store (its newest entries lost) has its sequence adopted
+        /// instead of being refused as `journal-behind` (`reactor-host --accept-journal-loss`).
+        var acceptsLedgerLoss = false
     }
 
     let settings: Settings
@@ -109,7 +114,7 @@ private final class ReactorHostIO {
         self.host = host
         let settings = host.settings
         let logger = host.logger
-        let database = try settings.spec.persistence.map { try ReactorStateDatabase(spec: $0) }
+        let database = settings.store
         context = try Context(defaultLinger: 0)
         // The ZAP handler must exist before any CURVE socket binds: without it CURVE admits everyone.
         authenticator = try DaemonAuthenticator.start(
@@ -129,7 +134,10 @@ private final class ReactorHostIO {
             policy: .init(
                 remembersSources: false, deadAfter: settings.heartbeat * max(1, settings.liveness),
                 idleTimeout: .seconds(settings.limits.sourceIdleSeconds), maxSources: settings.limits.maxSources,
-                hasDurableLedger: database != nil),
+                hasDurableLedger: database != nil, acceptsLedgerLoss: settings.acceptsLedgerLoss,
+                ledgerLossRemedy:
+                    "restart the reactor host with --accept-journal-loss (see docs/DEPLOYMENT.md, \"A journal behind its steppers\")"
+            ),
             defaultRole: "view")
         let data = RouterEndpoint(
             replier: RouterReplier(

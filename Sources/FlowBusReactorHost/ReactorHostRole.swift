@@ -39,7 +39,9 @@ final class ReactorHostRole: DaemonRole {
     private var uncommitted: [ReactorHostOutboxItem] = []
     /// The last sequence dealt with per source, not saved yet (a host that persists).
     private var unsavedSources: [String: UInt64] = [:]
-    private let database: ReactorStateDatabase?
+    private let database: (any ReactorStateStore)?
+    /// The store, when the host's instances share it: its lease is checked every turn.
+    private let shared: (any SharedReactorStateStore)?
     /// Saved states not yet handed to their reactor (consumed when the reactor is created).
     private var saved: [String: PersistedReactorState] = [:]
     /// The sequence saved last per persisted reactor.
@@ -48,13 +50,14 @@ final class ReactorHostRole: DaemonRole {
     /// A failing save is tried again this often.
     private static let saveRetry: Duration = .milliseconds(200)
 
-    init(host: ReactorHostLoop, data: RouterEndpoint, database: ReactorStateDatabase?, context: Context) throws {
+    init(host: ReactorHostLoop, data: RouterEndpoint, database: (any ReactorStateStore)?, context: Context) throws {
         self.host = host
         settings = host.settings
         logger = host.logger
         outlet = host.outlet
         self.data = data
         self.database = database
+        shared = database as? any SharedReactorStateStore
         self.context = context
         wireLimits = WireLimits(maxFrameBytes: settings.limits.maxMessageBytes)
         if let database {
@@ -62,7 +65,7 @@ final class ReactorHostRole: DaemonRole {
             saved = loaded.states
             savedSequence = loaded.states.mapValues(\.sequence)
             logger.info(
-                "reactor state database \(database.path) open",
+                "reactor states in \(database.location)",
                 metadata: ["states": "\(loaded.states.count)", "sources": "\(loaded.sources)"])
         }
     }
@@ -92,7 +95,9 @@ final class ReactorHostRole: DaemonRole {
 
     // MARK: DaemonRole
 
-    func beginTurn(now: ContinuousClock.Instant) {}
+    func beginTurn(now: ContinuousClock.Instant) throws {
+        try stoppingOnLostLease { try shared?.checkLease() }
+    }
 
     func beginBatch() {}
 
@@ -176,7 +181,19 @@ final class ReactorHostRole: DaemonRole {
         return .committed
     }
 
-    func tick(now: ContinuousClock.Instant) throws {}
+    func tick(now: ContinuousClock.Instant) throws {
+        try stoppingOnLostLease { try shared?.verifyLease() }
+    }
+
+    /// Runs `check`; its error (the shared store's lease is gone) stops the host, and says why.
+    private func stoppingOnLostLease(_ check: () throws -> Void) throws {
+        do {
+            try check()
+        } catch {
+            logger.critical("lost the reactor host's lease: \(error); stopping so that the standby takes over")
+            throw error
+        }
+    }
 
     func endTurn(now: ContinuousClock.Instant) {
         for stepper in steppers.values { stepper.service(now: now, logger: logger) }
@@ -253,7 +270,10 @@ final class ReactorHostRole: DaemonRole {
         let sources = unsavedSources
         guard !states.isEmpty || !sources.isEmpty else { return true }
         do {
-            try database.save(states: states.map { ($0.key, $0.value.sequence, $0.value.state) }, sources: sources)
+            let records = try states.map {
+                ReactorStateRecord(reactorID: $0.key, sequence: $0.value.sequence, bytes: try FBV.encode($0.value.state))
+            }
+            try database.save(states: records, sources: sources)
             for (reactorID, state) in states { savedSequence[reactorID] = state.sequence }
             outlet.count { $0.saves += 1 }
             unsavedSources.removeAll(keepingCapacity: true)
@@ -264,7 +284,7 @@ final class ReactorHostRole: DaemonRole {
                 return counters.saveFailures
             }
             let text =
-                "cannot save reactor states to \(database.path): \(error) (nothing is published or acknowledged, and no action read, until a save succeeds)"
+                "cannot save reactor states to \(database.location): \(error) (nothing is published or acknowledged, and no action read, until a save succeeds)"
             if failures == 1 || failures % 1000 == 0 {
                 logger.error("\(text)")
                 // Past the hold: a failing save holds back everything else the host publishes.

@@ -45,6 +45,8 @@ public final class ReactorHostService: Service {
     private let metrics: MetricsExposition?
     private let readiness = ReadinessSignal()
     private let startError = Mutex<(any Error)?>(nil)
+    private let acceptJournalLoss: Bool
+    private let openStore: ReactorStateStoreOpener?
 
     /// A host for the reactors of `reactors`, on the endpoints of `config.reactors[hostName]`.
     ///
@@ -61,11 +63,17 @@ public final class ReactorHostService: Service {
     ///   - metrics: The process's Prometheus text, served on `reactors.<host>.metrics` when the
     ///     config sets it. The host records its metrics through swift-metrics either way; bootstrap
     ///     `MetricsSystem` before creating the host.
+    ///   - acceptJournalLoss: `reactor-host --accept-journal-loss`: a view found ahead of the
+    ///     state store (its newest entries were lost) has its sequence adopted, the sequences lost
+    ///     reported, instead of its actions being refused as `journal-behind` (PROTOCOL.md §4.4).
+    ///   - openStore: Opens `persistence.postgres` (FlowBusPostgres's `PostgresReactorStore.opener`):
+    ///     the host's instances share their states there, one of them active.
     ///   - logger: Where the host logs.
     /// - Throws: `ConfigError` when the config has no host `hostName`.
     public init(
         hostName: String, config: FlowBusConfig, reactors: ReactorRegistry, contentType: ContentType? = nil,
-        drain: Duration = .seconds(2), metrics: MetricsExposition? = nil, logger: Logger
+        drain: Duration = .seconds(2), metrics: MetricsExposition? = nil, acceptJournalLoss: Bool = false,
+        openStore: ReactorStateStoreOpener? = nil, logger: Logger
     ) throws(ConfigError) {
         guard let spec = config.reactors[hostName] else {
             let known = config.reactors.keys.sorted()
@@ -81,6 +89,8 @@ public final class ReactorHostService: Service {
         self.contentType = contentType ?? config.wire.publish
         self.drain = drain
         self.metrics = metrics
+        self.acceptJournalLoss = acceptJournalLoss
+        self.openStore = openStore
         self.logger = logger
         outlet = ReactorHostOutlet(metrics: ReactorHostMetrics(host: hostName))
         sourceID = "\(hostName)#\(UUID().uuidString.prefix(8).lowercased())"
@@ -111,16 +121,41 @@ public final class ReactorHostService: Service {
                 "reactors.\(hostName).serves lists \(served), which this process does not host: its actions will be refused with unknown-reactor"
             )
         }
-        let loop = ReactorHostLoop(
-            settings: .init(
-                hostName: hostName, spec: spec, stepIngress: config.ingressEndpoints, limits: config.limits,
-                heartbeat: .milliseconds(config.heartbeatMilliseconds), liveness: config.heartbeatLiveness,
-                contentType: contentType, sourceID: sourceID,
-                drain: drain,
-                curve: config.curve),
-            registry: registry, outlet: outlet, logger: logger)
+        let store: (any ReactorStateStore)?
         do {
             try checkPersistence()
+            store = try await open(spec.persistence)
+        } catch {
+            startError.withLock { $0 = error }
+            readiness.signal()
+            throw error
+        }
+        defer { store?.close() }
+        if let shared = store as? any SharedReactorStateStore {
+            do {
+                try await takeLease(of: shared)
+            } catch is CancellationError {
+                // SIGTERM while standing by: nothing was served, so there is nothing to finish.
+                logger.info("reactor host \(hostName) stopped while standing by")
+                return
+            } catch {
+                startError.withLock { $0 = error }
+                readiness.signal()
+                throw error
+            }
+        }
+        var settings = ReactorHostLoop.Settings(
+            hostName: hostName, spec: spec, stepIngress: config.ingressEndpoints, limits: config.limits,
+            heartbeat: .milliseconds(config.heartbeatMilliseconds), liveness: config.heartbeatLiveness,
+            contentType: contentType, sourceID: sourceID,
+            drain: drain,
+            curve: config.curve)
+        settings.store = store
+        settings.acceptsLedgerLoss = acceptJournalLoss
+        let loop = ReactorHostLoop(settings: settings, registry: registry, outlet: outlet, logger: logger)
+        // A lease found lost between two heartbeats stops the loop at its next turn.
+        (store as? any SharedReactorStateStore)?.whenLeaseLost { _ in loop.control.wake() }
+        do {
             try await loop.start()
         } catch {
             startError.withLock { $0 = error }
@@ -156,6 +191,10 @@ public final class ReactorHostService: Service {
             loop.requestStop(graceful: true)
         }
         let counters = self.counters
+        if let failure = loop.control.failure {
+            logger.critical("reactor host \(hostName) stopped: \(failure)")
+            throw failure
+        }
         logger.info(
             "reactor host \(hostName) stopped",
             metadata: [
@@ -185,7 +224,36 @@ public final class ReactorHostService: Service {
             }
         }
         logger.info(
-            "reactor host \(hostName) persists \(persistence.reactors.joined(separator: ", ")) in \(persistence.database)"
+            "reactor host \(hostName) persists \(persistence.reactors.joined(separator: ", ")) in \(persistence.database ?? "PostgreSQL")"
         )
+    }
+
+    /// Opens the store `persistence` names: the SQLite database, or the shared PostgreSQL one.
+    private func open(_ persistence: ReactorPersistenceSpec?) async throws -> (any ReactorStateStore)? {
+        guard let persistence else { return nil }
+        if persistence.database != nil { return try ReactorStateDatabase(spec: persistence) }
+        guard let openStore else {
+            throw ConfigError(
+                .invalid,
+                "reactors.\(hostName).persistence.postgres needs a reactor host built with the PostgreSQL trait: build it with "
+                    + "`swift build --traits PostgreSQL`, and pass PostgresReactorStore.opener as openStore")
+        }
+        return try await openStore(persistence, hostName, logger)
+    }
+
+    /// Waits until this instance holds the shared store's lease: a standby binds and serves
+    /// nothing meanwhile.
+    private func takeLease(of shared: any SharedReactorStateStore) async throws {
+        let logger = self.logger
+        let hostName = self.hostName
+        let sourceID = self.sourceID
+        try await cancelWhenGracefulShutdown {
+            try await shared.acquireLease(instance: sourceID) { holder in
+                logger.notice(
+                    "standby: \(holder) holds the lease of reactor host \(hostName) in \(shared.location); taking over when it is free"
+                )
+            }
+        }
+        logger.notice("holding the lease of reactor host \(hostName) in \(shared.location): active as \(sourceID)")
     }
 }

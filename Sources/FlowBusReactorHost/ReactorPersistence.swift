@@ -8,30 +8,22 @@ import GRDB
 import Reactors
 import ZeroMQ
 
-/// A reactor's state as read back from the database.
-package struct PersistedReactorState: Sendable {
-    package var sequence: UInt64
-    /// Nil when the saved bytes no longer decode as FBV (the reactor then starts afresh, with the
-    /// sequence continued).
-    package var state: WireValue?
-    package var problem: String?
-}
-
 /// The SQLite database (GRDB, WAL) of one reactor host: the last state and sequence of each
 /// persisted reactor, and the last sequence dealt with per source (the de-duplication table).
 ///
 /// Used from the host's I/O thread only, synchronously: one transaction per batch.
-package final class ReactorStateDatabase: Sendable {
-    /// How long a source that sent nothing is remembered (its de-duplication entry).
-    package static let sourceRetention: TimeInterval = 7 * 24 * 3600
-
-    package let path: String
+public final class ReactorStateDatabase: ReactorStateStore {
+    public let path: String
+    public var location: String { path }
     private let queue: DatabaseQueue
 
     /// Opens (or creates) the database and its tables.
     /// - Throws: `ConfigError` with the path and SQLite's reason when it cannot be opened.
     package init(spec: ReactorPersistenceSpec) throws(ConfigError) {
-        path = spec.database
+        guard let database = spec.database else {
+            throw ConfigError(.invalid, "the reactor state database needs persistence.database")
+        }
+        path = database
         var configuration = Configuration()
         configuration.journalMode = .wal
         configuration.label = "reactor-host-state"
@@ -78,8 +70,7 @@ package final class ReactorStateDatabase: Sendable {
         }
     }
 
-    /// The last sequence of each of `sources` the de-duplication table holds, in one read.
-    package func lastSequences(of sources: [String]) throws -> [String: UInt64] {
+    public func lastSequences(of sources: [String]) throws -> [String: UInt64] {
         try queue.read { db in
             var found: [String: UInt64] = [:]
             // SQLite binds at most 32,766 parameters a statement.
@@ -98,10 +89,7 @@ package final class ReactorStateDatabase: Sendable {
         }
     }
 
-    /// Every saved reactor state, and how many sources the de-duplication table holds (entries
-    /// older than ``sourceRetention`` are deleted first; the others are read when their source
-    /// is next heard).
-    package func load() throws -> (states: [String: PersistedReactorState], sources: Int) {
+    public func load() throws -> (states: [String: PersistedReactorState], sources: Int) {
         try queue.write { db in
             try db.execute(
                 sql: "DELETE FROM reactor_action_sources WHERE seen_at < ?",
@@ -111,24 +99,16 @@ package final class ReactorStateDatabase: Sendable {
                 let reactorID: String = row["reactor_id"]
                 let sequence = UInt64(clamping: row["sequence"] as Int64)
                 let bytes: Data = row["state"]
-                do {
-                    states[reactorID] = PersistedReactorState(
-                        sequence: sequence, state: try FBV.decode([UInt8](bytes)), problem: nil)
-                } catch {
-                    states[reactorID] = PersistedReactorState(sequence: sequence, state: nil, problem: "\(error)")
-                }
+                states[reactorID] = PersistedReactorState(sequence: sequence, bytes: [UInt8](bytes))
             }
             let sources = try Int.fetchOne(db, sql: "SELECT count(*) FROM reactor_action_sources") ?? 0
             return (states, sources)
         }
     }
 
-    /// Saves states and de-duplication entries in one transaction.
-    package func save(
-        states: [(reactorID: String, sequence: UInt64, state: WireValue)], sources: [String: UInt64]
-    ) throws {
+    public func save(states: [ReactorStateRecord], sources: [String: UInt64]) throws {
         let now = Date().timeIntervalSince1970
-        let encoded = try states.map { ($0.reactorID, Int64(clamping: $0.sequence), Data(try FBV.encode($0.state))) }
+        let encoded = states.map { ($0.reactorID, Int64(clamping: $0.sequence), Data($0.bytes)) }
         try queue.write { db in
             if !encoded.isEmpty {
                 let statement = try db.cachedStatement(
@@ -152,4 +132,6 @@ package final class ReactorStateDatabase: Sendable {
             }
         }
     }
+
+    public func close() {}
 }

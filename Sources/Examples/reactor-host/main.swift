@@ -6,6 +6,15 @@ import FlowBusReactorHost
 import Foundation
 import Logging
 
+#if PostgreSQL
+import FlowBusPostgres
+
+/// States shared by the host's instances (`persistence.postgres`): built with the PostgreSQL trait.
+private let postgresOpener: ReactorStateStoreOpener? = PostgresReactorStore.opener
+#else
+private let postgresOpener: ReactorStateStoreOpener? = nil
+#endif
+
 /// The demo's reactor host: the Counter of seed 001, the api key `login` reactor (a stepper too)
 /// and the `movie/<id>` family, served on the endpoints of one `reactors:` entry of the config.
 /// flowbench's and the tests' reactors are in `fixture-reactors`.
@@ -24,6 +33,18 @@ struct ReactorHostCommand: AsyncParsableCommand {
 
     @Option(help: "The reactor host to run: a key of the config's reactors: section.")
     var host: String = "demo"
+
+    @Option(
+        help:
+            "Which of the instances listed under reactors.<host>.instances this process is, from 1 (needed when it lists several; see docs/DEPLOYMENT.md)."
+    )
+    var instance: Int?
+
+    @Flag(
+        help:
+            "Adopt the sequence of a view found ahead of the state store (its newest entries were lost), reporting how many were lost, instead of refusing its actions as journal-behind. See docs/DEPLOYMENT.md."
+    )
+    var acceptJournalLoss = false
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
@@ -49,11 +70,12 @@ struct ReactorHostCommand: AsyncParsableCommand {
         }
         let counterDelay = Duration.milliseconds(counterDelayMs)
         let movieDelay = Duration.milliseconds(movieDelayMs)
-        let (host, drain) = (self.host, Duration.milliseconds(max(0, drainMs)))
+        let (host, drain, acceptJournalLoss) = (self.host, Duration.milliseconds(max(0, drainMs)), self.acceptJournalLoss)
         let options = HostOptions(config: config, logLevel: level, host: host, logFormat: logFormat)
-        let topology: FlowBusConfig
-        do {
+        var topology: FlowBusConfig
+        do throws(ConfigError) {
             topology = try FlowBusConfig.load(path: options.configPath)
+            try topology.selectReactorInstance(instance, of: host)
         } catch {
             // Exit 64 as for a bad argument, without the usage text: the file is what is wrong.
             FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
@@ -62,6 +84,11 @@ struct ReactorHostCommand: AsyncParsableCommand {
         // The same bootstrap as a user's own reactor host (FlowBusHost), plus the host's metrics; after the topology is read, which may say how to log.
         FlowBusHost.bootstrapLogging(level: level, format: logFormat ?? topology.logFormat ?? .text)
         let metrics = MetricsExposition.bootstrapPrometheus()
+        if acceptJournalLoss {
+            Logger(label: "reactor-host").warning(
+                "--accept-journal-loss: views found ahead of the state store have their sequences adopted; what the store lost is reported, not recovered"
+            )
+        }
         try await FlowBusHost.run(config: topology, options: options, logger: Logger(label: "reactor-host")) {
             topology, _, logger in
             var reactors = ReactorRegistry()
@@ -72,7 +99,8 @@ struct ReactorHostCommand: AsyncParsableCommand {
             }
             return [
                 try ReactorHostService(
-                    hostName: host, config: topology, reactors: reactors, drain: drain, metrics: metrics, logger: logger
+                    hostName: host, config: topology, reactors: reactors, drain: drain, metrics: metrics,
+                    acceptJournalLoss: acceptJournalLoss, openStore: postgresOpener, logger: logger
                 )
             ]
         }

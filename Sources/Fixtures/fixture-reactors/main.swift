@@ -6,6 +6,15 @@ import FlowBusReactorHost
 import Foundation
 import Logging
 
+#if PostgreSQL
+import FlowBusPostgres
+
+/// States shared by the host's instances (`persistence.postgres`): built with the PostgreSQL trait.
+private let postgresOpener: ReactorStateStoreOpener? = PostgresReactorStore.opener
+#else
+private let postgresOpener: ReactorStateStoreOpener? = nil
+#endif
+
 /// A reactor host for flowbench and the integration tests, not for the demo and not shipped:
 /// flowbench's `bench` reactor and the tests' `ticker`, each hosted when the `reactors:` entry
 /// serves it. It runs the same ``ReactorHostService`` as `reactor-host`, with the same metrics,
@@ -27,6 +36,18 @@ struct FixtureReactorsCommand: AsyncParsableCommand {
     @Option(help: "The reactor host to run: a key of the config's reactors: section.")
     var host: String
 
+    @Option(
+        help:
+            "Which of the instances listed under reactors.<host>.instances this process is, from 1 (needed when it lists several; see docs/DEPLOYMENT.md)."
+    )
+    var instance: Int?
+
+    @Flag(
+        help:
+            "Adopt the sequence of a view found ahead of the state store (its newest entries were lost), reporting how many were lost, instead of refusing its actions as journal-behind. See docs/DEPLOYMENT.md."
+    )
+    var acceptJournalLoss = false
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
@@ -43,11 +64,12 @@ struct FixtureReactorsCommand: AsyncParsableCommand {
             throw ValidationError(
                 "'\(logLevel)' is not a log level: use trace, debug, info, notice, warning, error or critical")
         }
-        let (host, drain) = (self.host, Duration.milliseconds(max(0, drainMs)))
+        let (host, drain, acceptJournalLoss) = (self.host, Duration.milliseconds(max(0, drainMs)), self.acceptJournalLoss)
         let options = HostOptions(config: config, logLevel: level, host: host, logFormat: logFormat)
-        let topology: FlowBusConfig
-        do {
+        var topology: FlowBusConfig
+        do throws(ConfigError) {
             topology = try FlowBusConfig.load(path: options.configPath)
+            try topology.selectReactorInstance(instance, of: host)
         } catch {
             // Exit 64 as for a bad argument, without the usage text: the file is what is wrong.
             FileHandle.standardError.write(Data("Error: \(error.description)\n".utf8))
@@ -56,11 +78,16 @@ struct FixtureReactorsCommand: AsyncParsableCommand {
         // Logging and metrics as every reactor host has them, after the topology is read, which may say how to log.
         FlowBusHost.bootstrapLogging(level: level, format: logFormat ?? topology.logFormat ?? .text)
         let metrics = MetricsExposition.bootstrapPrometheus()
+        if acceptJournalLoss {
+            Logger(label: "fixture-reactors").warning(
+                "--accept-journal-loss: views found ahead of the state store have their sequences adopted; what the store lost is reported, not recovered"
+            )
+        }
         if let spec = topology.reactors[host], !spec.serves(BenchReactor.reactorID),
-            !spec.serves(TickerReactor.reactorID)
+            !spec.serves(TickerReactor.reactorID), !spec.serves(TallyReactor.family + "0")
         {
             let message =
-                "Error: reactors.\(host) serves neither \(BenchReactor.reactorID) nor \(TickerReactor.reactorID), "
+                "Error: reactors.\(host) serves none of \(BenchReactor.reactorID), \(TickerReactor.reactorID) and \(TallyReactor.family), "
                 + "the reactors fixture-reactors hosts: list them under its serves:, or run reactor-host for the "
                 + "demo's reactors\n"
             FileHandle.standardError.write(Data(message.utf8))
@@ -73,6 +100,9 @@ struct FixtureReactorsCommand: AsyncParsableCommand {
             if topology.reactors[host]?.serves(BenchReactor.reactorID) == true {
                 reactors.register(BenchReactor.reactorID) { _ in BenchReactor() }
             }
+            if topology.reactors[host]?.serves(TallyReactor.family + "0") == true {
+                reactors.register(family: TallyReactor.family) { _ in TallyReactor() }
+            }
             if topology.reactors[host]?.serves(TickerReactor.reactorID) == true {
                 reactors.register(TickerReactor.reactorID) { context in
                     TickerReactor(steps: context.stepper(TickerReactor.reactorID))
@@ -80,7 +110,8 @@ struct FixtureReactorsCommand: AsyncParsableCommand {
             }
             return [
                 try ReactorHostService(
-                    hostName: host, config: topology, reactors: reactors, drain: drain, metrics: metrics, logger: logger
+                    hostName: host, config: topology, reactors: reactors, drain: drain, metrics: metrics,
+                    acceptJournalLoss: acceptJournalLoss, openStore: postgresOpener, logger: logger
                 )
             ]
         }

@@ -1,0 +1,76 @@
+import FlowBusConfiguration
+import FlowBusWire
+import Logging
+
+/// A reactor's state as read back from the store.
+public struct PersistedReactorState: Sendable {
+    public var sequence: UInt64
+    /// Nil when the saved bytes no longer decode as FBV (the reactor then starts afresh, with the
+    /// sequence continued).
+    public var state: WireValue?
+    public var problem: String?
+
+    public init(sequence: UInt64, state: WireValue?, problem: String?) {
+        self.sequence = sequence
+        self.state = state
+        self.problem = problem
+    }
+
+    /// Decodes a saved state's bytes (FBV).
+    public init(sequence: UInt64, bytes: [UInt8]) {
+        do {
+            self.init(sequence: sequence, state: try FBV.decode(bytes), problem: nil)
+        } catch {
+            self.init(sequence: sequence, state: nil, problem: "\(error)")
+        }
+    }
+}
+
+/// One state to save: the last of its reactor in a commit.
+public struct ReactorStateRecord: Sendable {
+    public var reactorID: String
+    public var sequence: UInt64
+    /// The state, encoded as FBV.
+    public var bytes: [UInt8]
+
+    public init(reactorID: String, sequence: UInt64, bytes: [UInt8]) {
+        self.reactorID = reactorID
+        self.sequence = sequence
+        self.bytes = bytes
+    }
+}
+
+/// Where a reactor host keeps the last state and sequence of each persisted reactor, and the last
+/// sequence dealt with per source (the de-duplication table): the SQLite `ReactorStateDatabase` (FlowBusReactorHost)
+/// on the machine's disk, or a PostgreSQL store several instances of the host share
+/// (``SharedReactorStateStore``). Both obey the same rules: one transaction per commit, states and
+/// sources together; a source not heard for ``sourceRetention`` is forgotten.
+///
+/// Calls block the calling thread (the host's I/O thread) until the store answered.
+public protocol ReactorStateStore: AnyObject, Sendable {
+    /// Where it is, for messages: a file path or a PostgreSQL address without its password.
+    var location: String { get }
+    /// The last sequence of each of `sources` the de-duplication table holds, in one read.
+    func lastSequences(of sources: [String]) throws -> [String: UInt64]
+    /// Every saved reactor state, and how many sources the de-duplication table holds (entries
+    /// older than the retention are deleted first; the others are read when their source is next heard).
+    func load() throws -> (states: [String: PersistedReactorState], sources: Int)
+    /// Saves states and de-duplication entries (a source's sequence only ever rises) in one transaction.
+    func save(states: [ReactorStateRecord], sources: [String: UInt64]) throws
+    /// Closes it.
+    func close()
+}
+
+extension ReactorStateStore {
+    /// How long a source that sent nothing is remembered (its de-duplication entry).
+    public static var sourceRetention: Double { 7 * 24 * 3600 }
+}
+
+/// A state store the instances of a reactor host share, one of them active: only the holder of
+/// its lease saves, so only it acknowledges and publishes.
+public protocol SharedReactorStateStore: ReactorStateStore, LeasedStore {}
+
+/// Opens the store `persistence.postgres` names for reactor host `hostName` (FlowBusPostgres
+/// provides one).
+public typealias ReactorStateStoreOpener =
+    @Sendable (_ persistence: ReactorPersistenceSpec, _ hostName: String, Logger) async throws -> any SharedReactorStateStore
