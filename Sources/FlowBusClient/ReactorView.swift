@@ -37,10 +37,16 @@ public final class ReactorView {
     public let reactorID: String
     /// This view's source id in envelopes.
     public let sourceID: String
-    /// The host's `actions` endpoint.
-    public let actionsEndpoint: String
-    /// The host's `states` endpoint.
-    public let statesEndpoint: String
+    /// The `actions` endpoint of each of the host's instances (one, unless the host has a standby).
+    public let actionsEndpoints: [String]
+    /// The `states` endpoint of each of the host's instances.
+    public let statesEndpoints: [String]
+    /// The host's `actions` endpoint (its first instance's).
+    public var actionsEndpoint: String { actionsEndpoints[0] }
+    /// The host's `states` endpoint (its first instance's).
+    public var statesEndpoint: String { statesEndpoints[0] }
+    /// The host's actions endpoints, for messages.
+    private var actionsWhere: String { actionsEndpoints.joined(separator: " or ") }
     /// How action params are encoded.
     public var contentType: ContentType
     private let context: Context
@@ -81,23 +87,43 @@ public final class ReactorView {
     /// A view of `reactorID` on the host at these endpoints. Connects the `actions` DEALER now;
     /// the `states` subscription starts at the first ``next(timeout:)``. `curve` secures tcp
     /// endpoints when the topology has a `security:` section.
-    public init(
+    public convenience init(
         reactorID: String, actionsEndpoint: String, statesEndpoint: String, contentType: ContentType = .fbv,
         curve: CurveKeys = CurveKeys(), context: Context? = nil
     ) throws {
+        try self.init(
+            reactorID: reactorID, actionsEndpoints: [actionsEndpoint], statesEndpoints: [statesEndpoint],
+            contentType: contentType, curve: curve, context: context)
+    }
+
+    /// A view of `reactorID` on a host of several instances sharing their states, one of them
+    /// active (`reactors.<host>.instances`): the view connects to every instance and follows the
+    /// one that binds. A connection to another instance means the one before lost its lease: that
+    /// stale connection is dropped, what was not acknowledged goes to the new one, and a new host
+    /// source makes the view take a new snapshot.
+    /// - Parameter heartbeatMilliseconds: The topology's heartbeat interval; with several
+    ///   instances, a connection silent for two of them is dropped.
+    public init(
+        reactorID: String, actionsEndpoints: [String], statesEndpoints: [String], contentType: ContentType = .fbv,
+        curve: CurveKeys = CurveKeys(), heartbeatMilliseconds: Int = 1000, context: Context? = nil
+    ) throws {
+        precondition(
+            !actionsEndpoints.isEmpty && !statesEndpoints.isEmpty, "a view needs its host's actions and states endpoints")
         self.reactorID = reactorID
         self.curve = curve
-        self.actionsEndpoint = actionsEndpoint
-        self.statesEndpoint = statesEndpoint
+        self.actionsEndpoints = actionsEndpoints
+        self.statesEndpoints = statesEndpoints
         self.contentType = contentType
         sourceID =
             "view:\(String(decoding: reactorID.utf8.prefix(200), as: UTF8.self))#\(UUID().uuidString.prefix(8).lowercased())"
         self.context = try context ?? Context(defaultLinger: 0)
         // Unbounded: a view does not wait for room (its sends never block). A restarted host is
-        // told by its source (any message from it), not by the connection.
+        // told by its source (any message from it); with several instances the connections are
+        // watched too, to drop one to an instance that lost its lease.
         dealer = try ReliableDealer(
-            sourceID: sourceID, endpoints: [actionsEndpoint], curve: curve, context: self.context,
-            heartbeatMilliseconds: 1000, maxOutstanding: .max, linger: 1000, followsConnections: false)
+            sourceID: sourceID, endpoints: actionsEndpoints, curve: curve, context: self.context,
+            heartbeatMilliseconds: heartbeatMilliseconds, maxOutstanding: .max, linger: 1000,
+            followsConnections: actionsEndpoints.count > 1)
         _ = try acks.add(dealer.socket)
         dealer.willSend = { [unowned self] sequence, transmission in
             if sequence == pendingSnapshotRequest, transmission.isResend(sequence) {
@@ -236,8 +262,10 @@ public final class ReactorView {
             .receiveHighWaterMark(100_000), .reconnectInterval(100), .reconnectIntervalMax(2000), .linger(0),
             .subscribe(Topic.state(reactorID)), .subscribe("hb/"),
         ])
-        try curve.secureClient(socket, endpoint: statesEndpoint)
-        try socket.connect(statesEndpoint)
+        for endpoint in statesEndpoints {
+            try curve.secureClient(socket, endpoint: endpoint)
+            try socket.connect(endpoint)
+        }
         subscriber = socket
         return socket
     }
@@ -276,7 +304,7 @@ public final class ReactorView {
             try dealer.heard(from: source)
         } catch {
             failure = ClientError(
-                .notSent, "cannot resend unacknowledged messages to the reactor host at \(actionsEndpoint): \(error)")
+                .notSent, "cannot resend unacknowledged messages to the reactor host at \(actionsWhere): \(error)")
         }
     }
 
@@ -308,7 +336,7 @@ public final class ReactorView {
                 pendingSnapshotRequest = nil
                 let reason = "\(refusal.reason): \(refusal.message)"
                 failure = ClientError(
-                    .refused, "the reactor host at \(actionsEndpoint) refused the snapshot of \(reactorID): \(reason)")
+                    .refused, "the reactor host at \(actionsWhere) refused the snapshot of \(reactorID): \(reason)")
             }
         case .snapshot(let snapshot)? where snapshot.reactorID == reactorID:
             // A restart noticed just now cancelled the request: a new one follows.

@@ -51,9 +51,9 @@ extension ReactorView {
             )
         }
         try self.init(
-            reactorID: reactorID, actionsEndpoint: host.spec.actions, statesEndpoint: host.spec.states,
-            contentType: contentType,
-            curve: config.curve, context: context)
+            reactorID: reactorID, actionsEndpoints: host.spec.actionsEndpoints, statesEndpoints: host.spec.statesEndpoints,
+            contentType: contentType, curve: config.curve, heartbeatMilliseconds: config.heartbeatMilliseconds,
+            context: context)
     }
 
 }

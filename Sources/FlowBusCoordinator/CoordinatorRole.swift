@@ -357,9 +357,13 @@ final class CoordinatorDriver: FlowLoopDriver {
                 .subscribe(Topic.Prefix.heartbeat.subscription), .reconnectInterval(100), .reconnectIntervalMax(2000),
                 .linger(0),
             ])
-            try config.curve.secureClient(socket, endpoint: host.states)
-            try socket.connect(host.states)
-            watched.append(WatchedHost(name: name, endpoint: host.states, socket: socket))
+            // Every instance: only the active one publishes.
+            for endpoint in host.statesEndpoints {
+                try config.curve.secureClient(socket, endpoint: endpoint)
+                try socket.connect(endpoint)
+            }
+            watched.append(
+                WatchedHost(name: name, endpoint: FlowBusConfig.either(host.statesEndpoints), socket: socket))
         }
         self.watched = watched
         let wireLimits = WireLimits(maxFrameBytes: limits.maxMessageBytes)

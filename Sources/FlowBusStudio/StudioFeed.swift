@@ -104,7 +104,7 @@ public final class StudioFeed: Sendable {
         do {
             // Subscribed before the snapshots are taken, so no state between the two is missed.
             subscriber = try BusSubscriber(
-                endpoint: spec.states, topics: ["state/", "action/", "diag/"], curve: config.curve,
+                endpoints: spec.statesEndpoints, topics: ["state/", "action/", "diag/"], curve: config.curve,
                 receiveHighWaterMark: Self.receiveHighWaterMark)
             while !isStopped, try !subscriber.waitUntilConnected(timeout: .milliseconds(500)) {}
         } catch {
@@ -116,9 +116,8 @@ public final class StudioFeed: Sendable {
         for reactorID in spec.serves where !reactorID.hasSuffix("/") && !isStopped {
             do {
                 let view = try ReactorView(
-                    reactorID: reactorID, actionsEndpoint: spec.actions, statesEndpoint: spec.states,
-                    contentType: .json,
-                    curve: config.curve)
+                    reactorID: reactorID, actionsEndpoints: spec.actionsEndpoints, statesEndpoints: spec.statesEndpoints,
+                    contentType: .json, curve: config.curve, heartbeatMilliseconds: config.heartbeatMilliseconds)
                 if let snapshot = try view.next(timeout: .seconds(2)) {
                     let message = WireMessage.snapshot(
                         SnapshotMessage(reactorID: reactorID, envelope: snapshot.envelope, state: snapshot.state))

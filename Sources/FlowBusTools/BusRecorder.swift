@@ -92,7 +92,7 @@ public final class BusRecorder {
         for (name, host) in config.reactors.sorted(by: { $0.key < $1.key }) {
             sources.append(
                 Source(
-                    name: "reactors.\(name).states", addresses: [host.states], owner: "reactor host \(name)",
+                    name: "reactors.\(name).states", addresses: host.statesEndpoints, owner: "reactor host \(name)",
                     start: "reactor-host --config \(configPath) --host \(name)", isReactorHost: true))
         }
         return sources

@@ -589,8 +589,9 @@ public struct FlowWalker: Sendable {
                     let view =
                         try views[reactorID]
                         ?? ReactorView(
-                            reactorID: reactorID, actionsEndpoint: spec.actions, statesEndpoint: spec.states,
-                            curve: config.curve)
+                            reactorID: reactorID, actionsEndpoints: spec.actionsEndpoints,
+                            statesEndpoints: spec.statesEndpoints, curve: config.curve,
+                            heartbeatMilliseconds: config.heartbeatMilliseconds)
                     views[reactorID] = view
                     let sequence = try view.send(action.name, action.params)
                     lastAction = ContinuousClock.now
@@ -669,8 +670,8 @@ public struct FlowWalker: Sendable {
             // A view joining now gets, as its snapshot, a state the reactor published live.
             for (reactorID, view) in views.sorted(by: { $0.key < $1.key }) {
                 let late = try ReactorView(
-                    reactorID: reactorID, actionsEndpoint: view.actionsEndpoint, statesEndpoint: view.statesEndpoint,
-                    curve: config.curve)
+                    reactorID: reactorID, actionsEndpoints: view.actionsEndpoints, statesEndpoints: view.statesEndpoints,
+                    curve: config.curve, heartbeatMilliseconds: config.heartbeatMilliseconds)
                 guard let snapshot = try late.next(timeout: wait) else {
                     throw Failure(
                         message: current,

@@ -926,8 +926,8 @@ struct DoctorCommand: ParsableCommand {
                     ("\(prefix)control", instance.control),
                 ]
             }
-            + config.reactors.sorted { $0.key < $1.key }.flatMap {
-                [("\($0.key) actions", $0.value.actions), ("\($0.key) states", $0.value.states)]
+            + config.reactors.sorted { $0.key < $1.key }.flatMap { name, host in
+                host.instances.flatMap { [("\(name) actions", $0.actions), ("\(name) states", $0.states)] }
             }
         let launch = launchCommands(path: path)
         var missing: Set<String> = []
@@ -1011,13 +1011,13 @@ struct DoctorCommand: ParsableCommand {
                 fix: "start it: \(command) (or flowctl launch \(path))")
         }
         for (name, host) in config.reactors.sorted(by: { $0.key < $1.key }) {
-            let subscriber = try BusSubscriber(endpoint: host.states, topics: ["hb/"], curve: config.curve)
+            let subscriber = try BusSubscriber(endpoints: host.statesEndpoints, topics: ["hb/"], curve: config.curve)
             let command =
                 launch.first { $0.ready?.heartbeat == name }.map { $0.command.joined(separator: " ") }
                 ?? "reactor-host --config \(path) --host \(name)"
             check(
                 try subscriber.waitUntilConnected(timeout: .seconds(2)),
-                "reactor host \(name) sends heartbeats on \(host.states)",
+                "reactor host \(name) sends heartbeats on \(FlowBusConfig.either(host.statesEndpoints))",
                 fix: "start it: \(command)")
         }
         emit(problems == 0 ? "all checks passed" : "\(problems) problem(s) found")

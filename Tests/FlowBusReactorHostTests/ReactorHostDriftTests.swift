@@ -55,7 +55,7 @@ struct ReactorHostDriftTests {
             // Another connection holds the database's write lock: the host's saves fail at once.
             var locking = Configuration()
             locking.allowsUnsafeTransactions = true
-            let database = try DatabaseQueue(path: host.persistence!.database, configuration: locking)
+            let database = try DatabaseQueue(path: host.persistence!.database!, configuration: locking)
             try database.writeWithoutTransaction { db in try db.execute(sql: "BEGIN EXCLUSIVE") }
             try view.send(TallyReactor.Action.add(n: 5))
             if let state = try view.next(timeout: .milliseconds(500)) { notes.append("published \(state.sequence)") }

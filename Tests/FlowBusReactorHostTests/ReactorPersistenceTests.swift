@@ -46,9 +46,9 @@ struct ReactorPersistenceTests {
         do {
             let database = try ReactorStateDatabase(spec: spec)
             try database.save(
-                states: [("counter", 3, ["value": 1, "isLoading": false])], sources: ["view:counter#1": 2])
+                states: [try record("counter", 3, ["value": 1, "isLoading": false])], sources: ["view:counter#1": 2])
             try database.save(
-                states: [("counter", 6, ["value": 2, "isLoading": false])],
+                states: [try record("counter", 6, ["value": 2, "isLoading": false])],
                 sources: ["view:counter#1": 4, "view:counter#2": 1])
         }
         let reopened = try ReactorStateDatabase(spec: spec)
@@ -59,4 +59,9 @@ struct ReactorPersistenceTests {
         #expect(try reopened.lastSequence(of: "view:counter#1") == 4)
         #expect(try reopened.lastSequence(of: "view:counter#2") == 1)
     }
+}
+
+/// A state to save, encoded as a host saves it.
+func record(_ reactorID: String, _ sequence: UInt64, _ state: WireValue) throws -> ReactorStateRecord {
+    ReactorStateRecord(reactorID: reactorID, sequence: sequence, bytes: try FBV.encode(state))
 }
