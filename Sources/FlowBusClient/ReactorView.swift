@@ -108,7 +108,8 @@ public final class ReactorView {
         curve: CurveKeys = CurveKeys(), heartbeatMilliseconds: Int = 1000, context: Context? = nil
     ) throws {
         precondition(
-            !actionsEndpoints.isEmpty && !statesEndpoints.isEmpty, "a view needs its host's actions and states endpoints")
+            !actionsEndpoints.isEmpty && !statesEndpoints.isEmpty,
+            "a view needs its host's actions and states endpoints")
         self.reactorID = reactorID
         self.curve = curve
         self.actionsEndpoints = actionsEndpoints

@@ -51,7 +51,8 @@ extension ReactorView {
             )
         }
         try self.init(
-            reactorID: reactorID, actionsEndpoints: host.spec.actionsEndpoints, statesEndpoints: host.spec.statesEndpoints,
+            reactorID: reactorID, actionsEndpoints: host.spec.actionsEndpoints,
+            statesEndpoints: host.spec.statesEndpoints,
             contentType: contentType, curve: config.curve, heartbeatMilliseconds: config.heartbeatMilliseconds,
             context: context)
     }

@@ -665,7 +665,8 @@ extension FlowBusConfig {
         for (name, endpoint) in instanceEndpoints + reactorEndpoints {
             if let other = seenEndpoints[endpoint] {
                 throw ConfigError(
-                    .invalid, "\(source): \(name) and \(other) are both '\(endpoint)': every endpoint is bound by one socket")
+                    .invalid,
+                    "\(source): \(name) and \(other) are both '\(endpoint)': every endpoint is bound by one socket")
             }
             seenEndpoints[endpoint] = name
         }

@@ -73,4 +73,5 @@ public protocol SharedReactorStateStore: ReactorStateStore, LeasedStore {}
 /// Opens the store `persistence.postgres` names for reactor host `hostName` (FlowBusPostgres
 /// provides one).
 public typealias ReactorStateStoreOpener =
-    @Sendable (_ persistence: ReactorPersistenceSpec, _ hostName: String, Logger) async throws -> any SharedReactorStateStore
+    @Sendable (_ persistence: ReactorPersistenceSpec, _ hostName: String, Logger) async throws ->
+    any SharedReactorStateStore

@@ -136,7 +136,8 @@ public final class PostgresReactorStore: SharedReactorStateStore {
         guard !states.isEmpty || !sources.isEmpty else { return }
         let statement = SaveStatement(
             host: hostName, reactorIDs: states.map { ByteBuffer(string: $0.reactorID) },
-            sequences: states.map { Int64(bitPattern: $0.sequence) }, states: states.map { ByteBuffer(bytes: $0.bytes) },
+            sequences: states.map { Int64(bitPattern: $0.sequence) },
+            states: states.map { ByteBuffer(bytes: $0.bytes) },
             sources: sources.keys.map { ByteBuffer(string: $0) },
             sourceSequences: sources.values.map { Int64(bitPattern: $0) }, now: Date().timeIntervalSince1970)
         _ = try session.exclusive { try session.runPrepared(statement) }

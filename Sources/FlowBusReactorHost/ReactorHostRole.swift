@@ -271,7 +271,8 @@ final class ReactorHostRole: DaemonRole {
         guard !states.isEmpty || !sources.isEmpty else { return true }
         do {
             let records = try states.map {
-                ReactorStateRecord(reactorID: $0.key, sequence: $0.value.sequence, bytes: try FBV.encode($0.value.state))
+                ReactorStateRecord(
+                    reactorID: $0.key, sequence: $0.value.sequence, bytes: try FBV.encode($0.value.state))
             }
             try database.save(states: records, sources: sources)
             for (reactorID, state) in states { savedSequence[reactorID] = state.sequence }

@@ -116,7 +116,8 @@ public final class StudioFeed: Sendable {
         for reactorID in spec.serves where !reactorID.hasSuffix("/") && !isStopped {
             do {
                 let view = try ReactorView(
-                    reactorID: reactorID, actionsEndpoints: spec.actionsEndpoints, statesEndpoints: spec.statesEndpoints,
+                    reactorID: reactorID, actionsEndpoints: spec.actionsEndpoints,
+                    statesEndpoints: spec.statesEndpoints,
                     contentType: .json, curve: config.curve, heartbeatMilliseconds: config.heartbeatMilliseconds)
                 if let snapshot = try view.next(timeout: .seconds(2)) {
                     let message = WireMessage.snapshot(

@@ -670,7 +670,8 @@ public struct FlowWalker: Sendable {
             // A view joining now gets, as its snapshot, a state the reactor published live.
             for (reactorID, view) in views.sorted(by: { $0.key < $1.key }) {
                 let late = try ReactorView(
-                    reactorID: reactorID, actionsEndpoints: view.actionsEndpoints, statesEndpoints: view.statesEndpoints,
+                    reactorID: reactorID, actionsEndpoints: view.actionsEndpoints,
+                    statesEndpoints: view.statesEndpoints,
                     curve: config.curve, heartbeatMilliseconds: config.heartbeatMilliseconds)
                 guard let snapshot = try late.next(timeout: wait) else {
                     throw Failure(

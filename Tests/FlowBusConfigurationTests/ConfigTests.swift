@@ -70,6 +70,50 @@ struct ConfigTests {
         #expect(single.ingressEndpoints == ["ipc:///tmp/other.sock"], "one instance: the list follows an edit")
     }
 
+    @Test("A reactor host lists several instances sharing PostgreSQL; --instance picks one; mistakes are named")
+    func reactorHostInstances() throws {
+        let yaml = """
+            endpoints: { ingress: "ipc:///tmp/i", events: "ipc:///tmp/e", control: "ipc:///tmp/c" }
+            reactors:
+              bank:
+                instances:
+                  - { actions: "tcp://10.0.0.1:5570", states: "tcp://10.0.0.1:5571" }
+                  - { actions: "tcp://10.0.0.2:5570", states: "tcp://10.0.0.2:5571", metrics: "tcp://10.0.0.2:9464" }
+                serves: [account/]
+                persistence: { postgres: "postgres://u:p@db/flowbus", reactors: [account/], lease: { keepAliveMs: 100, timeoutMs: 500 } }
+            """
+        var config = try FlowBusConfig.parse(yaml: yaml)
+        let bank = try #require(config.reactors["bank"])
+        #expect(bank.actionsEndpoints == ["tcp://10.0.0.1:5570", "tcp://10.0.0.2:5570"])
+        #expect(bank.statesEndpoints == ["tcp://10.0.0.1:5571", "tcp://10.0.0.2:5571"])
+        #expect(bank.actions == "tcp://10.0.0.1:5570")
+        #expect(bank.persistence?.lease == LeaseTimings(keepAliveMs: 100, timeoutMs: 500))
+        #expect(throws: ConfigError.self) { try config.selectReactorInstance(nil, of: "bank") }
+        try config.selectReactorInstance(2, of: "bank")
+        #expect(config.reactors["bank"]?.states == "tcp://10.0.0.2:5571")
+        #expect(config.reactors["bank"]?.metrics == "tcp://10.0.0.2:9464")
+        #expect(throws: ConfigError.self) { try config.selectReactorInstance(3, of: "bank") }
+
+        func refusal(_ yaml: String) -> String {
+            do {
+                _ = try FlowBusConfig.parse(yaml: yaml)
+                return "accepted"
+            } catch {
+                return "\(error)"
+            }
+        }
+        let sqlite = yaml.replacingOccurrences(
+            of:
+                #"{ postgres: "postgres://u:p@db/flowbus", reactors: [account/], lease: { keepAliveMs: 100, timeoutMs: 500 } }"#,
+            with: "{ database: bank.sqlite, reactors: [account/] }")
+        #expect(refusal(sqlite).contains("set reactors.bank.persistence.postgres"), "\(refusal(sqlite))")
+        let both = yaml.replacingOccurrences(
+            of: "serves: [account/]", with: "actions: tcp://10.0.0.3:1\n    serves: [account/]")
+        #expect(refusal(both).contains("in each instance"), "\(refusal(both))")
+        let twice = yaml.replacingOccurrences(of: "tcp://10.0.0.2:5571\"", with: "tcp://10.0.0.1:5571\"")
+        #expect(refusal(twice).contains("are both"), "\(refusal(twice))")
+    }
+
     @Test("wire.publish picks JSON (the default) or FBV; anything else names the choices")
     func wirePublish() throws {
         #expect(try FlowBusConfig.parse(yaml: minimal, environment: [:]).wire.publish == .json)

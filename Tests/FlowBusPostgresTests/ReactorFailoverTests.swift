@@ -71,7 +71,8 @@ struct ReactorFailoverTests {
         func drainStates() throws {
             while let received = try states.next(timeout: .zero) {
                 guard case .message(.state(let state)) = received else { continue }
-                let before = seen[state.reactorID, default: [:]].updateValue(state.state, forKey: state.envelope.sequence)
+                let before = seen[state.reactorID, default: [:]].updateValue(
+                    state.state, forKey: state.envelope.sequence)
                 if let before, before != state.state { conflicting += 1 }
             }
         }

@@ -70,7 +70,9 @@ struct ReactorHostCommand: AsyncParsableCommand {
         }
         let counterDelay = Duration.milliseconds(counterDelayMs)
         let movieDelay = Duration.milliseconds(movieDelayMs)
-        let (host, drain, acceptJournalLoss) = (self.host, Duration.milliseconds(max(0, drainMs)), self.acceptJournalLoss)
+        let (host, drain, acceptJournalLoss) = (
+            self.host, Duration.milliseconds(max(0, drainMs)), self.acceptJournalLoss
+        )
         let options = HostOptions(config: config, logLevel: level, host: host, logFormat: logFormat)
         var topology: FlowBusConfig
         do throws(ConfigError) {

@@ -64,7 +64,9 @@ struct FixtureReactorsCommand: AsyncParsableCommand {
             throw ValidationError(
                 "'\(logLevel)' is not a log level: use trace, debug, info, notice, warning, error or critical")
         }
-        let (host, drain, acceptJournalLoss) = (self.host, Duration.milliseconds(max(0, drainMs)), self.acceptJournalLoss)
+        let (host, drain, acceptJournalLoss) = (
+            self.host, Duration.milliseconds(max(0, drainMs)), self.acceptJournalLoss
+        )
         let options = HostOptions(config: config, logLevel: level, host: host, logFormat: logFormat)
         var topology: FlowBusConfig
         do throws(ConfigError) {
