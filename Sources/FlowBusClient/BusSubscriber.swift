@@ -16,15 +16,22 @@ public enum LivenessChange: Sendable, Equatable {
 public struct EventResumption: Sendable {
     /// flowd's control endpoints (every instance), where replays are asked for.
     public var control: [String]
-    /// The last event sequence the subscriber has; 0: every event flowd keeps.
-    public var since: UInt64
+    /// The last event sequence the subscriber has; 0: every event flowd keeps; nil: the events
+    /// from the subscriber's first heartbeat on (``fromNow(control:heartbeatMilliseconds:)``).
+    public var since: UInt64?
     /// flowd's heartbeat interval, for the control connection's own heartbeats.
     public var heartbeatMilliseconds: Int
 
-    public init(control: [String], since: UInt64, heartbeatMilliseconds: Int = 1000) {
+    public init(control: [String], since: UInt64?, heartbeatMilliseconds: Int = 1000) {
         self.control = control
         self.since = since
         self.heartbeatMilliseconds = heartbeatMilliseconds
+    }
+
+    /// Every event from the subscriber's first heartbeat on, none missed after it (a trace, a
+    /// recording, a page that shows what happens from now).
+    public static func fromNow(control: [String], heartbeatMilliseconds: Int = 1000) -> EventResumption {
+        EventResumption(control: control, since: nil, heartbeatMilliseconds: heartbeatMilliseconds)
     }
 }
 
@@ -81,6 +88,8 @@ public final class BusSubscriber {
     private var publisher = PeerLiveness(silenceLimit: .zero, now: .now)
     private var catchUp: EventCatchUp?
     private var poller: Poller?
+    /// With an ``EventResumption``: the SUB's new connections (another instance, or a break).
+    private var connections: SocketMonitor?
 
     /// Connects to `endpoint` and subscribes to each topic prefix (all topics when empty).
     /// Heartbeats (`hb/`) are always subscribed, to know the publisher is there, and returned
@@ -109,6 +118,9 @@ public final class BusSubscriber {
         try socket.setOptions(Self.followingInstances(endpoints.count))
         for topic in Set(topics.isEmpty ? [""] : topics + ["hb/"]) {
             try socket.setOption(.subscribe(topic))
+        }
+        if resumption != nil {
+            connections = try SocketMonitor(watching: socket, context: self.context, events: [.connected])
         }
         for endpoint in endpoints {
             try curve.secureClient(socket, endpoint: endpoint)
@@ -159,6 +171,10 @@ public final class BusSubscriber {
         return false
     }
 
+    /// Whether nothing is held back for a replay: what arrived is ready to be read. Always true
+    /// without an ``EventResumption``.
+    public var isCaughtUp: Bool { catchUp.map { $0.machine.phase == .live } ?? true }
+
     /// With an ``EventResumption``: reads until the replay from the position given reached the
     /// head and the live stream took over, at most `timeout`; what arrived meanwhile is kept for
     /// ``next(timeout:)``.
@@ -196,6 +212,9 @@ public final class BusSubscriber {
                 switch received {
                 case .message(let message):
                     if wasSilent { try catchUp.mayHaveMissed() }
+                    // A step passed on does not tell which instance sent it: a new connection's
+                    // messages wait for a replay, else they come before what the old one missed.
+                    if try hasReconnected() { try catchUp.reconnected() }
                     try catchUp.received(message)
                     if case .heartbeat = message { return received }
                     continue
@@ -205,6 +224,18 @@ public final class BusSubscriber {
             }
             if let deadline, ContinuousClock.now >= deadline { return nil }
         }
+    }
+
+    /// Whether the SUB connected to a publisher since the last call. Asked once a message was
+    /// read: libzmq reports a connection before it carries anything, so its first message is not
+    /// judged before it is known.
+    private func hasReconnected() throws -> Bool {
+        guard let connections else { return false }
+        var connected = false
+        while let event = try connections.next(mode: .nonBlocking) {
+            if event.kind == .connected { connected = true }
+        }
+        return connected
     }
 
     /// Reads the replies to replay requests; says when one fell back.

@@ -25,11 +25,11 @@ final class EventCatchUp {
     static let requestTimeout = Duration.seconds(2)
 
     init(
-        context: Context, control endpoints: [String], topics: [String], since: UInt64, curve: CurveKeys,
+        context: Context, control endpoints: [String], topics: [String], since: UInt64?, curve: CurveKeys,
         heartbeatMilliseconds: Int
     ) throws {
         machine = EventResume(since: since)
-        delivered = since
+        delivered = since ?? 0
         self.topics = topics.filter { !$0.isEmpty }
         dealer = try context.socket(.dealer)
         try dealer.setOptions([.linger(0), .sendHighWaterMark(16)])
@@ -40,8 +40,13 @@ final class EventCatchUp {
     func received(_ message: WireMessage) throws {
         let envelope = message.envelope
         if case .heartbeat = message {
+            let wasWaiting = machine.phase == .awaitingHeartbeat
             if let since = machine.heartbeat(source: envelope.source, sequence: envelope.sequence) {
                 try request(since: since)
+            } else if wasWaiting, machine.phase == .live {
+                // Started at this heartbeat: no replay, what came before it is judged now.
+                delivered = machine.position
+                judgeHeld()
             }
             return
         }
@@ -70,6 +75,11 @@ final class EventCatchUp {
     /// The publisher was silent, or came back: what it sent meanwhile may be missed.
     func mayHaveMissed() throws {
         if let since = machine.mayHaveMissed() { try request(since: since) }
+    }
+
+    /// The SUB connected to a publisher again (a new instance, or the same one after a break).
+    func reconnected() throws {
+        if let since = machine.reconnected() { try request(since: since) }
     }
 
     /// Reads what the DEALER holds; returns a fallback when flowd answered that the events asked

@@ -11,7 +11,7 @@ import FlowBusWire
 /// (its envelope sequence, non-zero) is dropped if not past the position; a step or deep link
 /// passed on (its sender's envelope) is dropped if a replay delivered it. It asks again from its
 /// position when the events come from another flowd instance, or when its owner says the
-/// publisher was silent. Events flowd reports dropped at its high-water mark (nobody received
+/// publisher was silent or its subscription connected again. Events flowd reports dropped at its high-water mark (nobody received
 /// them) are asked for by their sequences and delivered when they come, after later ones. An
 /// answer `gone` (the events are no longer kept) moves it to the head: its owner takes a status
 /// snapshot.
@@ -84,11 +84,18 @@ package struct EventResume: Sendable {
     private var replayed = Set<UInt64>()
     /// Dropped events delivered by fills.
     package private(set) var filled = 0
+    /// Reconnected while a replay request was out: its reply may predate the break.
+    private var askAgain = false
 
-    /// Starts after event `since` (0: every event kept).
-    package init(since: UInt64) {
-        position = since
+    /// Starts after event `since` (0: every event kept); nil: from the event sequence of the first heartbeat (a subscriber
+    /// that wants every event from the moment it joined, not before).
+    package init(since: UInt64?) {
+        position = since ?? 0
+        startsAtFirstHeartbeat = since == nil
     }
+
+    /// The position is the first heartbeat's (``init(since:)`` with nil).
+    private var startsAtFirstHeartbeat: Bool
 
     /// A heartbeat from flowd instance `source`, carrying its last event `sequence`: caught up
     /// and following that instance, every event up to it that was asked for has arrived (flowd
@@ -98,6 +105,13 @@ package struct EventResume: Sendable {
         switch phase {
         case .awaitingHeartbeat:
             self.source = source
+            guard !startsAtFirstHeartbeat else {
+                // Nothing before it is wanted: what it carries is the position, and held messages are judged.
+                startsAtFirstHeartbeat = false
+                position = sequence
+                phase = .live
+                return nil
+            }
             return startReplay()
         case .replaying:
             // A request to the former instance may never be answered: ask the new one.
@@ -158,19 +172,23 @@ package struct EventResume: Sendable {
         guard phase == .replaying else { return ReplayOutcome() }
         var outcome = ReplayOutcome()
         for (sequence, frames) in reply.events.decoded() where sequence > position {
-            if let header = try? RoutedHeader.decode(from: frames),
-                header.kind == .step || header.kind == .deepLink
-            {
-                remember(Passed(source: header.envelope.source, sequence: header.envelope.sequence))
-            }
             position = sequence
             if replayed.count >= Self.maxPassedOn { replayed.removeAll(keepingCapacity: true) }
             replayed.insert(sequence)
+            if let header = try? RoutedHeader.decode(from: frames),
+                header.kind == .step || header.kind == .deepLink
+            {
+                let key = Passed(source: header.envelope.source, sequence: header.envelope.sequence)
+                // Delivered live after the position (its event sequence was not known then).
+                guard !passedOn.contains(key) else { continue }
+                remember(key)
+            }
             outcome.deliver.append((sequence, frames))
         }
         // Events it passed over were not asked for: the position moves past them too.
         position = max(position, reply.last)
-        if reply.more {
+        if reply.more || askAgain {
+            askAgain = false
             outcome.requestSince = position
         } else {
             phase = .live
@@ -246,7 +264,26 @@ package struct EventResume: Sendable {
         fallbacks += 1
         position = head
         passedOn.removeAll()
+        askAgain = false
         phase = .live
+    }
+
+    /// The subscription connected to a publisher again (another instance, or the same one after
+    /// a break): what was published meanwhile is missed, and the new connection's messages may
+    /// come before that instance's heartbeat (a step passed on does not tell which instance sent
+    /// it), so they are held until a replay from the position reached the head.
+    /// - Returns: the `since` of a replay request to send, if one is due.
+    package mutating func reconnected() -> UInt64? {
+        switch phase {
+        case .awaitingHeartbeat:
+            return nil
+        case .replaying:
+            // The reply to the request out may have been read before the break.
+            askAgain = true
+            return nil
+        case .live:
+            return startReplay()
+        }
     }
 
     /// flowd dropped messages at its high-water mark, or its owner's publisher was silent: some

@@ -58,9 +58,29 @@ public final class StudioFeed: Sendable {
         var lastStatus = ContinuousClock.now - Self.statusInterval
         var treeChanged = true
         do {
+            // Resumed when flowd keeps events: the page misses none from now on, past a full queue
+            // or a takeover (PROTOCOL.md §4.6).
             let subscriber = try BusSubscriber(
                 endpoints: config.eventsEndpoints, topics: [], curve: config.curve,
-                receiveHighWaterMark: Self.receiveHighWaterMark)
+                receiveHighWaterMark: Self.receiveHighWaterMark,
+                resuming: config.replay.retain > 0
+                    ? .fromNow(control: config.controlEndpoints, heartbeatMilliseconds: config.heartbeatMilliseconds)
+                    : nil)
+            subscriber.onFallback = { [hub, logger] fallback in
+                let text =
+                    "the studio missed events \(fallback.since + 1)…\(fallback.head): \(fallback.reason); the tree shown is flowd's status"
+                logger.warning("\(text)")
+                // Shown on the page as a diagnostic of the studio's own.
+                let notice = WireMessage.diagnostic(
+                    DiagnosticMessage(
+                        envelope: Envelope(kind: .diagnostic, sequence: 0, source: "studio"), reason: .gone,
+                        message: text,
+                        details: [
+                            "since": .int(Int64(clamping: fallback.since)),
+                            "head": .int(Int64(clamping: fallback.head)),
+                        ]))
+                if let event = StudioEvent.describe(notice, endpoint: "events") { hub.record(event) }
+            }
             while !isStopped {
                 // Read what is there, then ask for status once for the whole batch.
                 var received = try subscriber.next(timeout: .milliseconds(100))

@@ -49,15 +49,26 @@ final class BusFeed {
     let publisher: String
     let heartbeat: Duration
     private var lastHeartbeat: Int64 = .min
+    /// Events the feed could not get back (no longer kept by flowd), in words.
+    private(set) var missed: [String] = []
 
+    /// A feed of `endpoints` (each instance's). With `resuming`, flowd's events are resumed
+    /// (PROTOCOL.md §4.6): none is missed from the first heartbeat on, across drops and takeovers.
     init(
-        endpoint: String, topics: [String], config: FlowBusConfig, publisher: String, watch: ProcessWatch,
-        timeout: Duration
+        endpoints: [String], topics: [String], config: FlowBusConfig, publisher: String, watch: ProcessWatch,
+        timeout: Duration, resuming: EventResumption? = nil
     ) throws {
-        subscriber = try BusSubscriber(endpoint: endpoint, topics: topics, includeHeartbeats: true, curve: config.curve)
+        let endpoint = FlowBusConfig.either(endpoints)
+        subscriber = try BusSubscriber(
+            endpoints: endpoints, topics: topics, includeHeartbeats: true, curve: config.curve, resuming: resuming)
         self.watch = watch
         self.publisher = publisher
         heartbeat = .milliseconds(config.heartbeatMilliseconds)
+        subscriber.onFallback = { [unowned self] fallback in
+            missed.append(
+                "events \(fallback.since + 1)…\(fallback.head) are missed: \(fallback.reason) (flowd keeps events from \(fallback.oldest))"
+            )
+        }
         let deadline = ContinuousClock.now + timeout
         while try !subscriber.waitUntilConnected(
             timeout: min(.milliseconds(100), ContinuousClock.now.duration(to: deadline)))
@@ -80,7 +91,8 @@ final class BusFeed {
             // At least 1 ms: a zero timeout would not even look at what has arrived.
             if let received = try subscriber.next(timeout: max(.milliseconds(1), min(left, .milliseconds(50)))) {
                 guard case .message(.heartbeat(let beat)) = received else { return received }
-                lastHeartbeat = max(lastHeartbeat, beat.envelope.timestamp)
+                // Only once nothing is held back for a replay does a heartbeat say all before it arrived.
+                if subscriber.isCaughtUp { lastHeartbeat = max(lastHeartbeat, beat.envelope.timestamp) }
             }
             try watch.check(context())
             if left <= .zero { return nil }

@@ -123,6 +123,8 @@ public final class NavigationTrace {
     private var pendingNavigations: [Navigation] = []
     private var pendingDiagnostics: [DiagnosticMessage] = []
     private var malformed: [String] = []
+    /// How many of the feed's fallbacks were reported.
+    private var reportedMissed = 0
     private let feed: BusFeed
     private let ignored: (Navigation) -> Bool
 
@@ -132,10 +134,13 @@ public final class NavigationTrace {
     ) throws {
         self.exhaustivity = exhaustivity
         ignored = ignoring
+        let config = topology.config
+        // Resumed when flowd keeps events: a trace misses none, even past a high-water mark or a takeover.
         feed = try BusFeed(
-            endpoint: topology.config.endpoints.events, topics: ["nav/did/"] + (diagnostics ? ["diag/"] : []),
-            config: topology.config,
-            publisher: "flowd", watch: topology.watch, timeout: timeout)
+            endpoints: config.eventsEndpoints, topics: ["nav/did/"] + (diagnostics ? ["diag/"] : []),
+            config: config, publisher: "flowd", watch: topology.watch, timeout: timeout,
+            resuming: config.replay.retain > 0
+                ? .fromNow(control: config.controlEndpoints, heartbeatMilliseconds: config.heartbeatMilliseconds) : nil)
     }
 
     /// Navigations received and not asserted yet.
@@ -277,6 +282,12 @@ public final class NavigationTrace {
     public func expectNothingMore(sourceLocation: SourceLocation = #_sourceLocation) throws {
         try feed.settle("while checking that nothing more was published") { take($0) }
         var problems: [String] = []
+        if feed.missed.count > reportedMissed {
+            problems.append(
+                "the trace fell back (take flowd's status for the state now):\n"
+                    + feed.missed[reportedMissed...].map { "  \($0)" }.joined(separator: "\n"))
+            reportedMissed = feed.missed.count
+        }
         if !malformed.isEmpty {
             problems.append(
                 "malformed messages on flowd's events endpoint:\n" + malformed.map { "  \($0)" }.joined(separator: "\n")

@@ -47,7 +47,7 @@ public final class StateTrace<State: Decodable & Equatable> {
         self.reactorID = reactorID
         self.exhaustivity = exhaustivity
         feed = try BusFeed(
-            endpoint: host.spec.states, topics: [Topic.state(reactorID), "diag/"], config: topology.config,
+            endpoints: host.spec.statesEndpoints, topics: [Topic.state(reactorID), "diag/"], config: topology.config,
             publisher: "reactor host \(host.name)",
             watch: topology.watch, timeout: timeout)
         // The subscription is active: live states from here on arrive on `feed`. The snapshot

@@ -203,6 +203,53 @@ struct EventResumeTests {
         #expect(resume.heartbeat(source: "flowd#3") == 14)
     }
 
+    @Test("a step delivered live is not delivered again by a replay from a position before it")
+    func liveStepNotReplayed() {
+        var resume = EventResume(since: 0)
+        _ = resume.heartbeat(source: "flowd#1")
+        _ = resume.replayed(reply([], since: 0, last: 10, head: 10))
+        // Events 11 and 12, whose event sequences are not known live.
+        #expect(resume.live(kind: .step, source: "stepper#1", sequence: 7) == .deliver)
+        #expect(resume.live(kind: .step, source: "stepper#1", sequence: 8) == .deliver)
+        #expect(resume.heartbeat(source: "flowd#2") == 10)
+        let outcome = resume.replayed(
+            reply(
+                (11...13).map { ($0, event("step/s", source: "stepper#1", sequence: $0 - 4, kind: .step)) },
+                since: 10, last: 13, head: 13))
+        #expect(outcome.deliver.map(\.sequence) == [13])
+        #expect(resume.position == 13)
+    }
+
+    @Test("a new connection's messages are held until a replay from the position reached the head")
+    func reconnection() {
+        var resume = EventResume(since: 0)
+        #expect(resume.reconnected() == nil, "the first connection: it waits for a heartbeat anyway")
+        _ = resume.heartbeat(source: "flowd#1")
+        _ = resume.replayed(reply([], since: 0, last: 10, head: 10))
+        #expect(resume.live(kind: .step, source: "stepper#1", sequence: 7) == .deliver, "event 11")
+        // flowd#1 is lost after event 12; flowd#2 published 13 before the SUB reached it, then 14.
+        #expect(resume.reconnected() == 10)
+        #expect(resume.live(kind: .step, source: "stepper#1", sequence: 10) == .hold, "event 14, before its heartbeat")
+        let outcome = resume.replayed(
+            reply(
+                (11...14).map { ($0, event("step/s", source: "stepper#1", sequence: $0 - 4, kind: .step)) },
+                since: 10, last: 14, head: 14))
+        #expect(outcome.deliver.map(\.sequence) == [12, 13, 14])
+        #expect(resume.phase == .live)
+        #expect(resume.judgeHeld(kind: .step, source: "stepper#1", sequence: 10) == .drop)
+        #expect(resume.live(kind: .step, source: "stepper#1", sequence: 11) == .deliver)
+
+        // A break while a request is out: its reply may have been read before the break.
+        #expect(resume.mayHaveMissed() == 14)
+        #expect(resume.reconnected() == nil)
+        let first = resume.replayed(reply([], since: 14, last: 15, head: 15))
+        #expect(first.requestSince == 15)
+        #expect(resume.phase == .replaying)
+        let second = resume.replayed(reply([], since: 15, last: 15, head: 15))
+        #expect(second.requestSince == nil)
+        #expect(resume.phase == .live)
+    }
+
     @Test("gone moves it to the head; drops and silence make it ask again; an unanswered request is resent")
     func fallbacks() {
         var resume = EventResume(since: 5)

@@ -181,12 +181,16 @@ class Events(_Owned):
         self.last_heard: Optional[float] = None  # time.monotonic() of the last message from the publisher
         self._pending: deque[Message] = deque()
         self._resume: Optional[EventResume] = None
+        self._first_connection_seen = False
         try:
             self._sub = self._open_all(zmq.SUB, endpoints, socket_options(endpoint), self._filter.subscriptions)
             if since is not None and control is not None:
                 self._control = self._open_all(zmq.DEALER, endpoint_list(control),
                                                socket_options(control, immediate=True))
                 self._resume = EventResume(since, self.topics, sender(self._control))
+                # Connections are watched: a new one is told to the resume before its first message.
+                self._monitor: zmq.Socket[Any] = self._sub.get_monitor_socket(zmq.EVENT_CONNECTED)
+                self._sockets.append(self._monitor)
                 self._poller = zmq.Poller()
                 self._poller.register(self._sub, zmq.POLLIN)
                 self._poller.register(self._control, zmq.POLLIN)
@@ -250,6 +254,8 @@ class Events(_Owned):
                 silent = self.last_heard is not None and now - self.last_heard > _SILENCE
                 received = self._decode(self._sub.recv_multipart())
                 self.last_heard = now
+                if self._reconnected():
+                    resume.reconnected(now)
                 if received is None:
                     continue
                 if silent:
@@ -264,6 +270,17 @@ class Events(_Owned):
 
     def _wanted(self, message: Message) -> bool:
         return self._filter.wanted(message)
+
+    def _reconnected(self) -> bool:
+        """Whether the SUB connected again since the last look (not its first connection)."""
+        connected = False
+        while self._monitor.poll(0):
+            self._monitor.recv_multipart()
+            connected = True
+        if connected and not self._first_connection_seen:
+            self._first_connection_seen = True
+            return False
+        return connected
 
     def _recv(self, deadline: float) -> Optional[Message]:
         """The next well-formed message (heartbeats included) before `deadline`, or None."""

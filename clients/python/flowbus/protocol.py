@@ -390,6 +390,7 @@ class EventResume:
         self._fills: list[tuple[int, int]] = []  # dropped events still to ask for, sorted
         self._filling: Optional[tuple[int, int]] = None  # the span asked for now
         self._replayed: set[int] = set()  # numbered events replays delivered
+        self._ask_again = False  # reconnected while a request was out: its reply may predate the break
         self.filled = 0
 
     # Inputs
@@ -439,14 +440,18 @@ class EventResume:
                 if sequence <= self.position:
                     continue
                 self._replayed.add(sequence)
+                self.position = sequence
                 event = decode(frames)
                 if isinstance(event, (Step, DeepLink)):
-                    self._passed.add((event.source, event.sequence))
-                self.position = sequence
+                    key = (event.source, event.sequence)
+                    if key in self._passed:
+                        continue  # delivered live after the position (its event sequence was not known then)
+                    self._passed.add(key)
                 event.replayed_sequence = sequence
                 out.append(event)
             self.position = max(self.position, message.last)
-            if message.more:
+            if message.more or self._ask_again:
+                self._ask_again = False
                 self._request(now)
             else:
                 out += self._release()
@@ -466,8 +471,18 @@ class EventResume:
             self.position = max(self.position, fallback.head)
             self.delivered = max(self.delivered, fallback.head)
             self._passed.clear()
+            self._ask_again = False
             return self._release()
         return []
+
+    def reconnected(self, now: float) -> None:
+        """The SUB connected to a publisher again (another instance, or the same after a break):
+        its first messages may be steps passed on, which do not name the instance, and come before
+        its heartbeat, so they are held until a replay from the position reached the head."""
+        if self.phase == "live":
+            self._request(now)
+        elif self.phase == "replaying":
+            self._ask_again = True
 
     def may_have_missed(self, now: float) -> None:
         """The publisher was silent: ask again from the position."""

@@ -221,3 +221,24 @@ def test_event_resume_asks_for_the_events_a_drop_report_names():
                                since=4, last=6, head=9, until=6), 0.3)
     assert [m.params["n"] for m in out] == [5, 6], "delivered late, after 9"
     assert resume.filled == 2 and resume.position == 9
+
+
+def test_event_resume_after_a_reconnection_holds_steps_and_replays_none_twice():
+    from flowbus.messages import step_frames
+    from flowbus.protocol import EventResume
+    sent = []
+    resume = EventResume(0, [], lambda frames: sent.append(frames) or True)
+
+    def tick(n):
+        return step_frames("load", "tick", {"n": n}, source="stepper#1", sequence=n)
+
+    resume.live(decode(heartbeat_frames(source="flowd#1", sequence=10)), 0.0)
+    resume.reply(_replay([], since=0, last=10, head=10), 0.0)
+    assert [m.params["n"] for m in resume.live(decode(tick(7)), 0.1)] == [7], "event 11, delivered live"
+    # flowd#1 is lost after event 12; flowd#2 published 13 before the SUB reached it, then 14.
+    resume.reconnected(0.2)
+    assert decode(sent[-1]).params["since"] == 10
+    assert resume.live(decode(tick(10)), 0.3) == [], "event 14, held before its instance's heartbeat"
+    out = resume.reply(_replay([(n, tick(n - 4)) for n in range(11, 15)], since=10, last=14, head=14), 0.4)
+    assert [m.params["n"] for m in out] == [8, 9, 10], "7 was delivered live; the held 10 is the replayed one"
+    assert resume.phase == "live" and resume.position == 14
