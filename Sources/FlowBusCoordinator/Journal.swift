@@ -91,5 +91,5 @@ extension Journal {
 }
 
 /// A journal several flowd instances share, one of them active: only the instance holding the
-/// journal's lease writes to it or serves (see ``LeasedStore``).
+/// journal's lease writes to it or serves (see `LeasedStore`).
 public protocol SharedJournal: Journal, LeasedStore {}

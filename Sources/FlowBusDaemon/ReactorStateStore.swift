@@ -44,7 +44,7 @@ public struct ReactorStateRecord: Sendable {
 /// sequence dealt with per source (the de-duplication table): the SQLite `ReactorStateDatabase` (FlowBusReactorHost)
 /// on the machine's disk, or a PostgreSQL store several instances of the host share
 /// (``SharedReactorStateStore``). Both obey the same rules: one transaction per commit, states and
-/// sources together; a source not heard for ``sourceRetention`` is forgotten.
+/// sources together; a source not heard for `sourceRetention` (7 days) is forgotten.
 ///
 /// Calls block the calling thread (the host's I/O thread) until the store answered.
 public protocol ReactorStateStore: AnyObject, Sendable {

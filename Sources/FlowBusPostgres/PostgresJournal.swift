@@ -15,7 +15,7 @@ import Synchronization
 /// It keeps the tables the SQLite ``StepJournal`` keeps (`flowbus_entry`, `flowbus_source`,
 /// `flowbus_checkpoint`) with the same rules: one transaction per batch (here one statement, so
 /// one round trip), the sources' last sequences in it, checkpoints and bounded compaction. The
-/// lease is a PostgreSQL advisory lock held by this journal's session (``PostgresSession``): only
+/// lease is a PostgreSQL advisory lock held by this journal's session: only
 /// the holder commits, so only it acknowledges; a standby waits for it in
 /// ``acquireLease(instance:waiting:following:)``, following the journal meanwhile.
 ///

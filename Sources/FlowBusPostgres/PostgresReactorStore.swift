@@ -12,7 +12,7 @@ import PostgresNIO
 /// It keeps what the SQLite `ReactorStateDatabase` keeps, per host: the last state and sequence of
 /// each persisted reactor (`flowbus_reactor_state`) and the last sequence dealt with per source
 /// (`flowbus_reactor_source`), saved together in one statement. The host's lease is an advisory
-/// lock of this store's session (``PostgresSession``), keyed by the host's name: only the holder
+/// lock of this store's session, keyed by the host's name: only the holder
 /// saves, so only it publishes states and acknowledges actions; a standby waits for the lease and
 /// then loads the last saved states.
 public final class PostgresReactorStore: SharedReactorStateStore {
