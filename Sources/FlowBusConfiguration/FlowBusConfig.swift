@@ -119,7 +119,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     /// every instance and follow the active one (docs/DEPLOYMENT.md).
     public struct ReactorHostSpec: Codable, Sendable, Hashable {
         /// ROUTER where views send actions and snapshot requests (acks and snapshots come back):
-        /// this instance's (the first, or the one ``selectInstance(_:)`` chose).
+        /// this instance's (the first, or the one ``selectInstance(_:host:)`` chose).
         public var actions: String
         /// PUB where the host publishes every state with its sequence, and heartbeats: this instance's.
         public var states: String
