@@ -350,6 +350,9 @@ class Topology:
         """(actions, states) of the reactor host serving `reactor_id`."""
         for name, spec in self.config.get("reactors", {}).items():
             if any(reactor_id == s or (s.endswith("/") and reactor_id.startswith(s)) for s in spec["serves"]):
+                if "instances" in spec:
+                    raise ValueError(f"reactor host {name} of {self.config_path.name} lists instances: the Python "
+                                     "ReactorView follows one instance; give it the active instance's endpoints")
                 return spec["actions"], spec["states"]
         raise ValueError(f"no reactor host of {self.config_path.name} serves {reactor_id!r}")
 
