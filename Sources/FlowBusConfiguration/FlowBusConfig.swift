@@ -120,9 +120,9 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
     public struct ReactorHostSpec: Codable, Sendable, Hashable {
         /// ROUTER where views send actions and snapshot requests (acks and snapshots come back):
         /// this instance's (the first, or the one ``selectInstance(_:host:)`` chose).
-        public var actions: String
+        public var actions: String { instances[selected].actions }
         /// PUB where the host publishes every state with its sequence, and heartbeats: this instance's.
-        public var states: String
+        public var states: String { instances[selected].states }
         /// Reactor ids served, exactly (`counter`) or as a family with a trailing slash (`movie/`).
         public var serves: [String]
         /// Which reactors keep their state (and the host its de-duplication table) across
@@ -130,7 +130,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         public var persistence: ReactorPersistenceSpec?
         /// A `tcp://` address where this instance serves its metrics to Prometheus (`GET /metrics`);
         /// nil: none. See `docs/METRICS.md`.
-        public var metrics: String?
+        public var metrics: String? { instances[selected].metrics }
         /// Actions a tool may send to these reactors, by exact reactor id (`counter`, `movie/42`):
         /// `flowctl explore --walk` draws from them. A reactor's actions are Swift types, so the
         /// config is the only place a tool learns them.
@@ -138,6 +138,8 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
         /// Every instance of the host, in the order of `instances:` (one when the host has
         /// `actions:` and `states:`).
         public private(set) var instances: [ReactorHostEndpoints]
+        /// Which of ``instances`` this process is (``selectInstance(_:host:)``).
+        private var selected = 0
         /// Whether the file listed `instances:` (kept so that the config encodes as it was written).
         private var listsInstances: Bool
 
@@ -145,11 +147,8 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
             actions: String, states: String, serves: [String], persistence: ReactorPersistenceSpec? = nil,
             metrics: String? = nil, sampleActions: [String: [SampleMessage]]? = nil
         ) {
-            self.actions = actions
-            self.states = states
             self.serves = serves
             self.persistence = persistence
-            self.metrics = metrics
             self.sampleActions = sampleActions
             instances = [ReactorHostEndpoints(actions: actions, states: states, metrics: metrics)]
             listsInstances = false
@@ -226,10 +225,7 @@ public struct FlowBusConfig: Codable, Sendable, Hashable {
                     "reactor host \(host) has \(instances.count == 1 ? "one instance" : "instances 1 to \(instances.count)"), not \(number)"
                 )
             }
-            let chosen = instances[number - 1]
-            actions = chosen.actions
-            states = chosen.states
-            metrics = chosen.metrics
+            selected = number - 1
         }
 
         /// Whether this host serves `reactorID`.
