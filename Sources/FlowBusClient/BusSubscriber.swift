@@ -13,7 +13,7 @@ public enum LivenessChange: Sendable, Equatable {
 }
 
 /// Where a subscriber to flowd's events resumes from (PROTOCOL.md §4.6).
-public struct EventResumption: Sendable {
+public struct EventResumption: Sendable, Hashable {
     /// flowd's control endpoints (every instance), where replays are asked for.
     public var control: [String]
     /// The last event sequence the subscriber has; 0: every event flowd keeps; nil: the events
@@ -79,12 +79,17 @@ public final class BusSubscriber {
     /// With an ``EventResumption``: replays asked for, and those that fell back.
     public var replayCount: Int { catchUp?.machine.replays ?? 0 }
     public var fallbackCount: Int { catchUp?.machine.fallbacks ?? 0 }
+    /// Whether ``lastFrames`` is kept (a recorder stores messages as they were published).
+    package var keepsFrames = false
+    /// With ``keepsFrames``: the frames of the message ``next(timeout:)`` returned last, as its
+    /// publisher sent them (a replayed event's from the replay).
+    package private(set) var lastFrames: FrameBuffer?
 
     private let context: Context
     private let socket: Socket
     private let includeHeartbeats: Bool
     private var buffer = FrameBuffer()
-    private var early: [Received] = []
+    private var early: [(received: Received, frames: FrameBuffer?)] = []
     private var publisher = PeerLiveness(silenceLimit: .zero, now: .now)
     private var catchUp: EventCatchUp?
     private var poller: Poller?
@@ -116,7 +121,7 @@ public final class BusSubscriber {
         socket = try self.context.socket(.sub)
         try socket.setOptions([.receiveHighWaterMark(receiveHighWaterMark), .reconnectInterval(100)])
         try socket.setOptions(Self.followingInstances(endpoints.count))
-        for topic in Set(topics.isEmpty ? [""] : topics + ["hb/"]) {
+        for topic in Set(topics.isEmpty ? [""] : topics + ["hb/"] + Self.resumingTopics(resumption)) {
             try socket.setOption(.subscribe(topic))
         }
         if resumption != nil {
@@ -138,6 +143,13 @@ public final class BusSubscriber {
         }
     }
 
+    /// What a resuming subscriber subscribes to beside its topics: flowd's reports of the events it
+    /// dropped at the high-water mark name those to ask for again (PROTOCOL.md §4.6), whatever the
+    /// topics; they are delivered only when the topics cover them.
+    package static func resumingTopics(_ resumption: EventResumption?) -> [String] {
+        resumption == nil ? [] : [Topic.diagnostic(.droppedHWM)]
+    }
+
     /// Socket options of a subscriber to `count` publishers. With several flowd instances, a new
     /// active one is found within a quarter second, and ZMTP heartbeats drop the connection to
     /// one whose machine vanished (a SUB sends nothing otherwise, so it would never notice).
@@ -149,10 +161,14 @@ public final class BusSubscriber {
 
     /// The next message, or `nil` when none arrives within `timeout` (`nil`: wait forever).
     public func next(timeout: Duration?) throws -> Received? {
-        if !early.isEmpty { return early.removeFirst() }
+        if !early.isEmpty {
+            let (received, frames) = early.removeFirst()
+            lastFrames = frames
+            return received
+        }
         let deadline = timeout.map { ContinuousClock.now + $0 }
         while true {
-            if let catchUp, let message = catchUp.takeReady() { return .message(message) }
+            if let catchUp, let caught = catchUp.takeReady() { return deliver(caught) }
             guard let received = try receiveOne(until: deadline) else { return nil }
             if case .message(.heartbeat) = received, !includeHeartbeats { continue }
             return received
@@ -166,10 +182,14 @@ public final class BusSubscriber {
         let deadline = ContinuousClock.now + timeout
         while let received = try receiveOne(until: deadline) {
             if case .message(.heartbeat) = received { return true }
-            early.append(received)
+            early.append((received, lastFrames))
         }
         return false
     }
+
+    /// The sockets to poll for this subscriber's input (its SUB, and the DEALER of a resumption),
+    /// for a caller that waits on several sources and reads each with ``next(timeout:)`` and `.zero`.
+    package var pollableSockets: [Socket] { [socket] + (catchUp.map { [$0.dealer] } ?? []) }
 
     /// Whether nothing is held back for a replay: what arrived is ready to be read. Always true
     /// without an ``EventResumption``.
@@ -185,10 +205,15 @@ public final class BusSubscriber {
         while catchUp.machine.phase != .live {
             guard let received = try receiveOne(until: deadline) else { return false }
             if case .message(.heartbeat) = received, !includeHeartbeats { continue }
-            early.append(received)
+            early.append((received, lastFrames))
         }
-        while let message = catchUp.takeReady() { early.append(.message(message)) }
+        while let caught = catchUp.takeReady() { early.append((.message(caught.message), caught.frames)) }
         return true
+    }
+
+    private func deliver(_ caught: EventCatchUp.Caught) -> Received {
+        lastFrames = caught.frames
+        return .message(caught.message)
     }
 
     private func receiveOne(until deadline: ContinuousClock.Instant?) throws -> Received? {
@@ -197,7 +222,7 @@ public final class BusSubscriber {
         // and replies to replay requests come on its DEALER.
         var polled = false
         while true {
-            if let message = catchUp.takeReady() { return .message(message) }
+            if let caught = catchUp.takeReady() { return deliver(caught) }
             if try readReplies(of: catchUp) { continue }
             // Messages held or dropped must not keep a caller past its deadline.
             if let deadline, ContinuousClock.now >= deadline, polled { return nil }
@@ -215,7 +240,7 @@ public final class BusSubscriber {
                     // A step passed on does not tell which instance sent it: a new connection's
                     // messages wait for a replay, else they come before what the old one missed.
                     if try hasReconnected() { try catchUp.reconnected() }
-                    try catchUp.received(message)
+                    try catchUp.received(message, frames: lastFrames)
                     if case .heartbeat = message { return received }
                     continue
                 case .malformed:
@@ -269,6 +294,7 @@ public final class BusSubscriber {
                 } catch {
                     received = .malformed(error)
                 }
+                lastFrames = keepsFrames ? buffer : nil
                 heard(received)
                 return received
             }

@@ -13,9 +13,9 @@ final class EventCatchUp {
     private var sequence: UInt64 = 0
     private let source = "resume#\(ProcessInfo.processInfo.processIdentifier)-\(UInt32.random(in: 0...UInt32.max))"
     /// Live messages held while a replay comes.
-    private var held: [WireMessage] = []
+    private var held: [Caught] = []
     /// What is ready to deliver, in order, with the event sequence of each one that has one.
-    private var ready: [(message: WireMessage, event: UInt64?)] = []
+    private var ready: [(caught: Caught, event: UInt64?)] = []
     private var readyIndex = 0
     /// The event sequence of the last message taken (or the position it started from).
     private(set) var delivered: UInt64
@@ -36,8 +36,15 @@ final class EventCatchUp {
         _ = try dealer.connect(toFlowdInstances: endpoints, curve: curve, heartbeatMilliseconds: heartbeatMilliseconds)
     }
 
+    /// A message on its way to the subscriber's caller, with its frames as flowd published them
+    /// when the subscriber keeps frames.
+    struct Caught {
+        var message: WireMessage
+        var frames: FrameBuffer?
+    }
+
     /// Takes a message of the SUB. Heartbeats and malformed messages are the caller's.
-    func received(_ message: WireMessage) throws {
+    func received(_ message: WireMessage, frames: FrameBuffer? = nil) throws {
         let envelope = message.envelope
         if case .heartbeat = message {
             let wasWaiting = machine.phase == .awaitingHeartbeat
@@ -61,13 +68,16 @@ final class EventCatchUp {
                 } ?? []
             let complete = diagnostic.details["events_complete"]?.boolValue ?? true
             if let fill = machine.dropped(ranges, complete: complete) { try request(fill) }
+            // Subscribed to for this alone when the topics leave it out.
+            guard topics.isEmpty || topics.contains(where: { message.topic.hasPrefix($0) }) else { return }
         }
+        let caught = Caught(message: message, frames: frames)
         switch machine.live(kind: message.kind, source: envelope.source, sequence: envelope.sequence) {
-        case .deliver: ready.append((message, Self.eventSequence(of: message)))
+        case .deliver: ready.append((caught, Self.eventSequence(of: message)))
         case .drop: break
-        case .hold: held.append(message)
+        case .hold: held.append(caught)
         case .holdAndRequest(let since):
-            held.append(message)
+            held.append(caught)
             try request(since: since)
         }
     }
@@ -95,7 +105,7 @@ final class EventCatchUp {
                 for (event, frames) in outcome.deliver {
                     // A dropped event comes late: it does not move the position.
                     if let message = try? WireMessage.decode(from: frames) {
-                        ready.append((message, wasCatchingUp ? event : nil))
+                        ready.append((Caught(message: message, frames: frames), wasCatchingUp ? event : nil))
                     }
                 }
                 if let fill = outcome.fill { try request(fill) }
@@ -140,9 +150,9 @@ final class EventCatchUp {
     }
 
     /// Takes the next message ready to deliver.
-    func takeReady() -> WireMessage? {
+    func takeReady() -> Caught? {
         guard readyIndex < ready.count else { return nil }
-        let (message, event) = ready[readyIndex]
+        let (caught, event) = ready[readyIndex]
         readyIndex += 1
         if let event { delivered = max(delivered, event) }
         if readyIndex == ready.count {
@@ -151,7 +161,7 @@ final class EventCatchUp {
             // Everything up to the position was delivered: the events passed over were not asked for.
             delivered = max(delivered, machine.position)
         }
-        return message
+        return caught
     }
 
     /// The event sequence a live message carries: flowd's own numbered ones (PROTOCOL.md §4.6);
@@ -169,10 +179,12 @@ final class EventCatchUp {
     private func judgeHeld() {
         let messages = held
         held.removeAll()
-        for message in messages {
-            let envelope = message.envelope
-            if machine.judgeHeld(kind: message.kind, source: envelope.source, sequence: envelope.sequence) == .deliver {
-                ready.append((message, Self.eventSequence(of: message)))
+        for caught in messages {
+            let envelope = caught.message.envelope
+            if machine.judgeHeld(kind: caught.message.kind, source: envelope.source, sequence: envelope.sequence)
+                == .deliver
+            {
+                ready.append((caught, Self.eventSequence(of: caught.message)))
             }
         }
     }

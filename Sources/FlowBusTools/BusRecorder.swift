@@ -14,7 +14,11 @@ import ZeroMQ
 /// notes its source id at once, so that ``BusPlayer`` can tell the steps its reactors published.
 ///
 /// Heartbeats are always subscribed, because a heartbeat shows a subscription is live (from then
-/// on nothing its publisher sends is missed), and stored only when asked for.
+/// on nothing its publisher sends is missed), and stored only when asked for. flowd's events are
+/// resumed when flowd keeps them (a source with a ``Source/resumption``, PROTOCOL.md §4.6): what a
+/// full queue dropped, a takeover cut short or a reconnection missed is asked for and stored, in
+/// event order, exactly as flowd published it; events no longer kept are reported
+/// (``onFallback``, ``Summary/missedEvents``).
 ///
 /// The recorder owns its sockets: it is used from one thread. It stops on its own after
 /// `limit` messages, or early when its ``StopRequest`` is made; ``finish()`` then writes what is
@@ -34,14 +38,21 @@ public final class BusRecorder {
         public var start: String
         /// A reactor host's `states` endpoint: its source ids are noted in the recording.
         public var isReactorHost: Bool
+        /// flowd's events when flowd keeps them: resumed from the first heartbeat on, so that
+        /// none is missed.
+        public var resumption: EventResumption?
 
         /// A publisher; ``BusRecorder/sources(of:configPath:)`` lists a config's.
-        public init(name: String, addresses: [String], owner: String, start: String, isReactorHost: Bool = false) {
+        public init(
+            name: String, addresses: [String], owner: String, start: String, isReactorHost: Bool = false,
+            resumption: EventResumption? = nil
+        ) {
             self.name = name
             self.addresses = addresses
             self.owner = owner
             self.start = start
             self.isReactorHost = isReactorHost
+            self.resumption = resumption
         }
     }
 
@@ -53,6 +64,8 @@ public final class BusRecorder {
         public var topics: Int
         /// How long the recorder ran, from its start to ``finish()``.
         public var duration: Duration
+        /// flowd's events missed because flowd no longer kept them when they were asked for.
+        public var missedEvents: UInt64
     }
 
     /// The recording being written.
@@ -60,9 +73,18 @@ public final class BusRecorder {
     /// Called on the recorder's thread when a publisher is heard for the first time, once set:
     /// flowctl sets it after saying what it records, to announce the publishers that start later.
     public var onSourceLive: ((Source) -> Void)?
+    /// Called on the recorder's thread when events of a resumed source could not be replayed
+    /// (flowd no longer keeps them): the recording misses them.
+    public var onFallback: ((EventFallback) -> Void)?
+
+    /// One source's subscription: a SUB read as it comes, or flowd's events resumed.
+    private enum Input {
+        case plain(Socket)
+        case resumed(BusSubscriber)
+    }
 
     private let context: Context
-    private var sockets: [Socket] = []
+    private var inputs: [Input] = []
     private var sources: [Source]
     private var live: [Bool]
     private let poller = Poller()
@@ -78,6 +100,7 @@ public final class BusRecorder {
     private var recorded = 0
     private var topicsSeen = Set<String>()
     private var isClosed = false
+    private var missedEvents: UInt64 = 0
 
     /// The publishers of `config`: flowd's events (on each of its instances) and the `states`
     /// endpoint of every reactor host, in the order of their names.
@@ -86,8 +109,11 @@ public final class BusRecorder {
     public static func sources(of config: FlowBusConfig, configPath: String) -> [Source] {
         var sources = [
             Source(
-                name: "events", addresses: config.eventsEndpoints, owner: "flowd", start: "flowd --config \(configPath)"
-            )
+                name: "events", addresses: config.eventsEndpoints, owner: "flowd",
+                start: "flowd --config \(configPath)",
+                resumption: config.replay.isOn
+                    ? .fromNow(control: config.controlEndpoints, heartbeatMilliseconds: config.heartbeatMilliseconds)
+                    : nil)
         ]
         for (name, host) in config.reactors.sorted(by: { $0.key < $1.key }) {
             sources.append(
@@ -135,6 +161,16 @@ public final class BusRecorder {
         batches = Array(repeating: [], count: sources.count)
         context = try Context(defaultLinger: 0)
         for source in sources {
+            if let resumption = source.resumption {
+                let subscriber = try BusSubscriber(
+                    endpoints: source.addresses, topics: topics, includeHeartbeats: true, curve: curve,
+                    context: context,
+                    resuming: resumption)
+                subscriber.keepsFrames = true
+                for socket in subscriber.pollableSockets { try poller.add(socket) }
+                inputs.append(.resumed(subscriber))
+                continue
+            }
             let socket = try context.socket(.sub)
             try socket.setOptions([.receiveHighWaterMark(1_000_000), .reconnectInterval(100)])
             try socket.setOptions(BusSubscriber.followingInstances(source.addresses.count))
@@ -146,10 +182,16 @@ public final class BusRecorder {
                 try socket.connect(address)
             }
             try poller.add(socket)
-            sockets.append(socket)
+            inputs.append(.plain(socket))
         }
         if let stop { poller.add(fileDescriptor: stop.fileDescriptor) }
         started = clock.now
+        for case .resumed(let subscriber) in inputs {
+            subscriber.onFallback = { [unowned self] fallback in
+                missedEvents += fallback.head - min(fallback.head, fallback.since)
+                onFallback?(fallback)
+            }
+        }
     }
 
     /// Whether every publisher was heard.
@@ -206,7 +248,7 @@ public final class BusRecorder {
     /// Reads every socket and writes what came, in one transaction and one order.
     private func drainAll() throws {
         let time = Self.nanoseconds(started.duration(to: clock.now))
-        for index in sockets.indices {
+        for index in inputs.indices {
             try drain(index, time: time)
         }
         try recording.append(BusRecording.interleave(batches))
@@ -216,7 +258,7 @@ public final class BusRecorder {
     private func drain(_ index: Int, time: Int64) throws {
         var taken = 0
         // Bounded, so one busy publisher cannot keep the others and the stop request waiting.
-        while taken < 10_000, !limitReached, try sockets[index].receive(into: &buffer, mode: .nonBlocking) {
+        while taken < 10_000, !limitReached, try receive(from: inputs[index]) {
             taken += 1
             let message = BusRecording.Message(time: time, endpoint: sources[index].name, frames: buffer)
             if !live[index] {
@@ -236,13 +278,29 @@ public final class BusRecorder {
         }
     }
 
+    /// Reads the next message of `input` into ``buffer``, without waiting.
+    private func receive(from input: Input) throws -> Bool {
+        switch input {
+        case .plain(let socket):
+            return try socket.receive(into: &buffer, mode: .nonBlocking)
+        case .resumed(let subscriber):
+            while try subscriber.next(timeout: .zero) != nil {
+                guard let frames = subscriber.lastFrames else { continue }
+                buffer = frames
+                return true
+            }
+            return false
+        }
+    }
+
     /// Writes what is still queued, the end time, and closes the file.
     public func finish() throws -> Summary {
         try drainAll()
         let duration = started.duration(to: clock.now)
         try recording.finish(duration: duration)
         close()
-        return Summary(messages: recorded, topics: topicsSeen.count, duration: duration)
+        return Summary(
+            messages: recorded, topics: topicsSeen.count, duration: duration, missedEvents: missedEvents)
     }
 
     /// Closes the file and deletes it: for a recording that never started (no publisher heard).
@@ -255,7 +313,9 @@ public final class BusRecorder {
     private func close() {
         guard !isClosed else { return }
         isClosed = true
-        for socket in sockets { socket.close() }
+        for case .plain(let socket) in inputs { socket.close() }
+        // A resumed source's sockets close with its subscriber.
+        inputs.removeAll()
         recording.close()
     }
 

@@ -46,6 +46,9 @@ struct RecordCommand: ParsableCommand {
             starts), prints `recording to FILE: ...`, and stops on Ctrl-C (SIGINT), SIGTERM, --for or \
             --count, printing a one-line summary. Messages read from several endpoints at once are \
             stored in the order of their senders' timestamps (each endpoint's own order kept). \
+            When flowd keeps events (replay.retain above 0), its events are resumed: those a full \
+            queue dropped, a takeover cut short or a reconnection missed are asked for and stored \
+            in order, each once; events flowd no longer keeps are reported as missed. \
             `flowctl info FILE` summarises the recording; `flowctl play FILE` replays its steps, \
             actions and deep links.
             """
@@ -110,12 +113,18 @@ struct RecordCommand: ParsableCommand {
             }
             emit("recording to \(file): \(live.joined(separator: ", ")) (Ctrl-C to stop)")
             recorder.onSourceLive = { source in note("now recording from \(source.owner) on \(source.address)") }
+            recorder.onFallback = { fallback in
+                note(
+                    "missed flowd's events \(fallback.since + 1)…\(fallback.head): \(fallback.reason); the recording goes on from \(fallback.head)"
+                )
+            }
             try recorder.record(for: duration.map(seconds))
         }
         let summary = try recorder.finish()
         let reason = stop.reason.map { " (stopped by \($0.name))" } ?? ""
+        let missed = summary.missedEvents > 0 ? "; \(summary.missedEvents) of flowd's events missed (see above)" : ""
         emit(
-            "recorded \(summary.messages) message(s) on \(summary.topics) topic(s) in \(secondsText(nanoseconds(summary.duration))) to \(file)\(reason)"
+            "recorded \(summary.messages) message(s) on \(summary.topics) topic(s) in \(secondsText(nanoseconds(summary.duration))) to \(file)\(reason)\(missed)"
         )
     }
 }

@@ -62,6 +62,64 @@ struct BusRecorderTests {
         #expect(outcome.steps == [["n": 1], ["n": 2], ["n": 3]])
     }
 
+    @Test(
+        "flowd's events are resumed: what the recorder's full queue lost is asked for and stored, each once, and nothing it did not subscribe to"
+    )
+    func resumesWhatItsQueueLost() async throws {
+        struct Outcome: Sendable {
+            var acknowledged = false
+            var dropped: Int64 = 0
+            var summary: BusRecorder.Summary?
+            var ticks: [Int64] = []
+            var topics: Set<String> = []
+        }
+        let count = 3000
+        let outcome = try await withTickTopology(limits: "{ highWaterMark: 50 }") { config, directory in
+            var outcome = Outcome()
+            let path = directory.file("resumed.fbrec")
+            let sources = BusRecorder.sources(of: config, configPath: "tick.yaml").filter { $0.name == "events" }
+            let topics = ["nav/did/"]
+            let recording = try BusRecording.create(
+                path: path,
+                metadata: BusRecorder.metadata(sources: sources, topics: topics, configPath: nil, recorder: "test"))
+            let recorder = try BusRecorder(
+                recording: recording, sources: sources, topics: topics, curve: config.curve,
+                heartbeatInterval: .milliseconds(config.heartbeatMilliseconds))
+            _ = try recorder.waitUntilLive(timeout: .seconds(10))
+            // Not read meanwhile: past the recorder's queue (1,000) and flowd's (50), flowd drops.
+            let publisher = try StepPublisher(stepperID: "ticker", config: config)
+            for n in 1...count { try publisher.publish("tick", ["n": .int(Int64(n))]) }
+            outcome.acknowledged = try publisher.waitForAcknowledgement(timeout: .seconds(30))
+            outcome.dropped =
+                try StatusClient.fetch(endpoint: config.endpoints.control)["events"]?.mapValue?["dropped_hwm"]?
+                .intValue ?? 0
+            let deadline = ContinuousClock.now + .seconds(30)
+            while recorder.messageCount < count, ContinuousClock.now < deadline {
+                _ = try recorder.pump(timeout: .milliseconds(100))
+            }
+            outcome.summary = try recorder.finish()
+            let file = try BusRecording.open(path: path)
+            defer { file.close() }
+            for message in try file.messages(limit: 10_000) {
+                let decoded = try message.decode()
+                outcome.topics.insert(decoded.topic)
+                if case .navigation(let event) = decoded, let n = event.params["n"]?.intValue {
+                    outcome.ticks.append(n)
+                }
+            }
+            return outcome
+        }
+        #expect(outcome.acknowledged)
+        #expect(outcome.dropped > 0, "the recorder's queue overflowed")
+        let missing = Set(1...Int64(count)).subtracting(outcome.ticks)
+        #expect(
+            outcome.ticks.count == count && missing.isEmpty,
+            "every tick's didNavigate once: \(outcome.ticks.count) recorded, \(missing.count) missing (\(outcome.dropped) dropped by flowd)"
+        )
+        #expect(outcome.topics == ["nav/did/TickFlow"], "flowd's drop reports are not recorded: \(outcome.topics)")
+        #expect(outcome.summary?.missedEvents == 0)
+    }
+
     @Test("With no publisher heard there is nothing to record: the recording can be discarded")
     func nothingAnswers() throws {
         let directory = try ScratchDirectory()

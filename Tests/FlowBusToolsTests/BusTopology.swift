@@ -34,8 +34,9 @@ struct ScratchDirectory: Sendable {
 }
 
 /// A topology whose flow `TickFlow` binds stepper `ticker` at its root and takes its `tick`
-/// steps (changing nothing), with a reactor host `test` serving the `ticker` reactor.
-func tickConfig(in directory: ScratchDirectory) throws -> FlowBusConfig {
+/// steps (changing nothing), with a reactor host `test` serving the `ticker` reactor. `limits`:
+/// the config's `limits:` map, e.g. `{ highWaterMark: 50 }`.
+func tickConfig(in directory: ScratchDirectory, limits: String = "{}") throws -> FlowBusConfig {
     let run = directory.path
     return try FlowBusConfig.parse(
         yaml: """
@@ -44,6 +45,7 @@ func tickConfig(in directory: ScratchDirectory) throws -> FlowBusConfig {
               events: ipc://\(run)/events.sock
               control: ipc://\(run)/control.sock
             heartbeatMilliseconds: 50
+            limits: \(limits)
             coordinator: { flow: TickFlow, step: start }
             flows:
               TickFlow:
@@ -67,11 +69,12 @@ private let quiet = Logger(label: "flowbus-tools-test") { _ in SwiftLogNoOpLogHa
 /// with ``EchoStepReactor`` when `withReactorHost`; runs `body` on a thread with the config and
 /// the directory, then stops them. Assert on what `body` returns (in the test's task).
 func withTickTopology<T: Sendable>(
-    withReactorHost: Bool = false, body: @escaping @Sendable (FlowBusConfig, ScratchDirectory) throws -> T
+    withReactorHost: Bool = false, limits: String = "{}",
+    body: @escaping @Sendable (FlowBusConfig, ScratchDirectory) throws -> T
 ) async throws -> T {
     let directory = try ScratchDirectory()
     defer { directory.remove() }
-    let config = try tickConfig(in: directory)
+    let config = try tickConfig(in: directory, limits: limits)
     let coordinator = CoordinatorService.declared(config: config, logger: quiet)
     var tasks = [Task { try await coordinator.run() }]
     func stopAll() async throws {

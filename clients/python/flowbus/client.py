@@ -22,9 +22,9 @@ import zmq
 
 from .clone import StateUpdate
 from .messages import Heartbeat, Message, decode
-from .protocol import (Dropped, Endpoint, EventResume, Fallback, FlowBusError, Frames, NoAck, NoOutcome, NotConnected,
-                       Params, Receipt, Refused, RoutingWatch, StatusExchange, StepOutbox, TopicFilter, ViewState,
-                       describe, endpoint_list)
+from .protocol import (DROPPED_HWM_TOPIC, Dropped, Endpoint, EventResume, Fallback, FlowBusError, Frames, NoAck,
+                       NoOutcome, NotConnected, Params, Receipt, Refused, RoutingWatch, StatusExchange, StepOutbox,
+                       TopicFilter, ViewState, describe, endpoint_list)
 from .values import Value
 from .wire import CONTENT_JSON, MAX_FRAME_BYTES, WireError, new_source
 
@@ -161,7 +161,8 @@ class Events(_Owned):
 
     Given `since` (an event sequence; 0 for every event flowd keeps) and flowd's `control`
     endpoint(s), it resumes (4.6): the events after `since` first, then the live ones, each once
-    and in order, across flowd restarts and takeovers and drops at flowd's high-water mark.
+    and in order, across flowd restarts and takeovers and drops at flowd's high-water mark (it also
+    subscribes to flowd's `diag/dropped-hwm` reports for that, returned only if `topics` match them).
     `position` is the event sequence of the last event returned, where a later Events resumes;
     `fallbacks` lists the replays flowd could not serve (events no longer kept: some were missed,
     and the subscriber went on from the newest).
@@ -183,7 +184,12 @@ class Events(_Owned):
         self._resume: Optional[EventResume] = None
         self._first_connection_seen = False
         try:
-            self._sub = self._open_all(zmq.SUB, endpoints, socket_options(endpoint), self._filter.subscriptions)
+            # Resuming, flowd's reports of the events it dropped name those to ask for again,
+            # whatever the topics (4.6, step 1); they are returned only when the topics cover them.
+            subscriptions = self._filter.subscriptions
+            if since is not None:
+                subscriptions = [DROPPED_HWM_TOPIC] + subscriptions
+            self._sub = self._open_all(zmq.SUB, endpoints, socket_options(endpoint), subscriptions)
             if since is not None and control is not None:
                 self._control = self._open_all(zmq.DEALER, endpoint_list(control),
                                                socket_options(control, immediate=True))

@@ -359,6 +359,7 @@ class Fallback:
     reason: str
 
 
+DROPPED_HWM_TOPIC = b"diag/dropped-hwm"  # a resuming subscriber subscribes to it whatever its topics (4.6)
 REQUEST_TIMEOUT = 2.0  # s an unanswered replay request waits before it is sent again (4.6, step 6)
 _MAX_FILL_SPAN = 50_000  # events one request for dropped events spans, at most
 
