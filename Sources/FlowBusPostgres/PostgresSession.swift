@@ -180,27 +180,32 @@ final class PostgresSession: Sendable {
     /// Ends the lease holder's session when it has been idle past `lease.timeoutMs` (its machine
     /// was cut off: the server would notice only seconds later). Ending it frees the lock, and
     /// the holder can commit, so acknowledge, nothing more.
+    ///
+    /// A statement under way is no silence, however long it takes, unless it waits for its client:
+    /// a statement's messages (Bind, Execute, Sync) come together, so a server still waiting for
+    /// the rest of them past the timeout lost its client between two TCP segments.
     /// - Returns: whether a session was ended.
     private func endSilentHolder() async throws -> Bool {
         let key = UInt64(bitPattern: leaseKey)
         let rows = try await connection.query(
             PostgresQuery(
                 unsafeSQL: """
-                    SELECT a.pid, a.state, EXTRACT(EPOCH FROM clock_timestamp() - a.state_change)::float8
+                    SELECT a.pid, a.state, EXTRACT(EPOCH FROM clock_timestamp() - a.state_change)::float8,
+                      a.wait_event IS NOT DISTINCT FROM 'ClientRead'
                     FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
                     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
                       AND l.classid = \(key >> 32) AND l.objid = \(key & 0xFFFF_FFFF)
                     """), logger: logger)
-        var silent: (pid: Int32, seconds: Double)?
-        for try await (pid, state, seconds) in rows.decode((Int32, String?, Double?).self) {
-            // A statement under way is no silence, however long it takes.
-            guard let state, state != "active", let seconds, seconds * 1000 > Double(lease.timeoutMs)
+        var silent: (pid: Int32, seconds: Double, midStatement: Bool)?
+        for try await (pid, state, seconds, readingClient) in rows.decode((Int32, String?, Double?, Bool).self) {
+            guard let state, state != "active" || readingClient, let seconds,
+                seconds * 1000 > Double(lease.timeoutMs)
             else { continue }
-            silent = (pid, seconds)
+            silent = (pid, seconds, state == "active")
         }
         guard let silent else { return false }
         logger.warning(
-            "the lease holder's session (server pid \(silent.pid)) has been silent for \(Int(silent.seconds * 1000)) ms: ending it to take over"
+            "the lease holder's session (server pid \(silent.pid)) has been silent for \(Int(silent.seconds * 1000)) ms\(silent.midStatement ? ", in the middle of a statement" : ""): ending it to take over"
         )
         do {
             try await connection.query("SELECT pg_terminate_backend(\(silent.pid))", logger: logger)

@@ -77,11 +77,15 @@ struct MultiHostFailoverTests {
         let plain = try site.start(
             "client", "flowctl", ["echo", "did", "--json", "--config", site.config], name: "plain-subscriber")
 
+        // 1,500 steps a second: below what a debug flowd journaling to PostgreSQL across the
+        // namespaces applies (about 2,000 a second with events kept), so that the failover figure
+        // is the takeover's. A saturated flowd is 10,000 unacknowledged steps behind at a loss,
+        // which the new instance must take in again before its first ack.
         let stepper = try site.start(
             "client", "stepper-load",
             [
                 "--config", site.config, "--as", "load", "--step", "open,close", "--count", "\(count)", "--rate",
-                "4000", "--progress", "1000",
+                "1500", "--progress", "1000",
                 "--timeout", "300",
             ],
             name: "stepper", mayExit: true)
