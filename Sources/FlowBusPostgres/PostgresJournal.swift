@@ -28,7 +28,7 @@ public final class PostgresJournal: SharedJournal {
     public var lease: LeaseTimings { session.lease }
 
     /// The advisory lock key of flowd's lease ("FlowBus1").
-    static let leaseKey: Int64 = 0x466C_6F77_4275_7331
+    package static let leaseKey: Int64 = 0x466C_6F77_4275_7331
     /// Longest wait for an answer before the connection is given up (and flowd stops).
     public static let callTimeout: Duration = PostgresSession.callTimeout
 

@@ -52,6 +52,64 @@ struct FailoverTests {
         return ticks
     }
 
+    /// Holds flowd's lease in a session of its own, then sends the first message of a statement
+    /// (Parse) and nothing more: the server waits for the rest, as it does for a holder whose
+    /// link was cut between two packets of a commit.
+    static let holderHalfwayThroughAStatement = #"""
+        import socket, struct, sys, time
+        host, port, database, key = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+        s = socket.create_connection((host, port))
+        def message(kind, body): s.sendall(kind + struct.pack("!i", len(body) + 4) + body)
+        def until_ready():
+            while True:
+                kind, length = s.recv(1), struct.unpack("!i", s.recv(4, socket.MSG_WAITALL))[0]
+                body = s.recv(length - 4, socket.MSG_WAITALL) if length > 4 else b""
+                if kind == b"E": sys.exit("refused: %r" % body)
+                if kind == b"Z": return
+        startup = b"user\0postgres\0database\0" + database.encode() + b"\0\0"
+        s.sendall(struct.pack("!ii", len(startup) + 8, 196608) + startup)
+        until_ready()
+        message(b"Q", b"SELECT pg_advisory_lock(%d)\0" % key)
+        until_ready()
+        message(b"P", b"\0SELECT 1\0" + struct.pack("!h", 0))
+        print("holding the lease, halfway through a statement", flush=True)
+        time.sleep(120)
+        """#
+
+    @Test(
+        "A lease holder whose server waits for the rest of a statement past the lease timeout is ended: the standby takes over"
+    )
+    func holderCutOffInTheMiddleOfAStatement() throws {
+        if let reason = PostgresServer.unavailableReason {
+            Issue.record("PostgreSQL is needed: \(reason)")
+            return
+        }
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let topology = try TestTopology(configYAML: Self.yaml(postgres: server.url, compacting: false))
+        let url = try #require(URLComponents(string: server.url))
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("holder-\(UUID().uuidString).log")
+        let holder = try ManagedProcess(
+            name: "holder", executable: URL(fileURLWithPath: "/usr/bin/env"),
+            arguments: [
+                "python3", "-c", Self.holderHalfwayThroughAStatement, url.host ?? "127.0.0.1", "\(server.port)",
+                String(url.path.dropFirst()), "\(PostgresJournal.leaseKey)",
+            ],
+            outputURL: log)
+        defer {
+            _ = holder.terminate()
+            try? FileManager.default.removeItem(at: log)
+        }
+        #expect(try holder.waitForOutput(matching: "holding the lease", timeout: .seconds(20)), "\(holder.output)")
+        let flowd = try Self.standby(topology)
+        // Its session answers TCP keep-alives: only the standby's judgement ends it.
+        #expect(
+            try flowd.waitForOutput(matching: "in the middle of a statement: ending it", timeout: .seconds(10)),
+            "\(flowd.output)")
+        #expect(try flowd.waitForOutput(matching: "holding the lease", timeout: .seconds(10)), "\(flowd.output)")
+        #expect(flowd.terminate() == 0, "\(flowd.outputTail())")
+    }
+
     @Test(
         "Three SIGKILLs of the active flowd while a stepper streams: the standby takes over, every step applied once, in order",
         arguments: [false, true])
