@@ -150,10 +150,20 @@ def three_sent_one_acknowledged(stepper, flowd):
 def test_acks_from_another_instance_resend_what_is_unacknowledged(endpoints):
     with Stepper(endpoints, "load", timeout=T, retransmit_interval=30) as stepper:
         first = FakeFlowd(endpoints[0], "flowd#one")
+        gone = stepper._dealer.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         try:
             three_sent_one_acknowledged(stepper, first)
         finally:
             first.close()  # it dies having committed 2, acknowledged 1
+        # Until the stepper has seen it go, step 4 could still be handed to its connection and
+        # lost with it (found again only by the 30 s resend, past this test's bounds).
+        try:
+            assert gone.poll(T * 1000), "the stepper never saw flowd#one go"
+            time.sleep(0.1)  # the event comes just before the connection's end is told to the socket,
+            stepper._dealer.getsockopt(zmq.EVENTS)  # which this makes it take in
+        finally:
+            stepper._dealer.disable_monitor()
+            gone.close(0)
         second = FakeFlowd(endpoints[1], "flowd#two")
         try:
             stepper.publish_params("tick", {"n": 4}, wait=False)
