@@ -19,7 +19,10 @@ final class EventCatchUp {
     private var readyIndex = 0
     /// The event sequence of the last message taken (or the position it started from).
     private(set) var delivered: UInt64
-    private var requestedAt: ContinuousClock.Instant?
+    /// When the catch-up's request and the request for dropped events went out, while unanswered:
+    /// both may be out at once, and each is resent on its own.
+    private var catchUpAskedAt: ContinuousClock.Instant?
+    private var fillAskedAt: ContinuousClock.Instant?
     private var buffer = FrameBuffer()
     /// How long an unanswered request waits before it is sent again (to an instance that is gone).
     static let requestTimeout = Duration.seconds(2)
@@ -99,8 +102,8 @@ final class EventCatchUp {
         while try dealer.receive(into: &buffer, mode: .nonBlocking) {
             switch try? WireMessage.decode(from: buffer) {
             case .replay(let reply)?:
-                requestedAt = nil
                 let wasCatchingUp = reply.until == nil
+                if wasCatchingUp { catchUpAskedAt = nil } else { fillAskedAt = nil }
                 let outcome = machine.replayed(reply)
                 for (event, frames) in outcome.deliver {
                     // A dropped event comes late: it does not move the position.
@@ -115,11 +118,14 @@ final class EventCatchUp {
                     judgeHeld()
                 }
             case .diagnostic(let refusal)? where refusal.reason == .rateLimited:
-                // Asked again at the timeout.
-                requestedAt =
-                    .now - Self.requestTimeout + .milliseconds(refusal.details["retry_after_ms"]?.intValue ?? 100)
+                // What is out is asked again at the timeout: the refusal may be about either.
+                let retry =
+                    ContinuousClock.now - Self.requestTimeout
+                    + .milliseconds(refusal.details["retry_after_ms"]?.intValue ?? 100)
+                if catchUpAskedAt != nil { catchUpAskedAt = retry }
+                if fillAskedAt != nil { fillAskedAt = retry }
             case .diagnostic(let refusal)? where refusal.details["until"] != nil:
-                requestedAt = nil
+                fillAskedAt = nil
                 let until = refusal.details["until"]?.intValue ?? 0
                 fallback = EventFallback(
                     since: UInt64(max(0, refusal.details["since"]?.intValue ?? 0)), oldest: 0,
@@ -127,7 +133,7 @@ final class EventCatchUp {
                     reason: "events dropped at flowd's high-water mark are no longer kept: \(refusal.message)")
                 if let fill = machine.fillGone() { try request(fill) }
             case .diagnostic(let refusal)?:
-                requestedAt = nil
+                catchUpAskedAt = nil
                 let since = machine.position
                 let head = refusal.details["head"]?.intValue.map { UInt64(max(0, $0)) } ?? since
                 let oldest = refusal.details["oldest"]?.intValue.map { UInt64(max(0, $0)) } ?? 0
@@ -141,10 +147,11 @@ final class EventCatchUp {
                 continue
             }
         }
-        if let requestedAt, ContinuousClock.now - requestedAt >= Self.requestTimeout,
-            let again = machine.requestTimedOut()
-        {
-            try request(again)
+        if let catchUpAskedAt, ContinuousClock.now - catchUpAskedAt >= Self.requestTimeout {
+            if let again = machine.catchUpTimedOut() { try request(again) } else { self.catchUpAskedAt = nil }
+        }
+        if let fillAskedAt, ContinuousClock.now - fillAskedAt >= Self.requestTimeout {
+            if let again = machine.fillTimedOut() { try request(again) } else { self.fillAskedAt = nil }
         }
         return fallback
     }
@@ -174,7 +181,9 @@ final class EventCatchUp {
     }
 
     /// When an unanswered request is due again, if one is out.
-    var retryAt: ContinuousClock.Instant? { requestedAt.map { $0 + Self.requestTimeout } }
+    var retryAt: ContinuousClock.Instant? {
+        [catchUpAskedAt, fillAskedAt].compactMap { $0 }.min().map { $0 + Self.requestTimeout }
+    }
 
     private func judgeHeld() {
         let messages = held
@@ -200,6 +209,6 @@ final class EventCatchUp {
             since: wanted.since, until: wanted.until, topics: topics)
         try request.encode(into: &buffer)
         _ = try dealer.send(message: buffer, mode: .nonBlocking)
-        requestedAt = .now
+        if wanted.until == nil { catchUpAskedAt = .now } else { fillAskedAt = .now }
     }
 }

@@ -174,7 +174,8 @@ package struct EventResume: Sendable {
         for (sequence, frames) in reply.events.decoded() where sequence > position {
             position = sequence
             if replayed.count >= Self.maxPassedOn { replayed.removeAll(keepingCapacity: true) }
-            replayed.insert(sequence)
+            // Delivered already by the reply to a request for dropped events.
+            guard replayed.insert(sequence).inserted else { continue }
             if let header = try? RoutedHeader.decode(from: frames),
                 header.kind == .step || header.kind == .deepLink
             {
@@ -293,12 +294,17 @@ package struct EventResume: Sendable {
         phase == .live ? startReplay() : nil
     }
 
-    /// A request went unanswered for too long (sent to an instance that is gone).
-    /// - Returns: the request to send again.
-    package mutating func requestTimedOut() -> Request? {
-        if phase == .replaying { return Request(since: position) }
-        if let filling { return Request(since: filling.lowerBound - 1, until: filling.upperBound) }
-        return nil
+    /// The catch-up's request went unanswered for too long (sent to an instance that is gone).
+    /// - Returns: the request to send again, if a catch-up is under way.
+    package func catchUpTimedOut() -> Request? {
+        phase == .replaying ? Request(since: position) : nil
+    }
+
+    /// The request for dropped events went unanswered for too long. It has a timer of its own:
+    /// it may be out at the same time as the catch-up's, and either reply may come first.
+    /// - Returns: the request to send again, if one is out.
+    package func fillTimedOut() -> Request? {
+        filling.map { Request(since: $0.lowerBound - 1, until: $0.upperBound) }
     }
 
     private mutating func startReplay() -> UInt64 {

@@ -152,15 +152,16 @@ struct EventStreamTests {
 @Suite("EventResume: a subscriber's catch-up (PROTOCOL.md §4.6)")
 struct EventResumeTests {
     private func reply(
-        _ events: [(UInt64, FrameBuffer)], since: UInt64, last: UInt64, head: UInt64, more: Bool = false
+        _ events: [(UInt64, FrameBuffer)], since: UInt64, until: UInt64? = nil, last: UInt64, head: UInt64,
+        more: Bool = false
     )
         -> ReplayReply
     {
         var packed = PackedEvents()
         for (sequence, frames) in events { packed.append(sequence: sequence, frames: frames) }
         return ReplayReply(
-            envelope: Envelope(kind: .replay, sequence: 1, source: "flowd#1"), since: since, last: last, head: head,
-            oldest: 1, more: more, events: packed)
+            envelope: Envelope(kind: .replay, sequence: 1, source: "flowd#1"), since: since, until: until, last: last,
+            head: head, oldest: 1, more: more, events: packed)
     }
 
     @Test("it asks from its position at the first heartbeat, holds live messages, then drops what the replay had")
@@ -255,13 +256,76 @@ struct EventResumeTests {
         var resume = EventResume(since: 5)
         #expect(resume.mayHaveMissed() == nil, "nothing to ask before the first heartbeat")
         _ = resume.heartbeat(source: "flowd#1")
-        #expect(resume.requestTimedOut() == EventResume.Request(since: 5))
+        #expect(resume.catchUpTimedOut() == EventResume.Request(since: 5))
         resume.gone(head: 100)
         #expect(resume.position == 100)
         #expect(resume.fallbacks == 1)
         #expect(resume.phase == .live)
-        #expect(resume.requestTimedOut() == nil)
+        #expect(resume.catchUpTimedOut() == nil)
         #expect(resume.mayHaveMissed() == 100)
         #expect(resume.replays == 2)
+    }
+
+    @Test(
+        "events dropped at the high-water mark are asked for beside a catch-up, and each request is resent on its own")
+    func droppedEventsBesideACatchUp() {
+        var resume = EventResume(since: 0)
+        _ = resume.heartbeat(source: "flowd#1", sequence: 0)
+        _ = resume.replayed(reply([], since: 0, last: 0, head: 0))
+        #expect(resume.phase == .live)
+        #expect(resume.live(kind: .didNavigate, source: "flowd#1", sequence: 1) == .deliver)
+        // flowd reports 2 … 4 and 7 dropped, then 9.
+        #expect(resume.dropped([2...4, 7...7], complete: true) == EventResume.Request(since: 1, until: 7))
+        #expect(resume.dropped([9...9], complete: true) == nil, "one request for dropped events at a time")
+        #expect(resume.mayHaveMissed() == 1, "a silence: the catch-up asks too")
+        #expect(resume.catchUpTimedOut() == EventResume.Request(since: 1))
+        #expect(resume.fillTimedOut() == EventResume.Request(since: 1, until: 7), "still out during the catch-up")
+        // The catch-up's reply first: it delivers what the fill asks for too.
+        let caughtUp = resume.replayed(
+            reply(
+                [(2, event("nav/did/A", sequence: 2)), (3, event("nav/did/A", sequence: 3))], since: 1, last: 3,
+                head: 9))
+        #expect(caughtUp.deliver.map(\.sequence) == [2, 3])
+        #expect(resume.phase == .live)
+        #expect(resume.catchUpTimedOut() == nil)
+        #expect(resume.fillTimedOut() == EventResume.Request(since: 1, until: 7), "its reply has not come")
+        let filled = resume.replayed(
+            reply(
+                [
+                    (3, event("nav/did/A", sequence: 3)), (4, event("nav/did/A", sequence: 4)),
+                    (7, event("nav/did/A", sequence: 7)),
+                ], since: 1, until: 7, last: 7, head: 9))
+        #expect(filled.deliver.map(\.sequence) == [4, 7], "3 was delivered by the catch-up")
+        #expect(filled.fill == EventResume.Request(since: 8, until: 9), "then the next report's")
+        #expect(resume.fillTimedOut() == EventResume.Request(since: 8, until: 9))
+        let last = resume.replayed(reply([(9, event("nav/did/A", sequence: 9))], since: 8, until: 9, last: 9, head: 9))
+        #expect(last.deliver.map(\.sequence) == [9])
+        #expect(last.fill == nil)
+        #expect(resume.fillTimedOut() == nil)
+        #expect(resume.filled == 3)
+    }
+
+    @Test("a catch-up does not deliver again the dropped events a fill's reply delivered first")
+    func fillBeforeTheCatchUp() {
+        var resume = EventResume(since: 0)
+        _ = resume.heartbeat(source: "flowd#1", sequence: 0)
+        _ = resume.replayed(reply([], since: 0, last: 0, head: 0))
+        #expect(resume.dropped([2...3], complete: true) == EventResume.Request(since: 1, until: 3))
+        #expect(resume.mayHaveMissed() == 0)
+        let filled = resume.replayed(
+            reply(
+                [(2, event("nav/did/A", sequence: 2)), (3, event("nav/did/A", sequence: 3))], since: 1, until: 3,
+                last: 3, head: 4))
+        #expect(filled.deliver.map(\.sequence) == [2, 3])
+        let caughtUp = resume.replayed(
+            reply(
+                [
+                    (1, event("nav/did/A", sequence: 1)), (2, event("nav/did/A", sequence: 2)),
+                    (3, event("nav/did/A", sequence: 3)), (4, event("nav/did/A", sequence: 4)),
+                ], since: 0, last: 4,
+                head: 4))
+        #expect(caughtUp.deliver.map(\.sequence) == [1, 4])
+        #expect(resume.position == 4)
+        #expect(resume.phase == .live)
     }
 }

@@ -387,7 +387,10 @@ class EventResume:
         self._sequence = 0
         self._held: list[Message] = []
         self._passed: set[tuple[str, int]] = set()  # steps delivered since the last numbered event
-        self._requested_at: Optional[float] = None
+        # When the catch-up's request and the request for dropped events went out, while unanswered:
+        # both may be out at once, and each is resent on its own.
+        self._catch_up_asked_at: Optional[float] = None
+        self._fill_asked_at: Optional[float] = None
         self._fills: list[tuple[int, int]] = []  # dropped events still to ask for, sorted
         self._filling: Optional[tuple[int, int]] = None  # the span asked for now
         self._replayed: set[int] = set()  # numbered events replays delivered
@@ -424,8 +427,17 @@ class EventResume:
         """A message of the DEALER; returns what to deliver now."""
         if isinstance(message, Replay) and message.until is not None:
             return self._filled(message, now)
+        if isinstance(message, Diagnostic) and message.reason == "rate-limited":
+            # What is out is asked again at the timeout: the refusal may be about either.
+            retry = message.details.get("retry_after_ms")
+            at = now - REQUEST_TIMEOUT + (retry / 1000 if isinstance(retry, int) else 0.1)
+            if self._catch_up_asked_at is not None:
+                self._catch_up_asked_at = at
+            if self._fill_asked_at is not None:
+                self._fill_asked_at = at
+            return []
         if isinstance(message, Diagnostic) and "until" in message.details:
-            self._requested_at = None
+            self._fill_asked_at = None
             self.fallbacks.append(Fallback(self.position, 0, self.position,
                                            f"events dropped at flowd's high-water mark are no longer kept: {message.message}"))
             if self._filling is not None:
@@ -435,13 +447,15 @@ class EventResume:
             self._next_fill(now)
             return []
         if isinstance(message, Replay) and self.phase == "replaying":
-            self._requested_at = None
+            self._catch_up_asked_at = None
             out: list[Message] = []
             for sequence, frames in message.events:
                 if sequence <= self.position:
                     continue
-                self._replayed.add(sequence)
                 self.position = sequence
+                if sequence in self._replayed:
+                    continue  # delivered already by the reply to a request for dropped events
+                self._replayed.add(sequence)
                 event = decode(frames)
                 if isinstance(event, (Step, DeepLink)):
                     key = (event.source, event.sequence)
@@ -458,11 +472,7 @@ class EventResume:
                 out += self._release()
             return out
         if isinstance(message, Diagnostic) and self.phase == "replaying":
-            if message.reason == "rate-limited":
-                retry = message.details.get("retry_after_ms")
-                self._requested_at = now - REQUEST_TIMEOUT + (retry / 1000 if isinstance(retry, int) else 0.1)
-                return []
-            self._requested_at = None
+            self._catch_up_asked_at = None
             head = message.details.get("head")
             oldest = message.details.get("oldest")
             fallback = Fallback(self.position, oldest if isinstance(oldest, int) else 0,
@@ -492,11 +502,16 @@ class EventResume:
 
     def tick(self, now: float) -> None:
         """Sends an unanswered request again after REQUEST_TIMEOUT."""
-        if self._requested_at is not None and now - self._requested_at >= REQUEST_TIMEOUT:
+        if self._catch_up_asked_at is not None and now - self._catch_up_asked_at >= REQUEST_TIMEOUT:
             if self.phase == "replaying":
                 self._request(now)
-            elif self._filling is not None:
+            else:
+                self._catch_up_asked_at = None
+        if self._fill_asked_at is not None and now - self._fill_asked_at >= REQUEST_TIMEOUT:
+            if self._filling is not None:
                 self._send_fill(now)
+            else:
+                self._fill_asked_at = None
 
     def taken(self, message: Message) -> None:
         """The application took `message`: the delivered position moves to its event sequence."""
@@ -557,14 +572,14 @@ class EventResume:
         assert self._filling is not None
         first, end = self._filling
         self._sequence += 1
-        self._requested_at = now
+        self._fill_asked_at = now
         self._send(replay_request_frames(first - 1, self._topics, until=end, source=self._source,
                                          sequence=self._sequence))
 
     def _filled(self, reply: Replay, now: float) -> list[Message]:
         if self._filling is None:
             return []
-        self._requested_at = None
+        self._fill_asked_at = None
         out: list[Message] = []
         for sequence, frames in reply.events:
             if sequence in self._replayed or not any(a <= sequence <= b for a, b in self._fills):
@@ -587,7 +602,7 @@ class EventResume:
         self.phase = "replaying"
         self.replays += 1
         self._sequence += 1
-        self._requested_at = now
+        self._catch_up_asked_at = now
         self._send(replay_request_frames(self.position, self._topics, source=self._source, sequence=self._sequence))
 
 

@@ -223,6 +223,43 @@ def test_event_resume_asks_for_the_events_a_drop_report_names():
     assert resume.filled == 2 and resume.position == 9
 
 
+def test_event_resume_resends_a_fill_and_a_catch_up_each_on_its_own():
+    """Both may be out at once: the reply to one does not stop the other's resend, and a catch-up
+    does not deliver again what a fill delivered first."""
+    from flowbus.protocol import REQUEST_TIMEOUT, EventResume
+    sent = []
+    resume = EventResume(0, [], lambda frames: sent.append(frames) or True)
+    resume.live(decode(heartbeat_frames(source="flowd#1", sequence=0)), 0.0)
+    resume.reply(_replay([], since=0, last=0, head=0), 0.0)
+    report = decode(diagnostic_frames("dropped-hwm", "dropped", {"events": [[2, 3]], "events_complete": True,
+                                                                 "dropped": 2, "total": 2},
+                                      source="flowd#1", sequence=0))
+    resume.live(report, 1.0)
+    resume.may_have_missed(1.0)
+    asked = [(decode(f).params["since"], decode(f).params.get("until")) for f in sent]
+    assert asked == [(0, None), (1, 3), (0, None)]
+    frames = {n: did_navigate_frames("Main", "open", {"n": n}, source="flowd#1", sequence=n) for n in range(1, 5)}
+    out = resume.reply(_replay([(2, frames[2]), (3, frames[3])], since=1, last=3, head=4, until=3), 1.1)
+    assert [m.params["n"] for m in out] == [2, 3]
+    resume.tick(1.0 + REQUEST_TIMEOUT)
+    assert decode(sent[-1]).params == {"since": 0}, "the catch-up, unanswered, is asked again"
+    out = resume.reply(_replay([(n, frames[n]) for n in range(1, 5)], since=0, last=4, head=4), 3.2)
+    assert [m.params["n"] for m in out] == [1, 4], "2 and 3 came with the fill"
+    assert resume.position == 4 and resume.phase == "live"
+    count = len(sent)
+    resume.tick(10.0)
+    assert len(sent) == count, "nothing is out"
+
+    # A fill is resent though the catch-up's reply came first.
+    resume.live(decode(diagnostic_frames("dropped-hwm", "dropped", {"events": [[6, 6]], "events_complete": True,
+                                                                    "dropped": 1, "total": 3},
+                                         source="flowd#1", sequence=0)), 11.0)
+    resume.may_have_missed(11.0)
+    resume.reply(_replay([], since=4, last=7, head=7), 11.1)
+    resume.tick(11.0 + REQUEST_TIMEOUT)
+    assert (decode(sent[-1]).params["since"], decode(sent[-1]).params["until"]) == (5, 6)
+
+
 def test_event_resume_after_a_reconnection_holds_steps_and_replays_none_twice():
     from flowbus.messages import step_frames
     from flowbus.protocol import EventResume
