@@ -332,21 +332,28 @@ class Stepper(_AsyncOwned):
 class ReactorView(_AsyncOwned):
     """A view of reactor `reactor_id`, as `flowbus.client.ReactorView`: `connect()` subscribes, waits
     for the host's heartbeat and asks for the snapshot; `next_state()` gives the snapshot first and
-    every later state once, in order (the Clone rule, 3.3)."""
+    every later state once, in order (the Clone rule, 3.3). The endpoints may be lists, one per
+    instance of a host with a standby: the view follows the active one, as the blocking one does."""
 
-    def __init__(self, actions_endpoint: str, states_endpoint: str, reactor_id: str, *, source: Optional[str] = None,
-                 timeout: float = 5.0, content_type: int = CONTENT_JSON,
+    def __init__(self, actions_endpoint: Endpoint, states_endpoint: Endpoint, reactor_id: str, *,
+                 source: Optional[str] = None, timeout: float = 5.0, content_type: int = CONTENT_JSON,
+                 retransmit_interval: float = 0.5, max_retransmit_interval: float = 2.0,
                  context: Optional[zmq.asyncio.Context] = None) -> None:
         super().__init__(context)
         self.reactor_id = reactor_id
         self.timeout = timeout
         self.content_type = content_type
-        self._view = ViewState(reactor_id, source, content_type)
+        following = not isinstance(actions_endpoint, str)
+        self._view = ViewState(reactor_id, source, content_type, following=following,
+                               retransmit_interval=retransmit_interval, max_retransmit_interval=max_retransmit_interval)
         self.source = self._view.source
         self.actions_endpoint, self.states_endpoint = actions_endpoint, states_endpoint
         try:
-            self._sub = self._open_all(zmq.SUB, [states_endpoint], (), [self._view.state_topic.encode("utf-8"), b"hb/"])
-            self._dealer = self._open_all(zmq.DEALER, [actions_endpoint])
+            self._sub = self._open_all(zmq.SUB, endpoint_list(states_endpoint), socket_options(states_endpoint),
+                                       [self._view.state_topic.encode("utf-8"), b"hb/"])
+            self._dealer = self._open_all(zmq.DEALER, endpoint_list(actions_endpoint),
+                                          socket_options(actions_endpoint, immediate=True))
+            self._send = sender(_shadow(self._dealer))
             self._poller = zmq.asyncio.Poller()
             self._poller.register(self._sub, zmq.POLLIN)
             self._poller.register(self._dealer, zmq.POLLIN)
@@ -358,9 +365,9 @@ class ReactorView(_AsyncOwned):
         deadline = time.monotonic() + self.timeout
         while not self._view.heard_host:
             if not await _readable(self._sub, _remaining(deadline)):
-                raise NotConnected(f"no heartbeat from {self.states_endpoint} within {self.timeout:g} s")
-            await self._answer(self._view.on_state_socket(self._decode(await self._sub.recv_multipart())))
-        await self._dealer.send_multipart(self._view.snapshot_request())
+                raise NotConnected(f"no heartbeat from {describe(self.states_endpoint)} within {self.timeout:g} s")
+            self._view.on_state_socket(self._decode(await self._sub.recv_multipart()), self._send)
+        self._view.snapshot_request(self._send)
         return self
 
     @property
@@ -375,20 +382,29 @@ class ReactorView(_AsyncOwned):
     def host_source(self) -> Optional[str]:
         return self._view.host_source
 
-    async def _answer(self, request: Optional[Frames]) -> None:
-        if request is not None:
-            await self._dealer.send_multipart(request)
+    @property
+    def resent(self) -> int:
+        """Actions and snapshot requests sent again (after an out-of-order, a silence or a new instance)."""
+        return self._view.outbox.resent
+
+    @property
+    def instance(self) -> Optional[str]:
+        """The source id of the host instance that acknowledged last (None before the first ack)."""
+        return self._view.outbox.acknowledged_by
 
     async def _pump(self, deadline: float) -> bool:
-        """Handles what both sockets have; waits until `deadline` for the first message."""
-        events = dict(await self._poller.poll(_remaining(deadline)))
+        """Handles what both sockets have, and sends again what the outbox's rules say; waits until
+        `deadline` for the first message."""
+        now = time.monotonic()
+        wake = self._view.wake_time(now, deadline, self._send)
+        events = dict(await self._poller.poll(max(0, math.ceil((wake - now) * 1000))))
         if not events:
-            return False
+            return time.monotonic() < deadline
         while events:
             if self._dealer in events:
-                await self._answer(self._view.on_dealer(self._decode(await self._dealer.recv_multipart())))
+                self._view.on_dealer(self._decode(await self._dealer.recv_multipart()), self._send)
             if self._sub in events:
-                await self._answer(self._view.on_state_socket(self._decode(await self._sub.recv_multipart())))
+                self._view.on_state_socket(self._decode(await self._sub.recv_multipart()), self._send)
             events = dict(await self._poller.poll(0))
         return True
 
@@ -412,15 +428,17 @@ class ReactorView(_AsyncOwned):
         return await self.wait_ack(sequence, timeout) if wait else sequence
 
     async def _send_action(self, name: str, params: Params, trace: Optional[tuple[str, str]] = None) -> int:
-        await self._dealer.send_multipart(self._view.action(name, params, trace))
-        return self._view.sent()
+        # What the socket does not take (no instance bound yet) goes out from wait_ack.
+        return self._view.action(name, params, self._send, trace)
 
     async def wait_ack(self, sequence: int, timeout: Optional[float] = None) -> Receipt:
         limit = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
         while self._view.ledger.acked < sequence:
             if not await self._pump(deadline):
-                raise NoAck(f"no ack for {self.source} sequence {sequence} from {self.actions_endpoint} within {limit:g} s")
+                following = "any of " if self._view.outbox.following else ""
+                raise NoAck(f"no ack for {self.source} sequence {sequence} from {following}"
+                            f"{describe(self.actions_endpoint)} within {limit:g} s")
         return self._view.ledger.outcome(sequence)
 
     async def next_state(self, timeout: Optional[float] = None) -> Optional[StateUpdate]:

@@ -504,30 +504,44 @@ class ReactorView(_Owned):
     then give the snapshot first and every later state once, in order: live states received
     before the snapshot are queued, states with sequence ≤ the snapshot's are dropped, and a gap
     or a new host source triggers a new snapshotRequest (counted in `resynchronisations`).
+
+    Actions and snapshot requests are kept until the host acknowledges them, and sent again after
+    an `out-of-order` refusal. The endpoints may be lists, one per instance of a host with a
+    standby (`reactors.<host>.instances`): the view connects to every instance and follows the one
+    that binds; what the instance that died had not acknowledged goes again to the one taking over
+    (which applies each action once), also after `retransmit_interval` s without an ack (doubling
+    up to `max_retransmit_interval`), and its new host source brings a new snapshot.
     """
 
-    def __init__(self, actions_endpoint: str, states_endpoint: str, reactor_id: str, *, source: Optional[str] = None,
-                 timeout: float = 5.0, content_type: int = CONTENT_JSON,
+    def __init__(self, actions_endpoint: Endpoint, states_endpoint: Endpoint, reactor_id: str, *,
+                 source: Optional[str] = None, timeout: float = 5.0, content_type: int = CONTENT_JSON,
+                 retransmit_interval: float = 0.5, max_retransmit_interval: float = 2.0,
                  context: Optional[zmq.Context[Any]] = None) -> None:
         super().__init__(context)
         self.reactor_id = reactor_id
         self.timeout = timeout
         self.content_type = content_type
-        self._view = ViewState(reactor_id, source, content_type)
+        following = not isinstance(actions_endpoint, str)
+        self._view = ViewState(reactor_id, source, content_type, following=following,
+                               retransmit_interval=retransmit_interval, max_retransmit_interval=max_retransmit_interval)
         self.source = self._view.source
         self.actions_endpoint, self.states_endpoint = actions_endpoint, states_endpoint
         try:
-            self._sub = self._open_all(zmq.SUB, [states_endpoint], (), [self._view.state_topic.encode("utf-8"), b"hb/"])
-            self._dealer = self._open(zmq.DEALER, actions_endpoint)
+            self._sub = self._open_all(zmq.SUB, endpoint_list(states_endpoint), socket_options(states_endpoint),
+                                       [self._view.state_topic.encode("utf-8"), b"hb/"])
+            # Following: ZMQ_IMMEDIATE, so that nothing is queued toward an instance that is not bound.
+            self._dealer = self._open_all(zmq.DEALER, endpoint_list(actions_endpoint),
+                                          socket_options(actions_endpoint, immediate=True))
+            self._send = sender(self._dealer)
             self._poller = zmq.Poller()
             self._poller.register(self._sub, zmq.POLLIN)
             self._poller.register(self._dealer, zmq.POLLIN)
             deadline = time.monotonic() + timeout
             while not self._view.heard_host:
                 if not self._sub.poll(_remaining(deadline)):
-                    raise NotConnected(f"no heartbeat from {states_endpoint} within {timeout:g} s")
+                    raise NotConnected(f"no heartbeat from {describe(states_endpoint)} within {timeout:g} s")
                 self._on_state_socket(self._sub.recv_multipart())
-            self._dealer.send_multipart(self._view.snapshot_request())
+            self._view.snapshot_request(self._send)
         except BaseException:
             self.close()
             raise
@@ -544,21 +558,30 @@ class ReactorView(_Owned):
     def host_source(self) -> Optional[str]:
         return self._view.host_source
 
+    @property
+    def resent(self) -> int:
+        """Actions and snapshot requests sent again (after an out-of-order, a silence or a new instance)."""
+        return self._view.outbox.resent
+
+    @property
+    def instance(self) -> Optional[str]:
+        """The source id of the host instance that acknowledged last (None before the first ack)."""
+        return self._view.outbox.acknowledged_by
+
     def _on_state_socket(self, frames: Frames) -> None:
-        request = self._view.on_state_socket(self._decode(frames))
-        if request is not None:
-            self._dealer.send_multipart(request)
+        self._view.on_state_socket(self._decode(frames), self._send)
 
     def _on_dealer(self, frames: Frames) -> None:
-        request = self._view.on_dealer(self._decode(frames))
-        if request is not None:
-            self._dealer.send_multipart(request)
+        self._view.on_dealer(self._decode(frames), self._send)
 
     def _pump(self, deadline: float) -> bool:
-        """Handles what both sockets have; waits until `deadline` for the first message."""
-        events = dict(self._poller.poll(_remaining(deadline)))
+        """Handles what both sockets have, and sends again what the outbox's rules say; waits until
+        `deadline` for the first message."""
+        now = time.monotonic()
+        wake = self._view.wake_time(now, deadline, self._send)
+        events = dict(self._poller.poll(max(0, math.ceil((wake - now) * 1000))))
         if not events:
-            return False
+            return time.monotonic() < deadline
         while events:
             if self._dealer in events:
                 self._on_dealer(self._dealer.recv_multipart())
@@ -589,8 +612,8 @@ class ReactorView(_Owned):
                     tracestate: str = "") -> Union[Receipt, int]:
         """As send(), params as a dict; `traceparent` (W3C) is the action's trace, by default the
         active OpenTelemetry span's, if any."""
-        self._dealer.send_multipart(self._view.action(name, params, (traceparent, tracestate) if traceparent else None))
-        sequence = self._view.sent()
+        # What the socket does not take (no instance bound yet) goes out from wait_ack.
+        sequence = self._view.action(name, params, self._send, (traceparent, tracestate) if traceparent else None)
         return self.wait_ack(sequence, timeout) if wait else sequence
 
     def wait_ack(self, sequence: int, timeout: Optional[float] = None) -> Receipt:
@@ -598,7 +621,9 @@ class ReactorView(_Owned):
         deadline = time.monotonic() + limit
         while self._view.ledger.acked < sequence:
             if not self._pump(deadline):
-                raise NoAck(f"no ack for {self.source} sequence {sequence} from {self.actions_endpoint} within {limit:g} s")
+                following = "any of " if self._view.outbox.following else ""
+                raise NoAck(f"no ack for {self.source} sequence {sequence} from {following}"
+                            f"{describe(self.actions_endpoint)} within {limit:g} s")
         return self._view.ledger.outcome(sequence)
 
     # States

@@ -155,25 +155,23 @@ class AckLedger:
 # MARK: Steps
 
 
-class StepOutbox:
-    """The sending side of a Stepper: kept steps, what went to the socket, and when to send again.
+class ReliableOutbox:
+    """The sending side of a client on a DEALER (a Stepper's steps, a view's actions and snapshot
+    requests): kept messages, what went to the socket, and when to send again.
 
-    Every step is kept until an ack covers it. An `out-of-order` refusal (the receiver missed an
-    earlier one, 4.4) sends the kept steps again from its `expected`. With `following` (a list of
-    flowd instances, of which only the active one is bound) it also sends again from the oldest
-    unacknowledged step when acks start coming from another instance, and when no ack progress
+    Every message is kept until an ack covers it. An `out-of-order` refusal (the receiver missed an
+    earlier one, 4.4) sends the kept messages again from its `expected`. With `following` (a list
+    of daemon instances, of which only the active one is bound) it also sends again from the oldest
+    unacknowledged message when acks start coming from another instance, and when no ack progress
     came for `retransmit_interval` s while waiting (doubling up to `max_retransmit_interval`).
-    A step the socket does not take (no instance connected) stays kept and is offered again.
+    A message the socket does not take (no instance connected) stays kept and is offered again.
     """
 
-    SEND_RETRY_S = 0.02  # how soon a step the socket did not take is offered again
+    SEND_RETRY_S = 0.02  # how soon a message the socket did not take is offered again
 
-    def __init__(self, stepper_id: str, source: str, *, following: bool, content_type: int = CONTENT_JSON,
-                 retransmit_interval: float = 0.5, max_retransmit_interval: float = 2.0) -> None:
-        topic("step/", stepper_id)  # refuses an id that cannot be a topic before anything is sent
-        self.stepper_id = stepper_id
+    def __init__(self, source: str, *, following: bool, retransmit_interval: float = 0.5,
+                 max_retransmit_interval: float = 2.0) -> None:
         self.source = source
-        self.content_type = content_type
         self.following = following
         self.ledger = AckLedger(source)
         self.retransmit_interval = retransmit_interval
@@ -182,24 +180,14 @@ class StepOutbox:
         self.instance: Optional[str] = None  # the source of the instance whose ack came last
         self._backoff = retransmit_interval
         self._silence_since: Optional[float] = None  # when the wait for ack progress began
-        self._next_send = 1  # the first kept step not handed to the socket yet
+        self._next_send = 1  # the first kept message not handed to the socket yet
         self._covered: Optional[tuple[int, int]] = None  # (from, through) sent again since the last progress
         self._behind: Optional[tuple[Optional[str], int]] = None  # (instance, expected) of an out-of-order below acked
         self._resent_for: Optional[str] = None  # the instance whose out-of-order made a resend since the last progress
 
-    def keep(self, name: str, params: Params, trace: Optional[Trace] = None) -> int:
-        """Keeps step `name` to be sent by the next flush; its sequence."""
-        traceparent, tracestate = trace_for(*trace) if trace else current_trace()
-        frames = step_frames(self.stepper_id, name, params, source=self.source, sequence=self.ledger.sequence + 1,
-                             content_type=self.content_type, traceparent=traceparent, tracestate=tracestate)
-        return self.ledger.keep(frames)
-
-    def publish(self, name: str, params: Params, send: Sender, trace: Optional[Trace] = None) -> int:
-        """Keeps step `name` and offers it to the socket; its sequence. `trace`: its traceparent
-        and tracestate, else the current OpenTelemetry context's (flowbus.tracing)."""
-        sequence = self.keep(name, params, trace)
-        self.flush(send)
-        return sequence
+    def keep_frames(self, build: Callable[[int], Frames]) -> int:
+        """Keeps the message `build` makes for the next sequence, to be sent by the next flush; its sequence."""
+        return self.ledger.keep(build(self.ledger.sequence + 1))
 
     @property
     def acknowledged_by(self) -> Optional[str]:
@@ -209,11 +197,11 @@ class StepOutbox:
 
     @property
     def unsent(self) -> int:
-        """Kept steps not handed to the socket yet."""
+        """Kept messages not handed to the socket yet."""
         return self.ledger.sequence - max(self._next_send, self.ledger.acked + 1) + 1
 
     def flush(self, send: Sender) -> bool:
-        """Hands the kept steps from the first not yet handed over on to the socket, in order; those
+        """Hands the kept messages from the first not yet handed over on to the socket, in order; those
         the socket does not take stay kept, to be offered again. True if all went."""
         last = self.ledger.sequence
         for sequence in range(max(self._next_send, self.ledger.acked + 1), last + 1):
@@ -230,7 +218,7 @@ class StepOutbox:
         ledger.handle(message)  # other replies are skipped (3.2)
         if isinstance(message, Ack) and message.acked_source == self.source:
             # Another instance acknowledges (only the one holding the lease commits, hence acks):
-            # the one before may have died with steps it had not committed (in its socket, or
+            # the one before may have died with messages it had not committed (in its socket, or
             # never received), unless this one's out-of-order already had them sent again.
             previous, self.instance = self.instance, message.source
             changed = previous is not None and previous != message.source and self._resent_for != message.source
@@ -250,18 +238,18 @@ class StepOutbox:
         named = expected if named_sequence is None else named_sequence
         if expected <= ledger.acked:
             # The instance's journal is behind what was acknowledged: going back to the oldest
-            # step kept tells it nothing older will come (4.4), once per instance and gap.
+            # message kept tells it nothing older will come (4.4), once per instance and gap.
             behind = (diagnostic.source if diagnostic is not None else None, expected)
             if behind == self._behind:
                 return
             self._behind = behind
         elif self._covered is not None and self._covered[0] <= expected and named <= self._covered[1]:
-            return  # refusals of steps sent before a resend that already went: not news
+            return  # refusals of messages sent before a resend that already went: not news
         self._resent_for = diagnostic.source if diagnostic is not None else None
         self.resend(expected, send)
 
     def resend(self, first: int, send: Sender) -> None:
-        """Sends the kept steps again from `first` (at the earliest the oldest unacknowledged)."""
+        """Sends the kept messages again from `first` (at the earliest the oldest unacknowledged)."""
         first = max(first, self.ledger.acked + 1)
         if first > self.ledger.sequence:
             return
@@ -291,6 +279,32 @@ class StepOutbox:
             self._silence_since = now
             due = now + self._backoff
         return min(deadline, due)
+
+
+class StepOutbox(ReliableOutbox):
+    """A Stepper's outbox: its steps, kept and sent again by the rules of ReliableOutbox."""
+
+    def __init__(self, stepper_id: str, source: str, *, following: bool, content_type: int = CONTENT_JSON,
+                 retransmit_interval: float = 0.5, max_retransmit_interval: float = 2.0) -> None:
+        topic("step/", stepper_id)  # refuses an id that cannot be a topic before anything is sent
+        super().__init__(source, following=following, retransmit_interval=retransmit_interval,
+                         max_retransmit_interval=max_retransmit_interval)
+        self.stepper_id = stepper_id
+        self.content_type = content_type
+
+    def keep(self, name: str, params: Params, trace: Optional[Trace] = None) -> int:
+        """Keeps step `name` to be sent by the next flush; its sequence."""
+        traceparent, tracestate = trace_for(*trace) if trace else current_trace()
+        return self.keep_frames(lambda sequence: step_frames(
+            self.stepper_id, name, params, source=self.source, sequence=sequence, content_type=self.content_type,
+            traceparent=traceparent, tracestate=tracestate))
+
+    def publish(self, name: str, params: Params, send: Sender, trace: Optional[Trace] = None) -> int:
+        """Keeps step `name` and offers it to the socket; its sequence. `trace`: its traceparent
+        and tracestate, else the current OpenTelemetry context's (flowbus.tracing)."""
+        sequence = self.keep(name, params, trace)
+        self.flush(send)
+        return sequence
 
 
 class RoutingWatch:
@@ -610,59 +624,72 @@ class EventResume:
 
 
 class ViewState:
-    """A view of one reactor (3.3): its actions' acks and its states joined with the Clone rule.
+    """A view of one reactor (3.3): its actions and snapshot requests, kept in a ReliableOutbox
+    until the host acknowledges them, and its states joined with the Clone rule.
 
-    Feed it what the states SUB and the actions DEALER receive; a method that returns frames
-    wants them sent on the DEALER (a snapshotRequest after a gap or a new host source)."""
+    Feed it what the states SUB and the actions DEALER receive, each with the DEALER's `send`;
+    what it keeps (an action, a snapshotRequest after a gap or a new host source) it offers to
+    `send` at once, and again as the outbox's rules say (`wake_time`). With `following` (the
+    instances of a host with a standby) it sends again what was not acknowledged to the instance
+    that acknowledges next, and after a silence."""
 
-    def __init__(self, reactor_id: str, source: Optional[str] = None, content_type: int = CONTENT_JSON) -> None:
+    def __init__(self, reactor_id: str, source: Optional[str] = None, content_type: int = CONTENT_JSON, *,
+                 following: bool = False, retransmit_interval: float = 0.5,
+                 max_retransmit_interval: float = 2.0) -> None:
         self.reactor_id = reactor_id
         self.source = source or new_source(f"view:{reactor_id}")
         self.content_type = content_type
         self.state_topic = topic("state/", reactor_id).decode("utf-8")
-        self.ledger = AckLedger(self.source)
+        self.outbox = ReliableOutbox(self.source, following=following, retransmit_interval=retransmit_interval,
+                                     max_retransmit_interval=max_retransmit_interval)
+        self.ledger = self.outbox.ledger
         self.merger = CloneMerger()
         self.ready: deque[StateUpdate] = deque()
         self.snapshot_sequence: Optional[int] = None  # of our pending snapshotRequest
         self.host_source: Optional[str] = None
         self.heard_host = False
 
-    def snapshot_request(self) -> Frames:
-        sequence = self.ledger.next_sequence()
+    def snapshot_request(self, send: Sender) -> int:
+        """Keeps a snapshotRequest and offers it to `send`; its sequence."""
+        sequence = self.outbox.keep_frames(
+            lambda sequence: snapshot_request_frames(self.reactor_id, source=self.source, sequence=sequence))
         self.snapshot_sequence = sequence
-        return snapshot_request_frames(self.reactor_id, source=self.source, sequence=sequence)
+        self.outbox.flush(send)
+        return sequence
 
-    def action(self, name: str, params: Params, trace: Optional[Trace] = None) -> Frames:
-        """The frames of action `name`, sequence `ledger.sequence + 1`: call `sent()` once they went.
-        `trace` as for StepOutbox.publish."""
+    def action(self, name: str, params: Params, send: Sender, trace: Optional[Trace] = None) -> int:
+        """Keeps action `name` and offers it to `send`; its sequence. `trace` as for StepOutbox.publish."""
         traceparent, tracestate = trace_for(*trace) if trace else current_trace()
-        return action_frames(self.reactor_id, name, params, source=self.source, sequence=self.ledger.sequence + 1,
-                             content_type=self.content_type, traceparent=traceparent, tracestate=tracestate)
+        sequence = self.outbox.keep_frames(lambda sequence: action_frames(
+            self.reactor_id, name, params, source=self.source, sequence=sequence, content_type=self.content_type,
+            traceparent=traceparent, tracestate=tracestate))
+        self.outbox.flush(send)
+        return sequence
 
-    def sent(self) -> int:
-        return self.ledger.next_sequence()
-
-    def _deliver(self, result: tuple[list[StateUpdate], bool]) -> Optional[Frames]:
+    def _deliver(self, result: tuple[list[StateUpdate], bool], send: Sender) -> None:
         delivered, resync = result
         self.ready.extend(delivered)
-        return self.snapshot_request() if resync else None
+        if resync:
+            self.snapshot_request(send)
 
-    def on_state_socket(self, message: Optional[Message]) -> Optional[Frames]:
+    def on_state_socket(self, message: Optional[Message], send: Sender) -> None:
         if isinstance(message, Heartbeat):
             self.heard_host = True
         elif isinstance(message, State) and message.topic == self.state_topic:
             self.heard_host = True
-            return self._deliver(self.merger.state(message.sequence, message.value, message.source))
-        return None
+            self._deliver(self.merger.state(message.sequence, message.value, message.source), send)
 
-    def on_dealer(self, message: Optional[Message]) -> Optional[Frames]:
+    def on_dealer(self, message: Optional[Message], send: Sender) -> None:
         if isinstance(message, Snapshot):
             if message.topic == self.state_topic:
                 self.host_source = message.source
-                return self._deliver(self.merger.snapshot(message.sequence, message.value, message.source))
+                self._deliver(self.merger.snapshot(message.sequence, message.value, message.source), send)
         elif message is not None:
-            self.ledger.handle(message)
-        return None
+            self.outbox.on_reply(message, send)
+
+    def wake_time(self, now: float, deadline: float, send: Sender) -> float:
+        """As ReliableOutbox.wake_time: offers again what waits, and says when to look again."""
+        return self.outbox.wake_time(now, deadline, send)
 
     def next_ready(self) -> Optional[StateUpdate]:
         """The next state to deliver, if any; Refused if the host refused our snapshotRequest."""

@@ -321,26 +321,26 @@ class Postgres:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class Flowd:
-    """One flowd instance: its run directory (endpoints, config, logs) and its process, which
+class Daemon:
+    """A daemon of the test's: its run directory (endpoints, config, logs) and its process, which
     `start()` starts (again after a kill: the same endpoints, a new instance)."""
 
-    def __init__(self, bin_dir, base, name, url):
-        self.bin_dir, self.name = bin_dir, name
+    def __init__(self, base, name):
+        self.name = name
         self.dir = base / name
         self.dir.mkdir()
-        self.ingress, self.events, self.control = (f"ipc://{self.dir}/{s}.sock" for s in ("ingress", "events", "control"))
-        self.config = self.dir / "flowd.yaml"
-        self.config.write_text(CONFIG.format(dir=self.dir, url=url))
         self.starts = 0
         self.process = self._log = None
 
+    def command(self):
+        raise NotImplementedError
+
     def start(self):
         self.starts += 1
-        self.log_path = self.dir / f"flowd-{self.starts}.log"
+        self.log_path = self.dir / f"{self.name}-{self.starts}.log"
         self._log = open(self.log_path, "wb")
-        self.process = subprocess.Popen([str(self.bin_dir / "flowd"), "--config", str(self.config), "--log-level",
-                                         "info"], stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.process = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL)
         return self
 
     def log(self):
@@ -351,10 +351,10 @@ class Flowd:
         deadline = time.monotonic() + timeout
         while text not in self.log():
             if self.process.poll() is not None:
-                raise RuntimeError(f"flowd {self.name} exited with {self.process.returncode} before logging {text!r}:"
+                raise RuntimeError(f"{self.name} exited with {self.process.returncode} before logging {text!r}:"
                                    f"\n{self.log()}")
             if time.monotonic() > deadline:
-                raise TimeoutError(f"flowd {self.name} did not log {text!r} within {timeout} s:\n{self.log()}")
+                raise TimeoutError(f"{self.name} did not log {text!r} within {timeout} s:\n{self.log()}")
             time.sleep(0.05)
 
     def kill(self):
@@ -373,6 +373,32 @@ class Flowd:
                 self.process.kill()
                 self.process.wait(timeout=5)
         self._log.close()
+
+
+class Flowd(Daemon):
+    """One flowd instance of a pair on one journal."""
+
+    def __init__(self, bin_dir, base, name, url):
+        super().__init__(base, name)
+        self.bin_dir = bin_dir
+        self.ingress, self.events, self.control = (f"ipc://{self.dir}/{s}.sock" for s in ("ingress", "events", "control"))
+        self.config = self.dir / "flowd.yaml"
+        self.config.write_text(CONFIG.format(dir=self.dir, url=url))
+
+    def command(self):
+        return [str(self.bin_dir / "flowd"), "--config", str(self.config), "--log-level", "info"]
+
+
+class TallyHost(Daemon):
+    """Instance `number` of the reactor host `tally` (fixture-reactors), its states in PostgreSQL."""
+
+    def __init__(self, bin_dir, base, number, config):
+        super().__init__(base, f"tally-{number}")
+        self.bin_dir, self.number, self.config = bin_dir, number, config
+
+    def command(self):
+        return [str(self.bin_dir / "fixture-reactors"), "--config", str(self.config), "--host", "tally",
+                "--instance", str(self.number)]
 
 
 @pytest.fixture
@@ -526,3 +552,85 @@ def test_stepper_follows_the_active_flowd_across_sigkills(pair, postgres):
     print(f"failover: {STEPS} steps, the active flowd killed twice with steps in flight; acknowledged by the new "
           f"active {', '.join(f'{f:.2f}' for f in failovers)} s after the kills; {stepper.resent} sent again; "
           f"{len(missed)} missed on events; {time.monotonic() - started:.1f} s in all")
+
+
+# MARK: two reactor host instances on PostgreSQL
+
+TALLY_CONFIG = """\
+endpoints:
+  ingress: ipc://{dir}/ingress.sock
+  events: ipc://{dir}/events.sock
+  control: ipc://{dir}/control.sock
+heartbeatMilliseconds: 100
+reactors:
+  tally:
+    instances:
+      - {{ actions: "ipc://{dir}/tally-1/actions.sock", states: "ipc://{dir}/tally-1/states.sock" }}
+      - {{ actions: "ipc://{dir}/tally-2/actions.sock", states: "ipc://{dir}/tally-2/states.sock" }}
+    serves: [tally/]
+    persistence: {{ postgres: "{url}", reactors: [tally/] }}
+"""
+ACTIONS = 300  # add(n), n = 1 … ACTIONS, sent in chunks of CHUNK; the active host is SIGKILLed after KILLS
+
+
+@pytest.mark.time_limit(180)
+def test_a_view_follows_the_active_reactor_host_across_sigkills(bin_dir, postgres, request):
+    """Two SIGKILLs of the active instance of a reactor host (fixture-reactors' tallies, their
+    states in PostgreSQL) while a ReactorView given both instances' endpoints sends actions with
+    some in flight: every action acknowledged and applied once (the tally counts each), the
+    states delivered in order, and the view on the instance that took over."""
+    base = pathlib.Path(tempfile.mkdtemp(prefix="fbrh-", dir="/tmp"))
+    config = base / "tally.yaml"
+    config.write_text(TALLY_CONFIG.format(dir=base, url=postgres.create_database("reactors")))
+    hosts = [TallyHost(bin_dir, base, number, config) for number in (1, 2)]
+    started = time.monotonic()
+    try:
+        hosts[0].start().wait_log("holding the lease of reactor host tally", timeout=30)
+        hosts[1].start().wait_log("standby: ", timeout=30)
+        actions = [f"ipc://{host.dir}/actions.sock" for host in hosts]
+        states = [f"ipc://{host.dir}/states.sock" for host in hosts]
+        takeovers, delivered = [], []
+        with flowbus.ReactorView(actions, states, "tally/py", timeout=T) as view:
+            first = view.next_state(T)
+            assert first is not None and first.is_snapshot and first.value == {"count": 0, "sum": 0}
+            first_instance = view.host_source
+            active, standby = hosts
+            for chunk in range(ACTIONS // CHUNK):
+                last = None
+                for n in range(chunk * CHUNK + 1, (chunk + 1) * CHUNK + 1):
+                    last = view.send_params("add", {"n": n}, wait=False)
+                if chunk in KILLS:
+                    killed = time.monotonic()
+                    active.kill()  # SIGKILL, with actions in flight
+                    view.wait_ack(last, timeout=FAILOVER_T)
+                    takeovers.append(time.monotonic() - killed)
+                    active.start().wait_log("standby: ", timeout=30)  # the killed one comes back as the standby
+                    active, standby = standby, active
+                else:
+                    view.wait_ack(last)
+            assert view.instance is not None and view.instance != first_instance
+            final, deadline = first, time.monotonic() + FAILOVER_T
+            while final.value["count"] < ACTIONS:
+                update = view.next_state(max(0.0, deadline - time.monotonic()))
+                assert update is not None, f"states stopped at {final.value} (sequence {final.sequence})"
+                delivered.append(update.sequence)
+                final = update
+            assert _increasing(delivered), f"states out of order: {delivered}"
+            assert final.value == {"count": ACTIONS, "sum": ACTIONS * (ACTIONS + 1) // 2}, \
+                "each action applied once"
+            assert final.sequence == ACTIONS, "one state per action, none skipped or reused"
+            assert view.resent > 0, "what the killed instances had not acknowledged was sent again"
+            assert view.resynchronisations >= len(KILLS), "a snapshot from each instance that took over"
+        print(f"reactor host failover: {ACTIONS} actions, the active instance killed twice; acknowledged by the "
+              f"new active {', '.join(f'{t:.2f}' for t in takeovers)} s after the kills; {view.resent} sent again; "
+              f"{time.monotonic() - started:.1f} s in all")
+    finally:
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:
+            for host in hosts:
+                for log in sorted(host.dir.glob("*.log")):
+                    print(f"--- {host.name} {log.name}\n{log.read_text(errors='replace')[-6000:]}")
+        signal.alarm(0)
+        for host in hosts:
+            host.stop()
+        shutil.rmtree(base, ignore_errors=True)

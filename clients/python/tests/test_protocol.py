@@ -120,23 +120,64 @@ def test_topic_filter_subscribes_heartbeats_last_and_matches_prefixes():
     assert topics.wanted(diagnostic("x")) and not topics.wanted(decode(heartbeat_frames(source="f", sequence=1)))
 
 
+class FrameLog:
+    """A Sender that keeps the frames it took."""
+
+    def __init__(self):
+        self.sent = []
+
+    def __call__(self, frames):
+        self.sent.append(frames)
+        return True
+
+    def last(self):
+        return decode(self.sent[-1])
+
+
 def test_view_state_joins_snapshot_and_states_and_asks_again_after_a_gap():
-    view = ViewState("counter", "view:counter#py-test")
-    request = decode(view.snapshot_request())
+    view, sent = ViewState("counter", "view:counter#py-test"), FrameLog()
+    assert view.snapshot_request(sent) == 1
+    request = sent.last()
     assert request.sequence == 1 and request.topic == "snapshot/counter"
-    assert view.on_state_socket(decode(state_frames("counter", {"v": 3}, source="host#1", sequence=3))) is None
+    view.on_state_socket(decode(state_frames("counter", {"v": 3}, source="host#1", sequence=3)), sent)
+    assert len(sent.sent) == 1
     assert view.next_ready() is None, "live states wait for the snapshot"
-    view.on_dealer(decode(snapshot_frames("counter", {"v": 2}, source="host#1", sequence=2)))
+    view.on_dealer(decode(snapshot_frames("counter", {"v": 2}, source="host#1", sequence=2)), sent)
     assert [(u.sequence, u.is_snapshot) for u in (view.next_ready(), view.next_ready())] == [(2, True), (3, False)]
-    again = view.on_state_socket(decode(state_frames("counter", {"v": 5}, source="host#1", sequence=5)))
-    assert again is not None and decode(again).sequence == 2, "a gap asks for a new snapshot"
-    assert view.on_state_socket(decode(state_frames("counter2", {"v": 9}, source="host#1", sequence=6))) is None
+    view.on_state_socket(decode(state_frames("counter", {"v": 5}, source="host#1", sequence=5)), sent)
+    assert len(sent.sent) == 2 and sent.last().sequence == 2, "a gap asks for a new snapshot"
+    view.on_state_socket(decode(state_frames("counter2", {"v": 9}, source="host#1", sequence=6)), sent)
+    assert len(sent.sent) == 2
     refused = ViewState("nothing")
-    refused.snapshot_request()
+    refused.snapshot_request(sent)
     refused.on_dealer(decode(diagnostic_frames("unknown-reactor", "no", {"source": refused.source, "sequence": 1},
-                                               source="host#1", sequence=1)))
+                                               source="host#1", sequence=1)), sent)
     with pytest.raises(Refused):
         refused.next_ready()
+
+
+def test_view_state_following_a_host_with_a_standby_sends_again_what_was_not_acknowledged():
+    """The actions and the snapshot request are kept until acknowledged; acks from another instance
+    (the standby took over) send again the rest, and a new host source asks for a new snapshot."""
+    view, sent = ViewState("counter", "view:counter#py-test", following=True), Socket()
+    view.snapshot_request(sent)
+    view.on_dealer(decode(snapshot_frames("counter", {"v": 0}, source="host#1", sequence=0)), sent)
+    view.on_dealer(decode(ack_frames(view.source, 1, source="host#1", sequence=1)), sent)
+    assert [view.action("add", {"n": n}, sent) for n in (1, 2, 3)] == [2, 3, 4]
+    view.on_dealer(decode(ack_frames(view.source, 2, source="host#1", sequence=2)), sent)
+    assert sent.sent == [1, 2, 3, 4]
+    # host#1 dies having applied 2 and 3; the standby, host#2, has them in the database.
+    view.on_state_socket(decode(state_frames("counter", {"v": 1}, source="host#2", sequence=9)), sent)
+    assert sent.sent[-1] == 5, "a new host source: a new snapshot request"
+    view.on_dealer(decode(ack_frames(view.source, 3, source="host#2", sequence=1)), sent)
+    assert sent.sent[-2:] == [4, 5], "what host#2 has not acknowledged goes to it again"
+    assert view.outbox.resent == 2 and view.outbox.instance == "host#2"
+    view.on_dealer(decode(ack_frames(view.source, 5, source="host#2", sequence=2)), sent)
+    assert view.ledger.acked == 5 and not view.ledger.unacked
+    # Silence: sent again after retransmit_interval, doubling.
+    view.action("add", {"n": 4}, sent)
+    assert view.wake_time(10.0, 20.0, sent) == 10.5
+    assert view.wake_time(10.5, 20.0, sent) == 11.5 and sent.sent[-2:] == [6, 6]
 
 
 def test_status_exchange_answers_replies_and_refusals():
@@ -156,7 +197,9 @@ def test_steps_and_actions_carry_the_trace_they_are_given_or_the_active_opentele
     outbox.keep("start", {}, (TRACEPARENT, "congo=t61rcWkgMzE"))
     kept = decode(outbox.ledger.unacked[1])
     assert (kept.traceparent, kept.tracestate) == (TRACEPARENT, "congo=t61rcWkgMzE")
-    assert decode(view.action("increase", {}, (TRACEPARENT, ""))).trace_id == TRACEPARENT[3:35]
+    sent = FrameLog()
+    view.action("increase", {}, sent, (TRACEPARENT, ""))
+    assert sent.last().trace_id == TRACEPARENT[3:35]
     # No span is active: nothing to propagate, no trace frame.
     outbox.keep("again", {})
     assert len(outbox.ledger.unacked[2]) == 4
@@ -164,7 +207,8 @@ def test_steps_and_actions_carry_the_trace_they_are_given_or_the_active_opentele
     tracer = opentelemetry.TracerProvider().get_tracer("test")
     with tracer.start_as_current_span("checkout") as span:
         outbox.keep("inside", {})
-        action = decode(view.action("increase", {}))
+        view.action("increase", {}, sent)
+        action = sent.last()
     context = span.get_span_context()
     # (The flags may say more than "sampled": W3C level 2's random trace id flag.)
     assert decode(outbox.ledger.unacked[3]).traceparent[:52] == f"00-{context.trace_id:032x}-{context.span_id:016x}"
