@@ -14,16 +14,30 @@ package final class HostStepOutlet {
     private let contentType: ContentType
     private let dealer: ReliableDealer
 
-    package init(
+    /// A stepper whose source id is `<stepperID>#<sourceSuffix>`, numbering from 1.
+    package convenience init(
         stepperID: String, sourceSuffix: String, endpoints: [String], contentType: ContentType, curve: CurveKeys,
         heartbeatMilliseconds: Int, context: Context, logger: Logger
     ) throws {
+        try self.init(
+            stepperID: stepperID, sourceID: Self.sourceID(stepperID, suffix: sourceSuffix), continuingAfter: 0,
+            endpoints: endpoints, contentType: contentType, curve: curve, heartbeatMilliseconds: heartbeatMilliseconds,
+            context: context, logger: logger)
+    }
+
+    /// A stepper going on with `sourceID` after sequence `last` (its steps are kept by the host's
+    /// store across restarts).
+    package init(
+        stepperID: String, sourceID: String, continuingAfter last: UInt64, endpoints: [String],
+        contentType: ContentType, curve: CurveKeys, heartbeatMilliseconds: Int, context: Context, logger: Logger
+    ) throws {
         self.stepperID = stepperID
-        sourceID = "\(stepperID)#\(sourceSuffix)"
+        self.sourceID = sourceID
         self.contentType = contentType
         dealer = try ReliableDealer(
             sourceID: sourceID, endpoints: endpoints, curve: curve, context: context,
-            heartbeatMilliseconds: heartbeatMilliseconds, linger: 2000, followsConnections: true)
+            heartbeatMilliseconds: heartbeatMilliseconds, linger: 2000, followsConnections: true,
+            continuingAfter: last)
         dealer.didResend = { reason, count in
             logger.notice("resending \(count) unacknowledged step(s) of \(stepperID) to flowd: \(reason)")
         }
@@ -42,6 +56,33 @@ package final class HostStepOutlet {
                 "step \(name) as \(stepperID) dropped: \(waiting) steps wait for flowd's ack (is flowd running?)")
             return false
         }
+        return enqueue(name: name, params: params, trace: trace, logger: logger)
+    }
+
+    /// The source id of stepper `stepperID` in a host whose source id ends in `suffix`.
+    package static func sourceID(_ stepperID: String, suffix: String) -> String {
+        "\(stepperID)#\(suffix)"
+    }
+
+    /// The last sequence flowd acknowledged.
+    package var acknowledged: UInt64 { dealer.outbox.lastAcknowledged }
+
+    /// Queues a step the host's store kept with `sequence`, whatever waits already: it is saved,
+    /// so it must go out, and only the store's own growth bounds it.
+    /// - Returns: false when the outbox's next sequence is not `sequence` (the step is not queued).
+    package func sendKept(
+        name: String, params: WireParams, trace: TraceContext?, sequence: UInt64, logger: Logger
+    ) -> Bool {
+        guard dealer.outbox.lastSequence + 1 == sequence else {
+            logger.error(
+                "step \(name) of \(stepperID) kept with sequence \(sequence), but the next is \(dealer.outbox.lastSequence + 1): not sent"
+            )
+            return false
+        }
+        return enqueue(name: name, params: params, trace: trace, logger: logger)
+    }
+
+    private func enqueue(name: String, params: WireParams, trace: TraceContext?, logger: Logger) -> Bool {
         do {
             try dealer.enqueue { sequence throws(WireError) in
                 try StepMessage(

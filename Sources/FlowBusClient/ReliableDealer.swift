@@ -41,12 +41,13 @@ package final class ReliableDealer {
     ///     tells a restarted host by its source instead (``heard(from:)``).
     ///   - heartbeatMilliseconds: The topology's heartbeat interval; with several endpoints, a
     ///     connection silent for two of them is dropped.
+    ///   - last: The sequence the source gave out last (a source kept across restarts).
     package init(
         sourceID: String, endpoints: [String], curve: CurveKeys, context: Context, heartbeatMilliseconds: Int,
-        maxOutstanding: Int = 10_000, linger: Int32, followsConnections: Bool
+        maxOutstanding: Int = 10_000, linger: Int32, followsConnections: Bool, continuingAfter last: UInt64 = 0
     ) throws {
         precondition(!endpoints.isEmpty, "a sender needs its daemon's endpoint")
-        outbox = ReliableOutbox(sourceID: sourceID, maxOutstanding: maxOutstanding)
+        outbox = ReliableOutbox(sourceID: sourceID, maxOutstanding: maxOutstanding, continuingAfter: last)
         links = FlowdLinks(endpoints: endpoints)
         socket = try context.socket(.dealer)
         try socket.setOptions([.sendHighWaterMark(100_000), .linger(linger)])

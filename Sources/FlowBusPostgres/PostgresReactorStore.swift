@@ -67,6 +67,18 @@ public final class PostgresReactorStore: SharedReactorStateStore {
             host TEXT NOT NULL, source BYTEA NOT NULL, sequence BIGINT NOT NULL, seen_at DOUBLE PRECISION NOT NULL,
             PRIMARY KEY (host, source))
         """,
+        // The steps of reactors that are steppers, kept until flowd acknowledges them (no trace: '').
+        """
+        CREATE TABLE IF NOT EXISTS flowbus_reactor_stepper (
+            host TEXT NOT NULL, stepper_id BYTEA NOT NULL, source BYTEA NOT NULL, sequence BIGINT NOT NULL,
+            PRIMARY KEY (host, stepper_id))
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS flowbus_reactor_step (
+            host TEXT NOT NULL, stepper_id BYTEA NOT NULL, source BYTEA NOT NULL, sequence BIGINT NOT NULL,
+            name BYTEA NOT NULL, params BYTEA NOT NULL, traceparent TEXT NOT NULL, tracestate TEXT NOT NULL,
+            PRIMARY KEY (host, source, sequence))
+        """,
     ]
 
     // MARK: Lease
@@ -141,6 +153,145 @@ public final class PostgresReactorStore: SharedReactorStateStore {
             sources: sources.keys.map { ByteBuffer(string: $0) },
             sourceSequences: sources.values.map { Int64(bitPattern: $0) }, now: Date().timeIntervalSince1970)
         _ = try session.exclusive { try session.runPrepared(statement) }
+    }
+
+    public var keepsSteps: Bool { true }
+
+    public func loadSteppers() throws -> [String: SavedStepper] {
+        try session.exclusive {
+            var steppers: [String: SavedStepper] = [:]
+            for row in try session.run(
+                "SELECT stepper_id, source, sequence FROM flowbus_reactor_stepper WHERE host = \(hostName)"
+            ).rows {
+                let (stepperID, source, sequence) = try row.decode((ByteBuffer, ByteBuffer, Int64).self)
+                steppers[String(buffer: stepperID)] = SavedStepper(
+                    source: String(buffer: source), lastSequence: UInt64(bitPattern: sequence), unacknowledged: [])
+            }
+            for row in try session.run(
+                """
+                SELECT stepper_id, source, sequence, name, params, traceparent, tracestate FROM flowbus_reactor_step
+                WHERE host = \(hostName) ORDER BY source, sequence
+                """,
+                timeout: .seconds(60)
+            ).rows {
+                let (stepperID, source, sequence, name, params, traceparent, tracestate) = try row.decode(
+                    (ByteBuffer, ByteBuffer, Int64, ByteBuffer, ByteBuffer, String, String).self)
+                let step = SavedStep(
+                    stepperID: String(buffer: stepperID), source: String(buffer: source),
+                    sequence: UInt64(bitPattern: sequence), name: String(buffer: name), params: Array(buffer: params),
+                    traceparent: traceparent.isEmpty ? nil : traceparent,
+                    tracestate: tracestate.isEmpty ? nil : tracestate
+                )
+                // A step of a source the stepper no longer has cannot be sent again as it was.
+                guard steppers[step.stepperID]?.source == step.source else { continue }
+                steppers[step.stepperID]?.unacknowledged.append(step)
+            }
+            return steppers
+        }
+    }
+
+    public func save(
+        states: [ReactorStateRecord], sources: [String: UInt64], steps: [SavedStep], acknowledged: [String: UInt64]
+    ) throws {
+        guard !steps.isEmpty || !acknowledged.isEmpty else { return try save(states: states, sources: sources) }
+        let statement = SaveWithStepsStatement(
+            host: hostName, reactorIDs: states.map { ByteBuffer(string: $0.reactorID) },
+            sequences: states.map { Int64(bitPattern: $0.sequence) },
+            states: states.map { ByteBuffer(bytes: $0.bytes) },
+            sources: sources.keys.map { ByteBuffer(string: $0) },
+            sourceSequences: sources.values.map { Int64(bitPattern: $0) }, now: Date().timeIntervalSince1970,
+            stepperIDs: steps.map { ByteBuffer(string: $0.stepperID) },
+            stepSources: steps.map { ByteBuffer(string: $0.source) },
+            stepSequences: steps.map { Int64(bitPattern: $0.sequence) },
+            names: steps.map { ByteBuffer(string: $0.name) }, params: steps.map { ByteBuffer(bytes: $0.params) },
+            traceparents: steps.map { $0.traceparent ?? "" }, tracestates: steps.map { $0.tracestate ?? "" },
+            acknowledgedSources: acknowledged.keys.map { ByteBuffer(string: $0) },
+            acknowledgedSequences: acknowledged.values.map { Int64(bitPattern: $0) })
+        _ = try session.exclusive { try session.runPrepared(statement) }
+    }
+
+    /// ``SaveStatement`` with the steps the states caused and the steps flowd acknowledged
+    /// forgotten: still one statement, one transaction.
+    private struct SaveWithStepsStatement: PostgresPreparedStatement {
+        static let name = "flowbus_reactor_save_steps"
+        static let sql = """
+            WITH saved AS (
+                INSERT INTO flowbus_reactor_state (host, reactor_id, sequence, state, saved_at)
+                SELECT $1::text, r, q, s, $7::float8 FROM unnest($2::bytea[], $3::int8[], $4::bytea[]) AS u(r, q, s)
+                ON CONFLICT (host, reactor_id) DO UPDATE
+                    SET sequence = excluded.sequence, state = excluded.state, saved_at = excluded.saved_at
+                RETURNING 1),
+            dealt AS (
+                INSERT INTO flowbus_reactor_source (host, source, sequence, seen_at)
+                SELECT $1::text, s, q, $7::float8 FROM unnest($5::bytea[], $6::int8[]) AS u(s, q)
+                ON CONFLICT (host, source) DO UPDATE
+                    SET sequence = GREATEST(flowbus_reactor_source.sequence, excluded.sequence), seen_at = excluded.seen_at
+                RETURNING 1),
+            kept AS (
+                INSERT INTO flowbus_reactor_step (host, stepper_id, source, sequence, name, params, traceparent, tracestate)
+                SELECT $1::text, i, s, q, n, p, t, ts
+                FROM unnest($8::bytea[], $9::bytea[], $10::int8[], $11::bytea[], $12::bytea[], $13::text[], $14::text[])
+                    AS u(i, s, q, n, p, t, ts)
+                ON CONFLICT (host, source, sequence) DO NOTHING
+                RETURNING 1),
+            numbered AS (
+                INSERT INTO flowbus_reactor_stepper (host, stepper_id, source, sequence)
+                SELECT $1::text, i, s, max(q) FROM unnest($8::bytea[], $9::bytea[], $10::int8[]) AS u(i, s, q)
+                GROUP BY i, s
+                ON CONFLICT (host, stepper_id) DO UPDATE SET source = excluded.source,
+                    sequence = CASE WHEN flowbus_reactor_stepper.source = excluded.source
+                        THEN GREATEST(flowbus_reactor_stepper.sequence, excluded.sequence) ELSE excluded.sequence END
+                RETURNING 1),
+            forgotten AS (
+                DELETE FROM flowbus_reactor_step AS k USING unnest($15::bytea[], $16::int8[]) AS u(s, q)
+                WHERE k.host = $1::text AND k.source = u.s AND k.sequence <= u.q
+                RETURNING 1)
+            SELECT (SELECT count(*) FROM saved), (SELECT count(*) FROM dealt), (SELECT count(*) FROM kept),
+                (SELECT count(*) FROM numbered), (SELECT count(*) FROM forgotten)
+            """
+        typealias Row = (Int64, Int64, Int64, Int64, Int64)
+
+        var host: String
+        var reactorIDs: [ByteBuffer]
+        var sequences: [Int64]
+        var states: [ByteBuffer]
+        var sources: [ByteBuffer]
+        var sourceSequences: [Int64]
+        var now: Double
+        var stepperIDs: [ByteBuffer]
+        var stepSources: [ByteBuffer]
+        var stepSequences: [Int64]
+        var names: [ByteBuffer]
+        var params: [ByteBuffer]
+        var traceparents: [String]
+        var tracestates: [String]
+        var acknowledgedSources: [ByteBuffer]
+        var acknowledgedSequences: [Int64]
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 16)
+            bindings.append(host)
+            bindings.append(reactorIDs)
+            bindings.append(sequences)
+            bindings.append(states)
+            bindings.append(sources)
+            bindings.append(sourceSequences)
+            bindings.append(now)
+            bindings.append(stepperIDs)
+            bindings.append(stepSources)
+            bindings.append(stepSequences)
+            bindings.append(names)
+            bindings.append(params)
+            bindings.append(traceparents)
+            bindings.append(tracestates)
+            bindings.append(acknowledgedSources)
+            bindings.append(acknowledgedSequences)
+            return bindings
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row {
+            try row.decode(Row.self)
+        }
     }
 
     /// States and de-duplication entries as arrays, one statement (so one transaction and one

@@ -141,11 +141,20 @@ package struct ReliableOutbox: Sendable {
     ///   - retransmitInterval: The first interval without ack progress before a resend.
     ///   - maxRetransmitInterval: The cap of the doubling interval.
     ///   - maxRecordedRefusals: How many refusals to keep.
+    ///   - last: The sequence the source gave out last before this outbox (one whose sequence is
+    ///     kept across restarts): the first message enqueued gets the next.
     package init(
         sourceID: String, maxOutstanding: Int = 10_000, retransmitInterval: Duration = .seconds(1),
-        maxRetransmitInterval: Duration = .seconds(30), maxRecordedRefusals: Int = 1024
+        maxRetransmitInterval: Duration = .seconds(30), maxRecordedRefusals: Int = 1024,
+        continuingAfter last: UInt64 = 0
     ) {
         self.sourceID = sourceID
+        base = last + 1
+        lastSequence = last
+        lastAcknowledged = last
+        nextToHandOver = last + 1
+        highestHandedOver = last
+        handedOverBeforeTransmission = last
         self.maxOutstanding = maxOutstanding
         self.retransmitInterval = retransmitInterval
         self.maxRetransmitInterval = maxRetransmitInterval

@@ -47,6 +47,15 @@ final class ReactorHostRole: DaemonRole {
     /// The sequence saved last per persisted reactor.
     private var savedSequence: [String: UInt64] = [:]
     private var persistedIDs: [String: Bool] = [:]
+    /// Whether the store keeps the reactors' steps until flowd acknowledges them: their steppers
+    /// then keep their source ids and sequences across restarts.
+    private let keepsSteps: Bool
+    /// Each kept stepper's source id and last sequence saved.
+    private var keptSteppers: [String: (source: String, last: UInt64)] = [:]
+    /// Per kept stepper's source, the last sequence flowd acknowledged whose steps the store forgot.
+    private var forgottenSteps: [String: UInt64] = [:]
+    /// The sequences the last save gave the steps of the items it saved, in order, for ``publish(_:)``.
+    private var savedStepSequences: [UInt64?] = []
     /// A failing save is tried again this often.
     private static let saveRetry: Duration = .milliseconds(200)
 
@@ -60,6 +69,7 @@ final class ReactorHostRole: DaemonRole {
         shared = database as? any SharedReactorStateStore
         self.context = context
         wireLimits = WireLimits(maxFrameBytes: settings.limits.maxMessageBytes)
+        keepsSteps = database?.keepsSteps ?? false
         if let database {
             let loaded = try database.load()
             saved = loaded.states
@@ -67,6 +77,38 @@ final class ReactorHostRole: DaemonRole {
             logger.info(
                 "reactor states in \(database.location)",
                 metadata: ["states": "\(loaded.states.count)", "sources": "\(loaded.sources)"])
+            if keepsSteps { try resumeSteppers(database.loadSteppers()) }
+        }
+    }
+
+    /// Takes up the steppers the store kept, and sends again the steps flowd had not
+    /// acknowledged when the host (or the instance before it) stopped: flowd applies each once.
+    private func resumeSteppers(_ kept: [String: SavedStepper]) throws {
+        for (stepperID, stepper) in kept {
+            keptSteppers[stepperID] = (stepper.source, stepper.lastSequence)
+            guard let first = stepper.unacknowledged.first else { continue }
+            forgottenSteps[stepper.source] = first.sequence - 1
+            let stepOutlet = try HostStepOutlet(
+                stepperID: stepperID, sourceID: stepper.source, continuingAfter: first.sequence - 1,
+                endpoints: settings.stepIngress, contentType: settings.contentType, curve: settings.curve,
+                heartbeatMilliseconds: settings.heartbeat.wholeMilliseconds, context: context, logger: logger)
+            steppers[stepperID] = stepOutlet
+            var resent = 0
+            for step in stepper.unacknowledged {
+                let params = (try? FBV.decode(step.params))?.mapValue ?? [:]
+                let trace = step.traceparent.flatMap {
+                    TraceContext(traceparent: $0, tracestate: step.tracestate ?? "")
+                }
+                if stepOutlet.sendKept(
+                    name: step.name, params: params, trace: trace, sequence: step.sequence, logger: logger)
+                {
+                    resent += 1
+                }
+            }
+            outlet.count { $0.stepsSent += resent }
+            logger.notice(
+                "sending again \(resent) step(s) of stepper \(stepperID) that flowd had not acknowledged (\(stepper.source) \(first.sequence)…\(stepper.unacknowledged.last?.sequence ?? first.sequence))"
+            )
         }
     }
 
@@ -268,14 +310,22 @@ final class ReactorHostRole: DaemonRole {
             states[reactorID] = (sequence, state)
         }
         let sources = unsavedSources
-        guard !states.isEmpty || !sources.isEmpty else { return true }
+        let (steps, stepSequences, lastKept) = keepsSteps ? stepsToKeep(items) : ([], [], [:])
+        let acknowledged = keepsSteps ? acknowledgedSteps() : [:]
+        guard !states.isEmpty || !sources.isEmpty || !steps.isEmpty || !acknowledged.isEmpty else {
+            savedStepSequences = stepSequences
+            return true
+        }
         do {
             let records = try states.map {
                 ReactorStateRecord(
                     reactorID: $0.key, sequence: $0.value.sequence, bytes: try FBV.encode($0.value.state))
             }
-            try database.save(states: records, sources: sources)
+            try database.save(states: records, sources: sources, steps: steps, acknowledged: acknowledged)
             for (reactorID, state) in states { savedSequence[reactorID] = state.sequence }
+            keptSteppers.merge(lastKept) { $1 }
+            forgottenSteps.merge(acknowledged) { max($0, $1) }
+            savedStepSequences = stepSequences
             outlet.count { $0.saves += 1 }
             unsavedSources.removeAll(keepingCapacity: true)
             return true
@@ -295,6 +345,64 @@ final class ReactorHostRole: DaemonRole {
             }
             return false
         }
+    }
+
+    /// The steps among `items`, numbered after what each stepper's source saved last (a stepper's
+    /// first step makes its source id), and, for each item, the sequence of its step if it is one
+    /// that is kept (nil: not a step, or one that cannot be encoded, which is not sent).
+    private func stepsToKeep(
+        _ items: [ReactorHostOutboxItem]
+    ) -> (steps: [SavedStep], sequences: [UInt64?], last: [String: (source: String, last: UInt64)]) {
+        var steps: [SavedStep] = []
+        var sequences: [UInt64?] = []
+        var last: [String: (source: String, last: UInt64)] = [:]
+        for item in items {
+            guard case .step(let stepperID, let name, let params, let trace) = item else {
+                sequences.append(nil)
+                continue
+            }
+            let (source, previous) =
+                last[stepperID] ?? keptSteppers[stepperID]
+                ?? (HostStepOutlet.sourceID(stepperID, suffix: Self.sourceSuffix(settings.sourceID)), 0)
+            let sequence = previous + 1
+            do {
+                // Encoded now: a step that cannot be (a bad name) must not hold a sequence.
+                _ = try StepMessage(
+                    stepperID: stepperID,
+                    envelope: Envelope(
+                        kind: .step, contentType: settings.contentType, sequence: sequence, source: source),
+                    name: name, params: params, traceContext: trace
+                ).encoded()
+                steps.append(
+                    SavedStep(
+                        stepperID: stepperID, source: source, sequence: sequence, name: name,
+                        params: try FBV.encode(.map(params)), traceparent: trace?.traceparent,
+                        tracestate: trace.map(\.tracestate)))
+                last[stepperID] = (source, sequence)
+                sequences.append(sequence)
+            } catch {
+                outlet.count { $0.stepsDropped += 1 }
+                logger.error("step \(name) as \(stepperID) not sent: \(error)")
+                sequences.append(nil)
+            }
+        }
+        return (steps, sequences, last)
+    }
+
+    /// Per kept stepper's source, the sequence flowd acknowledged last, when the store still has
+    /// steps up to it.
+    private func acknowledgedSteps() -> [String: UInt64] {
+        var acknowledged: [String: UInt64] = [:]
+        for stepper in steppers.values where keptSteppers[stepper.stepperID]?.source == stepper.sourceID {
+            let sequence = stepper.acknowledged
+            if sequence > forgottenSteps[stepper.sourceID] ?? 0 { acknowledged[stepper.sourceID] = sequence }
+        }
+        return acknowledged
+    }
+
+    /// The part of a source id after its `#`.
+    private static func sourceSuffix(_ sourceID: String) -> String {
+        String(sourceID.split(separator: "#").last ?? "0")
     }
 
     /// While saves fail, keeps of each reactor's states only the last (views resynchronise from a
@@ -317,7 +425,7 @@ final class ReactorHostRole: DaemonRole {
         guard !items.isEmpty else { return }
         var published = 0
         var unsubscribed = 0
-        for item in items {
+        for (index, item) in items.enumerated() {
             switch item {
             case .state(let reactorID, let sequence, let state, let trace):
                 latest[reactorID] = (sequence, state)
@@ -348,9 +456,12 @@ final class ReactorHostRole: DaemonRole {
                         "host": .string(settings.hostName),
                     ])
             case .step(let stepperID, let name, let params, let trace):
+                let kept = keepsSteps ? savedStepSequences[index] : nil
+                // A kept step that could not be encoded was counted and logged by the save.
+                if keepsSteps, kept == nil { continue }
                 sendStep(
                     stepperID: stepperID, name: name, params: params,
-                    trace: trace.flatMap { ReactorSpans.sendStep(stepperID, name: name, in: $0) })
+                    trace: trace.flatMap { ReactorSpans.sendStep(stepperID, name: name, in: $0) }, kept: kept)
             }
         }
         if published > 0 || unsubscribed > 0 {
@@ -379,16 +490,26 @@ final class ReactorHostRole: DaemonRole {
 
     // MARK: Steps
 
-    private func sendStep(stepperID: String, name: String, params: WireParams, trace: TraceContext?) {
+    /// Sends a step as `stepperID`; `kept`: the sequence the store saved it with.
+    private func sendStep(
+        stepperID: String, name: String, params: WireParams, trace: TraceContext?, kept: UInt64? = nil
+    ) {
         let stepper: HostStepOutlet
         if let existing = steppers[stepperID] {
             stepper = existing
         } else {
             do {
-                stepper = try HostStepOutlet(
-                    stepperID: stepperID, sourceSuffix: String(settings.sourceID.split(separator: "#").last ?? "0"),
-                    endpoints: settings.stepIngress, contentType: settings.contentType, curve: settings.curve,
-                    heartbeatMilliseconds: settings.heartbeat.wholeMilliseconds, context: context, logger: logger)
+                if let kept, let source = keptSteppers[stepperID]?.source {
+                    stepper = try HostStepOutlet(
+                        stepperID: stepperID, sourceID: source, continuingAfter: kept - 1,
+                        endpoints: settings.stepIngress, contentType: settings.contentType, curve: settings.curve,
+                        heartbeatMilliseconds: settings.heartbeat.wholeMilliseconds, context: context, logger: logger)
+                } else {
+                    stepper = try HostStepOutlet(
+                        stepperID: stepperID, sourceSuffix: Self.sourceSuffix(settings.sourceID),
+                        endpoints: settings.stepIngress, contentType: settings.contentType, curve: settings.curve,
+                        heartbeatMilliseconds: settings.heartbeat.wholeMilliseconds, context: context, logger: logger)
+                }
             } catch {
                 outlet.count { $0.stepsDropped += 1 }
                 logger.error(
@@ -397,7 +518,13 @@ final class ReactorHostRole: DaemonRole {
             }
             steppers[stepperID] = stepper
         }
-        if stepper.send(name: name, params: params, trace: trace, logger: logger) {
+        let sent =
+            if let kept {
+                stepper.sendKept(name: name, params: params, trace: trace, sequence: kept, logger: logger)
+            } else {
+                stepper.send(name: name, params: params, trace: trace, logger: logger)
+            }
+        if sent {
             outlet.count { $0.stepsSent += 1 }
             logger.info("step \(MessageFormatter.step(name, params)) published as \(stepperID)")
         } else {

@@ -9,7 +9,8 @@ import Reactors
 import ZeroMQ
 
 /// The SQLite database (GRDB, WAL) of one reactor host: the last state and sequence of each
-/// persisted reactor, and the last sequence dealt with per source (the de-duplication table).
+/// persisted reactor, the last sequence dealt with per source (the de-duplication table), and the
+/// steps its reactors published as steppers until flowd acknowledges them.
 ///
 /// Used from the host's I/O thread only, synchronously: one transaction per batch.
 public final class ReactorStateDatabase: ReactorStateStore {
@@ -51,6 +52,27 @@ public final class ReactorStateDatabase: ReactorStateStore {
                             source TEXT PRIMARY KEY NOT NULL,
                             sequence INTEGER NOT NULL,
                             seen_at REAL NOT NULL
+                        );
+                        """)
+            }
+            // The steps of reactors that are steppers, kept until flowd acknowledges them.
+            migrator.registerMigration("reactor-host-v2-steps") { db in
+                try db.execute(
+                    sql: """
+                        CREATE TABLE reactor_steppers (
+                            stepper_id TEXT PRIMARY KEY NOT NULL,
+                            source TEXT NOT NULL,
+                            sequence INTEGER NOT NULL
+                        );
+                        CREATE TABLE reactor_steps (
+                            stepper_id TEXT NOT NULL,
+                            source TEXT NOT NULL,
+                            sequence INTEGER NOT NULL,
+                            name TEXT NOT NULL,
+                            params BLOB NOT NULL,
+                            traceparent TEXT,
+                            tracestate TEXT,
+                            PRIMARY KEY (source, sequence)
                         );
                         """)
             }
@@ -107,27 +129,93 @@ public final class ReactorStateDatabase: ReactorStateStore {
     }
 
     public func save(states: [ReactorStateRecord], sources: [String: UInt64]) throws {
+        try queue.write { db in try save(states: states, sources: sources, in: db) }
+    }
+
+    private func save(states: [ReactorStateRecord], sources: [String: UInt64], in db: Database) throws {
         let now = Date().timeIntervalSince1970
-        let encoded = states.map { ($0.reactorID, Int64(clamping: $0.sequence), Data($0.bytes)) }
+        if !states.isEmpty {
+            let statement = try db.cachedStatement(
+                sql: """
+                    INSERT INTO reactor_states (reactor_id, sequence, state, saved_at) VALUES (?, ?, ?, ?)
+                    ON CONFLICT(reactor_id) DO UPDATE SET sequence = excluded.sequence, state = excluded.state, saved_at = excluded.saved_at
+                    """)
+            for record in states {
+                try statement.execute(arguments: [
+                    record.reactorID, Int64(clamping: record.sequence), Data(record.bytes), now,
+                ])
+            }
+        }
+        if !sources.isEmpty {
+            let statement = try db.cachedStatement(
+                sql: """
+                    INSERT INTO reactor_action_sources (source, sequence, seen_at) VALUES (?, ?, ?)
+                    ON CONFLICT(source) DO UPDATE SET sequence = max(sequence, excluded.sequence), seen_at = excluded.seen_at
+                    """)
+            for (source, sequence) in sources {
+                try statement.execute(arguments: [source, Int64(clamping: sequence), now])
+            }
+        }
+    }
+
+    public var keepsSteps: Bool { true }
+
+    public func loadSteppers() throws -> [String: SavedStepper] {
+        try queue.read { db in
+            var steppers: [String: SavedStepper] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT stepper_id, source, sequence FROM reactor_steppers") {
+                steppers[row[0]] = SavedStepper(
+                    source: row[1], lastSequence: UInt64(clamping: row[2] as Int64), unacknowledged: [])
+            }
+            let rows = try Row.fetchCursor(
+                db,
+                sql: """
+                    SELECT stepper_id, source, sequence, name, params, traceparent, tracestate
+                    FROM reactor_steps ORDER BY source, sequence
+                    """)
+            while let row = try rows.next() {
+                let step = SavedStep(
+                    stepperID: row[0], source: row[1], sequence: UInt64(clamping: row[2] as Int64), name: row[3],
+                    params: [UInt8](row[4] as Data), traceparent: row[5], tracestate: row[6])
+                // A step of a source the stepper no longer has cannot be sent again as it was.
+                guard steppers[step.stepperID]?.source == step.source else { continue }
+                steppers[step.stepperID]?.unacknowledged.append(step)
+            }
+            return steppers
+        }
+    }
+
+    public func save(
+        states: [ReactorStateRecord], sources: [String: UInt64], steps: [SavedStep], acknowledged: [String: UInt64]
+    ) throws {
+        guard !steps.isEmpty || !acknowledged.isEmpty else { return try save(states: states, sources: sources) }
         try queue.write { db in
-            if !encoded.isEmpty {
-                let statement = try db.cachedStatement(
+            try save(states: states, sources: sources, in: db)
+            if !steps.isEmpty {
+                let insert = try db.cachedStatement(
                     sql: """
-                        INSERT INTO reactor_states (reactor_id, sequence, state, saved_at) VALUES (?, ?, ?, ?)
-                        ON CONFLICT(reactor_id) DO UPDATE SET sequence = excluded.sequence, state = excluded.state, saved_at = excluded.saved_at
+                        INSERT OR REPLACE INTO reactor_steps (stepper_id, source, sequence, name, params, traceparent, tracestate)
+                        VALUES (?, ?, ?, ?, ?, ?, ?)
                         """)
-                for (reactorID, sequence, state) in encoded {
-                    try statement.execute(arguments: [reactorID, sequence, state, now])
+                let stepper = try db.cachedStatement(
+                    sql: """
+                        INSERT INTO reactor_steppers (stepper_id, source, sequence) VALUES (?, ?, ?)
+                        ON CONFLICT(stepper_id) DO UPDATE SET source = excluded.source,
+                            sequence = CASE WHEN source = excluded.source THEN max(sequence, excluded.sequence) ELSE excluded.sequence END
+                        """)
+                for step in steps {
+                    try insert.execute(arguments: [
+                        step.stepperID, step.source, Int64(clamping: step.sequence), step.name, Data(step.params),
+                        step.traceparent, step.tracestate,
+                    ])
+                    try stepper.execute(arguments: [step.stepperID, step.source, Int64(clamping: step.sequence)])
                 }
             }
-            if !sources.isEmpty {
-                let statement = try db.cachedStatement(
-                    sql: """
-                        INSERT INTO reactor_action_sources (source, sequence, seen_at) VALUES (?, ?, ?)
-                        ON CONFLICT(source) DO UPDATE SET sequence = max(sequence, excluded.sequence), seen_at = excluded.seen_at
-                        """)
-                for (source, sequence) in sources {
-                    try statement.execute(arguments: [source, Int64(clamping: sequence), now])
+            if !acknowledged.isEmpty {
+                let delete = try db.cachedStatement(
+                    sql: "DELETE FROM reactor_steps WHERE source = ? AND sequence <= ?")
+                for (source, sequence) in acknowledged {
+                    try delete.execute(arguments: [source, Int64(clamping: sequence)])
                 }
             }
         }

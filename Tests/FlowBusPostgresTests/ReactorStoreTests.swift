@@ -41,6 +41,44 @@ struct ReactorStoreTests {
         #expect(try other.load().states["account/1"]?.sequence == 9, "another host's states are its own")
     }
 
+    @Test("The steps saved with the states are kept per host until flowd acknowledges them, with each stepper's source")
+    func stepsKeptUntilAcknowledged() async throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let bank = try await PostgresReactorStore.connect(url: server.url, hostName: "bank", logger: Logger(label: "a"))
+        defer { bank.close() }
+        let other = try await PostgresReactorStore.connect(
+            url: server.url, hostName: "other", logger: Logger(label: "b"))
+        defer { other.close() }
+        #expect(bank.keepsSteps)
+        let trace = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        func step(_ source: String, _ sequence: UInt64, traceparent: String? = nil) throws -> SavedStep {
+            SavedStep(
+                stepperID: "payments", source: source, sequence: sequence, name: "paid",
+                params: try FBV.encode(["n": .int(Int64(sequence))]), traceparent: traceparent,
+                tracestate: traceparent.map { _ in "congo=t61rcWkgMzE" })
+        }
+        try bank.save(
+            states: [try Self.record("account/1", 1, ["balance": 10])], sources: ["view#1": 1],
+            steps: [try step("payments#a", 1, traceparent: trace), try step("payments#a", 2)], acknowledged: [:])
+        try bank.save(states: [], sources: [:], steps: [try step("payments#a", 3)], acknowledged: ["payments#a": 1])
+        try other.save(states: [], sources: [:], steps: [try step("payments#o", 1)], acknowledged: [:])
+        let kept = try #require(try bank.loadSteppers()["payments"])
+        #expect(kept.source == "payments#a")
+        #expect(kept.lastSequence == 3)
+        #expect(kept.unacknowledged.map(\.sequence) == [2, 3], "1 was acknowledged")
+        #expect(try kept.unacknowledged.map { try FBV.decode($0.params) } == [["n": 2], ["n": 3]])
+        #expect(try bank.load().states["account/1"]?.sequence == 1, "the states saved with the steps")
+        try bank.save(
+            states: [], sources: [:], steps: [try step("payments#a", 4, traceparent: trace)],
+            acknowledged: ["payments#a": 3])
+        let later = try #require(try bank.loadSteppers()["payments"])
+        #expect(later.unacknowledged.map(\.sequence) == [4])
+        #expect(later.unacknowledged.first?.traceparent == trace)
+        #expect(later.unacknowledged.first?.tracestate == "congo=t61rcWkgMzE")
+        #expect(try other.loadSteppers()["payments"]?.unacknowledged.map(\.sequence) == [1], "another host's own")
+    }
+
     @Test("Each reactor host has its own lease, apart from flowd's and the other hosts'")
     func leasesPerHost() async throws {
         let server = try PostgresServer()

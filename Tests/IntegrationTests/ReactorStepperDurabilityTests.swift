@@ -34,6 +34,14 @@ private let reactorStepperYAML = """
         serves: [ticker]
     """
 
+/// The same topology with a host that keeps its reactors' steps in its state database until
+/// flowd acknowledges them.
+private let keptStepsYAML =
+    reactorStepperYAML + """
+
+            persistence: { database: steps-reactors.sqlite, reactors: [ticker], synchronous: full }
+        """
+
 private func ticks(_ range: ClosedRange<Int>) -> [Navigation] {
     range.map { Navigation(flow: "TickFlow", step: "tick", ["n": .int(Int64($0))]) }
 }
@@ -73,6 +81,40 @@ struct ReactorStepperDurabilityTests {
         #expect(seenAfter.allSatisfy { $0 > 5 }, "nothing applied before the kill came again: \(seenAfter)")
         #expect(host.output.contains("resending"), "the host resent its unacknowledged steps:\n\(host.outputTail())")
 
+        #expect(flowd.terminate() == 0)
+        let journaled = try journaledTicks(topology, stepper: "ticker")
+        #expect(journaled == Array(1...12), "each step applied exactly once, in order")
+    }
+
+    @Test(
+        "SIGKILL of a reactor host that keeps its steps, with steps flowd had not acknowledged: the restarted host sends them again, none lost, none doubled"
+    )
+    func keptStepsAcrossHostKill() throws {
+        let topology = try TestTopology(configYAML: keptStepsYAML)
+        var flowd = try topology.startFlowd(arguments: ["--log-level", "info"])
+        var host = try topology.startReactorHost("steps", executable: "fixture-reactors")
+        let before = try topology.navigationTrace(exhaustivity: .off)
+        for n in 1...5 { try topology.send("tick", ["n": .int(Int64(n))], to: "ticker") }
+        try before.expect(ticks(1...5), exhaustivity: .on)
+
+        // flowd frozen: the host saves 6…8 with their states and acknowledges the actions; what it
+        // sends dies in flowd's socket. Then both are killed.
+        kill(flowd.processIdentifier, SIGSTOP)
+        #expect(waitUntilStopped(flowd.processIdentifier), "flowd stopped")
+        for n in 6...8 { try topology.send("tick", ["n": .int(Int64(n))], to: "ticker") }
+        #expect(try host.waitForOutput(matching: #"step tick\(n: 8\) published as ticker"#), "\(host.outputTail())")
+        host.kill()
+        flowd.kill()
+        flowd = try topology.startFlowd(arguments: ["--log-level", "info"])
+
+        let after = try topology.navigationTrace(exhaustivity: .off)
+        host = try topology.startReactorHost("steps", executable: "fixture-reactors")
+        #expect(
+            try host.waitForOutput(matching: #"sending again 3 step\(s\) of stepper ticker"#),
+            "the host took up the steps it kept:\n\(host.outputTail())")
+        for n in 9...12 { try topology.send("tick", ["n": .int(Int64(n))], to: "ticker") }
+        try after.expect(ticks(6...12), timeout: .seconds(30))
+        #expect(host.terminate() == 0)
         #expect(flowd.terminate() == 0)
         let journaled = try journaledTicks(topology, stepper: "ticker")
         #expect(journaled == Array(1...12), "each step applied exactly once, in order")

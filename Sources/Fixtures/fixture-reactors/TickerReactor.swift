@@ -16,7 +16,7 @@ final class TickerReactor: Reactor {
         case ticked(Int)
     }
 
-    struct State: Encodable, Sendable {
+    struct State: Codable, Sendable {
         var n = 0
     }
 
