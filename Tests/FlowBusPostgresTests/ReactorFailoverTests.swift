@@ -1,6 +1,7 @@
 #if PostgreSQL
 import FlowBusClient
 import FlowBusConfiguration
+import FlowBusCoordinator
 import FlowBusPostgres
 import FlowBusTesting
 import FlowBusWire
@@ -33,14 +34,82 @@ struct ReactorFailoverTests {
         var sum: Int
     }
 
-    /// Starts instance `number` of the host; the first one started takes the lease, a later one
+    /// Starts instance `number` of host `host`; the first one started takes the lease, a later one
     /// stands by until the lease is free.
-    static func instance(_ number: Int, of topology: TestTopology, active: Bool) throws -> ManagedProcess {
+    static func instance(
+        _ number: Int, of topology: TestTopology, active: Bool, host: String = "tally"
+    ) throws -> ManagedProcess {
         try topology.start(
             "fixture-reactors",
-            arguments: ["--config", topology.configPath, "--host", "tally", "--instance", "\(number)"],
-            name: "tally-\(number)",
-            ready: LaunchSpec.Readiness(logLine: active ? "holding the lease of reactor host tally" : "standby: "))
+            arguments: ["--config", topology.configPath, "--host", host, "--instance", "\(number)"],
+            name: "\(host)-\(number)",
+            ready: LaunchSpec.Readiness(logLine: active ? "holding the lease of reactor host \(host)" : "standby: "))
+    }
+
+    /// flowd (journaled, its `TickFlow` taking stepper `ticker`'s `tick` steps) and a host
+    /// `steps` of two instances serving the `ticker` reactor, which publishes `tick(n: N)` as
+    /// stepper `ticker` for each action `tick(n: N)`; the states and steps in PostgreSQL.
+    static func stepsYAML(postgres url: String) -> String {
+        """
+        endpoints:
+          ingress: ipc://${FLOWBUS_RUN_DIR}/ingress.sock
+          events: ipc://${FLOWBUS_RUN_DIR}/events.sock
+          control: ipc://${FLOWBUS_RUN_DIR}/control.sock
+        heartbeatMilliseconds: 100
+        persistence: { journal: journal.sqlite }
+        coordinator: { flow: TickFlow, step: start }
+        flows:
+          TickFlow:
+            root: stack
+            id: ticks
+            steps:
+              start:
+                - setRoot: { screen: home, stepper: ticker, allowStepWhenNotPresented: true }
+              tick: [none]
+        reactors:
+          steps:
+            instances:
+              - { actions: "ipc://${FLOWBUS_RUN_DIR}/steps-1-actions.sock", states: "ipc://${FLOWBUS_RUN_DIR}/steps-1-states.sock" }
+              - { actions: "ipc://${FLOWBUS_RUN_DIR}/steps-2-actions.sock", states: "ipc://${FLOWBUS_RUN_DIR}/steps-2-states.sock" }
+            serves: [ticker]
+            persistence: { postgres: "\(url)", reactors: [ticker] }
+        """
+    }
+
+    @Test(
+        "The active host killed with steps flowd had not acknowledged: the standby sends them again, and flowd applies each once"
+    )
+    func standbySendsTheStepsKept() async throws {
+        if let reason = PostgresServer.unavailableReason {
+            Issue.record("PostgreSQL is needed: \(reason)")
+            return
+        }
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let topology = try TestTopology(configYAML: Self.stepsYAML(postgres: server.url))
+        let active = try Self.instance(1, of: topology, active: true, host: "steps")
+        let standby = try Self.instance(2, of: topology, active: false, host: "steps")
+        // No flowd yet: the steps the actions cause are saved and wait, unacknowledged.
+        for n in 1...3 { try topology.send("tick", ["n": .int(Int64(n))], to: "ticker") }
+        #expect(try active.waitForOutput(matching: #"step tick\(n: 3\) published as ticker"#), "\(active.outputTail())")
+        active.kill()
+        #expect(
+            try standby.waitForOutput(matching: #"sending again 3 step\(s\) of stepper ticker"#, timeout: .seconds(20)),
+            "the standby took up the steps kept:\n\(standby.outputTail())")
+        let flowd = try topology.startFlowd(arguments: ["--log-level", "info"])
+        let trace = try topology.navigationTrace(exhaustivity: .off)
+        for n in 4...6 { try topology.send("tick", ["n": .int(Int64(n))], to: "ticker") }
+        try trace.expect(
+            (4...6).map { Navigation(flow: "TickFlow", step: "tick", ["n": .int(Int64($0))]) }, timeout: .seconds(30))
+        #expect(flowd.terminate() == 0)
+        _ = standby.terminate()
+        let journal = try StepJournal.open(readingAt: topology.directory.appendingPathComponent("journal.sqlite").path)
+        defer { journal.close() }
+        var ticks: [Int64] = []
+        for entry in try journal.entries(after: 0, limit: 100) where entry.kind == .step && entry.name == "tick" {
+            ticks.append(try entry.decodeParams()["n"]?.intValue ?? -1)
+        }
+        #expect(ticks == Array(1...6), "each step applied exactly once, in order, 1…3 sent again by the standby")
     }
 
     @Test(
