@@ -81,9 +81,9 @@ def test_pytest_example_is_the_demo_apps_suite():
 
 
 def test_every_block_is_run_here_or_named():
-    """A new block in the README gets a test above (the two-machine one is test_failover's)."""
+    """A new block in the README gets a test above (the two-machine ones are test_failover's)."""
     starts = ["from flowbus import Stepper, Events", "from flowbus import Dropped, Stepper", "import flowbus\n",
               "import asyncio\n", "from hypothesis import given", "import pytest\nfrom flowbus import Dropped",
-              'ingress = ["tcp://flowd-a']
+              'ingress = ["tcp://flowd-a', 'actions = ["tcp://bank-a']
     unmatched = [b.splitlines()[0] for b in python_blocks() if not any(b.startswith(s) for s in starts)]
     assert not unmatched and os.path.isfile(README)
