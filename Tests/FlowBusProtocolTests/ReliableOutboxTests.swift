@@ -72,6 +72,25 @@ struct ReliableOutboxTests {
         #expect(outbox.lastSequence == 4 && outbox.outstanding == 4)
     }
 
+    @Test("An outbox continuing a kept source numbers after its last sequence and resends from there at the most")
+    func continuingAfterAKeptSequence() {
+        var outbox = ReliableOutbox(sourceID: sender, continuingAfter: 41)
+        #expect(outbox.lastSequence == 41 && outbox.lastAcknowledged == 41 && outbox.outstanding == 0)
+        #expect(outbox.add() == .none, "not connected yet: it waits")
+        #expect(sent(outbox.connected()) == ([42], nil), "sent for the first time once connected")
+        for _ in 1...2 { _ = outbox.add() }
+        #expect(outbox.received(ack: ack(40)) == .none, "an ack below what it continues from changes nothing")
+        _ = outbox.received(ack: ack(42))
+        #expect(outbox.lastAcknowledged == 42 && outbox.outstanding == 2)
+        outbox.disconnected()
+        guard case .send(let transmission) = outbox.connected() else {
+            Issue.record("nothing resent on reconnection")
+            return
+        }
+        #expect(transmission.sequences == 43...44)
+        #expect(outbox.frames(of: 44, in: transmission) == payload(44))
+    }
+
     @Test("A cumulative ack releases every message it covers; the others stay, with their frames")
     func cumulativeAckRelease() {
         var outbox = connectedOutbox()
