@@ -1,17 +1,21 @@
-"""Failover: a Stepper given the ingress endpoints of several flowd instances follows the active one.
+"""Failover: a Stepper given the ingress endpoints of several flowd instances follows the active
+one, and a ReactorView given those of a reactor host's instances does the same.
 
 The first tests stand in for the instances with ROUTER sockets answering by hand, to show each
 rule of the Stepper alone: steps kept while no instance is bound, resent when acks come from
 another instance, after a silence, and from `expected` on `out-of-order`.
 
-The last one is the real thing (DEPLOYMENT.md, active and standby): two flowd instances share a
-PostgreSQL journal, and the active one is SIGKILLed twice while a Stepper publishes. It starts a
-PostgreSQL server of its own (Debian's binaries, as Sources/FlowBusTesting/
-PostgresServer.swift does: a fresh cluster in a temporary directory, trust authentication, a free
-port on 127.0.0.1, run as the `postgres` user when the test runs as root) and stops it whatever
-happens. It is skipped when PostgreSQL's binaries are not installed.
+Then the real thing (DEPLOYMENT.md, active and standby): two flowd instances share a PostgreSQL
+journal, and the active one is SIGKILLed twice while a Stepper publishes; two instances of a
+reactor host share their states there, and the active one is SIGKILLed while a ReactorView
+(blocking, then flowbus.aio's) sends actions. Each starts a PostgreSQL server of its own
+(Debian's binaries, as Sources/FlowBusTesting/PostgresServer.swift does: a fresh cluster in a
+temporary directory, trust authentication, a free port on 127.0.0.1, run as the `postgres` user
+when the test runs as root) and stops it whatever happens; they are skipped when PostgreSQL's
+binaries are not installed.
 """
 
+import asyncio
 import os
 import pathlib
 import shutil
@@ -25,7 +29,7 @@ import pytest
 import zmq
 
 import flowbus
-from flowbus import Events, Heartbeat, NoAck, Step, Stepper
+from flowbus import Events, Heartbeat, NoAck, Step, Stepper, aio
 
 STEPS = 300  # numbered `tick` steps, n = 1 … STEPS
 CHUNK = 10  # sent together, then their acks awaited: a SIGKILL finds steps in flight
@@ -624,6 +628,57 @@ def test_a_view_follows_the_active_reactor_host_across_sigkills(bin_dir, postgre
         print(f"reactor host failover: {ACTIONS} actions, the active instance killed twice; acknowledged by the "
               f"new active {', '.join(f'{t:.2f}' for t in takeovers)} s after the kills; {view.resent} sent again; "
               f"{time.monotonic() - started:.1f} s in all")
+    finally:
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:
+            for host in hosts:
+                for log in sorted(host.dir.glob("*.log")):
+                    print(f"--- {host.name} {log.name}\n{log.read_text(errors='replace')[-6000:]}")
+        signal.alarm(0)
+        for host in hosts:
+            host.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.time_limit(180)
+def test_an_async_view_follows_the_active_reactor_host_across_a_sigkill(bin_dir, postgres, request):
+    """flowbus.aio's ReactorView, given both instances' endpoints, across one SIGKILL of the active
+    instance with actions in flight: every action applied once, the view on the other instance."""
+    base = pathlib.Path(tempfile.mkdtemp(prefix="fbra-", dir="/tmp"))
+    config = base / "tally.yaml"
+    config.write_text(TALLY_CONFIG.format(dir=base, url=postgres.create_database("reactors")))
+    hosts = [TallyHost(bin_dir, base, number, config) for number in (1, 2)]
+    actions_count, kill_after = 100, 5  # chunks of CHUNK; the active instance is killed after this one
+
+    async def scenario():
+        actions = [f"ipc://{host.dir}/actions.sock" for host in hosts]
+        states = [f"ipc://{host.dir}/states.sock" for host in hosts]
+        async with aio.ReactorView(actions, states, "tally/aio", timeout=T) as view:
+            first = await view.next_state(T)
+            assert first is not None and first.is_snapshot
+            first_instance = view.host_source
+            for chunk in range(actions_count // CHUNK):
+                last = None
+                for n in range(chunk * CHUNK + 1, (chunk + 1) * CHUNK + 1):
+                    last = await view.send_params("add", {"n": n}, wait=False)
+                if chunk == kill_after:
+                    hosts[0].kill()  # SIGKILL, with actions in flight
+                    await view.wait_ack(last, timeout=FAILOVER_T)
+                else:
+                    await view.wait_ack(last)
+            assert view.instance is not None and view.instance != first_instance
+            final, deadline = first, time.monotonic() + FAILOVER_T
+            while final.value["count"] < actions_count:
+                update = await view.next_state(max(0.0, deadline - time.monotonic()))
+                assert update is not None, f"states stopped at {final.value} (sequence {final.sequence})"
+                final = update
+            assert final.value == {"count": actions_count, "sum": actions_count * (actions_count + 1) // 2}
+            assert final.sequence == actions_count and view.resent > 0
+
+    try:
+        hosts[0].start().wait_log("holding the lease of reactor host tally", timeout=30)
+        hosts[1].start().wait_log("standby: ", timeout=30)
+        asyncio.run(scenario())
     finally:
         report = getattr(request.node, "rep_call", None)
         if report is not None and report.failed:
