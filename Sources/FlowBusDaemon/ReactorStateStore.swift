@@ -82,6 +82,13 @@ public struct SavedStepper: Sendable, Hashable {
         self.lastSequence = lastSequence
         self.unacknowledged = unacknowledged
     }
+
+    /// Adds a step read back to its stepper's, in the order read (a store reads them oldest
+    /// first); a step of a source the stepper no longer has cannot be sent again as it was.
+    public static func add(_ step: SavedStep, to steppers: inout [String: SavedStepper]) {
+        guard steppers[step.stepperID]?.source == step.source else { return }
+        steppers[step.stepperID]?.unacknowledged.append(step)
+    }
 }
 
 /// Where a reactor host keeps the last state and sequence of each persisted reactor, and the last

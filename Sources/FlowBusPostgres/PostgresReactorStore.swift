@@ -145,14 +145,7 @@ public final class PostgresReactorStore: SharedReactorStateStore {
     }
 
     public func save(states: [ReactorStateRecord], sources: [String: UInt64]) throws {
-        guard !states.isEmpty || !sources.isEmpty else { return }
-        let statement = SaveStatement(
-            host: hostName, reactorIDs: states.map { ByteBuffer(string: $0.reactorID) },
-            sequences: states.map { Int64(bitPattern: $0.sequence) },
-            states: states.map { ByteBuffer(bytes: $0.bytes) },
-            sources: sources.keys.map { ByteBuffer(string: $0) },
-            sourceSequences: sources.values.map { Int64(bitPattern: $0) }, now: Date().timeIntervalSince1970)
-        _ = try session.exclusive { try session.runPrepared(statement) }
+        try save(states: states, sources: sources, steps: [], acknowledged: [:])
     }
 
     public var keepsSteps: Bool { true }
@@ -182,9 +175,7 @@ public final class PostgresReactorStore: SharedReactorStateStore {
                     traceparent: traceparent.isEmpty ? nil : traceparent,
                     tracestate: tracestate.isEmpty ? nil : tracestate
                 )
-                // A step of a source the stepper no longer has cannot be sent again as it was.
-                guard steppers[step.stepperID]?.source == step.source else { continue }
-                steppers[step.stepperID]?.unacknowledged.append(step)
+                SavedStepper.add(step, to: &steppers)
             }
             return steppers
         }
@@ -193,8 +184,8 @@ public final class PostgresReactorStore: SharedReactorStateStore {
     public func save(
         states: [ReactorStateRecord], sources: [String: UInt64], steps: [SavedStep], acknowledged: [String: UInt64]
     ) throws {
-        guard !steps.isEmpty || !acknowledged.isEmpty else { return try save(states: states, sources: sources) }
-        let statement = SaveWithStepsStatement(
+        guard !states.isEmpty || !sources.isEmpty || !steps.isEmpty || !acknowledged.isEmpty else { return }
+        let statement = SaveStatement(
             host: hostName, reactorIDs: states.map { ByteBuffer(string: $0.reactorID) },
             sequences: states.map { Int64(bitPattern: $0.sequence) },
             states: states.map { ByteBuffer(bytes: $0.bytes) },
@@ -210,10 +201,11 @@ public final class PostgresReactorStore: SharedReactorStateStore {
         _ = try session.exclusive { try session.runPrepared(statement) }
     }
 
-    /// ``SaveStatement`` with the steps the states caused and the steps flowd acknowledged
-    /// forgotten: still one statement, one transaction.
-    private struct SaveWithStepsStatement: PostgresPreparedStatement {
-        static let name = "flowbus_reactor_save_steps"
+    /// States, de-duplication entries, the steps the states caused and the steps flowd
+    /// acknowledged (forgotten) as arrays, one statement (so one transaction and one round trip);
+    /// prepared once per session.
+    private struct SaveStatement: PostgresPreparedStatement {
+        static let name = "flowbus_reactor_save"
         static let sql = """
             WITH saved AS (
                 INSERT INTO flowbus_reactor_state (host, reactor_id, sequence, state, saved_at)
@@ -286,52 +278,6 @@ public final class PostgresReactorStore: SharedReactorStateStore {
             bindings.append(tracestates)
             bindings.append(acknowledgedSources)
             bindings.append(acknowledgedSequences)
-            return bindings
-        }
-
-        func decodeRow(_ row: PostgresRow) throws -> Row {
-            try row.decode(Row.self)
-        }
-    }
-
-    /// States and de-duplication entries as arrays, one statement (so one transaction and one
-    /// round trip); prepared once per session.
-    private struct SaveStatement: PostgresPreparedStatement {
-        static let name = "flowbus_reactor_save"
-        static let sql = """
-            WITH saved AS (
-                INSERT INTO flowbus_reactor_state (host, reactor_id, sequence, state, saved_at)
-                SELECT $1::text, r, q, s, $7::float8 FROM unnest($2::bytea[], $3::int8[], $4::bytea[]) AS u(r, q, s)
-                ON CONFLICT (host, reactor_id) DO UPDATE
-                    SET sequence = excluded.sequence, state = excluded.state, saved_at = excluded.saved_at
-                RETURNING 1),
-            dealt AS (
-                INSERT INTO flowbus_reactor_source (host, source, sequence, seen_at)
-                SELECT $1::text, s, q, $7::float8 FROM unnest($5::bytea[], $6::int8[]) AS u(s, q)
-                ON CONFLICT (host, source) DO UPDATE
-                    SET sequence = GREATEST(flowbus_reactor_source.sequence, excluded.sequence), seen_at = excluded.seen_at
-                RETURNING 1)
-            SELECT (SELECT count(*) FROM saved), (SELECT count(*) FROM dealt)
-            """
-        typealias Row = (Int64, Int64)
-
-        var host: String
-        var reactorIDs: [ByteBuffer]
-        var sequences: [Int64]
-        var states: [ByteBuffer]
-        var sources: [ByteBuffer]
-        var sourceSequences: [Int64]
-        var now: Double
-
-        func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 7)
-            bindings.append(host)
-            bindings.append(reactorIDs)
-            bindings.append(sequences)
-            bindings.append(states)
-            bindings.append(sources)
-            bindings.append(sourceSequences)
-            bindings.append(now)
             return bindings
         }
 

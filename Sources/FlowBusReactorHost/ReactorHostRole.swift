@@ -86,7 +86,8 @@ final class ReactorHostRole: DaemonRole {
     private func resumeSteppers(_ kept: [String: SavedStepper]) throws {
         for (stepperID, stepper) in kept {
             keptSteppers[stepperID] = (stepper.source, stepper.lastSequence)
-            guard let first = stepper.unacknowledged.first else { continue }
+            // Sequences start at 1: a 0 read from a damaged store is not one to continue after.
+            guard let first = stepper.unacknowledged.first, first.sequence > 0 else { continue }
             forgottenSteps[stepper.source] = first.sequence - 1
             let stepOutlet = try HostStepOutlet(
                 stepperID: stepperID, sourceID: stepper.source, continuingAfter: first.sequence - 1,

@@ -177,9 +177,7 @@ public final class ReactorStateDatabase: ReactorStateStore {
                 let step = SavedStep(
                     stepperID: row[0], source: row[1], sequence: UInt64(clamping: row[2] as Int64), name: row[3],
                     params: [UInt8](row[4] as Data), traceparent: row[5], tracestate: row[6])
-                // A step of a source the stepper no longer has cannot be sent again as it was.
-                guard steppers[step.stepperID]?.source == step.source else { continue }
-                steppers[step.stepperID]?.unacknowledged.append(step)
+                SavedStepper.add(step, to: &steppers)
             }
             return steppers
         }
