@@ -16,13 +16,24 @@ import Synchronization
 /// past `lease.timeoutMs` (or PostgreSQL does, seconds later), which frees the lock, and that
 /// instance can commit nothing more — hence acknowledge nothing more — before the next one takes
 /// the lease. A holder whose session stays silent for most of `lease.timeoutMs` gives the lease up
-/// itself (``whenLeaseLost(_:)``). Each taking is recorded in `flowbus_lease` under the lease's name.
+/// itself (``whenLeaseLost(_:)``); while a statement of its own is under way, it asks the server on
+/// a second connection (the watch) whether that session is working or silent by the standby's
+/// rule, so that a holder cut off in the middle of a commit stops as soon as a standby may take
+/// over. Each taking is recorded in `flowbus_lease` under the lease's name.
 ///
 /// Calls other than ``connect(url:lease:leaseKey:leaseName:logger:)`` and the lease's block the
 /// calling thread (a daemon loop's, or flowd's checkpoint writer), at most ``callTimeout`` each.
 final class PostgresSession: Sendable {
     let location: String
     let connection: PostgresConnection
+    private let configuration: PostgresConnection.Configuration
+    /// The holder's second connection, opened with the lease: it asks the server about the
+    /// session while a statement on it is under way.
+    private let watch = Mutex<PostgresConnection?>(nil)
+    /// The server's process of the session (`pg_backend_pid()`), once the lease is held.
+    private let backendPID = Atomic<Int32>(0)
+    /// What the call under way waits on: a lost lease wakes it rather than its timeout.
+    private let inFlight = Mutex<DispatchSemaphore?>(nil)
     let logger: Logger
     /// Set once a call timed out or the connection failed: the lease can no longer be trusted.
     private let broken = Mutex<String?>(nil)
@@ -55,11 +66,12 @@ final class PostgresSession: Sendable {
     static let creationKey: Int64 = 0x466C_6F77_4275_7330
 
     private init(
-        location: String, connection: PostgresConnection, lease: LeaseTimings, leaseKey: Int64, leaseName: String,
-        logger: Logger
+        location: String, connection: PostgresConnection, configuration: PostgresConnection.Configuration,
+        lease: LeaseTimings, leaseKey: Int64, leaseName: String, logger: Logger
     ) {
         self.location = location
         self.connection = connection
+        self.configuration = configuration
         self.lease = lease
         self.leaseKey = leaseKey
         self.leaseName = leaseName
@@ -108,8 +120,8 @@ final class PostgresSession: Sendable {
             }
         }
         let session = PostgresSession(
-            location: location, connection: connection, lease: lease, leaseKey: leaseKey, leaseName: leaseName,
-            logger: logger)
+            location: location, connection: connection, configuration: configuration, lease: lease,
+            leaseKey: leaseKey, leaseName: leaseName, logger: logger)
         do {
             try await session.createTables(tables)
         } catch {
@@ -172,6 +184,19 @@ final class PostgresSession: Sendable {
         try await connection.query(
             "INSERT INTO flowbus_lease (name, instance, host, pid, acquired) VALUES (\(leaseName), \(instance), \(host), \(pid), \(Date().timeIntervalSince1970))",
             logger: logger)
+        for try await serverPID in try await connection.query("SELECT pg_backend_pid()", logger: logger).decode(
+            Int32.self)
+        {
+            backendPID.store(serverPID, ordering: .relaxed)
+        }
+        do {
+            let opened = try await PostgresConnection.connect(configuration: configuration, id: 2, logger: logger)
+            watch.withLock { $0 = opened }
+        } catch {
+            throw PostgresJournalError(
+                .cannotConnect,
+                "cannot open the lease's second connection to \(location): \(String(reflecting: error))")
+        }
         // The lease's silence is counted from here: the statements above ran outside ``call``.
         lastAnswer.store(Self.nanoseconds(epoch.duration(to: .now)), ordering: .relaxed)
         startKeepAlive()
@@ -198,8 +223,7 @@ final class PostgresSession: Sendable {
                     """), logger: logger)
         var silent: (pid: Int32, seconds: Double, midStatement: Bool)?
         for try await (pid, state, seconds, readingClient) in rows.decode((Int32, String?, Double?, Bool).self) {
-            guard let state, state != "active" || readingClient, let seconds,
-                seconds * 1000 > Double(lease.timeoutMs)
+            guard let state, let seconds, isSilent(state: state, readingClient: readingClient, seconds: seconds)
             else { continue }
             silent = (pid, seconds, state == "active")
         }
@@ -223,8 +247,16 @@ final class PostgresSession: Sendable {
         return true
     }
 
+    /// The standby's rule: a session is silent when, past `lease.timeoutMs` since its state last
+    /// changed, it is idle or waits for the rest of a statement from its client.
+    private func isSilent(state: String, readingClient: Bool, seconds: Double) -> Bool {
+        (state != "active" || readingClient) && seconds * 1000 > Double(lease.timeoutMs)
+    }
+
     /// While this instance holds the lease: a statement at least every `lease.keepAliveMs` on its
-    /// session, so that standbys can tell it is alive (see ``endSilentHolder()``).
+    /// session, so that standbys can tell it is alive (see ``endSilentHolder()``). While a
+    /// statement of the daemon's is under way, that statement is the sign of life: the watch
+    /// connection asks the server whether the session still works on it.
     private func startKeepAlive() {
         let thread = Thread { [self] in
             while !closing.load(ordering: .relaxed), broken.withLock({ $0 }) == nil {
@@ -232,21 +264,86 @@ final class PostgresSession: Sendable {
                 guard !closing.load(ordering: .relaxed) else { return }
                 // Commits keep the session busy: a keep-alive would only delay the next one.
                 guard !answered(within: keepAlive / 2) else { continue }
-                do {
-                    _ = try exclusive { try run("SELECT 1", timeout: answerDeadline()) }
-                } catch {
-                    guard !closing.load(ordering: .relaxed) else { return }
-                    // The lease cannot be relied on: this instance stops before a standby may serve.
-                    let reason = "keep-alive failed: \(error)"
-                    broken.withLock { $0 = $0 ?? reason }
-                    logger.error("the lease's session does not answer: \(error)")
-                    leaseLost.withLock { $0 }?(reason)
-                    return
+                let failure: String?
+                if session.try() {
+                    do {
+                        _ = try run("SELECT 1", timeout: answerDeadline())
+                        failure = nil
+                    } catch {
+                        failure = "keep-alive failed: \(error)"
+                    }
+                    session.unlock()
+                } else {
+                    // A statement under way for less than a keep-alive interval is no silence.
+                    guard !answered(within: keepAlive) else { continue }
+                    failure = watchBusySession()
                 }
+                guard let failure else { continue }
+                guard !closing.load(ordering: .relaxed) else { return }
+                loseLease(failure)
+                return
             }
         }
         thread.name = "flowbus-lease-keepalive"
         thread.start()
+    }
+
+    /// Asks the server, on the watch connection, about the session while a statement is under way.
+    /// - Returns: why the lease is lost, or nil while the session works on its statement.
+    private func watchBusySession() -> String? {
+        guard let watch = watch.withLock({ $0 }) else { return nil }
+        let pid = backendPID.load(ordering: .relaxed)
+        let key = UInt64(bitPattern: leaseKey)
+        let query = PostgresQuery(
+            unsafeSQL: """
+                SELECT a.state, a.wait_event IS NOT DISTINCT FROM 'ClientRead',
+                  EXTRACT(EPOCH FROM clock_timestamp() - a.state_change)::float8,
+                  EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory' AND l.granted
+                    AND l.objsubid = 1 AND l.classid = \(key >> 32) AND l.objid = \(key & 0xFFFF_FFFF))
+                FROM pg_stat_activity a WHERE a.pid = \(pid)
+                """)
+        typealias Row = (String?, Bool, Double?, Bool)
+        let deadline = answerDeadline()
+        let answer = Mutex<Result<Row?, any Error>?>(nil)
+        let answered = DispatchSemaphore(value: 0)
+        let logger = logger
+        // The keep-alive's thread waits for this task, which awaits I/O only.
+        Task {
+            do {
+                var first: Row?
+                for try await row in try await watch.query(query, logger: logger).decode(Row.self) where first == nil {
+                    first = row
+                }
+                answer.withLock { [first] in $0 = .success(first) }
+            } catch {
+                answer.withLock { $0 = .failure(error) }
+            }
+            answered.signal()
+        }
+        guard answered.wait(timeout: .now() + .nanoseconds(Int(Self.nanoseconds(deadline)))) == .success else {
+            return "keep-alive failed: no answer from \(location) within \(deadline) while a statement was under way"
+        }
+        switch answer.withLock({ $0! }) {
+        case .failure(let error):
+            return "keep-alive failed: \(String(reflecting: error))"
+        case .success(let row):
+            guard let (state, readingClient, seconds, holdsLock) = row, holdsLock else {
+                return "the session no longer holds the lease"
+            }
+            if let state, let seconds, isSilent(state: state, readingClient: readingClient, seconds: seconds) {
+                return "the server has heard nothing from the session for \(Int(seconds * 1000)) ms (\(state))"
+            }
+            return nil
+        }
+    }
+
+    /// The lease cannot be relied on: this instance stops before a standby may serve, and the
+    /// call under way gives up rather than wait for its timeout.
+    private func loseLease(_ reason: String) {
+        broken.withLock { $0 = $0 ?? reason }
+        logger.error("the lease's session does not answer: \(reason)")
+        _ = inFlight.withLock { $0?.signal() }
+        leaseLost.withLock { $0 }?(reason)
     }
 
     /// How long the keep-alive may wait for its answer: until nine tenths of `lease.timeoutMs`
@@ -322,6 +419,10 @@ final class PostgresSession: Sendable {
     func close() {
         self.closing.store(true, ordering: .relaxed)
         broken.withLock { $0 = $0 ?? "closed" }
+        if let watch = watch.withLock({ $0 }) {
+            let closing: EventLoopFuture<Void> = watch.close()
+            _ = closing
+        }
         let closing: EventLoopFuture<Void> = connection.close()
         let closed = DispatchSemaphore(value: 0)
         closing.whenComplete { _ in closed.signal() }
@@ -375,11 +476,14 @@ final class PostgresSession: Sendable {
     private func call<Answer: Sendable>(
         timeout: Duration, _ start: (@escaping @Sendable (Result<Answer, any Error>) -> Void) -> Void
     ) throws -> Answer {
+        let outcome = Mutex<Result<Answer, any Error>?>(nil)
+        let answered = DispatchSemaphore(value: 0)
+        // Set before the check below: a lease lost from now on wakes this call.
+        inFlight.withLock { $0 = answered }
+        defer { inFlight.withLock { $0 = nil } }
         if let reason = broken.withLock({ $0 }) {
             throw PostgresJournalError(.connectionLost, "the connection to \(location) is gone: \(reason)")
         }
-        let outcome = Mutex<Result<Answer, any Error>?>(nil)
-        let answered = DispatchSemaphore(value: 0)
         start { result in
             outcome.withLock { $0 = result }
             answered.signal()
@@ -393,8 +497,15 @@ final class PostgresSession: Sendable {
             _ = closing
             throw PostgresJournalError(.noAnswer, "\(location): \(reason)")
         }
+        guard let answer = outcome.withLock({ $0 }) else {
+            // Woken by a lost lease.
+            let closing: EventLoopFuture<Void> = connection.close()
+            _ = closing
+            let reason = broken.withLock { $0 } ?? "lease lost"
+            throw PostgresJournalError(.connectionLost, "the connection to \(location) is gone: \(reason)")
+        }
         do {
-            let result = try outcome.withLock { $0! }.get()
+            let result = try answer.get()
             lastAnswer.store(Self.nanoseconds(epoch.duration(to: .now)), ordering: .relaxed)
             return result
         } catch let error as PSQLError where error.code == .serverClosedConnection || error.code == .connectionError {

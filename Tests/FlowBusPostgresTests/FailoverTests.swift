@@ -110,6 +110,149 @@ struct FailoverTests {
         #expect(flowd.terminate() == 0, "\(flowd.outputTail())")
     }
 
+    /// A TCP relay to PostgreSQL that prints its port: SIGSTOP freezes every connection through
+    /// it, as a cut link does (the server hears nothing more, the client no answer).
+    static let relay = #"""
+        import socket, sys, threading
+        upstream = (sys.argv[1], int(sys.argv[2]))
+        listener = socket.create_server(("127.0.0.1", 0))
+        print("relaying on", listener.getsockname()[1], flush=True)
+        def pump(source, target):
+            try:
+                while data := source.recv(65536):
+                    target.sendall(data)
+            except OSError:
+                pass
+            for end in (source, target):
+                try: end.shutdown(socket.SHUT_RDWR)
+                except OSError: pass
+        while True:
+            client, _ = listener.accept()
+            server = socket.create_connection(upstream)
+            for pair in ((client, server), (server, client)):
+                threading.Thread(target=pump, args=pair, daemon=True).start()
+        """#
+
+    @Test(
+        "An active flowd cut off from PostgreSQL in the middle of a commit gives the lease up near the lease timeout, not at the commit's own 5 s timeout"
+    )
+    func holderCutOffDuringACommitStops() throws {
+        if let reason = PostgresServer.unavailableReason {
+            Issue.record("PostgreSQL is needed: \(reason)")
+            return
+        }
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let url = try #require(URLComponents(string: server.url))
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("relay-\(UUID().uuidString).log")
+        let relay = try ManagedProcess(
+            name: "relay", executable: URL(fileURLWithPath: "/usr/bin/env"),
+            arguments: ["python3", "-c", Self.relay, url.host ?? "127.0.0.1", "\(server.port)"], outputURL: log)
+        defer {
+            kill(relay.processIdentifier, SIGCONT)
+            _ = relay.terminate()
+            try? FileManager.default.removeItem(at: log)
+        }
+        #expect(try relay.waitForOutput(matching: "relaying on [0-9]+", timeout: .seconds(20)), "\(relay.output)")
+        let port = try #require(
+            relay.output.split(separator: "\n").first { $0.hasPrefix("relaying on") }?.split(separator: " ").last)
+        var relayed = url
+        relayed.port = Int(port)
+        let topology = try TestTopology(
+            configYAML: Self.yaml(postgres: try #require(relayed.string), compacting: false))
+        let flowd = try topology.startFlowd(arguments: ["--log-level", "info"])
+        let opener = try topology.stepper("load")
+        try opener.publish("open", ["id": 7])
+        #expect(try opener.waitForAcknowledgement(timeout: .seconds(10)))
+        let stepper = try topology.start(
+            "stepper-load",
+            arguments: [
+                "--config", topology.configPath, "--as", "load", "--count", "10000000", "--progress", "0",
+                "--timeout", "300",
+            ])
+        defer { stepper.kill() }
+        var accepted: Int64 = 0
+        let deadline = ContinuousClock.now + .seconds(60)
+        while accepted < 2_000, ContinuousClock.now < deadline {
+            accepted = (try? topology.status()["totals"]?.mapValue?["accepted"]?.intValue) ?? accepted
+        }
+        #expect(accepted >= 2_000, "steps stream through flowd:\n\(flowd.outputTail())")
+        // Batches are committed back to back: the link goes silent with a commit under way.
+        flowd.allowExit()
+        let cut = ContinuousClock.now
+        kill(relay.processIdentifier, SIGSTOP)
+        #expect(flowd.waitForExit(timeout: .seconds(30)) == 1, "flowd stopped:\n\(flowd.outputTail())")
+        print("flowd cut off from PostgreSQL mid-commit stopped \(cut.duration(to: .now)) after the cut")
+        #expect(
+            flowd.output.contains("within") && flowd.output.contains("while a statement was under way"),
+            "the keep-alive judged the commit's silence, before the commit's own timeout:\n\(flowd.outputTail())")
+        #expect(!flowd.output.contains("no answer within 5"), "\(flowd.outputTail())")
+    }
+
+    /// Runs one simple query (its statements in one transaction) in a session of its own.
+    static let simpleQuery = #"""
+        import socket, struct, sys
+        host, port, database, sql = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+        s = socket.create_connection((host, port))
+        def until_ready():
+            while True:
+                kind, length = s.recv(1), struct.unpack("!i", s.recv(4, socket.MSG_WAITALL))[0]
+                body = s.recv(length - 4, socket.MSG_WAITALL) if length > 4 else b""
+                if kind == b"E": sys.exit("refused: %r" % body)
+                if kind == b"Z": return
+        startup = b"user\0postgres\0database\0" + database.encode() + b"\0\0"
+        s.sendall(struct.pack("!ii", len(startup) + 8, 196608) + startup)
+        until_ready()
+        body = sql.encode() + b"\0"
+        s.sendall(b"Q" + struct.pack("!i", len(body) + 4) + body)
+        print("query sent", flush=True)
+        until_ready()
+        print("query done", flush=True)
+        """#
+
+    @Test(
+        "A commit that waits on another session's lock past the lease timeout is no silence: the active flowd keeps the lease and goes on"
+    )
+    func commitWaitingOnALockKeepsTheLease() throws {
+        if let reason = PostgresServer.unavailableReason {
+            Issue.record("PostgreSQL is needed: \(reason)")
+            return
+        }
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let url = try #require(URLComponents(string: server.url))
+        let topology = try TestTopology(configYAML: Self.yaml(postgres: server.url, compacting: false))
+        let flowd = try topology.startFlowd(arguments: ["--log-level", "info"])
+        let stepper = try topology.stepper("load")
+        try stepper.publish("open", ["id": 7])
+        #expect(try stepper.waitForAcknowledgement(timeout: .seconds(10)))
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("lock-\(UUID().uuidString).log")
+        let locker = try ManagedProcess(
+            name: "locker", executable: URL(fileURLWithPath: "/usr/bin/env"),
+            arguments: [
+                "python3", "-c", Self.simpleQuery, url.host ?? "127.0.0.1", "\(server.port)",
+                String(url.path.dropFirst()),
+                "BEGIN; LOCK TABLE flowbus_entry IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT",
+            ],
+            outputURL: log)
+        defer {
+            _ = locker.terminate()
+            try? FileManager.default.removeItem(at: log)
+        }
+        #expect(try locker.waitForOutput(matching: "query sent", timeout: .seconds(20)), "\(locker.output)")
+        // The commit of this step waits for the lock for 3 s, three lease timeouts.
+        let waited = ContinuousClock.now
+        try stepper.publish("tick", ["n": 1])
+        #expect(try stepper.waitForAcknowledgement(timeout: .seconds(20)), "\(flowd.outputTail())")
+        print("a commit waiting on a lock was acknowledged \(waited.duration(to: .now)) after its step was sent")
+        #expect(try locker.waitForOutput(matching: "query done", timeout: .seconds(20)), "\(locker.output)")
+        try stepper.publish("tick", ["n": 2])
+        #expect(try stepper.waitForAcknowledgement(timeout: .seconds(10)), "\(flowd.outputTail())")
+        #expect(flowd.isRunning, "\(flowd.outputTail())")
+        #expect(!flowd.output.contains("lease's session does not answer"), "\(flowd.outputTail())")
+        #expect(flowd.terminate() == 0, "\(flowd.outputTail())")
+    }
+
     @Test(
         "Three SIGKILLs of the active flowd while a stepper streams: the standby takes over, every step applied once, in order",
         arguments: [false, true])
