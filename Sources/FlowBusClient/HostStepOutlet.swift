@@ -67,6 +67,16 @@ package final class HostStepOutlet {
     /// The last sequence flowd acknowledged.
     package var acknowledged: UInt64 { dealer.outbox.lastAcknowledged }
 
+    /// How many steps wait for flowd's ack.
+    package var waiting: Int { dealer.outbox.outstanding }
+
+    /// Steps waiting for flowd's ack past which the host reads no more actions: the steps of the
+    /// batch read before it stopped still fit under the outbox's limit of 10,000.
+    package static let backlogLimit = 8_000
+
+    /// Whether so many steps wait for flowd's ack that the host should read no more actions.
+    package var isBackedUp: Bool { waiting >= Self.backlogLimit }
+
     /// Queues a step the host's store kept with `sequence`, whatever waits already: it is saved,
     /// so it must go out, and only the store's own growth bounds it.
     /// - Returns: false when the outbox's next sequence is not `sequence` (the step is not queued).

@@ -19,8 +19,9 @@ package protocol DaemonRole: AnyObject {
     func apply(_ message: InboundMessage) -> DaemonApplied
     /// Answers a request of the query endpoint (or refuses it).
     func answer(_ request: InboundMessage)
-    /// While true the loop reads no data messages (a step an asynchronous flow still holds);
-    /// the role wakes the loop when it turns false.
+    /// While true the loop reads no data messages (a step an asynchronous flow still holds, a
+    /// reactor host's steps backed up); the role wakes the loop when it turns false, or it is seen
+    /// at the next heartbeat.
     var isSuspended: Bool { get }
     /// Whether the role made something outside a batch that waits to be committed and published
     /// (a reactor's states from an asynchronous mutation).
@@ -288,7 +289,9 @@ package final class DaemonLoop {
             // A step an asynchronous flow holds is committed and acknowledged already (replayed from
             // the journal at the next start): a flow that never finishes does not keep the daemon up.
             guard let drainDeadline, now >= drainDeadline + settings.suspendedStopLimit else { return }
-            logger.warning("stopping while a flow still holds a step, after \(settings.suspendedStopLimit)")
+            logger.warning(
+                "stopping while still suspended (a flow holds a step, or a reactor's steps wait for flowd), after \(settings.suspendedStopLimit)"
+            )
             stop(failure: nil)
             return
         }

@@ -35,6 +35,8 @@ final class ReactorHostRole: DaemonRole {
     /// Snapshot requests waiting for the first state of a reactor created for them.
     private var pendingSnapshots: [String: [[UInt8]]] = [:]
     private var steppers: [String: HostStepOutlet] = [:]
+    /// A stepper with ``HostStepOutlet/backlogLimit`` steps or more waiting for flowd's ack.
+    private var backedUpStepper: String?
     /// What the reactors made that is not committed yet (a save failed), oldest first.
     private var uncommitted: [ReactorHostOutboxItem] = []
     /// The last sequence dealt with per source, not saved yet (a host that persists).
@@ -206,7 +208,9 @@ final class ReactorHostRole: DaemonRole {
 
     func answer(_ request: InboundMessage) {}
 
-    var isSuspended: Bool { false }
+    /// While a stepper's steps back up (flowd down or slow), no action is read: they wait in the
+    /// actions socket and the views' outboxes, and the steps in memory stay bounded.
+    var isSuspended: Bool { backedUpStepper != nil }
 
     var hasOutput: Bool { !uncommitted.isEmpty || outlet.hasItems }
 
@@ -240,6 +244,17 @@ final class ReactorHostRole: DaemonRole {
 
     func endTurn(now: ContinuousClock.Instant) {
         for stepper in steppers.values { stepper.service(now: now, logger: logger) }
+        let backedUp = steppers.values.first(where: \.isBackedUp)
+        if backedUp?.stepperID != backedUpStepper {
+            if let backedUp {
+                logger.warning(
+                    "reading no actions: \(backedUp.waiting) steps of \(backedUp.stepperID) wait for flowd's ack (is flowd running?)"
+                )
+            } else if let stepperID = backedUpStepper {
+                logger.notice("reading actions again: flowd acknowledged the steps of \(stepperID)")
+            }
+            backedUpStepper = backedUp?.stepperID
+        }
         reportMetrics()
     }
 

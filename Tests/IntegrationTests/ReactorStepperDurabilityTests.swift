@@ -119,4 +119,51 @@ struct ReactorStepperDurabilityTests {
         let journaled = try journaledTicks(topology, stepper: "ticker")
         #expect(journaled == Array(1...12), "each step applied exactly once, in order")
     }
+    @Test(
+        "flowd frozen while a reactor's steps pile up: past 8,000 steps waiting for flowd the host reads no more actions, and goes on once flowd acknowledges; each step applied once, in order"
+    )
+    func backedUpStepsHoldActionsBack() throws {
+        let topology = try TestTopology(configYAML: keptStepsYAML)
+        let flowd = try topology.startFlowd(arguments: ["--log-level", "info"])
+        let host = try topology.startReactorHost("steps", executable: "fixture-reactors")
+        let before = try topology.navigationTrace(exhaustivity: .off)
+        try topology.send("tick", ["n": 1], to: "ticker")
+        try before.expect(ticks(1...1), exhaustivity: .on)
+
+        kill(flowd.processIdentifier, SIGSTOP)
+        #expect(waitUntilStopped(flowd.processIdentifier), "flowd stopped")
+        let view = try ReactorView(reactorID: "ticker", config: topology.config)
+        let total = 9_000
+        for n in 2...total { _ = try view.send("tick", ["n": .int(Int64(n))]) }
+        #expect(
+            try host.waitForOutput(matching: "reading no actions: [0-9]+ steps of ticker wait", timeout: .seconds(120)),
+            "\(host.outputTail())")
+        // What the host read before it stopped reading is acknowledged; the rest waits.
+        _ = try view.waitForAcknowledgement(timeout: .seconds(2))
+        let acknowledged = view.lastAcknowledged
+        #expect(
+            acknowledged >= UInt64(HostStepOutlet.backlogLimit) && acknowledged < UInt64(total),
+            "actions acknowledged while flowd is frozen: \(acknowledged)")
+
+        kill(flowd.processIdentifier, SIGCONT)
+        #expect(try view.waitForAcknowledgement(timeout: .seconds(120)), "\(host.outputTail())")
+        #expect(
+            try host.waitForOutput(matching: "reading actions again", timeout: .seconds(30)), "\(host.outputTail())")
+        #expect(!host.output.contains("dropped"), "\(host.outputTail())")
+        // The host's steps reach flowd after the actions that caused them were acknowledged.
+        var accepted: Int64 = 0
+        let deadline = ContinuousClock.now + .seconds(120)
+        while accepted < Int64(total), ContinuousClock.now < deadline {
+            accepted =
+                (try? topology.status()["steppers"]?.mapValue?["ticker"]?.mapValue?["accepted"]?.intValue) ?? accepted
+        }
+        #expect(host.terminate() == 0)
+        #expect(flowd.terminate() == 0)
+        let journaled = try journaledTicks(topology, stepper: "ticker")
+        let inOrder = journaled == (1...Int64(total)).map { $0 }
+        #expect(
+            inOrder,
+            "each step applied exactly once, in order: \(journaled.count) of \(total), first difference at \(Array(zip(journaled, 1...Int64(total))).firstIndex { $0 != $1 } ?? -1)"
+        )
+    }
 }
