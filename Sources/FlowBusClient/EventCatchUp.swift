@@ -103,8 +103,9 @@ final class EventCatchUp {
             switch try? WireMessage.decode(from: buffer) {
             case .replay(let reply)?:
                 let wasCatchingUp = reply.until == nil
-                if wasCatchingUp { catchUpAskedAt = nil } else { fillAskedAt = nil }
                 let outcome = machine.replayed(reply)
+                guard outcome.answered else { continue }
+                if wasCatchingUp { catchUpAskedAt = nil } else { fillAskedAt = nil }
                 for (event, frames) in outcome.deliver {
                     // A dropped event comes late: it does not move the position.
                     if let message = try? WireMessage.decode(from: frames) {
@@ -125,8 +126,12 @@ final class EventCatchUp {
                 if catchUpAskedAt != nil { catchUpAskedAt = retry }
                 if fillAskedAt != nil { fillAskedAt = retry }
             case .diagnostic(let refusal)? where refusal.details["until"] != nil:
-                fillAskedAt = nil
                 let until = refusal.details["until"]?.intValue ?? 0
+                guard
+                    machine.answersFill(
+                        since: UInt64(max(0, refusal.details["since"]?.intValue ?? 0)), until: UInt64(max(0, until)))
+                else { continue }
+                fillAskedAt = nil
                 fallback = EventFallback(
                     since: UInt64(max(0, refusal.details["since"]?.intValue ?? 0)), oldest: 0,
                     head: UInt64(max(0, until)),

@@ -57,6 +57,10 @@ package struct EventResume: Sendable {
         package var requestSince: UInt64?
         /// The next request for dropped events, if one is due.
         package var fill: Request?
+        /// False for a late answer to a request for dropped events that is no longer the one out
+        /// (it was sent again at its timeout, and answered twice): it is ignored, and the request
+        /// out still waits for its own answer.
+        package var answered = true
     }
 
     /// A re-published message's identity: its sender's (source, sequence).
@@ -168,7 +172,10 @@ package struct EventResume: Sendable {
 
     /// A replay reply.
     package mutating func replayed(_ reply: ReplayReply) -> ReplayOutcome {
-        if reply.until != nil { return filled(reply) }
+        if let until = reply.until {
+            guard answersFill(since: reply.since, until: until) else { return ReplayOutcome(answered: false) }
+            return filled(reply)
+        }
         guard phase == .replaying else { return ReplayOutcome() }
         var outcome = ReplayOutcome()
         for (sequence, frames) in reply.events.decoded() where sequence > position {
@@ -229,7 +236,16 @@ package struct EventResume: Sendable {
         return outcome
     }
 
-    /// A request for dropped events was answered `gone`: they are missed.
+    /// Whether an answer naming `since` and `until` is the one to the request for dropped events
+    /// out now. A request is sent again at its timeout, so one may be answered twice: the late
+    /// answer must not stand for the next request's, whose events it does not hold.
+    package func answersFill(since: UInt64, until: UInt64) -> Bool {
+        guard let span = filling else { return false }
+        return since == span.lowerBound - 1 && until == span.upperBound
+    }
+
+    /// A request for dropped events was answered `gone` (see ``answersFill(since:until:)``): they
+    /// are missed.
     package mutating func fillGone() -> Request? {
         if let span = filling { fills.removeAll { $0.upperBound <= span.upperBound } }
         filling = nil

@@ -328,4 +328,37 @@ struct EventResumeTests {
         #expect(resume.position == 4)
         #expect(resume.phase == .live)
     }
+    @Test(
+        "a request for dropped events sent again at its timeout and answered twice: the late answer does not stand for the next request's"
+    )
+    func lateAnswerToAFill() {
+        var resume = EventResume(since: 0)
+        _ = resume.heartbeat(source: "flowd#1", sequence: 0)
+        _ = resume.replayed(reply([], since: 0, last: 0, head: 0))
+        #expect(resume.dropped([2...3], complete: true) == EventResume.Request(since: 1, until: 3))
+        #expect(resume.dropped([6...7], complete: true) == nil, "one request for dropped events at a time")
+        // No answer in time: the same request goes again, and both are answered.
+        #expect(resume.fillTimedOut() == EventResume.Request(since: 1, until: 3))
+        let answer = reply(
+            [(2, event("nav/did/A", sequence: 2)), (3, event("nav/did/A", sequence: 3))], since: 1, until: 3, last: 3,
+            head: 8)
+        let first = resume.replayed(answer)
+        #expect(first.answered)
+        #expect(first.deliver.map(\.sequence) == [2, 3])
+        #expect(first.fill == EventResume.Request(since: 5, until: 7), "then the next report's")
+        let late = resume.replayed(answer)
+        #expect(!late.answered, "the answer to the request sent first comes again")
+        #expect(late.deliver.isEmpty)
+        #expect(late.fill == nil)
+        #expect(resume.fillTimedOut() == EventResume.Request(since: 5, until: 7), "6 and 7 are still asked for")
+        #expect(!resume.answersFill(since: 1, until: 3), "nor would a late gone stand for the request out")
+        #expect(resume.answersFill(since: 5, until: 7))
+        let second = resume.replayed(
+            reply(
+                [(6, event("nav/did/A", sequence: 6)), (7, event("nav/did/A", sequence: 7))], since: 5, until: 7,
+                last: 7, head: 8))
+        #expect(second.deliver.map(\.sequence) == [6, 7])
+        #expect(resume.filled == 4)
+        #expect(resume.fillTimedOut() == nil)
+    }
 }

@@ -113,14 +113,10 @@ struct BusRecorderTests {
         #expect(outcome.dropped > 0, "the recorder's queue overflowed")
         let missing = Set(1...Int64(count)).subtracting(outcome.ticks)
         #expect(Set(outcome.ticks).count == outcome.ticks.count, "none recorded twice")
-        // Intermittent (1 of 3 fresh-clone runs under load): some dropped events are never filled,
-        // silently; the same stall as the Python client's withdrawn test. Its cause is not found yet.
-        withKnownIssue("dropped events sometimes never filled under load", isIntermittent: true) {
-            #expect(
-                outcome.ticks.count == count && missing.isEmpty,
-                "every tick's didNavigate once: \(outcome.ticks.count) recorded, \(missing.count) missing (\(outcome.dropped) dropped by flowd)"
-            )
-        }
+        #expect(
+            outcome.ticks.count == count && missing.isEmpty,
+            "every tick's didNavigate once: \(outcome.ticks.count) recorded, \(missing.count) missing (\(outcome.dropped) dropped by flowd)"
+        )
         #expect(outcome.topics == ["nav/did/TickFlow"], "flowd's drop reports are not recorded: \(outcome.topics)")
         #expect(outcome.summary?.missedEvents == 0)
     }

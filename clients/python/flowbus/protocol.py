@@ -440,6 +440,8 @@ class EventResume:
     def reply(self, message: Optional[Message], now: float) -> list[Message]:
         """A message of the DEALER; returns what to deliver now."""
         if isinstance(message, Replay) and message.until is not None:
+            if not self._answers_fill(message.since, message.until):
+                return []  # a late answer to a request sent again at its timeout
             return self._filled(message, now)
         if isinstance(message, Diagnostic) and message.reason == "rate-limited":
             # What is out is asked again at the timeout: the refusal may be about either.
@@ -451,6 +453,9 @@ class EventResume:
                 self._fill_asked_at = at
             return []
         if isinstance(message, Diagnostic) and "until" in message.details:
+            since, until = message.details.get("since"), message.details.get("until")
+            if not (isinstance(since, int) and isinstance(until, int) and self._answers_fill(since, until)):
+                return []
             self._fill_asked_at = None
             self.fallbacks.append(Fallback(self.position, 0, self.position,
                                            f"events dropped at flowd's high-water mark are no longer kept: {message.message}"))
@@ -589,6 +594,12 @@ class EventResume:
         self._fill_asked_at = now
         self._send(replay_request_frames(first - 1, self._topics, until=end, source=self._source,
                                          sequence=self._sequence))
+
+    def _answers_fill(self, since: int, until: int) -> bool:
+        """Whether an answer naming since and until is the one to the request for dropped events
+        out now: a request sent again at its timeout may be answered twice, and the late answer
+        must not stand for the next request's, whose events it does not hold."""
+        return self._filling is not None and since == self._filling[0] - 1 and until == self._filling[1]
 
     def _filled(self, reply: Replay, now: float) -> list[Message]:
         if self._filling is None:

@@ -304,6 +304,38 @@ def test_event_resume_resends_a_fill_and_a_catch_up_each_on_its_own():
     assert (decode(sent[-1]).params["since"], decode(sent[-1]).params["until"]) == (5, 6)
 
 
+def test_event_resume_ignores_a_late_answer_to_a_fill_sent_again():
+    """A request for dropped events resent at its timeout may be answered twice: the late answer
+    does not stand for the next request's, whose events would otherwise never be asked for."""
+    from flowbus.protocol import REQUEST_TIMEOUT, EventResume
+    sent = []
+    resume = EventResume(0, [], lambda frames: sent.append(frames) or True)
+    resume.live(decode(heartbeat_frames(source="flowd#1", sequence=0)), 0.0)
+    resume.reply(_replay([], since=0, last=0, head=0), 0.0)
+
+    def report(first, last, total):
+        return decode(diagnostic_frames("dropped-hwm", "dropped", {"events": [[first, last]], "events_complete": True,
+                                                                   "dropped": last - first + 1, "total": total},
+                                        source="flowd#1", sequence=0))
+    resume.live(report(2, 3, 2), 1.0)
+    resume.live(report(6, 7, 4), 1.0)
+    resume.tick(1.0 + REQUEST_TIMEOUT)
+    asked = [(decode(f).params["since"], decode(f).params.get("until")) for f in sent]
+    assert asked == [(0, None), (1, 3), (1, 3)], "one fill at a time, sent again at its timeout"
+    frames = {n: did_navigate_frames("Main", "open", {"n": n}, source="flowd#1", sequence=n) for n in range(1, 9)}
+    answer = _replay([(2, frames[2]), (3, frames[3])], since=1, last=3, head=8, until=3)
+    assert [m.params["n"] for m in resume.reply(answer, 3.1)] == [2, 3]
+    assert (decode(sent[-1]).params["since"], decode(sent[-1]).params["until"]) == (5, 7)
+    assert resume.reply(answer, 3.2) == [], "the late answer delivers nothing"
+    gone = decode(diagnostic_frames("gone", "no longer kept", {"since": 1, "until": 3}, source="flowd#1", sequence=0))
+    assert resume.reply(gone, 3.3) == [] and resume.fallbacks == [], "nor does a late gone count"
+    resume.tick(3.1 + REQUEST_TIMEOUT)
+    assert (decode(sent[-1]).params["since"], decode(sent[-1]).params["until"]) == (5, 7), "6 and 7 still asked for"
+    out = resume.reply(_replay([(6, frames[6]), (7, frames[7])], since=5, last=7, head=8, until=7), 5.2)
+    assert [m.params["n"] for m in out] == [6, 7]
+    assert resume.filled == 4
+
+
 def test_event_resume_after_a_reconnection_holds_steps_and_replays_none_twice():
     from flowbus.messages import step_frames
     from flowbus.protocol import EventResume

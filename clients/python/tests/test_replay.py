@@ -15,6 +15,7 @@ endpoints:
 heartbeatMilliseconds: 50
 persistence: {{ journal: journal.sqlite }}
 replay: {{ retain: {retain} }}
+limits: {{ highWaterMark: {hwm} }}
 coordinator: {{ flow: LoadFlow, step: start }}
 flows:
   LoadFlow:
@@ -33,9 +34,9 @@ T = 10.0
 
 @pytest.fixture
 def journaled(bin_dir, tmp_path, request):
-    def start(retain=100_000):
+    def start(retain=100_000, hwm=100_000):
         config = tmp_path / "topology.yaml"
-        config.write_text(CONFIG.format(retain=retain))
+        config.write_text(CONFIG.format(retain=retain, hwm=hwm))
         topology = Topology(config, bin_dir=bin_dir, hosts=[])  # started
         topologies.append(topology)
         return topology
@@ -93,6 +94,30 @@ def test_a_subscriber_gets_what_it_missed_then_the_live_events_and_resumes_where
             assert navigations(resumed, 30) == list(range(51, 81))
             extra = resumed.next(0.5)
             assert extra is None, f"nothing twice, nothing after the last step: {extra}"
+
+
+def test_a_subscriber_to_some_topics_held_past_the_high_water_mark_misses_nothing(journaled):
+    """4.6 steps 1 and 8: a resuming subscriber to nav/did/ alone still hears flowd's drop reports, asks
+    for what its full queue lost and ends with every didNavigate once; the reports are not returned."""
+    topology = journaled(hwm=50)
+    ingress, events_endpoint, control = endpoints(topology)
+    count = 3000
+    with Events(events_endpoint, ["nav/did/"], since=0, control=control) as events:
+        assert events.caught_up(T)
+        assert navigations(events, 1) == [None], "the root's setRoot"
+        with Stepper(ingress, "load") as stepper:
+            steps(stepper, 1, count)  # not read meanwhile: past its queue, flowd drops
+        dropped = status(control)["events"]["dropped_hwm"]
+        assert dropped > 0, "the subscriber's queue overflowed"
+        seen = []
+        while len(seen) < count:
+            message = events.next(T)
+            assert message is not None, f"{len(seen)} of {count} didNavigate events"
+            assert isinstance(message, (DidNavigate, Heartbeat)), f"only what it subscribed to: {message}"
+            if isinstance(message, DidNavigate):
+                seen.append(message.params.get("n"))
+        assert sorted(seen) == list(range(1, count + 1)), f"each once ({dropped} dropped by flowd)"
+        assert not events.fallbacks
 
 
 def test_since_zero_starts_at_the_root_flows_start(journaled):
