@@ -36,8 +36,8 @@ package final class HostStepOutlet {
         self.contentType = contentType
         dealer = try ReliableDealer(
             sourceID: sourceID, endpoints: endpoints, curve: curve, context: context,
-            heartbeatMilliseconds: heartbeatMilliseconds, linger: 2000, followsConnections: true,
-            continuingAfter: last)
+            heartbeatMilliseconds: heartbeatMilliseconds, maxOutstanding: Self.maxWaiting, linger: 2000,
+            followsConnections: true, continuingAfter: last)
         dealer.didResend = { reason, count in
             logger.notice("resending \(count) unacknowledged step(s) of \(stepperID) to flowd: \(reason)")
         }
@@ -70,9 +70,16 @@ package final class HostStepOutlet {
     /// How many steps wait for flowd's ack.
     package var waiting: Int { dealer.outbox.outstanding }
 
+    /// How many steps may wait for flowd's ack before a new one is dropped (one kept by the host's
+    /// store is queued whatever waits).
+    package static let maxWaiting = 10_000
+
     /// Steps waiting for flowd's ack past which the host reads no more actions: the steps of the
-    /// batch read before it stopped still fit under the outbox's limit of 10,000.
-    package static let backlogLimit = 8_000
+    /// batch read before it stopped still fit under ``maxWaiting``.
+    package static let backlogLimit = maxWaiting * 8 / 10
+
+    /// Steps waiting below which the host reads actions again.
+    package static let backlogResume = maxWaiting * 6 / 10
 
     /// Whether so many steps wait for flowd's ack that the host should read no more actions.
     package var isBackedUp: Bool { waiting >= Self.backlogLimit }

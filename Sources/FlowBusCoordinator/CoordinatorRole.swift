@@ -122,6 +122,9 @@ final class CoordinatorRole: @FlowActor DaemonRole {
 
     var isSuspended: Bool { suspended }
 
+    // The flow that releases the held step wakes the loop.
+    var suspendedRecheck: Duration? { nil }
+
     var hasOutput: Bool { false }
 
     func commit(_ batch: DaemonBatch) -> DaemonCommit {

@@ -20,9 +20,12 @@ package protocol DaemonRole: AnyObject {
     /// Answers a request of the query endpoint (or refuses it).
     func answer(_ request: InboundMessage)
     /// While true the loop reads no data messages (a step an asynchronous flow still holds, a
-    /// reactor host's steps backed up); the role wakes the loop when it turns false, or it is seen
-    /// at the next heartbeat.
+    /// reactor host's steps backed up); the role wakes the loop when it turns false, or sets
+    /// ``suspendedRecheck``.
     var isSuspended: Bool { get }
+    /// While suspended, how often the loop turns to see whether it still is, when the role
+    /// cannot wake it; nil: it does.
+    var suspendedRecheck: Duration? { get }
     /// Whether the role made something outside a batch that waits to be committed and published
     /// (a reactor's states from an asynchronous mutation).
     var hasOutput: Bool { get }
@@ -287,7 +290,9 @@ package final class DaemonLoop {
         guard !isAccepting, batchSize == 0 else { return }
         if role.isSuspended {
             // A step an asynchronous flow holds is committed and acknowledged already (replayed from
-            // the journal at the next start): a flow that never finishes does not keep the daemon up.
+            // the journal at the next start), and a reactor host's steps are kept or were never
+            // durable: a flow that never finishes, or a flowd that never answers, does not keep the
+            // daemon up.
             guard let drainDeadline, now >= drainDeadline + settings.suspendedStopLimit else { return }
             logger.warning(
                 "stopping while still suspended (a flow holds a step, or a reactor's steps wait for flowd), after \(settings.suspendedStopLimit)"
@@ -336,6 +341,9 @@ package final class DaemonLoop {
             milliseconds = max(0, clock().duration(to: until).wholeMilliseconds)
             // While draining, in-flight work reports through the inbox; look again soon regardless.
             if draining { milliseconds = min(milliseconds, 20) }
+            if role.isSuspended, let recheck = role.suspendedRecheck {
+                milliseconds = min(milliseconds, recheck.wholeMilliseconds)
+            }
         }
         try poller.poll(timeout: milliseconds)
         if poller.isReadable(wakeIndex) { inbox.wake.clear() }

@@ -17,22 +17,26 @@ import Synchronization
 /// instance can commit nothing more — hence acknowledge nothing more — before the next one takes
 /// the lease. A holder whose session stays silent for most of `lease.timeoutMs` gives the lease up
 /// itself (``whenLeaseLost(_:)``); while a statement of its own is under way, it asks the server on
-/// a second connection (the watch) whether that session is working or silent by the standby's
-/// rule, so that a holder cut off in the middle of a commit stops as soon as a standby may take
-/// over. Each taking is recorded in `flowbus_lease` under the lease's name.
+/// a second connection (the watch) whether the session still holds the lease, so that a holder
+/// cut off in the middle of a commit stops before a standby may take over. Each taking is recorded in `flowbus_lease` under the lease's name.
 ///
 /// Calls other than ``connect(url:lease:leaseKey:leaseName:logger:)`` and the lease's block the
 /// calling thread (a daemon loop's, or flowd's checkpoint writer), at most ``callTimeout`` each.
 final class PostgresSession: Sendable {
     let location: String
     let connection: PostgresConnection
-    private let configuration: PostgresConnection.Configuration
-    /// The holder's second connection, opened with the lease: it asks the server about the
-    /// session while a statement on it is under way.
-    private let watch = Mutex<PostgresConnection?>(nil)
+    /// The second connection, opened with the session: while the lease is held it asks the server
+    /// about the session when a statement on it is under way.
+    private let watch: PostgresConnection
+    /// Cleared once a question on the watch failed: it is not asked again.
+    private let watchWorks = Atomic<Bool>(true)
+    /// When the last question on the watch that the server answered was sent: the link was there
+    /// then, so the session's silence counts from no earlier.
+    private let lastVouched = Atomic<Int64>(0)
     /// The server's process of the session (`pg_backend_pid()`), once the lease is held.
     private let backendPID = Atomic<Int32>(0)
-    /// What the call under way waits on: a lost lease wakes it rather than its timeout.
+    /// What the call under way waits on (one at a time: calls run under `session`): a lost lease
+    /// wakes it rather than its timeout.
     private let inFlight = Mutex<DispatchSemaphore?>(nil)
     let logger: Logger
     /// Set once a call timed out or the connection failed: the lease can no longer be trusted.
@@ -66,12 +70,12 @@ final class PostgresSession: Sendable {
     static let creationKey: Int64 = 0x466C_6F77_4275_7330
 
     private init(
-        location: String, connection: PostgresConnection, configuration: PostgresConnection.Configuration,
-        lease: LeaseTimings, leaseKey: Int64, leaseName: String, logger: Logger
+        location: String, connection: PostgresConnection, watch: PostgresConnection, lease: LeaseTimings,
+        leaseKey: Int64, leaseName: String, logger: Logger
     ) {
         self.location = location
         self.connection = connection
-        self.configuration = configuration
+        self.watch = watch
         self.lease = lease
         self.leaseKey = leaseKey
         self.leaseName = leaseName
@@ -100,13 +104,38 @@ final class PostgresSession: Sendable {
             host: host, port: components.port ?? 5432, username: user, password: components.password,
             database: database.isEmpty ? nil : database, tls: .disable)
         let location = redacted(url)
+        let connection = try await open(configuration, id: 1, location: location, logger: logger)
+        let watch: PostgresConnection
+        do {
+            watch = try await open(configuration, id: 2, location: location, logger: logger)
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+        let session = PostgresSession(
+            location: location, connection: connection, watch: watch, lease: lease, leaseKey: leaseKey,
+            leaseName: leaseName, logger: logger)
+        do {
+            try await session.createTables(tables)
+        } catch {
+            session.close()
+            throw PostgresJournalError(
+                .queryFailed, "cannot create \(what) tables in \(location): \(String(reflecting: error))")
+        }
+        return session
+    }
+
+    /// A connection whose server notices a vanished instance within seconds, not hours (and frees
+    /// its lease, or the slot of its watch).
+    private static func open(
+        _ configuration: PostgresConnection.Configuration, id: Int, location: String, logger: Logger
+    ) async throws -> PostgresConnection {
         let connection: PostgresConnection
         do {
-            connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: logger)
+            connection = try await PostgresConnection.connect(configuration: configuration, id: id, logger: logger)
         } catch {
             throw PostgresJournalError(.cannotConnect, "cannot connect to \(location): \(String(reflecting: error))")
         }
-        // The server notices a vanished instance within seconds, not hours, and frees its lease.
         for setting in [
             "tcp_keepalives_idle = 1", "tcp_keepalives_interval = 1", "tcp_keepalives_count = 2",
             "tcp_user_timeout = 2000",
@@ -119,17 +148,7 @@ final class PostgresSession: Sendable {
                     .queryFailed, "cannot SET \(setting) on \(location): \(String(reflecting: error))")
             }
         }
-        let session = PostgresSession(
-            location: location, connection: connection, configuration: configuration, lease: lease,
-            leaseKey: leaseKey, leaseName: leaseName, logger: logger)
-        do {
-            try await session.createTables(tables)
-        } catch {
-            session.close()
-            throw PostgresJournalError(
-                .queryFailed, "cannot create \(what) tables in \(location): \(String(reflecting: error))")
-        }
-        return session
+        return connection
     }
 
     /// `url` without its password.
@@ -189,14 +208,6 @@ final class PostgresSession: Sendable {
         {
             backendPID.store(serverPID, ordering: .relaxed)
         }
-        do {
-            let opened = try await PostgresConnection.connect(configuration: configuration, id: 2, logger: logger)
-            watch.withLock { $0 = opened }
-        } catch {
-            throw PostgresJournalError(
-                .cannotConnect,
-                "cannot open the lease's second connection to \(location): \(String(reflecting: error))")
-        }
         // The lease's silence is counted from here: the statements above ran outside ``call``.
         lastAnswer.store(Self.nanoseconds(epoch.duration(to: .now)), ordering: .relaxed)
         startKeepAlive()
@@ -223,7 +234,8 @@ final class PostgresSession: Sendable {
                     """), logger: logger)
         var silent: (pid: Int32, seconds: Double, midStatement: Bool)?
         for try await (pid, state, seconds, readingClient) in rows.decode((Int32, String?, Double?, Bool).self) {
-            guard let state, let seconds, isSilent(state: state, readingClient: readingClient, seconds: seconds)
+            guard let state, state != "active" || readingClient, let seconds,
+                seconds * 1000 > Double(lease.timeoutMs)
             else { continue }
             silent = (pid, seconds, state == "active")
         }
@@ -245,12 +257,6 @@ final class PostgresSession: Sendable {
         // The lock is free once that backend has exited.
         try await Task.sleep(for: .milliseconds(20))
         return true
-    }
-
-    /// The standby's rule: a session is silent when, past `lease.timeoutMs` since its state last
-    /// changed, it is idle or waits for the rest of a statement from its client.
-    private func isSilent(state: String, readingClient: Bool, seconds: Double) -> Bool {
-        (state != "active" || readingClient) && seconds * 1000 > Double(lease.timeoutMs)
     }
 
     /// While this instance holds the lease: a statement at least every `lease.keepAliveMs` on its
@@ -288,35 +294,28 @@ final class PostgresSession: Sendable {
         thread.start()
     }
 
-    /// Asks the server, on the watch connection, about the session while a statement is under way.
-    /// - Returns: why the lease is lost, or nil while the session works on its statement.
+    /// Asks the server, on the watch connection, whether the session still holds the lease while a
+    /// statement is under way: no answer means the link is cut.
+    /// - Returns: why the lease is lost, or nil while the server answers and the session holds it.
     private func watchBusySession() -> String? {
-        guard let watch = watch.withLock({ $0 }) else { return nil }
+        guard watchWorks.load(ordering: .relaxed) else { return nil }
         let pid = backendPID.load(ordering: .relaxed)
         let key = UInt64(bitPattern: leaseKey)
         let query = PostgresQuery(
             unsafeSQL: """
-                SELECT a.state, a.wait_event IS NOT DISTINCT FROM 'ClientRead',
-                  EXTRACT(EPOCH FROM clock_timestamp() - a.state_change)::float8,
-                  EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid AND l.locktype = 'advisory' AND l.granted
-                    AND l.objsubid = 1 AND l.classid = \(key >> 32) AND l.objid = \(key & 0xFFFF_FFFF))
-                FROM pg_stat_activity a WHERE a.pid = \(pid)
+                SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = \(pid) AND l.locktype = 'advisory'
+                  AND l.granted AND l.objsubid = 1 AND l.classid = \(key >> 32) AND l.objid = \(key & 0xFFFF_FFFF))
                 """)
-        typealias Row = (String?, Bool, Double?, Bool)
+        typealias Row = Bool
+        let asked = Self.nanoseconds(epoch.duration(to: .now))
         let deadline = answerDeadline()
         let answer = Mutex<Result<Row?, any Error>?>(nil)
         let answered = DispatchSemaphore(value: 0)
-        let logger = logger
-        // The keep-alive's thread waits for this task, which awaits I/O only.
-        Task {
-            do {
-                var first: Row?
-                for try await row in try await watch.query(query, logger: logger).decode(Row.self) where first == nil {
-                    first = row
-                }
-                answer.withLock { [first] in $0 = .success(first) }
-            } catch {
-                answer.withLock { $0 = .failure(error) }
+        // A future, not a task: the cooperative pool may be busy (blocked callers in tests).
+        let future: EventLoopFuture<PostgresQueryResult> = watch.query(query, logger: logger)
+        future.whenComplete { result in
+            answer.withLock {
+                $0 = result.flatMap { rows in Result { try rows.rows.first?.decode(Row.self) } }
             }
             answered.signal()
         }
@@ -325,14 +324,17 @@ final class PostgresSession: Sendable {
         }
         switch answer.withLock({ $0! }) {
         case .failure(let error):
-            return "keep-alive failed: \(String(reflecting: error))"
+            // The watch itself failed (ended by the server, say), not the session: the statement
+            // under way is left to its own timeout, as it was without a watch.
+            watchWorks.store(false, ordering: .relaxed)
+            logger.warning("the lease's watch connection failed, it is not opened again: \(String(reflecting: error))")
+            return nil
         case .success(let row):
-            guard let (state, readingClient, seconds, holdsLock) = row, holdsLock else {
-                return "the session no longer holds the lease"
-            }
-            if let state, let seconds, isSilent(state: state, readingClient: readingClient, seconds: seconds) {
-                return "the server has heard nothing from the session for \(Int(seconds * 1000)) ms (\(state))"
-            }
+            guard row == true else { return "the session no longer holds the lease" }
+            // The server answers: the link is there. A session it has not heard from lately (a
+            // statement still on its way, or held up in this process) is the standby's to judge;
+            // a commit in a session it ended fails.
+            lastVouched.store(asked, ordering: .relaxed)
             return nil
         }
     }
@@ -347,9 +349,10 @@ final class PostgresSession: Sendable {
     }
 
     /// How long the keep-alive may wait for its answer: until nine tenths of `lease.timeoutMs`
-    /// after the session's last answer, when a standby may be about to end the session.
+    /// after the session's last answer (or the server's last answer on the watch), when a standby
+    /// may be about to end the session.
     private func answerDeadline() -> Duration {
-        let last = lastAnswer.load(ordering: .relaxed)
+        let last = max(lastAnswer.load(ordering: .relaxed), lastVouched.load(ordering: .relaxed))
         guard last > 0 else { return leaseTimeout * 0.9 }
         let silent = Duration.nanoseconds(Self.nanoseconds(epoch.duration(to: .now)) - last)
         return max(.milliseconds(10), leaseTimeout * 0.9 - silent)
@@ -419,14 +422,13 @@ final class PostgresSession: Sendable {
     func close() {
         self.closing.store(true, ordering: .relaxed)
         broken.withLock { $0 = $0 ?? "closed" }
-        if let watch = watch.withLock({ $0 }) {
-            let closing: EventLoopFuture<Void> = watch.close()
-            _ = closing
-        }
-        let closing: EventLoopFuture<Void> = connection.close()
         let closed = DispatchSemaphore(value: 0)
-        closing.whenComplete { _ in closed.signal() }
-        _ = closed.wait(timeout: .now() + .seconds(2))
+        for connection in [connection, watch] {
+            let closing: EventLoopFuture<Void> = connection.close()
+            closing.whenComplete { _ in closed.signal() }
+        }
+        let deadline = DispatchTime.now() + .seconds(2)
+        for _ in 0..<2 { _ = closed.wait(timeout: deadline) }
     }
 
     // MARK: Calls

@@ -57,9 +57,9 @@ package struct EventResume: Sendable {
         package var requestSince: UInt64?
         /// The next request for dropped events, if one is due.
         package var fill: Request?
-        /// False for a late answer to a request for dropped events that is no longer the one out
-        /// (it was sent again at its timeout, and answered twice): it is ignored, and the request
-        /// out still waits for its own answer.
+        /// False for a late answer to a request that is no longer the one out (it was sent again
+        /// at its timeout, and answered twice), or for a catch-up's reply while none is under way:
+        /// it is ignored, and the request out still waits for its own answer.
         package var answered = true
     }
 
@@ -176,7 +176,9 @@ package struct EventResume: Sendable {
             guard answersFill(since: reply.since, until: until) else { return ReplayOutcome(answered: false) }
             return filled(reply)
         }
-        guard phase == .replaying else { return ReplayOutcome() }
+        // The position moves only with the replies of a catch-up: one from before it moved answers
+        // a request already answered, and would end the catch-up the request out is for.
+        guard phase == .replaying, reply.since == position else { return ReplayOutcome(answered: false) }
         var outcome = ReplayOutcome()
         for (sequence, frames) in reply.events.decoded() where sequence > position {
             position = sequence

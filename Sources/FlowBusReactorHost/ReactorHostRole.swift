@@ -212,6 +212,9 @@ final class ReactorHostRole: DaemonRole {
     /// actions socket and the views' outboxes, and the steps in memory stay bounded.
     var isSuspended: Bool { backedUpStepper != nil }
 
+    // Acks of the steppers come on sockets the loop does not poll: it looks at them this often.
+    var suspendedRecheck: Duration? { .milliseconds(20) }
+
     var hasOutput: Bool { !uncommitted.isEmpty || outlet.hasItems }
 
     /// Saves what the reactors made since the last commit, with the batch's de-duplication
@@ -244,16 +247,17 @@ final class ReactorHostRole: DaemonRole {
 
     func endTurn(now: ContinuousClock.Instant) {
         for stepper in steppers.values { stepper.service(now: now, logger: logger) }
-        let backedUp = steppers.values.first(where: \.isBackedUp)
-        if backedUp?.stepperID != backedUpStepper {
-            if let backedUp {
-                logger.warning(
-                    "reading no actions: \(backedUp.waiting) steps of \(backedUp.stepperID) wait for flowd's ack (is flowd running?)"
-                )
-            } else if let stepperID = backedUpStepper {
+        if let stepperID = backedUpStepper {
+            // Well below the mark again: a slow flowd does not make the host stop and go at every batch.
+            if steppers.values.allSatisfy({ $0.waiting < HostStepOutlet.backlogResume }) {
                 logger.notice("reading actions again: flowd acknowledged the steps of \(stepperID)")
+                backedUpStepper = nil
             }
-            backedUpStepper = backedUp?.stepperID
+        } else if let backedUp = steppers.values.first(where: \.isBackedUp) {
+            logger.warning(
+                "reading no actions: \(backedUp.waiting) steps of \(backedUp.stepperID) wait for flowd's ack (is flowd running?)"
+            )
+            backedUpStepper = backedUp.stepperID
         }
         reportMetrics()
     }

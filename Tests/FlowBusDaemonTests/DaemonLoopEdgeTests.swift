@@ -24,6 +24,7 @@ private final class EdgeRole: DaemonRole {
     }
     func answer(_ request: InboundMessage) {}
     var isSuspended: Bool { suspended }
+    var suspendedRecheck: Duration? { nil }
     var hasOutput: Bool { false }
     func commit(_ batch: DaemonBatch) -> DaemonCommit { savesWork ? .committed : .retry(after: .milliseconds(200)) }
     func tick(now: ContinuousClock.Instant) throws {}

@@ -31,6 +31,7 @@ private final class RecordingRole: DaemonRole {
 
     func answer(_ request: InboundMessage) {}
     var isSuspended: Bool { false }
+    var suspendedRecheck: Duration? { nil }
     var hasOutput: Bool { !output.isEmpty }
 
     func commit(_ batch: DaemonBatch) -> DaemonCommit {

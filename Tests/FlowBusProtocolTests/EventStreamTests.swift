@@ -361,4 +361,29 @@ struct EventResumeTests {
         #expect(resume.filled == 4)
         #expect(resume.fillTimedOut() == nil)
     }
+    @Test(
+        "a catch-up's late reply to a request sent again does not end a later catch-up, whose events it does not hold")
+    func lateAnswerToACatchUp() {
+        var resume = EventResume(since: 0)
+        #expect(resume.heartbeat(source: "flowd#1", sequence: 2) == 0)
+        #expect(resume.catchUpTimedOut() == EventResume.Request(since: 0), "no answer in time: asked again")
+        let answer = reply(
+            [(1, event("nav/did/A", sequence: 1)), (2, event("nav/did/A", sequence: 2))], since: 0, last: 2, head: 2)
+        #expect(resume.replayed(answer).deliver.map(\.sequence) == [1, 2])
+        #expect(resume.phase == .live)
+        // The publisher goes silent: a new catch-up from 2; then the first request's second answer comes.
+        #expect(resume.mayHaveMissed() == 2)
+        let late = resume.replayed(answer)
+        #expect(!late.answered)
+        #expect(late.deliver.isEmpty)
+        #expect(resume.phase == .replaying, "the catch-up from 2 still waits for its answer")
+        #expect(resume.catchUpTimedOut() == EventResume.Request(since: 2))
+        let caughtUp = resume.replayed(
+            reply(
+                [(3, event("nav/did/A", sequence: 3)), (4, event("nav/did/A", sequence: 4))], since: 2, last: 4,
+                head: 4))
+        #expect(caughtUp.answered)
+        #expect(caughtUp.deliver.map(\.sequence) == [3, 4])
+        #expect(resume.phase == .live)
+    }
 }

@@ -453,7 +453,7 @@ class EventResume:
                 self._fill_asked_at = at
             return []
         if isinstance(message, Diagnostic) and "until" in message.details:
-            since, until = message.details.get("since"), message.details.get("until")
+            since, until = message.details.get("since", 0), message.details.get("until")
             if not (isinstance(since, int) and isinstance(until, int) and self._answers_fill(since, until)):
                 return []
             self._fill_asked_at = None
@@ -465,7 +465,8 @@ class EventResume:
             self._filling = None
             self._next_fill(now)
             return []
-        if isinstance(message, Replay) and self.phase == "replaying":
+        # The position moves only with a catch-up's replies: one from before it moved is late.
+        if isinstance(message, Replay) and self.phase == "replaying" and message.since == self.position:
             self._catch_up_asked_at = None
             out: list[Message] = []
             for sequence, frames in message.events:

@@ -336,6 +336,28 @@ def test_event_resume_ignores_a_late_answer_to_a_fill_sent_again():
     assert resume.filled == 4
 
 
+def test_event_resume_ignores_a_late_answer_to_a_catch_up_sent_again():
+    """A catch-up's late reply (its request was sent again at its timeout) does not end a later
+    catch-up, whose events it does not hold."""
+    from flowbus.protocol import REQUEST_TIMEOUT, EventResume
+    sent = []
+    resume = EventResume(0, [], lambda frames: sent.append(frames) or True)
+    resume.live(decode(heartbeat_frames(source="flowd#1", sequence=2)), 0.0)
+    resume.tick(REQUEST_TIMEOUT)
+    assert [decode(f).params for f in sent] == [{"since": 0}, {"since": 0}], "asked again at the timeout"
+    frames = {n: did_navigate_frames("Main", "open", {"n": n}, source="flowd#1", sequence=n) for n in range(1, 5)}
+    answer = _replay([(1, frames[1]), (2, frames[2])], since=0, last=2, head=2)
+    assert [m.params["n"] for m in resume.reply(answer, 2.1)] == [1, 2]
+    assert resume.phase == "live"
+    resume.may_have_missed(3.0)
+    assert decode(sent[-1]).params == {"since": 2}
+    assert resume.reply(answer, 3.1) == [], "the late answer delivers nothing"
+    assert resume.phase == "replaying", "the catch-up from 2 still waits for its answer"
+    out = resume.reply(_replay([(3, frames[3]), (4, frames[4])], since=2, last=4, head=4), 3.2)
+    assert [m.params["n"] for m in out] == [3, 4]
+    assert resume.phase == "live" and resume.position == 4
+
+
 def test_event_resume_after_a_reconnection_holds_steps_and_replays_none_twice():
     from flowbus.messages import step_frames
     from flowbus.protocol import EventResume
