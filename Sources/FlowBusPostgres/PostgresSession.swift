@@ -18,7 +18,8 @@ import Synchronization
 /// the lease. A holder whose session stays silent for most of `lease.timeoutMs` gives the lease up
 /// itself (``whenLeaseLost(_:)``); while a statement of its own is under way, it asks the server on
 /// a second connection (the watch) whether the session still holds the lease, so that a holder
-/// cut off in the middle of a commit stops before a standby may take over. Each taking is recorded in `flowbus_lease` under the lease's name.
+/// cut off in the middle of a commit stops before a standby may take over. Each taking is
+/// recorded in `flowbus_lease` under the lease's name.
 ///
 /// Calls other than ``connect(url:lease:leaseKey:leaseName:logger:)`` and the lease's block the
 /// calling thread (a daemon loop's, or flowd's checkpoint writer), at most ``callTimeout`` each.
@@ -261,8 +262,8 @@ final class PostgresSession: Sendable {
 
     /// While this instance holds the lease: a statement at least every `lease.keepAliveMs` on its
     /// session, so that standbys can tell it is alive (see ``endSilentHolder()``). While a
-    /// statement of the daemon's is under way, that statement is the sign of life: the watch
-    /// connection asks the server whether the session still works on it.
+    /// statement of the daemon's is under way, a keep-alive would wait behind it: the watch
+    /// connection asks the server whether the session still holds the lease instead.
     private func startKeepAlive() {
         let thread = Thread { [self] in
             while !closing.load(ordering: .relaxed), broken.withLock({ $0 }) == nil {

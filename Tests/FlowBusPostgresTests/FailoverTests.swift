@@ -193,10 +193,10 @@ struct FailoverTests {
             !flowd.output.contains("no answer within 5"), "not a commit's own timeout:\n\(flowd.outputTail())")
     }
 
-    /// Runs one simple query (its statements in one transaction) in a session of its own.
-    static let simpleQuery = #"""
+    /// Runs simple queries one after the other in a session of its own, saying when each is done.
+    static let simpleQueries = #"""
         import socket, struct, sys
-        host, port, database, sql = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+        host, port, database, queries = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
         s = socket.create_connection((host, port))
         def until_ready():
             while True:
@@ -207,11 +207,11 @@ struct FailoverTests {
         startup = b"user\0postgres\0database\0" + database.encode() + b"\0\0"
         s.sendall(struct.pack("!ii", len(startup) + 8, 196608) + startup)
         until_ready()
-        body = sql.encode() + b"\0"
-        s.sendall(b"Q" + struct.pack("!i", len(body) + 4) + body)
-        print("query sent", flush=True)
-        until_ready()
-        print("query done", flush=True)
+        for number, sql in enumerate(queries, 1):
+            body = sql.encode() + b"\0"
+            s.sendall(b"Q" + struct.pack("!i", len(body) + 4) + body)
+            until_ready()
+            print("query", number, "done", flush=True)
         """#
 
     @Test(
@@ -234,24 +234,24 @@ struct FailoverTests {
         let locker = try ManagedProcess(
             name: "locker", executable: URL(fileURLWithPath: "/usr/bin/env"),
             arguments: [
-                "python3", "-c", Self.simpleQuery, url.host ?? "127.0.0.1", "\(server.port)",
-                String(url.path.dropFirst()),
-                "BEGIN; LOCK TABLE flowbus_entry IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT",
+                "python3", "-c", Self.simpleQueries, url.host ?? "127.0.0.1", "\(server.port)",
+                String(url.path.dropFirst()), "BEGIN; LOCK TABLE flowbus_entry IN ACCESS EXCLUSIVE MODE",
+                "SELECT pg_sleep(3); COMMIT",
             ],
             outputURL: log)
         defer {
             _ = locker.terminate()
             try? FileManager.default.removeItem(at: log)
         }
-        #expect(try locker.waitForOutput(matching: "query sent", timeout: .seconds(20)), "\(locker.output)")
-        // The commit of this step waits for the lock for 3 s, three lease timeouts.
+        #expect(try locker.waitForOutput(matching: "query 1 done", timeout: .seconds(20)), "\(locker.output)")
+        // The lock is held for 3 s more, three lease timeouts: the commit of this step waits for it.
         let waited = ContinuousClock.now
         try stepper.publish("tick", ["n": 1])
         #expect(try stepper.waitForAcknowledgement(timeout: .seconds(20)), "\(flowd.outputTail())")
         let waitedFor = waited.duration(to: .now)
         print("a commit waiting on a lock was acknowledged \(waitedFor) after its step was sent")
         #expect(waitedFor >= .seconds(2), "the commit waited on the lock, past the lease timeout")
-        #expect(try locker.waitForOutput(matching: "query done", timeout: .seconds(20)), "\(locker.output)")
+        #expect(try locker.waitForOutput(matching: "query 2 done", timeout: .seconds(20)), "\(locker.output)")
         try stepper.publish("tick", ["n": 2])
         #expect(try stepper.waitForAcknowledgement(timeout: .seconds(10)), "\(flowd.outputTail())")
         #expect(flowd.isRunning, "\(flowd.outputTail())")
