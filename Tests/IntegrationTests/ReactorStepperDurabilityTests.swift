@@ -119,6 +119,7 @@ struct ReactorStepperDurabilityTests {
         let journaled = try journaledTicks(topology, stepper: "ticker")
         #expect(journaled == Array(1...12), "each step applied exactly once, in order")
     }
+
     @Test(
         "flowd frozen while a reactor's steps pile up: past 8,000 steps waiting for flowd the host reads no more actions, and goes on once flowd acknowledges; each step applied once, in order"
     )
