@@ -126,15 +126,12 @@ final class EventCatchUp {
                 if catchUpAskedAt != nil { catchUpAskedAt = retry }
                 if fillAskedAt != nil { fillAskedAt = retry }
             case .diagnostic(let refusal)? where refusal.details["until"] != nil:
-                let until = refusal.details["until"]?.intValue ?? 0
-                guard
-                    machine.answersFill(
-                        since: UInt64(max(0, refusal.details["since"]?.intValue ?? 0)), until: UInt64(max(0, until)))
-                else { continue }
+                let since = UInt64(max(0, refusal.details["since"]?.intValue ?? 0))
+                let until = UInt64(max(0, refusal.details["until"]?.intValue ?? 0))
+                guard machine.answersFill(since: since, until: until) else { continue }
                 fillAskedAt = nil
                 fallback = EventFallback(
-                    since: UInt64(max(0, refusal.details["since"]?.intValue ?? 0)), oldest: 0,
-                    head: UInt64(max(0, until)),
+                    since: since, oldest: 0, head: until,
                     reason: "events dropped at flowd's high-water mark are no longer kept: \(refusal.message)")
                 if let fill = machine.fillGone() { try request(fill) }
             case .diagnostic(let refusal)?:

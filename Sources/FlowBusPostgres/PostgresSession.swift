@@ -307,16 +307,15 @@ final class PostgresSession: Sendable {
                 SELECT EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = \(pid) AND l.locktype = 'advisory'
                   AND l.granted AND l.objsubid = 1 AND l.classid = \(key >> 32) AND l.objid = \(key & 0xFFFF_FFFF))
                 """)
-        typealias Row = Bool
         let asked = Self.nanoseconds(epoch.duration(to: .now))
         let deadline = answerDeadline()
-        let answer = Mutex<Result<Row?, any Error>?>(nil)
+        let answer = Mutex<Result<Bool?, any Error>?>(nil)
         let answered = DispatchSemaphore(value: 0)
         // A future, not a task: the cooperative pool may be busy (blocked callers in tests).
         let future: EventLoopFuture<PostgresQueryResult> = watch.query(query, logger: logger)
         future.whenComplete { result in
             answer.withLock {
-                $0 = result.flatMap { rows in Result { try rows.rows.first?.decode(Row.self) } }
+                $0 = result.flatMap { rows in Result { try rows.rows.first?.decode(Bool.self) } }
             }
             answered.signal()
         }
