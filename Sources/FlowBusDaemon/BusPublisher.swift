@@ -134,11 +134,10 @@ package final class BusPublisher {
         let isEventStream = publication.isEventStream
         // The released events are numbered up to the head.
         let firstEvent = publication.headEvent &- UInt64(released.count) &+ 1
-        for index in 0..<released.count {
-            let message = released.message(index)
+        released.forEach { index, message in
             if isEventStream, !message.withFrame(0, { publication.isWanted($0) }) {
                 publication.countUnwanted()
-                continue
+                return
             }
             if !send(message), isEventStream { publication.droppedEvent(firstEvent + UInt64(index)) }
         }

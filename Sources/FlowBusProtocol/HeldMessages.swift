@@ -3,40 +3,50 @@ import FlowBusWire
 /// Messages a publisher holds back until their batch is committed, copied into one store that
 /// keeps its capacity: the buffers they were encoded in or received into stay their owner's own,
 /// so that writing the next message into them copies nothing and allocates nothing.
+///
+/// The store is laid out as a replay packs events (PROTOCOL.md §4.6, ``PackedEvents``): for each
+/// message its event sequence (u64, big-endian; 0 until ``setLastSequence(_:patchingEnvelope:)``
+/// numbers it), its frame count (u8), then each frame as its length (u32, big-endian) and its
+/// bytes. Handing an event stream's batch to the commit is then one copy.
 package struct HeldMessages: Sendable {
     private var bytes: [UInt8] = []
-    /// The end of each frame in ``bytes``.
-    private var frameEnds: [Int] = []
-    /// The end of each message in ``frameEnds``.
-    private var messageEnds: [Int] = []
+    /// Where each message starts in ``bytes``.
+    private var starts: [Int] = []
 
     package init() {}
 
     /// How many messages are held.
-    package var count: Int { messageEnds.count }
-    /// The bytes they hold, and their frames: what packing them takes (`PackedEvents`).
-    package var byteCount: Int { bytes.count }
-    package var frameCount: Int { frameEnds.count }
-    package var isEmpty: Bool { messageEnds.isEmpty }
+    package var count: Int { starts.count }
+    package var isEmpty: Bool { starts.isEmpty }
 
-    /// Adds a copy of `frames`.
+    /// Adds a copy of `frames` (at most 255 of them, as a packed event carries).
     package mutating func append(_ frames: FrameBuffer) {
-        let base = bytes.count
-        bytes.append(contentsOf: frames.storage)
-        for index in 0..<frames.count { frameEnds.append(base + frames.frameRange(index).upperBound) }
-        messageEnds.append(frameEnds.count)
+        starts.append(bytes.count)
+        let frameCount = min(frames.count, 255)
+        var head = (UInt64(0), UInt8(truncatingIfNeeded: frameCount))
+        withUnsafeBytes(of: &head.0) { bytes.append(contentsOf: $0) }
+        bytes.append(head.1)
+        frames.storage.withUnsafeBytes { storage in
+            for index in 0..<frameCount {
+                let range = frames.frameRange(index)
+                var length = UInt32(truncatingIfNeeded: range.count).bigEndian
+                withUnsafeBytes(of: &length) { bytes.append(contentsOf: $0) }
+                bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: storage[range]))
+            }
+        }
     }
 
-    /// Writes `sequence` into the envelope (frame 1, bytes 4 to 12, big-endian) of the last message
-    /// added: an event's number, given when it is held.
-    package mutating func setLastEnvelopeSequence(_ sequence: UInt64) {
-        guard let end = messageEnds.last else { return }
-        let firstFrame = messageEnds.count > 1 ? messageEnds[messageEnds.count - 2] : 0
-        guard end - firstFrame >= 2 else { return }
-        let envelopeStart = frameEnds[firstFrame]
-        guard frameEnds[firstFrame + 1] - envelopeStart >= 12 else { return }
-        for index in 0..<8 {
-            bytes[envelopeStart + 4 + index] = UInt8(truncatingIfNeeded: sequence >> (56 - 8 * UInt64(index)))
+    /// Numbers the last message added with the event `sequence`; `patchingEnvelope`: also writes it
+    /// into its envelope (frame 1, bytes 4 to 12, big-endian), as the publisher's own events carry it.
+    package mutating func setLastSequence(_ sequence: UInt64, patchingEnvelope: Bool) {
+        guard let start = starts.last else { return }
+        bytes.withUnsafeMutableBytes { raw in
+            raw.storeBytes(of: sequence.bigEndian, toByteOffset: start, as: UInt64.self)
+            guard patchingEnvelope, raw[start + 8] >= 2 else { return }
+            let readOnly = UnsafeRawBufferPointer(raw)
+            let envelopeLengthAt = start + 13 + Int(Self.length(readOnly, at: start + 9))
+            guard Self.length(readOnly, at: envelopeLengthAt) >= 12 else { return }
+            raw.storeBytes(of: sequence.bigEndian, toByteOffset: envelopeLengthAt + 8, as: UInt64.self)
         }
     }
 
@@ -47,31 +57,49 @@ package struct HeldMessages: Sendable {
     /// Forgets every message, keeping the capacity (up to 4 MB of bytes).
     package mutating func removeAll() {
         bytes.removeAll(keepingCapacity: bytes.capacity <= Self.keptCapacity)
-        frameEnds.removeAll(keepingCapacity: frameEnds.capacity <= Self.keptCapacity / 8)
-        messageEnds.removeAll(keepingCapacity: messageEnds.capacity <= Self.keptCapacity / 8)
+        starts.removeAll(keepingCapacity: starts.capacity <= Self.keptCapacity / 8)
     }
 
-    /// The message at `index`, in the order they were added.
-    package func message(_ index: Int) -> Message {
-        Message(held: self, firstFrame: index == 0 ? 0 : messageEnds[index - 1], endFrame: messageEnds[index])
+    /// The messages as packed events, numbered as ``setLastSequence(_:patchingEnvelope:)`` did.
+    package func withPacked<Result>(_ body: (UnsafeRawBufferPointer) -> Result) -> Result {
+        bytes.withUnsafeBytes(body)
     }
 
-    /// One held message, to send.
+    /// Calls `body` with each message, in the order they were added, and its index.
+    package func forEach(_ body: (Int, Message) -> Void) {
+        bytes.withUnsafeBytes { raw in
+            for index in starts.indices {
+                let end = index + 1 < starts.count ? starts[index + 1] : raw.count
+                body(index, Message(packed: UnsafeRawBufferPointer(rebasing: raw[starts[index]..<end])))
+            }
+        }
+    }
+
+    /// Calls `body` with the message at `index`, in the order they were added.
+    package func withMessage<Result>(_ index: Int, _ body: (Message) -> Result) -> Result {
+        bytes.withUnsafeBytes { raw in
+            let end = index + 1 < starts.count ? starts[index + 1] : raw.count
+            return body(Message(packed: UnsafeRawBufferPointer(rebasing: raw[starts[index]..<end])))
+        }
+    }
+
+    fileprivate static func length(_ raw: UnsafeRawBufferPointer, at offset: Int) -> UInt32 {
+        UInt32(bigEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+    }
+
+    /// One held message, valid inside the call that hands it: its bytes as packed.
     package struct Message {
-        fileprivate let held: HeldMessages
-        fileprivate let firstFrame: Int
-        fileprivate let endFrame: Int
+        fileprivate let packed: UnsafeRawBufferPointer
 
         /// Its number of frames.
-        package var frameCount: Int { endFrame - firstFrame }
+        package var frameCount: Int { Int(packed[8]) }
 
         /// Calls `body` with the bytes of frame `index` (from 0).
         package func withFrame<Result>(_ index: Int, _ body: (UnsafeRawBufferPointer) -> Result) -> Result {
-            let frame = firstFrame + index
-            let start = frame == 0 ? 0 : held.frameEnds[frame - 1]
-            return held.bytes.withUnsafeBytes {
-                body(UnsafeRawBufferPointer(rebasing: $0[start..<held.frameEnds[frame]]))
-            }
+            var offset = 9
+            for _ in 0..<index { offset += 4 + Int(HeldMessages.length(packed, at: offset)) }
+            let length = Int(HeldMessages.length(packed, at: offset))
+            return body(UnsafeRawBufferPointer(rebasing: packed[offset + 4..<offset + 4 + length]))
         }
     }
 }

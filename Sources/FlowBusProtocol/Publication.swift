@@ -183,7 +183,7 @@ package struct Publication: Sendable {
         held.append(frames)
         if isEventStream {
             lastEvent += 1
-            if own { held.setLastEnvelopeSequence(lastEvent) }
+            held.setLastSequence(lastEvent, patchingEnvelope: own)
         }
         return .held
     }
@@ -234,14 +234,8 @@ package struct Publication: Sendable {
     /// The events held, packed as a replay carries them (PROTOCOL.md §4.6), to keep with the
     /// commit: the first's sequence and the packed bytes.
     package func heldEvents(into packed: inout PackedEvents) {
-        // One allocation for the batch: 9 bytes of head per event, 4 of length per frame.
-        packed.reserveCapacity(packed.byteCount + held.byteCount + 9 * held.count + 4 * held.frameCount)
-        for index in 0..<held.count {
-            let message = held.message(index)
-            packed.append(sequence: headEvent + 1 + UInt64(index), frameCount: message.frameCount) { frame, body in
-                message.withFrame(frame) { body($0) }
-            }
-        }
+        // Held as packed, numbered when taken: one copy.
+        held.withPacked { packed.appendPacked($0, count: held.count) }
     }
 
     /// Stops holding and forgets what was held (its batch was not committed). An event stream

@@ -283,10 +283,10 @@ public struct PackedEvents: Sendable, Hashable {
         bytes.reserveCapacity(byteCount)
     }
 
-    /// Adds one event already packed, copied as is.
-    public mutating func appendPacked(_ event: UnsafeRawBufferPointer) {
-        bytes.append(contentsOf: event)
-        count += 1
+    /// Adds `count` events already packed, copied as they are.
+    public mutating func appendPacked(_ events: UnsafeRawBufferPointer, count: Int = 1) {
+        bytes.append(contentsOf: events)
+        self.count += count
     }
 
     /// Adds the event `frames`.

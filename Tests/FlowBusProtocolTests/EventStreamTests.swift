@@ -19,6 +19,34 @@ private func envelopeSequence(_ frames: FrameBuffer) -> UInt64? {
 
 @Suite("Event streams: numbering, keeping and replaying flowd's events (PROTOCOL.md §4.6)")
 struct EventStreamTests {
+    @Test(
+        "held messages are kept packed: frames whole and in order, numbered; a frame too short for an envelope is left as it is"
+    )
+    func heldMessagesPacked() throws {
+        var held = HeldMessages()
+        held.append(FrameBuffer(frames: [Array("a".utf8), [7]]))
+        held.setLastSequence(5, patchingEnvelope: true)
+        held.append(event("nav/did/Main", sequence: 1))
+        held.setLastSequence(6, patchingEnvelope: true)
+        held.append(FrameBuffer(frames: [Array("b".utf8), [1, 2, 3], [], Array(repeating: 9, count: 300)]))
+        held.setLastSequence(7, patchingEnvelope: true)
+        let packed = try PackedEvents(bytes: held.withPacked { Array($0) })
+        let events = packed.decoded()
+        #expect(events.map(\.sequence) == [5, 6, 7])
+        #expect(Array(events[0].frames.frameBytes(1)) == [7], "a frame too short for an envelope is not written into")
+        #expect(envelopeSequence(events[1].frames) == 6)
+        #expect(Array(events[2].frames.frameBytes(1)) == [1, 2, 3] && events[2].frames.frameBytes(2).isEmpty)
+        #expect(events[2].frames.frameBytes(3).count == 300)
+        var visited: [Int] = []
+        held.forEach { index, message in
+            visited.append(index)
+            #expect(message.frameCount == events[index].frames.count)
+        }
+        #expect(visited == [0, 1, 2])
+        held.removeAll()
+        #expect(held.isEmpty && held.withPacked { $0.isEmpty })
+    }
+
     @Test("held messages are numbered from the journal's last event; the publisher's own carry it in their envelope")
     func numbering() {
         var publication = Publication(endpoint: "events")

@@ -52,7 +52,7 @@ struct PublicationTests {
         var released = HeldMessages()
         publication.release(into: &released)
         let topics = (0..<released.count).map { index in
-            released.message(index).withFrame(0) { Array($0) }
+            released.withMessage(index) { message in message.withFrame(0) { Array($0) } }
         }
         #expect(topics == [Array("a".utf8), Array("b".utf8)])
         #expect(!publication.isHolding)
