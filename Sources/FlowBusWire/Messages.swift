@@ -300,6 +300,17 @@ public struct NavigationEventMessage: WireMessageEncodable, Hashable {
     }
 }
 
+/// Checks the tab ids of a `setTabs` command (frame 4): each 1 to 255 bytes, joined by `,`, as
+/// many as the message size allows; a tab bar of a hundred flows is longer than one id may be.
+func validateTabList(_ tabs: String) throws(WireError) {
+    for tab in tabs.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
+        if tab.isEmpty { throw .malformed("setTabs names an empty tab presentable id (frame 4)") }
+        if tab.count > 255 {
+            throw WireError(.oversize, "a tab presentable id in setTabs is \(tab.count) bytes, at most 255 allowed")
+        }
+    }
+}
+
 /// The verb of a navigation command.
 public enum NavigationVerb: String, Sendable, Hashable, CaseIterable {
     /// Replace the container's content with the target.
@@ -376,7 +387,12 @@ public struct NavigationCommandMessage: WireMessageEncodable, Hashable {
             out.append(text: verb.rawValue)
             try validateText(target, field: "target presentable id", min: 0, max: 255)
             out.append(text: target)
-            try out.writeOptionalText(container, field: "container presentable id")
+            if verb == .setTabs, let container, !container.isEmpty {
+                try validateTabList(container)
+                out.append(text: container)
+            } else {
+                try out.writeOptionalText(container, field: "container presentable id")
+            }
             out.append(text: presentableKind?.rawValue ?? "")
             out.writeTraceContext(traceContext)
         }

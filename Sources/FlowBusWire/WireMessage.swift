@@ -170,7 +170,9 @@ public enum WireMessage: Sendable, Hashable {
                 throw .malformed("navigation verb \(quoted(verbText)) (frame 2) is unknown")
             }
             let target = try buffer.text(3, field: "target presentable id", min: 0, max: 255)
-            let container = try buffer.text(4, field: "container presentable id", min: 0, max: 255)
+            let container = try buffer.text(
+                4, field: "container presentable id", min: 0, max: verb == .setTabs ? Int.max : 255)
+            if verb == .setTabs, !container.isEmpty { try validateTabList(container) }
             let kindText = try buffer.text(5, field: "presentable kind", min: 0, max: 255)
             var presentableKind: PresentableKind? = nil
             if !kindText.isEmpty {

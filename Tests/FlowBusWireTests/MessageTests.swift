@@ -519,6 +519,31 @@ func everyMessage() -> [WireMessage] {
         }
     }
 
+    @Test("setTabs lists a hundred tabs (longer than one id may be); each tab id is 1 to 255 bytes")
+    func longTabList() throws {
+        let tabs = (0..<100).map { "scale/scaleleaf\($0 < 10 ? "0" : "")\($0)" }.joined(separator: ",")
+        #expect(tabs.utf8.count > 255)
+        let command = NavigationCommandMessage(
+            envelope: envelope(.navigationCommand, .none), flow: "ScaleGroup", verb: .setTabs, target: "scale/group",
+            container: tabs, presentableKind: .tabs)
+        let frames = try command.encoded()
+        #expect(try WireMessage.decode(from: frames) == .navigationCommand(command))
+
+        var copy = command
+        copy.container = tabs + ",," + "x"
+        expectWireError(.malformed, "empty tab") { () throws(WireError) in _ = try copy.encoded() }
+        copy.container = tabs + "," + String(repeating: "t", count: 256)
+        expectWireError(.oversize, "256 bytes") { () throws(WireError) in _ = try copy.encoded() }
+        var decoded = frames.frames
+        decoded[4] += Array(("," + String(repeating: "t", count: 256)).utf8)
+        expectWireError(.oversize, "256 bytes") { () throws(WireError) in try decode(decoded) }
+        copy.verb = .push
+        copy.container = String(repeating: "c", count: 256)
+        expectWireError(.oversize, "container presentable id is 256 bytes") { () throws(WireError) in
+            _ = try copy.encoded()
+        }
+    }
+
     @Test func diagnosticFromError() throws {
         let error = WireError(.unknownKind, "envelope kind 99 is not a known message kind (1...15)")
         let diagnostic = DiagnosticMessage(envelope: envelope(.diagnostic), error: error, details: ["topic": "step/x"])
