@@ -33,6 +33,11 @@ final class NavigationEventPublisher {
     var isSilent = false
     /// The message being applied, set by the router around each one.
     var applying: MessageBeingApplied?
+    /// The last willNavigate encoded, and its navigation's number (0: none): its didNavigate is the
+    /// same message but for the topic and envelope, and is written from it.
+    private var will = FrameBuffer()
+    private var willNumber: UInt64 = 0
+    private var did = FrameBuffer()
 
     init(publisher: BusPublisher, metrics: CoordinatorMetrics, logger: Logger) {
         self.publisher = publisher
@@ -54,6 +59,17 @@ final class NavigationEventPublisher {
             guard publisher.wants(head: phase == .will ? "nav/will/" : "nav/did/", id: navigation.flow.name) else {
                 return
             }
+            if phase == .did, navigation.number != 0, navigation.number == willNumber {
+                do {
+                    try NavigationEventMessage.encodeDid(
+                        ofWill: will, flow: navigation.flow.name, envelope: publisher.envelope(.didNavigate),
+                        into: &did)
+                    publisher.publishWanted(encoded: did)
+                } catch {
+                    logger.error("cannot encode didNavigate for the events endpoint: \(error)")
+                }
+                return
+            }
             var message: NavigationEventMessage
             if let step = navigation.step as? CanonicalStep {
                 message = NavigationEventMessage(
@@ -72,7 +88,11 @@ final class NavigationEventPublisher {
                     flow: navigation.flow.name, stepName: name, params: params, presentableID: navigation.presentableID,
                     traceContext: applying?.trace)
             }
-            publisher.publishWanted(message)
+            if phase == .will {
+                willNumber = publisher.publishWanted(message, encodingInto: &will) ? navigation.number : 0
+            } else {
+                publisher.publishWanted(message)
+            }
         case .command(let command):
             guard let message = wireCommand(command) else { return }
             publisher.publish(message)

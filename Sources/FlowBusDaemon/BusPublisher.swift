@@ -87,13 +87,26 @@ package final class BusPublisher {
     /// string is not built again).
     @discardableResult
     package func publishWanted(_ message: some WireMessageEncodable) -> Bool {
+        publishWanted(message, encodingInto: &buffer)
+    }
+
+    /// ``publishWanted(_:)``, encoding into the caller's `frames`, which keep the message after.
+    @discardableResult
+    package func publishWanted(_ message: some WireMessageEncodable, encodingInto frames: inout FrameBuffer) -> Bool {
         do {
-            try message.encode(into: &buffer)
+            try message.encode(into: &frames)
         } catch {
             logger.error("cannot encode \(message.kind) for the \(publication.endpoint) endpoint: \(error)")
             return false
         }
-        return publication.take(buffer) == .held || send(buffer)
+        return publishWanted(encoded: frames)
+    }
+
+    /// Sends, or holds, a message of this endpoint's own already encoded, whose topic
+    /// ``wants(head:id:)`` accepted.
+    @discardableResult
+    package func publishWanted(encoded frames: FrameBuffer) -> Bool {
+        publication.take(frames) == .held || send(frames)
     }
 
     /// Publishes a `dropped-hwm` diagnostic for the drops since the last report, once the socket

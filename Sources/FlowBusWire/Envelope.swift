@@ -96,14 +96,20 @@ public struct Envelope: Sendable, Hashable {
         if sourceCount > 255 {
             throw WireError(.oversize, "envelope source is \(sourceCount) bytes, at most 255 allowed")
         }
-        bytes.append(version)
-        bytes.append(kind.rawValue)
-        bytes.append(contentType.rawValue)
-        bytes.append(0)
-        bytes.appendBigEndian(sequence)
-        bytes.appendBigEndian(UInt64(bitPattern: timestamp))
-        messageID.appendBytes(to: &bytes)
-        bytes.append(UInt8(sourceCount))
+        // The fixed part is written on the stack and appended at once: an envelope goes with every
+        // message flowd publishes, and byte-by-byte appends check the array's storage each time.
+        withUnsafeTemporaryAllocation(byteCount: Self.fixedSize, alignment: 8) { fixed in
+            fixed.storeBytes(of: version, toByteOffset: 0, as: UInt8.self)
+            fixed.storeBytes(of: kind.rawValue, toByteOffset: 1, as: UInt8.self)
+            fixed.storeBytes(of: contentType.rawValue, toByteOffset: 2, as: UInt8.self)
+            fixed.storeBytes(of: 0, toByteOffset: 3, as: UInt8.self)
+            fixed.storeBytes(of: sequence.bigEndian, toByteOffset: 4, as: UInt64.self)
+            fixed.storeBytes(of: UInt64(bitPattern: timestamp).bigEndian, toByteOffset: 12, as: UInt64.self)
+            fixed.storeBytes(of: messageID.high.bigEndian, toByteOffset: 20, as: UInt64.self)
+            fixed.storeBytes(of: messageID.low.bigEndian, toByteOffset: 28, as: UInt64.self)
+            fixed.storeBytes(of: UInt8(sourceCount), toByteOffset: 36, as: UInt8.self)
+            bytes.append(contentsOf: UnsafeRawBufferPointer(fixed))
+        }
         bytes.appendUTF8(source)
     }
 

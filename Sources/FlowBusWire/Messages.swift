@@ -311,6 +311,20 @@ func validateTabList(_ tabs: String) throws(WireError) {
     }
 }
 
+extension NavigationEventMessage {
+    /// Writes into `buffer` the didNavigate of a navigation whose willNavigate `will` holds (as
+    /// ``encode(into:)`` wrote it): the same frames but for the topic and the envelope.
+    public static func encodeDid(
+        ofWill will: FrameBuffer, flow: String, envelope: Envelope, into buffer: inout FrameBuffer
+    ) throws(WireError) {
+        try buffer.writeMessage { (out) throws(WireError) in
+            try out.writeTopic(.navDid, id: flow)
+            try out.writeEnvelope(envelope, kind: .didNavigate)
+            for index in 2..<will.count { will.withFrame(index) { out.append(frame: $0) } }
+        }
+    }
+}
+
 /// The verb of a navigation command.
 public enum NavigationVerb: String, Sendable, Hashable, CaseIterable {
     /// Replace the container's content with the target.

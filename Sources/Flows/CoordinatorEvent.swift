@@ -32,13 +32,17 @@ public struct NavigationEvent: Sendable, CustomStringConvertible {
     public var origin: StepOrigin
     /// The presentable whose stepper emitted the step, if any.
     public var presentableID: String?
+    /// The navigation's number in its coordinator, from 1: a willNavigate and its didNavigate share
+    /// it (0: not numbered).
+    public var number: UInt64
 
     /// Creates the payload.
-    public init(flow: FlowID, step: any Step, origin: StepOrigin, presentableID: String?) {
+    public init(flow: FlowID, step: any Step, origin: StepOrigin, presentableID: String?, number: UInt64 = 0) {
         self.flow = flow
         self.step = step
         self.origin = origin
         self.presentableID = presentableID
+        self.number = number
     }
 
     /// The stepper id, when the step came from a stepper.

@@ -56,6 +56,8 @@ public final class FlowCoordinator {
     /// Non-nil while a step's synchronous phase runs: steps emitted then are its consequences.
     var collected: [PendingStep]?
     private var collectingTicket: Ticket?
+    /// Navigations so far: the last one's ``NavigationEvent/number``.
+    private var navigations: UInt64 = 0
     /// See ``reusableTicket()``.
     private var spareTicket: Ticket?
     private var currentFlow: FlowID?
@@ -767,9 +769,10 @@ public final class FlowCoordinator {
         currentFlow = record.id
         deferDismissals = true
 
+        navigations += 1
         let navigation = NavigationEvent(
             flow: record.id, step: step, origin: item.origin,
-            presentableID: item.binding?.node.presentableID)
+            presentableID: item.binding?.node.presentableID, number: navigations)
         emit(.willNavigate(navigation))
         let contributors = record.flow.navigate(to: step)
         if let binding = item.binding {

@@ -544,6 +544,24 @@ func everyMessage() -> [WireMessage] {
         }
     }
 
+    @Test("a didNavigate written from its willNavigate is the didNavigate encoded whole, byte for byte")
+    func didFromWill() throws {
+        let trace = try #require(TraceContext(traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"))
+        for contentType in [ContentType.json, .fbv] {
+            let will = NavigationEventMessage(
+                phase: .will, envelope: envelope(.willNavigate, contentType), flow: "MovieFlow",
+                stepName: "moviePicked", params: ["withMovieId": 23452], presentableID: "movie-list",
+                traceContext: trace)
+            var did = will
+            did.phase = .did
+            did.envelope = envelope(.didNavigate, contentType, sequence: 2)
+            var derived = FrameBuffer()
+            try NavigationEventMessage.encodeDid(
+                ofWill: will.encoded(), flow: will.flow, envelope: did.envelope, into: &derived)
+            #expect(derived == (try did.encoded()))
+        }
+    }
+
     @Test func diagnosticFromError() throws {
         let error = WireError(.unknownKind, "envelope kind 99 is not a known message kind (1...15)")
         let diagnostic = DiagnosticMessage(envelope: envelope(.diagnostic), error: error, details: ["topic": "step/x"])
