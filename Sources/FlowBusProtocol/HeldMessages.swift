@@ -23,15 +23,25 @@ package struct HeldMessages: Sendable {
     package mutating func append(_ frames: FrameBuffer) {
         starts.append(bytes.count)
         let frameCount = min(frames.count, 255)
-        var head = (UInt64(0), UInt8(truncatingIfNeeded: frameCount))
-        withUnsafeBytes(of: &head.0) { bytes.append(contentsOf: $0) }
-        bytes.append(head.1)
+        // Packed on the stack (a message of up to a kilobyte), then appended in one copy: an
+        // append per frame and per length costs more than the bytes.
         frames.storage.withUnsafeBytes { storage in
-            for index in 0..<frameCount {
-                let range = frames.frameRange(index)
-                var length = UInt32(truncatingIfNeeded: range.count).bigEndian
-                withUnsafeBytes(of: &length) { bytes.append(contentsOf: $0) }
-                bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: storage[range]))
+            withUnsafeTemporaryAllocation(byteCount: 9 + 4 * frameCount + storage.count, alignment: 8) { packed in
+                packed.storeBytes(of: 0, toByteOffset: 0, as: UInt64.self)
+                packed.storeBytes(of: UInt8(truncatingIfNeeded: frameCount), toByteOffset: 8, as: UInt8.self)
+                var offset = 9
+                for index in 0..<frameCount {
+                    let range = frames.frameRange(index)
+                    packed.storeBytes(
+                        of: UInt32(truncatingIfNeeded: range.count).bigEndian, toByteOffset: offset, as: UInt32.self)
+                    offset += 4
+                    if !range.isEmpty {
+                        (packed.baseAddress! + offset).copyMemory(
+                            from: storage.baseAddress! + range.lowerBound, byteCount: range.count)
+                    }
+                    offset += range.count
+                }
+                bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: packed[..<offset]))
             }
         }
     }
