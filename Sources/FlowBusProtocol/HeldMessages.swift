@@ -49,7 +49,8 @@ package struct HeldMessages: Sendable {
     /// Numbers the last message added with the event `sequence`; `patchingEnvelope`: also writes it
     /// into its envelope (frame 1, bytes 4 to 12, big-endian), as the publisher's own events carry it.
     package mutating func setLastSequence(_ sequence: UInt64, patchingEnvelope: Bool) {
-        guard let start = starts.last else { return }
+        guard !starts.isEmpty else { return }
+        let start = starts[starts.count - 1]
         bytes.withUnsafeMutableBytes { raw in
             raw.storeBytes(of: sequence.bigEndian, toByteOffset: start, as: UInt64.self)
             guard patchingEnvelope, raw[start + 8] >= 2 else { return }

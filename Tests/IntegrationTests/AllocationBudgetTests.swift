@@ -18,7 +18,7 @@ struct AllocationBudgetTests {
     }
 
     #if DEBUG
-    static let budget = Budget(steps: 15.6, reactor: 14.6)
+    static let budget = Budget(steps: 13.6, reactor: 14.6)
     #else
     static let budget = Budget(steps: 2.6, reactor: 5.6)
     #endif
