@@ -84,7 +84,7 @@ public final class DeclaredFlow: CheckpointableFlow {
     }
 
     public func navigate(to step: any Step) -> FlowContributors {
-        guard let step = step as? CanonicalStep, let rules = spec.steps[step.name] else { return .none }
+        guard let step = step.canonicalStep, let rules = spec.steps[step.name] else { return .none }
         var contributors: [FlowContributor] = []
         for rule in rules {
             switch rule {

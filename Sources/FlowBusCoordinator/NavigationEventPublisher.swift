@@ -71,7 +71,7 @@ final class NavigationEventPublisher {
                 return
             }
             var message: NavigationEventMessage
-            if let step = navigation.step as? CanonicalStep {
+            if let step = navigation.step.canonicalStep {
                 message = NavigationEventMessage(
                     phase: phase, envelope: publisher.envelope(phase == .will ? .willNavigate : .didNavigate),
                     flow: navigation.flow.name, stepName: step.name, params: step.params,
@@ -129,7 +129,7 @@ final class NavigationEventPublisher {
 
     /// The wire name and params of a step: canonical steps as they are, Swift enums through Codable.
     private func canonical(_ step: any Step) -> (String, WireParams) {
-        if let step = step as? CanonicalStep { return (step.name, step.params) }
+        if let step = step.canonicalStep { return (step.name, step.params) }
         if let encodable = step as? any Encodable, let form = try? canonicalForm(encodable) {
             return (form.name, form.params)
         }

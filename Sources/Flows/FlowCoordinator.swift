@@ -117,7 +117,7 @@ public final class FlowCoordinator {
     }
 
     private func decode(_ step: any Step, for record: FlowRecord) -> (any Step)? {
-        guard let canonical = step as? CanonicalStep else { return step }
+        guard let canonical = step.canonicalStep else { return step }
         if !decoders.isEmpty, let decoder = decoders[record.id.name] { return decoder(canonical) }
         return record.flow.step(from: canonical)
     }
@@ -736,7 +736,8 @@ public final class FlowCoordinator {
             return nil
         }
         let decoded = decode(item.step, for: record)
-        if let refused = decoded as? RefusedStep {
+        // A canonical step is not a refusal: the common case needs no dynamic cast.
+        if decoded?.canonicalStep == nil, let refused = decoded as? RefusedStep {
             drop(item, refused.reason, "\(record.id) refused step \(describeStep(item.step)): \(refused.message)")
             if item.broadcast != nil {
                 var children: [PendingStep] = []

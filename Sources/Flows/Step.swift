@@ -4,7 +4,15 @@
 ///
 /// Swift flows usually declare an enum (`enum AppStep: Step { case moviePicked(withMovieId: Int) }`);
 /// steps arriving from other processes are ``CanonicalStep`` values.
-public protocol Step: Sendable {}
+public protocol Step: Sendable {
+    /// The step as the bus carries it, when it is one: read on every routed step, where a dynamic
+    /// cast (`as? CanonicalStep`) costs more than the rest of the lookup.
+    var canonicalStep: CanonicalStep? { get }
+}
+
+extension Step {
+    public var canonicalStep: CanonicalStep? { nil }
+}
 
 /// "No step". Steppers may emit it; the coordinator filters it out of stepper streams
 /// (RXFLOW.md rule 2), but not out of forwards, deep links or failed adapts (rules 5, 7, 11).
@@ -15,7 +23,9 @@ public struct NoneStep: Step, Hashable, CustomStringConvertible {
     public var description: String { "NoneStep" }
 }
 
-extension CanonicalStep: Step {}
+extension CanonicalStep: Step {
+    public var canonicalStep: CanonicalStep? { self }
+}
 
 /// What ``Flow/step(from:)`` returns for a step it knows but cannot take as sent (e.g. a param
 /// its ids need is missing): the coordinator drops it with this reason and message, rather than

@@ -24,4 +24,14 @@ struct StepDecodingTests {
                 == .addressEntered(zip: "75001"))
         #expect(CanonicalStep("confirmed").decoded(as: AddressStep.self) as? AddressStep == .confirmed)
     }
+
+    @Test("A step says whether it is a canonical step without a cast: itself if it is, nil for any other")
+    func canonicalStepWithoutACast() {
+        let canonical: any Step = CanonicalStep("addressEntered", ["zip": "75001"])
+        #expect(canonical.canonicalStep == CanonicalStep("addressEntered", ["zip": "75001"]))
+        let typed: any Step = AddressStep.confirmed
+        #expect(typed.canonicalStep == nil)
+        let refused: any Step = RefusedStep(reason: .unknownStep, message: "no")
+        #expect(refused.canonicalStep == nil)
+    }
 }
