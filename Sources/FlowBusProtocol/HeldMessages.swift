@@ -4,7 +4,7 @@ import FlowBusWire
 /// keeps its capacity: the buffers they were encoded in or received into stay their owner's own,
 /// so that writing the next message into them copies nothing and allocates nothing.
 ///
-/// The store is laid out as a replay packs events (PROTOCOL.md §4.6, ``PackedEvents``): for each
+/// The store is laid out as a replay packs events (PROTOCOL.md §4.6, `PackedEvents`): for each
 /// message its event sequence (u64, big-endian; 0 until ``setLastSequence(_:patchingEnvelope:)``
 /// numbers it), its frame count (u8), then each frame as its length (u32, big-endian) and its
 /// bytes. Handing an event stream's batch to the commit is then one copy.
