@@ -56,6 +56,8 @@ final class NavigationEventPublisher {
                 metrics.didNavigate(flow: navigation.flow.name)
                 logger.debug("did navigate flow=\(navigation.flow.name) step=\(describeStep(navigation.step))")
             }
+            // A will not encoded now must not lend its frames to a later did of the same number.
+            if phase == .will { willNumber = 0 }
             guard publisher.wants(head: phase == .will ? "nav/will/" : "nav/did/", id: navigation.flow.name) else {
                 return
             }
