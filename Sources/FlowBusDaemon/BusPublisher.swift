@@ -150,6 +150,7 @@ package final class BusPublisher {
         released.forEach { index, message in
             if isEventStream, !message.withFrame(0, { publication.isWanted($0) }) {
                 publication.countUnwanted()
+                publication.unwantedEvent(firstEvent + UInt64(index))
                 return
             }
             if !send(message), isEventStream { publication.droppedEvent(firstEvent + UInt64(index)) }

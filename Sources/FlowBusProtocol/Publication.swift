@@ -249,6 +249,15 @@ package struct Publication: Sendable {
         held.removeAll()
     }
 
+    /// Notes that the event `sequence`, the one after the last released, was not sent because no
+    /// subscriber wanted it. Nobody received it either, so a run of dropped events just before it
+    /// may span it: drops among events of a topic few subscribe to (every didNavigate, not the
+    /// willNavigate between) stay one run instead of one per drop.
+    package mutating func unwantedEvent(_ sequence: UInt64) {
+        guard let last = droppedEvents.last, last.upperBound + 1 == sequence else { return }
+        droppedEvents[droppedEvents.count - 1] = last.lowerBound...sequence
+    }
+
     /// Notes that the event `sequence` was dropped at the high-water mark, for the next report.
     package mutating func droppedEvent(_ sequence: UInt64) {
         if let last = droppedEvents.last, last.upperBound + 1 == sequence {

@@ -85,6 +85,29 @@ struct PublicationTests {
             publication.dueDropReport() == .init(unreported: 2, total: 4), "a report that was itself dropped is redone")
     }
 
+    @Test(
+        "dropped events form runs that span the events nobody wanted: drops of one topic among others stay one run"
+    )
+    func droppedEventRuns() throws {
+        var publication = Publication(endpoint: "events")
+        publication.numberEvents(after: 0)
+        publication.unwantedEvent(1)  // before any drop: not a run
+        for sequence: UInt64 in [2, 5, 8] {
+            _ = publication.sent(accepted: false)
+            publication.droppedEvent(sequence)
+            publication.unwantedEvent(sequence + 1)
+            publication.unwantedEvent(sequence + 2)
+        }
+        // 11 was sent: the run ends at 10 and the next drop starts another.
+        _ = publication.sent(accepted: true)
+        _ = publication.sent(accepted: false)
+        publication.droppedEvent(12)
+        publication.unwantedEvent(14)  // not next to the run
+        let report = try #require(publication.dueDropReport())
+        #expect(report.events == [2...10, 12...12])
+        #expect(report.eventsComplete && report.unreported == 4)
+    }
+
     @Test("the endpoint numbers its own messages from 1 with its own counter")
     func ownSequence() {
         var events = Publication(endpoint: "events")
