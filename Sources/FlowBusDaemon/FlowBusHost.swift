@@ -166,6 +166,7 @@ public enum FlowBusHost {
         config: FlowBusConfig, options: HostOptions, logger: Logger,
         services: @Sendable (FlowBusConfig, HostOptions, Logger) throws -> [any Service]
     ) async throws {
+        limitMallocArenas()
         // Spans are exported by a service listed first, so that it stops last and sends every span.
         let serviceName = options.host.map { "\(logger.label)-\($0)" } ?? logger.label
         let exporter = try TraceExport.bootstrap(config: config.tracing, serviceName: serviceName, logger: logger)
@@ -207,6 +208,24 @@ public enum FlowBusHost {
         } catch {
             fail("\(label): \(error)", status: 1)
         }
+    }
+
+    /// Caps glibc's malloc at two arenas, unless `MALLOC_ARENA_MAX` or `GLIBC_TUNABLES` says
+    /// otherwise. A daemon allocates on its loop thread; by default glibc gives each thread that
+    /// allocates an arena of its own, whose freed pages stay resident (about 11 MB of flowd's
+    /// 137 MB peak with 110,000 bindings).
+    static func limitMallocArenas() {
+        #if canImport(Glibc)
+            let environment = ProcessInfo.processInfo.environment
+            guard environment["MALLOC_ARENA_MAX"] == nil, environment["GLIBC_TUNABLES"]?.contains("arena_max") != true
+            else { return }
+            // mallopt is declared in <malloc.h>, which the Glibc module does not include.
+            typealias MallocOption = @convention(c) (Int32, Int32) -> Int32
+            guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") else { return }
+            let mallopt = unsafeBitCast(symbol, to: MallocOption.self)
+            let arenaMax: Int32 = -8  // M_ARENA_MAX in <malloc.h>
+            _ = mallopt(arenaMax, 2)
+        #endif
     }
 
     private static func fail(_ message: String, status: Int32) -> Never {

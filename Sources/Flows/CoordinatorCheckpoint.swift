@@ -300,7 +300,7 @@ extension FlowCoordinator {
             if !indices.isEmpty { checkpoint.nodesByID[presentableID] = indices }
         }
 
-        checkpoint.stepperCounters = steppers.mapValues { .init($0.stats.counters) }
+        checkpoint.stepperCounters = steppers.mapValues { .init($0.counters) }
         checkpoint.totals = .init(totals)
         checkpoint.instanceCounters = instanceCounters
         checkpoint.tombstones = tombstoneOrder.compactMap { stepperID in
@@ -427,12 +427,8 @@ extension FlowCoordinator {
             nodesByID = index
         }
 
-        var stats: [String: StepperStats] = [:]
-        for (stepperID, counters) in checkpoint.stepperCounters {
-            let entry = StepperStats()
-            entry.counters = counters.counters
-            stats[stepperID] = entry
-        }
+        // Each stepper id's counters go to its first binding restored.
+        var counters = checkpoint.stepperCounters.mapValues(\.counters)
         // One silent stand-in per in-process stepper id, bound under the id it had.
         var inProcess: [String: any Stepper] = [:]
         var bindings: [StepperBinding] = []
@@ -460,10 +456,8 @@ extension FlowCoordinator {
                 stepperID: saved.stepper, flow: record.id, presentableID: nodes[saved.node].presentableID, role: role,
                 allowStepWhenNotPresented: saved.allowStepWhenNotPresented,
                 allowStepWhenDismissed: saved.allowStepWhenDismissed, isRemote: saved.remote)
-            let entry = stats[saved.stepper] ?? StepperStats()
-            stats[saved.stepper] = entry
-            let binding = StepperBinding(
-                stepper: stepper, info: info, flow: record, node: nodes[saved.node], stats: entry)
+            let binding = StepperBinding(stepper: stepper, info: info, flow: record, node: nodes[saved.node])
+            binding.counters = counters.removeValue(forKey: saved.stepper) ?? StepperCounters()
             bindings.append(binding)
         }
         for (record, saved) in zip(records, checkpoint.flows) {

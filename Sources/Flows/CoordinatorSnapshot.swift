@@ -12,6 +12,12 @@ public struct StepperCounters: Sendable, Hashable {
 
     /// All dropped steps.
     public var droppedTotal: Int { dropped.values.reduce(0, +) }
+
+    /// Adds `other`'s counts to these.
+    mutating func add(_ other: StepperCounters) {
+        accepted += other.accepted
+        dropped.merge(other.dropped, uniquingKeysWith: +)
+    }
 }
 
 /// One node of a flow's tree in a snapshot.

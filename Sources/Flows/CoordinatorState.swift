@@ -28,12 +28,6 @@ final class FlowRecord {
     }
 }
 
-/// Counters shared by every binding of one stepper id.
-@FlowActor
-final class StepperStats {
-    var counters = StepperCounters()
-}
-
 /// A stepper bound to a flow and a presentable. A coordinator holds one per screen: its
 /// description (``info``) is kept as the fields it is made of, not copied.
 @FlowActor
@@ -44,7 +38,9 @@ final class StepperBinding {
     /// unbinds it, and a queued step holds both.
     weak var flow: FlowRecord?
     let node: NavigationNode
-    let stats: StepperStats
+    /// Its share of its stepper id's counters (``StepperSlot/counters``): kept here, not in an
+    /// object of their own, because a binding's allocation has room for them.
+    var counters = StepperCounters()
     /// The relay subscription's token, 0 while there is none.
     var token = 0
     let role: BindingRole
@@ -53,12 +49,11 @@ final class StepperBinding {
     let isRemote: Bool
     var isActive = true
 
-    init(stepper: any Stepper, info: BindingInfo, flow: FlowRecord, node: NavigationNode, stats: StepperStats) {
+    init(stepper: any Stepper, info: BindingInfo, flow: FlowRecord, node: NavigationNode) {
         self.stepper = stepper
         stepperID = info.stepperID
         self.flow = flow
         self.node = node
-        self.stats = stats
         role = info.role
         allowStepWhenNotPresented = info.allowStepWhenNotPresented
         allowStepWhenDismissed = info.allowStepWhenDismissed
@@ -106,12 +101,18 @@ struct PendingStep {
 }
 
 /// The bindings of one stepper id, in the order steps reach them. A slot is never empty (it goes
-/// with its last binding), and its bindings share their counters.
+/// with its last binding).
 @FlowActor
 struct StepperSlot {
     var bindings = InlineFirstArray<StepperBinding>()
 
-    var stats: StepperStats { bindings[0].stats }
+    /// The stepper id's counters: its bindings' together (a binding unbound before the others
+    /// left its counts to the first that stays).
+    var counters: StepperCounters {
+        var counters = bindings[0].counters
+        for binding in bindings.dropFirst() { counters.add(binding.counters) }
+        return counters
+    }
 }
 
 /// An array whose first element is kept inline: nearly every stepper id has one binding and

@@ -415,7 +415,7 @@ public final class FlowCoordinator {
         let stepperIDs = ordered[Self.range(of: stepperWindow.prefix, in: ordered)]
         var listedSteppers: [String: StepperCounters] = [:]
         for stepperID in stepperIDs.dropFirst(stepperWindow.offset).prefix(stepperWindow.limit) {
-            listedSteppers[stepperID] = steppers[stepperID]!.stats.counters
+            listedSteppers[stepperID] = steppers[stepperID]!.counters
         }
         var snapshot = CoordinatorSnapshot(
             flows: flows, bindings: bindings,
@@ -500,14 +500,14 @@ public final class FlowCoordinator {
         let bindings = steppers[stepperID]?.bindings ?? InlineFirstArray()
         guard bindings.contains(where: { $0.isActive && $0.isRemote }) else {
             if let tombstone = tombstones[stepperID] {
-                countDrop(.dismissed, stats: nil)
+                countDrop(.dismissed, binding: nil)
                 diagnose(
                     .dismissed,
                     "\(stepperID) is no longer bound: its presentable \(tombstone.presentableID) was dismissed",
                     stepperID: stepperID, flow: tombstone.flow, presentableID: tombstone.presentableID, step: step)
                 ticket.outcomes.append(.dropped(.dismissed, flow: tombstone.flow))
             } else {
-                countDrop(.unboundStepper, stats: nil)
+                countDrop(.unboundStepper, binding: nil)
                 diagnose(.unboundStepper, "no flow has bound stepper \(stepperID)", stepperID: stepperID, step: step)
                 ticket.outcomes.append(.dropped(.unboundStepper, flow: nil))
             }
@@ -568,7 +568,7 @@ public final class FlowCoordinator {
     }
 
     private func dropEmission(_ step: any Step, binding: StepperBinding, reason: DiagnosticReason) {
-        countDrop(reason, stats: binding.stats)
+        countDrop(reason, binding: binding)
         let info = binding.info
         let what = reason == .notVisible ? "is not visible" : "was dismissed"
         diagnose(
@@ -576,9 +576,16 @@ public final class FlowCoordinator {
             stepperID: info.stepperID, flow: info.flow, presentableID: info.presentableID, step: step)
     }
 
-    private func countDrop(_ reason: DiagnosticReason, stats: StepperStats?) {
+    private func countDrop(_ reason: DiagnosticReason, binding: StepperBinding?) {
         totals.dropped[reason, default: 0] += 1
-        stats?.counters.dropped[reason, default: 0] += 1
+        guard let binding else { return }
+        counted(binding).counters.dropped[reason, default: 0] += 1
+    }
+
+    /// The binding whose counters count for `binding`: itself while bound; once unbound (a step
+    /// of it was still queued), the first binding of its stepper id, which took its counts.
+    private func counted(_ binding: StepperBinding) -> StepperBinding {
+        binding.isActive ? binding : steppers[binding.stepperID]?.bindings.first ?? binding
     }
 
     private func makeItem(
@@ -681,7 +688,7 @@ public final class FlowCoordinator {
 
     private func drop(_ item: PendingStep, _ reason: DiagnosticReason, _ message: String) {
         if item.recordsOutcome { item.ticket?.outcomes.append(.dropped(reason, flow: item.flow.id)) }
-        if item.binding != nil { countDrop(reason, stats: item.binding?.stats) }
+        if let binding = item.binding { countDrop(reason, binding: binding) }
         diagnose(
             reason, message, stepperID: item.binding?.stepperID, flow: item.flow.id,
             presentableID: item.binding?.node.presentableID, step: item.step)
@@ -777,7 +784,7 @@ public final class FlowCoordinator {
         emit(.willNavigate(navigation))
         let contributors = record.flow.navigate(to: step)
         if let binding = item.binding {
-            binding.stats.counters.accepted += 1
+            counted(binding).counters.accepted += 1
             totals.accepted += 1
         }
         if item.recordsOutcome { item.ticket?.outcomes.append(.navigated(record.id)) }
@@ -949,8 +956,7 @@ public final class FlowCoordinator {
             stepperID: stepperID, flow: record.id, presentableID: node.presentableID, role: role,
             allowStepWhenNotPresented: allowStepWhenNotPresented, allowStepWhenDismissed: allowStepWhenDismissed,
             isRemote: stepper is any RemoteSteppable)
-        let stats = steppers[stepperID]?.stats ?? StepperStats()
-        let binding = StepperBinding(stepper: stepper, info: info, flow: record, node: node, stats: stats)
+        let binding = StepperBinding(stepper: stepper, info: info, flow: record, node: node)
         record.bindings.append(binding)
         if steppers[stepperID] == nil { sortedStepperIDs = nil }
         steppers[stepperID, default: StepperSlot()].bindings.append(binding)
@@ -973,7 +979,11 @@ public final class FlowCoordinator {
         }
         let stepperID = binding.stepperID
         steppers[stepperID]?.bindings.removeAll { $0 === binding }
-        if steppers[stepperID]?.bindings.isEmpty ?? true {
+        if let first = steppers[stepperID]?.bindings.first {
+            // The stepper id's counts outlive this binding while the id stays bound.
+            first.counters.add(binding.counters)
+            binding.counters = StepperCounters()
+        } else {
             steppers.removeValue(forKey: stepperID)
             sortedStepperIDs = nil
             if binding.isRemote {

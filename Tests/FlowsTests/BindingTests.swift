@@ -105,6 +105,42 @@ struct BindingTests {
         #expect(counters.accepted == 1 && counters.dropped[.notVisible] == 1)
     }
 
+    @Test("A stepper id's counters outlive one of its bindings: a flow that ends leaves its counts to the id")
+    func countersOutliveABinding() async {
+        let (coordinator, _) = makeCoordinator()
+        // Two flows bind "shared"; the visible one ends on "bye", the hidden one stays.
+        func sharedFlow(_ name: String) -> ScriptedFlow {
+            ScriptedFlow(name, root: NavigationStack(id: name.lowercased())) { flow, step in
+                if (step as? CanonicalStep)?.name == "bye" { return .end(forwardToParentFlowWithStep: NoneStep()) }
+                guard step as? TestStep == .one else { return .none }
+                let screen = Screen(id: "\(name.lowercased())/screen")
+                flow.stack.setRoot(screen)
+                return .one(
+                    flowContributor: .contribute(withNextPresentable: screen, withNextStepper: RemoteStepper(id: "shared")))
+            }
+        }
+        let visible = sharedFlow("VisibleFlow")
+        let hidden = sharedFlow("HiddenFlow")
+        let parent = ScriptedFlow("ParentFlow", root: TabBar(id: "tabs")) { flow, step in
+            guard step as? TestStep == .one else { return .none }
+            (flow.rootNode as! TabBar).setTabs([visible, hidden], selected: 0)
+            return .multiple(
+                .contribute(withNextPresentable: visible, withNextStepper: OneStepper(withSingleStep: TestStep.one)),
+                .contribute(withNextPresentable: hidden, withNextStepper: OneStepper(withSingleStep: TestStep.one)))
+        }
+        await coordinator.coordinate(flow: parent, with: OneStepper(withSingleStep: TestStep.one))
+        await coordinator.receive(CanonicalStep("hello"), from: "shared")
+        await coordinator.receive(CanonicalStep("bye"), from: "shared")
+        let snapshot = coordinator.snapshot()
+        #expect(snapshot.flows.map(\.id.name).contains("VisibleFlow") == false, "the visible flow ended")
+        #expect(snapshot.bindings.filter { $0.stepperID == "shared" }.count == 1)
+        let counters = try! #require(snapshot.steppers["shared"])
+        #expect(counters.accepted == 2, "hello and bye, both taken by the visible flow's binding")
+        #expect(counters.dropped[.notVisible] == 2, "hello and bye, both refused by the hidden one's")
+        await coordinator.receive(CanonicalStep("again"), from: "shared")
+        #expect(coordinator.snapshot().steppers["shared"]?.dropped[.notVisible] == 3)
+    }
+
     @Test("The snapshot shows the live tree per flow, bindings and counters")
     func snapshot() async {
         let (coordinator, _) = makeCoordinator()
