@@ -216,15 +216,15 @@ public enum FlowBusHost {
     /// 137 MB peak with 110,000 bindings).
     static func limitMallocArenas() {
         #if canImport(Glibc)
-            let environment = ProcessInfo.processInfo.environment
-            guard environment["MALLOC_ARENA_MAX"] == nil, environment["GLIBC_TUNABLES"]?.contains("arena_max") != true
-            else { return }
-            // mallopt is declared in <malloc.h>, which the Glibc module does not include.
-            typealias MallocOption = @convention(c) (Int32, Int32) -> Int32
-            guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") else { return }
-            let mallopt = unsafeBitCast(symbol, to: MallocOption.self)
-            let arenaMax: Int32 = -8  // M_ARENA_MAX in <malloc.h>
-            _ = mallopt(arenaMax, 2)
+        let environment = ProcessInfo.processInfo.environment
+        guard environment["MALLOC_ARENA_MAX"] == nil, environment["GLIBC_TUNABLES"]?.contains("arena_max") != true
+        else { return }
+        // mallopt is declared in <malloc.h>, which the Glibc module does not include.
+        typealias MallocOption = @convention(c) (Int32, Int32) -> Int32
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") else { return }
+        let mallopt = unsafeBitCast(symbol, to: MallocOption.self)
+        let arenaMax: Int32 = -8  // M_ARENA_MAX in <malloc.h>
+        _ = mallopt(arenaMax, 2)
         #endif
     }
 

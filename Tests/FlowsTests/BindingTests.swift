@@ -116,7 +116,8 @@ struct BindingTests {
                 let screen = Screen(id: "\(name.lowercased())/screen")
                 flow.stack.setRoot(screen)
                 return .one(
-                    flowContributor: .contribute(withNextPresentable: screen, withNextStepper: RemoteStepper(id: "shared")))
+                    flowContributor: .contribute(
+                        withNextPresentable: screen, withNextStepper: RemoteStepper(id: "shared")))
             }
         }
         let visible = sharedFlow("VisibleFlow")
