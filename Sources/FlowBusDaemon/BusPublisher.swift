@@ -164,6 +164,9 @@ package final class BusPublisher {
         publication.numberEvents(after: last)
     }
 
+    /// Bytes held back for the release.
+    package var heldByteCount: Int { publication.heldByteCount }
+
     /// Whether events wait for a commit.
     package var hasHeldEvents: Bool { publication.hasHeldEvents }
 

@@ -138,6 +138,9 @@ package final class DaemonLoop {
         package var heartbeat: Duration
         /// Data messages read before a batch is committed and acknowledged.
         package var maxBatchSize: Int
+        /// A batch also ends once what it publishes holds this many bytes: a burst of events (a
+        /// large tree built by a few steps) is committed and released in parts, not held whole.
+        package var maxHeldBytes = 1 << 20
         /// Queries answered and read per turn, at most.
         package var maxQueriesAnswered = 16
         package var maxQueriesRead = 256
@@ -350,7 +353,7 @@ package final class DaemonLoop {
     }
 
     private func readBatch(now: ContinuousClock.Instant) throws(ZMQError) {
-        while batchSize < settings.maxBatchSize {
+        while batchSize < settings.maxBatchSize, publisher.heldByteCount < settings.maxHeldBytes {
             let read = try data.read()
             if case .none = read {
                 if drainDeadline != nil { drainedQueue = true }

@@ -18,6 +18,8 @@ package struct HeldMessages: Sendable {
     /// How many messages are held.
     package var count: Int { starts.count }
     package var isEmpty: Bool { starts.isEmpty }
+    /// Bytes held, packed.
+    package var byteCount: Int { bytes.count }
 
     /// Adds a copy of `frames` (at most 255 of them, as a packed event carries).
     package mutating func append(_ frames: FrameBuffer) {

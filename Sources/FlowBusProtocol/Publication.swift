@@ -105,6 +105,9 @@ package struct Publication: Sendable {
     /// Whether events wait to be committed.
     package var hasHeldEvents: Bool { isEventStream && !held.isEmpty }
 
+    /// Bytes held back for the release, packed.
+    package var heldByteCount: Int { held.byteCount }
+
     /// Takes a message the XPUB socket received: `1` or `0` then a prefix (subscribe,
     /// unsubscribe). Anything else is ignored.
     package mutating func subscriptionMessage(_ frame: UnsafeRawBufferPointer) {

@@ -55,10 +55,12 @@ struct DaemonLoopTests {
     private let peer = Array("peer-1".utf8)
 
     private func daemon(
-        role: RecordingRole, durable: [String: UInt64]? = nil, failingLookUp: Bool = false, drain: Duration = .zero
+        role: RecordingRole, durable: [String: UInt64]? = nil, failingLookUp: Bool = false, drain: Duration = .zero,
+        maxHeldBytes: Int = 1 << 20
     ) -> EmbeddedDaemon {
         var settings = DaemonLoop.Settings(heartbeat: .seconds(1), maxBatchSize: 8)
         settings.drain = drain
+        settings.maxHeldBytes = maxHeldBytes
         if let durable {
             settings.lookUp = { sources in
                 sources.map {
@@ -110,6 +112,27 @@ struct DaemonLoopTests {
         #expect(role.commits.last?.size == 2 && role.commits.last?.dealtWith == ["s#1": 2])
         #expect(acks(daemon.router.takeSent()) == [2], "one cumulative ack, after the commit")
         #expect(published(daemon) == ["applied:a", "applied:b"])
+    }
+
+    @Test(
+        "a batch ends once what it published holds maxHeldBytes: a burst of events is committed and released in parts")
+    func batchBoundByHeldBytes() throws {
+        let role = RecordingRole()
+        // Each applied step publishes one diagnostic of about 100 bytes.
+        let daemon = daemon(role: role, maxHeldBytes: 150)
+        daemon.turn()
+        _ = daemon.events.takePublished()
+        for sequence: UInt64 in 1...5 {
+            daemon.router.deliver(try step("s\(sequence)", sequence: sequence), from: peer)
+        }
+        var acknowledged: [UInt64] = []
+        for _ in 0..<5 {
+            daemon.turn()
+            acknowledged += acks(daemon.router.takeSent())
+        }
+        #expect(role.commits.map(\.size) == [2, 2, 1], "two steps' diagnostics pass 150 bytes")
+        #expect(acknowledged == [2, 4, 5])
+        #expect(published(daemon) == (1...5).map { "applied:s\($0)" })
     }
 
     @Test("a commit that must stop the daemon publishes and acknowledges nothing, and ends the loop with its failure")
