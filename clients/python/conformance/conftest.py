@@ -58,6 +58,14 @@ flows:
         - selectTab: 1
       moviePicked: []
       wishlistClosed: []
+      longTabs:
+        - tabs:
+            id: longbar
+            stepper: longbar
+            flows:
+              - {{ flow: LongTab0, step: start }}
+              - {{ flow: LongTab1, step: start }}
+              - {{ flow: LongTab2, step: start }}
   WishlistFlow:
     root: stack
     id: wishlist
@@ -76,8 +84,18 @@ flows:
         - push: {{ screen: watched/movies, stepper: watched/movies }}
       moviePicked:
         - push: {{ screen: "watched/movie/{{withMovieId}}", stepper: "watched/movie/{{withMovieId}}" }}
+{long_tabs}
 {reactors}
 """
+
+# Three tab flows whose ids, joined in a `setTabs`, pass 255 bytes (each is 100).
+LONG_TAB_IDS = [f"longtab-{n}-" + "x" * 90 for n in range(3)]
+LONG_TABS = "\n".join(f"""\
+  LongTab{n}:
+    root: stack
+    id: {tab_id}
+    steps:
+      start: []""" for n, tab_id in enumerate(LONG_TAB_IDS))
 
 REACTORS = """\
 reactors:
@@ -131,7 +149,7 @@ class Topology:
         reactors = REACTORS.format(dir=self.dir, host_extra=host_extra) if host else ""
         self.config = self.dir / "topology.yaml"
         self.config.write_text(CONFIG.format(dir=self.dir, hb=HEARTBEAT_MS, flowd_extra=flowd_extra,
-                                             reactors=reactors))
+                                             long_tabs=LONG_TABS, reactors=reactors))
         self.has_host = host
         self.ingress = f"ipc://{self.dir}/ingress.sock"
         self.events = f"ipc://{self.dir}/events.sock"

@@ -5,6 +5,7 @@ import time
 import pytest
 
 import rawwire as w
+from conftest import LONG_TAB_IDS
 from scenario import T, Side, acks_of, details_name, settle, shape_errors, wait_ack
 
 NAV_DONE = "nav/did/WatchedFlow"  # the last navigation of apiKeyIsComplete: the tabs' second flow
@@ -122,6 +123,23 @@ def test_tabs_rule_tells_renderers_the_tabs_in_order(topo):
     assert placed in commands, f"§4.3: the tab bar is put in MainFlow's stack: {commands}"
     assert tabs in commands, f"§4.3: a renderer learns the tabs, in order (setTabs): {commands}"
     assert commands.index(placed) < commands.index(tabs), commands
+
+
+def test_set_tabs_lists_every_tab_id_however_long_the_list(topo):
+    """§4.3 NAVIGATION-COMMAND frame 4: each tab id is 1 to 255 bytes, and `setTabs` lists them all, joined by `,`,
+    however long the list: a tab bar whose ids join past 255 bytes is published like any other. MainFlow's
+    `longTabs` sets three tabs of 100-byte ids."""
+    events = topo.sub(topo.events, ["cmd/MainFlow"])
+    peer = topo.peer(topo.ingress)
+    source = w.new_source("apikey")
+    peer.send(w.step("apikey", "longTabs", 1, source))
+    wait_ack(peer, source, 1)
+    got = events.until(lambda m: m.kind == w.NAV_COMMAND and m.frames[2] == b"setTabs", T, "setTabs")
+    frames = got[-1].frames
+    joined = ",".join(LONG_TAB_IDS).encode()
+    assert frames[3] == b"longbar" and frames[4] == joined, f"§4.3: every tab, in order: {frames[3:5]}"
+    assert len(frames[4]) > 255
+    assert not shape_errors(got[-1]), shape_errors(got[-1])
 
 
 def expect_flow_refusal(topo, events, peer, frames, source, seq, reason):
