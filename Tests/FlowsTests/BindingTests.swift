@@ -6,15 +6,30 @@ import Testing
 @Suite("Bindings and remote steps")
 @FlowActor
 struct BindingTests {
-    /// A flow whose `.one` pushes screen `s` bound to remote stepper `s`.
-    func remoteFlow(_ name: String = "TestFlow", stepperID: String = "s") -> ScriptedFlow {
+    /// A flow whose `.one` pushes screen `s` bound to remote stepper `s`, and that ends on the
+    /// canonical step `endsOn`, if given.
+    func remoteFlow(_ name: String = "TestFlow", stepperID: String = "s", endsOn: String? = nil) -> ScriptedFlow {
         ScriptedFlow(name, root: NavigationStack(id: name.lowercased())) { flow, step in
+            if let endsOn, (step as? CanonicalStep)?.name == endsOn {
+                return .end(forwardToParentFlowWithStep: NoneStep())
+            }
             guard step as? TestStep == .one else { return .none }
             let screen = Screen(id: stepperID)
             flow.stack.setRoot(screen)
             return .one(
                 flowContributor: .contribute(withNextPresentable: screen, withNextStepper: RemoteStepper(id: stepperID))
             )
+        }
+    }
+
+    /// A flow whose `.one` shows a tab bar of `visible` (selected) and `hidden`, each started by `.one`.
+    func tabBarFlow(_ visible: ScriptedFlow, _ hidden: ScriptedFlow) -> ScriptedFlow {
+        ScriptedFlow("ParentFlow", root: TabBar(id: "tabs")) { flow, step in
+            guard step as? TestStep == .one else { return .none }
+            (flow.rootNode as! TabBar).setTabs([visible, hidden], selected: 0)
+            return .multiple(
+                .contribute(withNextPresentable: visible, withNextStepper: OneStepper(withSingleStep: TestStep.one)),
+                .contribute(withNextPresentable: hidden, withNextStepper: OneStepper(withSingleStep: TestStep.one)))
         }
     }
 
@@ -86,14 +101,7 @@ struct BindingTests {
         let (coordinator, log) = makeCoordinator()
         let visible = remoteFlow("VisibleFlow", stepperID: "shared")
         let hidden = remoteFlow("HiddenFlow", stepperID: "shared")
-        let parent = ScriptedFlow("ParentFlow", root: TabBar(id: "tabs")) { flow, step in
-            guard step as? TestStep == .one else { return .none }
-            (flow.rootNode as! TabBar).setTabs([visible, hidden], selected: 0)
-            return .multiple(
-                .contribute(withNextPresentable: visible, withNextStepper: OneStepper(withSingleStep: TestStep.one)),
-                .contribute(withNextPresentable: hidden, withNextStepper: OneStepper(withSingleStep: TestStep.one)))
-        }
-        await coordinator.coordinate(flow: parent, with: OneStepper(withSingleStep: TestStep.one))
+        await coordinator.coordinate(flow: tabBarFlow(visible, hidden), with: OneStepper(withSingleStep: TestStep.one))
         let outcome = await coordinator.receive(CanonicalStep("hello"), from: "shared")
         #expect(
             Set(outcome) == [
@@ -109,27 +117,9 @@ struct BindingTests {
     func countersOutliveABinding() async {
         let (coordinator, _) = makeCoordinator()
         // Two flows bind "shared"; the visible one ends on "bye", the hidden one stays.
-        func sharedFlow(_ name: String) -> ScriptedFlow {
-            ScriptedFlow(name, root: NavigationStack(id: name.lowercased())) { flow, step in
-                if (step as? CanonicalStep)?.name == "bye" { return .end(forwardToParentFlowWithStep: NoneStep()) }
-                guard step as? TestStep == .one else { return .none }
-                let screen = Screen(id: "\(name.lowercased())/screen")
-                flow.stack.setRoot(screen)
-                return .one(
-                    flowContributor: .contribute(
-                        withNextPresentable: screen, withNextStepper: RemoteStepper(id: "shared")))
-            }
-        }
-        let visible = sharedFlow("VisibleFlow")
-        let hidden = sharedFlow("HiddenFlow")
-        let parent = ScriptedFlow("ParentFlow", root: TabBar(id: "tabs")) { flow, step in
-            guard step as? TestStep == .one else { return .none }
-            (flow.rootNode as! TabBar).setTabs([visible, hidden], selected: 0)
-            return .multiple(
-                .contribute(withNextPresentable: visible, withNextStepper: OneStepper(withSingleStep: TestStep.one)),
-                .contribute(withNextPresentable: hidden, withNextStepper: OneStepper(withSingleStep: TestStep.one)))
-        }
-        await coordinator.coordinate(flow: parent, with: OneStepper(withSingleStep: TestStep.one))
+        let visible = remoteFlow("VisibleFlow", stepperID: "shared", endsOn: "bye")
+        let hidden = remoteFlow("HiddenFlow", stepperID: "shared", endsOn: "bye")
+        await coordinator.coordinate(flow: tabBarFlow(visible, hidden), with: OneStepper(withSingleStep: TestStep.one))
         await coordinator.receive(CanonicalStep("hello"), from: "shared")
         await coordinator.receive(CanonicalStep("bye"), from: "shared")
         let snapshot = coordinator.snapshot()
