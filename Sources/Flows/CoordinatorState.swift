@@ -39,7 +39,7 @@ final class StepperBinding {
     weak var flow: FlowRecord?
     let node: NavigationNode
     /// Its share of its stepper id's counters (``StepperSlot/counters``): kept here, not in an
-    /// object of their own, because a binding's allocation has room for them.
+    /// object of their own, so that a binding costs one allocation, not two.
     var counters = StepperCounters()
     /// The relay subscription's token, 0 while there is none.
     var token = 0
