@@ -190,14 +190,17 @@ extension FlowCoordinator {
         for record in recordsByID.values where !(record.flow is any CheckpointableFlow) {
             return "flow \(record.id) (\(type(of: record.flow))) is not a CheckpointableFlow"
         }
-        for binding in steppers.values.lazy.flatMap(\.bindings) where !Self.isRestorable(binding.stepper) {
-            return "stepper \(binding.stepperID) (\(type(of: binding.stepper))) holds in-process state"
+        for slot in steppers.values {
+            for binding in slot {
+                guard let stepper = binding.stepper, !Self.isRestorable(stepper) else { continue }
+                return "stepper \(binding.stepperID) (\(type(of: stepper))) holds in-process state"
+            }
         }
         return nil
     }
 
     private static func isRestorable(_ stepper: any Stepper) -> Bool {
-        stepper is RemoteStepper || stepper is OneStepper || stepper is DefaultStepper || stepper is NoneStepper
+        stepper is OneStepper || stepper is DefaultStepper || stepper is NoneStepper
     }
 
     /// The state now, between two inputs.
@@ -264,14 +267,14 @@ extension FlowCoordinator {
 
         for (stepperID, slot) in steppers.sorted(by: { $0.key < $1.key }) {
             var indices: [Int] = []
-            for binding in slot.bindings {
+            for binding in slot {
                 guard let flow = binding.flow, let flowPosition = flowIndex[ObjectIdentifier(flow)] else { continue }
                 let bindingPosition = checkpoint.bindings.count
                 bindingIndex[ObjectIdentifier(binding)] = bindingPosition
                 checkpoint.bindings.append(
                     CoordinatorCheckpoint.Binding(
                         stepper: stepperID, remote: binding.isRemote,
-                        type: binding.isRemote ? nil : "\(type(of: binding.stepper))", flow: flowPosition,
+                        type: binding.stepper.map { "\(type(of: $0))" }, flow: flowPosition,
                         node: number(binding.node),
                         role: binding.role.rawValue,
                         allowStepWhenNotPresented: binding.allowStepWhenNotPresented,
@@ -437,9 +440,10 @@ extension FlowCoordinator {
             guard let role = BindingRole(rawValue: saved.role) else {
                 throw CheckpointError(.inconsistent, "binding of \(saved.stepper) has role \(saved.role)")
             }
-            let stepper: any Stepper
+            // A remote stepper is known by its id: its binding keeps no stand-in.
+            let stepper: (any Stepper)?
             if saved.remote {
-                stepper = RemoteStepper(id: saved.stepper)
+                stepper = nil
             } else if let existing = inProcess[saved.stepper] {
                 stepper = existing
             } else {
@@ -463,15 +467,16 @@ extension FlowCoordinator {
         for (record, saved) in zip(records, checkpoint.flows) {
             record.bindings = saved.bindings.filter { $0 < bindings.count }.map { bindings[$0] }
         }
+        var slotted = Set<ObjectIdentifier>()
         for (stepperID, indices) in checkpoint.bindingsByStepper {
-            var slot = StepperSlot()
+            var slot: StepperSlot?
             for binding in indices.filter({ $0 < bindings.count }).map({ bindings[$0] })
-            where binding.token == 0 && binding.stepperID == stepperID {
+            where binding.stepperID == stepperID && slotted.insert(ObjectIdentifier(binding)).inserted {
                 // Subscribed only once the coordinator holds it (see `BindingSubscription`).
-                binding.token = binding.stepper.steps.subscribe(binding, of: self)
-                slot.bindings.append(binding)
+                binding.stepper?.steps.subscribe(binding, of: self)
+                if slot == nil { slot = StepperSlot(binding) } else { slot?.append(binding) }
             }
-            if !slot.bindings.isEmpty { steppers[stepperID] = slot }
+            if let slot { steppers[stepperID] = slot }
             sortedStepperIDs = nil
         }
         totals = checkpoint.totals.counters

@@ -32,7 +32,9 @@ final class FlowRecord {
 /// description (``info``) is kept as the fields it is made of, not copied.
 @FlowActor
 final class StepperBinding {
-    let stepper: any Stepper
+    /// The in-process stepper; nil for a remote one, whose steps come by ``stepperID``: the
+    /// binding keeps no stand-in object for it (see ``RemoteBindingSubscription``).
+    let stepper: (any Stepper)?
     let stepperID: String
     /// Alive while anything reaches the binding: its flow holds it until the flow ends, which
     /// unbinds it, and a queued step holds both.
@@ -41,15 +43,14 @@ final class StepperBinding {
     /// Its share of its stepper id's counters (``StepperSlot/counters``): kept here, not in an
     /// object of their own, so that a binding costs one allocation, not two.
     var counters = StepperCounters()
-    /// The relay subscription's token, 0 while there is none.
-    var token = 0
     let role: BindingRole
     let allowStepWhenNotPresented: Bool
     let allowStepWhenDismissed: Bool
-    let isRemote: Bool
     var isActive = true
 
-    init(stepper: any Stepper, info: BindingInfo, flow: FlowRecord, node: NavigationNode) {
+    /// Binds `stepper`, which is nil exactly when `info` says the stepper is remote.
+    init(stepper: (any Stepper)?, info: BindingInfo, flow: FlowRecord, node: NavigationNode) {
+        precondition((stepper == nil) == info.isRemote, "a binding keeps its stepper exactly when it is in-process")
         self.stepper = stepper
         stepperID = info.stepperID
         self.flow = flow
@@ -57,8 +58,10 @@ final class StepperBinding {
         role = info.role
         allowStepWhenNotPresented = info.allowStepWhenNotPresented
         allowStepWhenDismissed = info.allowStepWhenDismissed
-        isRemote = info.isRemote
     }
+
+    /// Whether its steps come from another process, by its id.
+    var isRemote: Bool { stepper == nil }
 
     var info: BindingInfo {
         BindingInfo(
@@ -101,16 +104,88 @@ struct PendingStep {
 }
 
 /// The bindings of one stepper id, in the order steps reach them. A slot is never empty (it goes
-/// with its last binding).
-@FlowActor
-struct StepperSlot {
-    var bindings = InlineFirstArray<StepperBinding>()
+/// with its last binding). Nearly every stepper id has one binding, kept without an array: a slot
+/// is one word in the coordinator's dictionary of a hundred thousand ids.
+struct StepperSlot: RandomAccessCollection {
+    private enum Storage {
+        case one(StepperBinding)
+        case many([StepperBinding])
+    }
+
+    private var storage: Storage
+
+    init(_ binding: StepperBinding) {
+        storage = .one(binding)
+    }
+
+    var startIndex: Int { 0 }
+    var endIndex: Int {
+        switch storage {
+        case .one: 1
+        case .many(let bindings): bindings.count
+        }
+    }
+
+    subscript(position: Int) -> StepperBinding {
+        switch storage {
+        case .one(let binding):
+            precondition(position == 0, "index \(position) out of a slot of one binding")
+            return binding
+        case .many(let bindings):
+            return bindings[position]
+        }
+    }
+
+    /// Iterates without going through the collection's subscript, whose generic accessor
+    /// allocates at every element in a debug build.
+    struct Iterator: IteratorProtocol {
+        fileprivate let slot: StepperSlot
+        fileprivate var position = 0
+
+        mutating func next() -> StepperBinding? {
+            defer { position += 1 }
+            switch slot.storage {
+            case .one(let binding): return position == 0 ? binding : nil
+            case .many(let bindings): return position < bindings.count ? bindings[position] : nil
+            }
+        }
+    }
+
+    func makeIterator() -> Iterator {
+        Iterator(slot: self)
+    }
+
+    mutating func append(_ binding: StepperBinding) {
+        switch storage {
+        case .one(let first):
+            storage = .many([first, binding])
+        case .many(var bindings):
+            storage = .one(binding)  // lets go of the array, so that it is appended to in place
+            bindings.append(binding)
+            storage = .many(bindings)
+        }
+    }
+
+    /// Removes `binding`; false when it was the last one (the slot is to go).
+    mutating func remove(_ binding: StepperBinding) -> Bool {
+        switch storage {
+        case .one(let only):
+            return only !== binding
+        case .many(var bindings):
+            storage = .one(bindings[0])  // lets go of the array, so that it is changed in place
+            bindings.removeAll { $0 === binding }
+            guard let first = bindings.first else { return false }
+            storage = bindings.count == 1 ? .one(first) : .many(bindings)
+            return true
+        }
+    }
 
     /// The stepper id's counters: its bindings' together (a binding unbound before the others
     /// left its counts to the first that stays).
+    @FlowActor
     var counters: StepperCounters {
-        var counters = bindings[0].counters
-        for binding in bindings.dropFirst() { counters.add(binding.counters) }
+        var counters = self[0].counters
+        for binding in dropFirst() { counters.add(binding.counters) }
         return counters
     }
 }

@@ -394,17 +394,17 @@ public final class FlowCoordinator {
         let ordered = orderedStepperIDs()
         var bindings: [BindingInfo] = []
         var bindingCount = 0
-        for slot in steppers.values { bindingCount += slot.bindings.count { $0.isActive } }
+        for slot in steppers.values { bindingCount += slot.count { $0.isActive } }
         var bindingsMatching = 0
         let bindingIDs = ordered[Self.range(of: bindingWindow.prefix, in: ordered)]
         for stepperID in bindingIDs {
             let slot = steppers[stepperID]!
-            let active = slot.bindings.count { $0.isActive }
+            let active = slot.count { $0.isActive }
             let end = bindingsMatching + active
             if bindingWindow.limit > 0, end > bindingWindow.offset,
                 bindingsMatching - bindingWindow.offset < bindingWindow.limit
             {
-                let infos = slot.bindings.filter(\.isActive).map(\.info).sorted { $0.flow < $1.flow }
+                let infos = slot.filter(\.isActive).map(\.info).sorted { $0.flow < $1.flow }
                 for (index, info) in infos.enumerated() where bindingWindow.lists(bindingsMatching + index) {
                     bindings.append(info)
                 }
@@ -497,8 +497,8 @@ public final class FlowCoordinator {
     }
 
     private func admitRemote(_ step: CanonicalStep, from stepperID: String, ticket: Ticket) {
-        let bindings = steppers[stepperID]?.bindings ?? InlineFirstArray()
-        guard bindings.contains(where: { $0.isActive && $0.isRemote }) else {
+        let slot = steppers[stepperID]
+        guard let slot, slot.contains(where: { $0.isActive && $0.isRemote }) else {
             if let tombstone = tombstones[stepperID] {
                 countDrop(.dismissed, binding: nil)
                 diagnose(
@@ -513,7 +513,7 @@ public final class FlowCoordinator {
             }
             return
         }
-        for binding in bindings where binding.isActive && binding.isRemote {
+        for binding in slot where binding.isActive && binding.isRemote {
             guard let flow = binding.flow else { continue }
             if let reason = gate(binding) {
                 dropEmission(step, binding: binding, reason: reason)
@@ -585,7 +585,7 @@ public final class FlowCoordinator {
     /// The binding whose counters count for `binding`: itself while bound; once unbound (a step
     /// of it was still queued), the first binding of its stepper id, which took its counts.
     private func counted(_ binding: StepperBinding) -> StepperBinding {
-        binding.isActive ? binding : steppers[binding.stepperID]?.bindings.first ?? binding
+        binding.isActive ? binding : steppers[binding.stepperID]?.first ?? binding
     }
 
     private func makeItem(
@@ -939,7 +939,7 @@ public final class FlowCoordinator {
         let base = role == .flowStepper ? "flow:\(record.id)" : "\(type(of: stepper)):\(node.presentableID)"
         var candidate = base
         var suffix = 2
-        while steppers[candidate]?.bindings.contains(where: { $0.stepper !== stepper }) == true {
+        while steppers[candidate]?.contains(where: { $0.stepper !== stepper }) == true {
             candidate = "\(base)#\(suffix)"
             suffix += 1
         }
@@ -956,30 +956,32 @@ public final class FlowCoordinator {
             stepperID: stepperID, flow: record.id, presentableID: node.presentableID, role: role,
             allowStepWhenNotPresented: allowStepWhenNotPresented, allowStepWhenDismissed: allowStepWhenDismissed,
             isRemote: stepper is any RemoteSteppable)
-        let binding = StepperBinding(stepper: stepper, info: info, flow: record, node: node)
+        let binding = StepperBinding(stepper: info.isRemote ? nil : stepper, info: info, flow: record, node: node)
         record.bindings.append(binding)
-        if steppers[stepperID] == nil { sortedStepperIDs = nil }
-        steppers[stepperID, default: StepperSlot()].bindings.append(binding)
+        if steppers[stepperID] == nil {
+            steppers[stepperID] = StepperSlot(binding)
+            sortedStepperIDs = nil
+        } else {
+            steppers[stepperID]?.append(binding)
+        }
         if tombstones.removeValue(forKey: stepperID) != nil {
             tombstoneOrder.removeAll { $0 == stepperID }
         }
         emit(.bound(info))
 
         stepperEmitted(stepper.initialStep, binding: binding)
-        binding.token = stepper.steps.subscribe(binding, of: self)
+        stepper.steps.subscribe(binding, of: self)
         stepper.readyToEmitSteps()
     }
 
     private func unbind(_ binding: StepperBinding, reason: UnbindReason) {
         guard binding.isActive else { return }
         binding.isActive = false
-        if binding.token != 0 {
-            binding.stepper.steps.unsubscribe(binding.token)
-            binding.token = 0
-        }
+        // A remote binding has no stepper to unsubscribe from: its subscription, if its
+        // stand-in still lives, delivers nothing once the binding is inactive.
+        binding.stepper?.steps.unsubscribe(binding)
         let stepperID = binding.stepperID
-        steppers[stepperID]?.bindings.removeAll { $0 === binding }
-        if let first = steppers[stepperID]?.bindings.first {
+        if steppers[stepperID]?.remove(binding) == true, let first = steppers[stepperID]?.first {
             // The stepper id's counts outlive this binding while the id stays bound.
             first.counters.add(binding.counters)
             binding.counters = StepperCounters()
@@ -1034,7 +1036,7 @@ public final class FlowCoordinator {
             for node in nodes { forget(node) }
             var affected: [(stepperID: String, position: Int, binding: StepperBinding)] = []
             for (stepperID, slot) in steppers {
-                for (position, binding) in slot.bindings.enumerated()
+                for (position, binding) in slot.enumerated()
                 where binding.isActive && binding.role == .presentableStepper
                     && !binding.allowStepWhenDismissed
                     && dismissed.contains(ObjectIdentifier(binding.node))

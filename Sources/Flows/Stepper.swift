@@ -9,14 +9,28 @@ import FlowBusWire
 /// (RxFlow issue #134).
 @FlowActor
 public class StepRelay {
+    @FlowActor
     private struct Subscriber {
         let token: Int
         let target: Target
+
+        /// A remote binding's subscription outlives its binding's unbinding (the coordinator does
+        /// not keep the relay to unsubscribe from): once unbound, it delivers nothing.
+        var isUnbound: Bool {
+            if case .remoteBinding(let subscription) = target { return !subscription.binding.isActive }
+            return false
+        }
+
+        func delivers(to binding: StepperBinding) -> Bool {
+            if case .binding(let subscription) = target { return subscription.binding === binding }
+            return false
+        }
     }
 
     private enum Target {
         case handler(@FlowActor (any Step) -> Void)
         case binding(BindingSubscription)
+        case remoteBinding(RemoteBindingSubscription)
     }
 
     /// Nearly every relay has one subscriber, its coordinator: kept inline, it costs no array.
@@ -45,11 +59,17 @@ public class StepRelay {
             // the binding does too.
             guard let coordinator = subscription.coordinator else { return }
             coordinator.stepperEmitted(step, binding: subscription.binding)
+        case .remoteBinding(let subscription):
+            // An unbound binding's steps go nowhere: `stepperEmitted` ignores them.
+            guard let coordinator = subscription.coordinator else { return }
+            coordinator.stepperEmitted(step, binding: subscription.binding)
         }
     }
 
     /// Whether anybody listens.
-    public var hasSubscribers: Bool { first != nil || !others.isEmpty }
+    public var hasSubscribers: Bool {
+        first.map { !$0.isUnbound } == true || others.contains { !$0.isUnbound }
+    }
 
     /// Registers a handler; returns the token that ``unsubscribe(_:)`` takes.
     @discardableResult
@@ -59,11 +79,17 @@ public class StepRelay {
 
     /// Registers a coordinator's binding without a closure or a weak reference to the binding:
     /// a coordinator holds a hundred thousand of them, and each would cost two allocations.
-    func subscribe(_ binding: StepperBinding, of coordinator: FlowCoordinator) -> Int {
-        add(.binding(BindingSubscription(coordinator: coordinator, binding: binding)))
+    func subscribe(_ binding: StepperBinding, of coordinator: FlowCoordinator) {
+        if binding.isRemote {
+            add(.remoteBinding(RemoteBindingSubscription(coordinator: coordinator, binding: binding)))
+        } else {
+            add(.binding(BindingSubscription(coordinator: coordinator, binding: binding)))
+        }
     }
 
+    @discardableResult
     private func add(_ target: Target) -> Int {
+        remove { $0.isUnbound }
         Self.nextToken += 1
         let token = Self.nextToken
         if first == nil && others.isEmpty {
@@ -76,22 +102,40 @@ public class StepRelay {
 
     /// Removes a handler registered with ``subscribe(_:)``.
     public func unsubscribe(_ token: Int) {
-        if first?.token == token {
+        remove { $0.token == token }
+    }
+
+    /// Removes an in-process binding's subscription.
+    func unsubscribe(_ binding: StepperBinding) {
+        remove { $0.delivers(to: binding) }
+    }
+
+    private func remove(where shouldBeRemoved: (Subscriber) -> Bool) {
+        others.removeAll(where: shouldBeRemoved)
+        if let first, shouldBeRemoved(first) {
             // The next oldest takes its place, so that emission order stays subscription order.
-            first = others.isEmpty ? nil : others.removeFirst()
-        } else {
-            others.removeAll { $0.token == token }
+            self.first = others.isEmpty ? nil : others.removeFirst()
         }
     }
 }
 
-/// A binding's subscription to its stepper's relay. `unowned` is safe: the coordinator keeps
-/// the binding until ``FlowCoordinator`` unbinds it, which unsubscribes it first, and the
-/// binding is only reached while the coordinator lives.
+/// An in-process binding's subscription to its stepper's relay. `unowned` is safe: the
+/// coordinator keeps the binding until ``FlowCoordinator`` unbinds it, which unsubscribes it
+/// first, and the binding is only reached while the coordinator lives. (The binding holds its
+/// stepper, which holds the relay: a strong reference back would be a cycle.)
 @FlowActor
 struct BindingSubscription {
     weak var coordinator: FlowCoordinator?
     unowned let binding: StepperBinding
+}
+
+/// A remote binding's subscription to the relay of its stand-in (a ``RemoteStepper``). The
+/// binding does not keep its stand-in, whose steps come by id, so the relay holds the binding;
+/// nothing holds the relay back, and a stand-in nobody else keeps goes once it is bound.
+@FlowActor
+struct RemoteBindingSubscription {
+    weak var coordinator: FlowCoordinator?
+    let binding: StepperBinding
 }
 
 /// Something that emits steps: RxFlow's `Stepper`.
@@ -139,8 +183,9 @@ public protocol RemoteSteppable: Stepper {}
 /// (`RemoteStepper(id: "movie/23452")`). Its initial step is ``NoneStep``; its steps are the
 /// ones the runtime hands to ``FlowCoordinator/receive(_:from:)``.
 ///
-/// It is its own relay: a coordinator holds one per bound screen, and a separate relay object
-/// would cost an allocation each.
+/// A coordinator does not keep it once bound (the binding is known by the id): a screen bound
+/// to a remote stepper costs no stand-in object. Steps accepted on one somebody keeps still reach
+/// its bindings. It is its own relay, so that making one costs one allocation, not two.
 public final class RemoteStepper: StepRelay, RemoteSteppable {
     /// The id the remote process publishes under.
     public nonisolated let stepperID: String

@@ -6,9 +6,11 @@ import Testing
 @Suite("Bindings and remote steps")
 @FlowActor
 struct BindingTests {
-    /// A flow whose `.one` pushes screen `s` bound to remote stepper `s`, and that ends on the
-    /// canonical step `endsOn`, if given.
-    func remoteFlow(_ name: String = "TestFlow", stepperID: String = "s", endsOn: String? = nil) -> ScriptedFlow {
+    /// A flow whose `.one` pushes screen `s` bound to remote stepper `s` (through `standIn`, if
+    /// given, else a stand-in of its own), and that ends on the canonical step `endsOn`, if given.
+    func remoteFlow(
+        _ name: String = "TestFlow", stepperID: String = "s", endsOn: String? = nil, standIn: RemoteStepper? = nil
+    ) -> ScriptedFlow {
         ScriptedFlow(name, root: NavigationStack(id: name.lowercased())) { flow, step in
             if let endsOn, (step as? CanonicalStep)?.name == endsOn {
                 return .end(forwardToParentFlowWithStep: NoneStep())
@@ -17,8 +19,8 @@ struct BindingTests {
             let screen = Screen(id: stepperID)
             flow.stack.setRoot(screen)
             return .one(
-                flowContributor: .contribute(withNextPresentable: screen, withNextStepper: RemoteStepper(id: stepperID))
-            )
+                flowContributor: .contribute(
+                    withNextPresentable: screen, withNextStepper: standIn ?? RemoteStepper(id: stepperID)))
         }
     }
 
@@ -130,6 +132,46 @@ struct BindingTests {
         #expect(counters.dropped[.notVisible] == 2, "hello and bye, both refused by the hidden one's")
         await coordinator.receive(CanonicalStep("again"), from: "shared")
         #expect(coordinator.snapshot().steppers["shared"]?.dropped[.notVisible] == 3)
+    }
+
+    @Test("A remote binding keeps no stand-in; one the caller keeps delivers until its binding goes")
+    func remoteStandIns() async {
+        let (coordinator, log) = makeCoordinator()
+        weak var forgotten: RemoteStepper?
+        let flow = ScriptedFlow("TestFlow", root: NavigationStack(id: "testflow")) { flow, step in
+            guard step as? TestStep == .one else { return .none }
+            let screen = Screen(id: "s")
+            flow.stack.setRoot(screen)
+            let standIn = RemoteStepper(id: "s")
+            forgotten = standIn
+            return .one(flowContributor: .contribute(withNextPresentable: screen, withNextStepper: standIn))
+        }
+        await coordinator.coordinate(flow: flow, with: OneStepper(withSingleStep: TestStep.one))
+        #expect(forgotten == nil, "nothing keeps a stand-in once its screen is bound")
+        #expect(
+            await coordinator.receive(CanonicalStep("two"), from: "s") == [
+                .navigated(FlowID(name: "TestFlow", instance: 1))
+            ])
+
+        let kept = RemoteStepper(id: "k")
+        let keeper = remoteFlow("KeptFlow", stepperID: "k", endsOn: "bye", standIn: kept)
+        await coordinator.coordinate(flow: keeper, with: OneStepper(withSingleStep: TestStep.one))
+        #expect(kept.hasSubscribers)
+        kept.accept(CanonicalStep("hello"))
+        await coordinator.idle()
+        await coordinator.receive(CanonicalStep("bye"), from: "k")
+        #expect(!kept.hasSubscribers, "the flow ended, unbinding k")
+        kept.accept(CanonicalStep("late"))
+        await coordinator.idle()
+        #expect(keeper.recorded == ["one", "hello", "bye"])
+
+        // Bound again: the unbound binding's subscription makes way, and each step arrives once.
+        let again = remoteFlow("AgainFlow", stepperID: "k", standIn: kept)
+        await coordinator.coordinate(flow: again, with: OneStepper(withSingleStep: TestStep.one))
+        kept.accept(CanonicalStep("hi"))
+        await coordinator.idle()
+        #expect(again.recorded == ["one", "hi"])
+        #expect(log.reasons == [.noParentFlow], "KeptFlow's end; the late step went nowhere, unreported")
     }
 
     @Test("The snapshot shows the live tree per flow, bindings and counters")
