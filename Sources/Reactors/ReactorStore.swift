@@ -397,7 +397,7 @@ extension ReactorStore {
 
     private func emit(_ state: R.State) {
         guard let (snapshot, observers) = core.withLock({ $0.emit(state) }) else { return }
-        for observer in observers { observer.onState(snapshot) }
+        for entry in observers { entry.observer.onState(snapshot) }
     }
 
     /// Interprets `node` in the serial context: synchronous parts are reduced now, each
@@ -606,10 +606,12 @@ extension ReactorStore {
             return work
         }
 
-        mutating func emit(_ state: R.State) -> (StateSnapshot<R.State>, [Observer])? {
+        /// The new snapshot and the observers to give it: the list itself, shared (not a copy:
+        /// an action's state reaches them without an allocation).
+        mutating func emit(_ state: R.State) -> (StateSnapshot<R.State>, [(id: UInt64, observer: Observer)])? {
             if isShutDown { return nil }
             current = StateSnapshot(sequence: current.sequence + 1, state: state)
-            return (current, observers.map { $0.observer })
+            return (current, observers)
         }
 
         mutating func reserveObserverID() -> UInt64? {

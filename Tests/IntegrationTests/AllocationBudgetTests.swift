@@ -18,9 +18,9 @@ struct AllocationBudgetTests {
     }
 
     #if DEBUG
-    static let budget = Budget(steps: 13.6, reactor: 14.6)
+    static let budget = Budget(steps: 13.6, reactor: 12.6)
     #else
-    static let budget = Budget(steps: 2.6, reactor: 5.6)
+    static let budget = Budget(steps: 2.6, reactor: 3.6)
     #endif
 
     struct Figures: Decodable {
