@@ -165,7 +165,7 @@ struct BindingTests {
         await coordinator.idle()
         #expect(keeper.recorded == ["one", "hello", "bye"])
 
-        // Bound again: the unbound binding's subscription makes way, and each step arrives once.
+        // Bound again: a step reaches the new binding once (the old one's subscription delivers nothing).
         let again = remoteFlow("AgainFlow", stepperID: "k", standIn: kept)
         await coordinator.coordinate(flow: again, with: OneStepper(withSingleStep: TestStep.one))
         kept.accept(CanonicalStep("hi"))
