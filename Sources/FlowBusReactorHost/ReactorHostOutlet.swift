@@ -60,6 +60,7 @@ public struct ReactorHostCounters: Sendable, Hashable {
 /// The hand-over point between reactors (any thread, any task) and the host's I/O thread, which
 /// owns every socket. Pushing never blocks: items queue under a mutex and the I/O thread is woken
 /// through an eventfd when the queue goes from empty to non-empty.
+@usableFromInline
 package final class ReactorHostOutlet: Sendable {
     package let wake = WakeSignal()
     private let queue = Mutex<[ReactorHostOutboxItem]>([])

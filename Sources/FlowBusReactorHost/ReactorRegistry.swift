@@ -25,20 +25,34 @@ import ZeroMQ
 /// ```
 public struct ReactorRegistry: Sendable {
     /// A reactor id or a family of them.
+    @usableFromInline
     package enum Match: Sendable, Hashable {
         case exact(String)
         case family(String)
     }
 
+    @usableFromInline
     package struct Registration: Sendable {
         package let match: Match
         /// Whether its state can be restored (its `State` is `Decodable`), so it can be persisted.
         package let isRestorable: Bool
         /// Builds the instance, resuming from a saved state when one is given (and restorable).
         package let make: @Sendable (ReactorContext, PersistedReactorState?) -> HostedReactor?
+
+        @usableFromInline
+        init(
+            match: Match, isRestorable: Bool,
+            make: @escaping @Sendable (ReactorContext, PersistedReactorState?) -> HostedReactor?
+        ) {
+            self.match = match
+            self.isRestorable = isRestorable
+            self.make = make
+        }
     }
 
-    private(set) var registrations: [Registration] = []
+    // `register` is inlinable so that the reactor's store and its hosting are specialized in the
+    // module that knows the reactor's type.
+    @usableFromInline var registrations: [Registration] = []
 
     /// An empty registry.
     public init() {}
@@ -52,6 +66,7 @@ public struct ReactorRegistry: Sendable {
     /// - Parameters:
     ///   - reactorID: The reactor id, e.g. `counter` (no trailing `/`).
     ///   - make: Builds the reactor; called once, on the host's I/O thread.
+    @inlinable
     public mutating func register<R: Reactor>(_ reactorID: String, _ make: @escaping @Sendable (ReactorContext) -> R)
     where R.Action: Decodable, R.State: Encodable {
         precondition(
@@ -70,6 +85,7 @@ public struct ReactorRegistry: Sendable {
     /// - Parameters:
     ///   - reactorID: The reactor id, e.g. `counter` (no trailing `/`).
     ///   - make: Builds the reactor; called once, on the host's I/O thread.
+    @inlinable
     public mutating func register<R: Reactor>(_ reactorID: String, _ make: @escaping @Sendable (ReactorContext) -> R)
     where R.Action: Decodable, R.State: Codable {
         precondition(
@@ -91,6 +107,7 @@ public struct ReactorRegistry: Sendable {
     ///   - make: Builds the member for ``ReactorContext/reactorID``; returns nil when there is no
     ///     such reactor (the request is refused with `unknown-reactor`). Called on the host's I/O
     ///     thread.
+    @inlinable
     public mutating func register<R: Reactor>(family prefix: String, _ make: @escaping @Sendable (ReactorContext) -> R?)
     where R.Action: Decodable, R.State: Encodable {
         precondition(prefix.hasSuffix("/") && prefix.count > 1, "a family prefix ends with '/', e.g. movie/")
@@ -106,6 +123,7 @@ public struct ReactorRegistry: Sendable {
     /// - Parameters:
     ///   - prefix: The family prefix, ending with `/`.
     ///   - make: Builds the member, or returns nil when there is no such reactor.
+    @inlinable
     public mutating func register<R: Reactor>(family prefix: String, _ make: @escaping @Sendable (ReactorContext) -> R?)
     where R.Action: Decodable, R.State: Codable {
         precondition(prefix.hasSuffix("/") && prefix.count > 1, "a family prefix ends with '/', e.g. movie/")
@@ -120,7 +138,8 @@ public struct ReactorRegistry: Sendable {
     /// The snapshot a restored store starts from: the saved state and sequence; or, when the saved
     /// state no longer decodes as `State` (its type changed), the initial state with the next
     /// sequence (logged), so that views never take it for a state they already have.
-    private static func restore<R: Reactor>(
+    @usableFromInline
+    static func restore<R: Reactor>(
         _ saved: PersistedReactorState?, of reactor: R, context: ReactorContext
     ) -> StateSnapshot<R.State>?
     where R.State: Decodable {
@@ -172,7 +191,7 @@ public struct ReactorContext: Sendable {
     public let familyPrefix: String?
     /// A logger with the reactor id in its metadata.
     public let logger: Logger
-    package let outlet: ReactorHostOutlet
+    @usableFromInline package let outlet: ReactorHostOutlet
 
     /// The id after the family prefix (`42` for `movie/42`); the whole id for an exact one.
     public var memberID: String {
@@ -213,11 +232,19 @@ public struct ReactorStepper: Sendable {
 /// One running reactor instance behind the bus, its types erased: decodes actions into the
 /// reactor's `Action`, and pushes every state (encoded) to the host's outlet in the store's
 /// serial context.
+@usableFromInline
 package final class HostedReactor: Sendable {
     /// Why an action could not be applied.
+    @usableFromInline
     package struct Refused: Error {
         package var reason: DiagnosticReason
         package var detail: String
+
+        @usableFromInline
+        init(reason: DiagnosticReason, detail: String) {
+            self.reason = reason
+            self.detail = detail
+        }
     }
 
     package let reactorID: String
@@ -225,72 +252,121 @@ package final class HostedReactor: Sendable {
     private let stop: @Sendable () -> Void
     private let busy: @Sendable () -> Bool
 
-    package init<R: Reactor>(_ reactor: R, context: ReactorContext, restoring restored: StateSnapshot<R.State>?)
+    @usableFromInline
+    init(
+        reactorID: String, apply: @escaping @Sendable (String, WireParams) throws(Refused) -> Void,
+        stop: @escaping @Sendable () -> Void, busy: @escaping @Sendable () -> Bool
+    ) {
+        self.reactorID = reactorID
+        self.apply = apply
+        self.stop = stop
+        self.busy = busy
+    }
+
+    // Inlinable, like `ReactorRegistry.register`: an action's decoding, its store and the state's
+    // encoding run specialized for `R`.
+    @inlinable
+    package convenience init<R: Reactor>(
+        _ reactor: R, context: ReactorContext, restoring restored: StateSnapshot<R.State>?
+    )
     where R.Action: Decodable, R.State: Encodable {
         let reactorID = context.reactorID
         let outlet = context.outlet
-        let logger = context.logger
-        self.reactorID = reactorID
-        let onFailure: @Sendable (any Error) -> Void = { error in
-            outlet.mutationFailed()
-            logger.warning("a mutation stream of \(reactorID) failed: \(error)")
-        }
+        let onFailure = Self.failureHandler(of: reactorID, outlet: outlet, logger: context.logger)
         // A traced action's mutations are spans of its trace (they inherit its task-local trace).
-        let onMutation: @Sendable (R.Mutation) -> Void = { mutation in
-            guard let trace = BusTracing.messageTrace else { return }
-            ReactorSpans.mutation(mutation, of: reactorID, in: trace)
-        }
+        let onMutation: @Sendable (R.Mutation) -> Void = { Self.traceMutation($0, of: reactorID) }
         let store =
             restored.map {
                 ReactorStore(reactor, restoring: $0, onMutationFailure: onFailure, onMutation: onMutation)
             } ?? ReactorStore(reactor, onMutationFailure: onFailure, onMutation: onMutation)
         let encoder = WireValueEncoder()
-        // Wire-form conformances skip Codable on every action and state (decided once, here).
-        let encodesItself = R.State.self is any WireFormEncodable.Type
         // Runs in the store's serial context, in sequence order: the outlet receives every state.
         let subscription = store.observe { snapshot in
             do {
-                let value =
-                    encodesItself
-                    ? (snapshot.state as! any WireFormEncodable).wireValue : try encoder.encode(snapshot.state)
-                outlet.push(
-                    .state(
-                        reactorID: reactorID, sequence: snapshot.sequence, state: value, trace: BusTracing.messageTrace)
-                )
+                let value = try Self.wireValue(of: snapshot.state, encoder: encoder)
+                Self.push(value, sequence: snapshot.sequence, of: reactorID, to: outlet)
             } catch {
-                outlet.push(.unencodableState(reactorID: reactorID, sequence: snapshot.sequence, detail: "\(error)"))
+                Self.pushUnencodable(sequence: snapshot.sequence, of: reactorID, error: error, to: outlet)
             }
         }
-        let decodesItself = R.Action.self is any WireFormDecodable.Type
-        apply = { (name, params) throws(Refused) in
-            let action: R.Action
-            if decodesItself, let decodesItself = R.Action.self as? any WireFormDecodable.Type {
-                do throws(WireError) {
-                    action = try decodesItself.init(wireName: name, params: params) as! R.Action
-                } catch {
-                    throw Refused(
-                        reason: error.reason,
-                        detail: "\(reactorID) cannot map action \(MessageFormatter.step(name, params)): \(error.detail)"
-                    )
-                }
-            } else {
-                do {
-                    action = try decodeCanonical(R.Action.self, name: name, params: params)
-                } catch {
-                    throw Refused(
-                        reason: .badAction,
-                        detail:
-                            "\(reactorID) cannot map action \(MessageFormatter.step(name, params)): \(Self.describe(error, action: name))"
-                    )
-                }
+        self.init(
+            reactorID: reactorID,
+            apply: { (name, params) throws(Refused) in
+                store.send(try Self.action(R.Action.self, name: name, params: params, of: reactorID))
+            },
+            stop: {
+                subscription.cancel()
+                store.shutdown()
+            },
+            busy: { store.hasWorkInFlight })
+    }
+
+    /// A state's wire form: its own (``WireFormEncodable``, without Codable) or its `Encodable` one.
+    @inlinable
+    static func wireValue<State: Encodable>(of state: State, encoder: WireValueEncoder) throws -> WireValue {
+        if let encodesItself = state as? any WireFormEncodable { return encodesItself.wireValue }
+        return try encoder.encode(state)
+    }
+
+    /// An action decoded from its name and params: by its own initializer (``WireFormDecodable``,
+    /// without Codable) or by its `Decodable` conformance.
+    @inlinable
+    static func action<Action: Decodable>(
+        _ type: Action.Type, name: String, params: WireParams, of reactorID: String
+    ) throws(Refused) -> Action {
+        if let decodesItself = Action.self as? any WireFormDecodable.Type {
+            do throws(WireError) {
+                return try decodesItself.init(wireName: name, params: params) as! Action
+            } catch {
+                throw Refused(
+                    reason: error.reason, detail: describeUnmappable(name, params, of: reactorID, error.detail))
             }
-            store.send(action)
         }
-        stop = {
-            subscription.cancel()
-            store.shutdown()
+        do {
+            return try decodeCanonical(Action.self, name: name, params: params)
+        } catch {
+            throw Refused(
+                reason: .badAction,
+                detail: describeUnmappable(name, params, of: reactorID, describe(error, action: name)))
         }
-        busy = { store.hasWorkInFlight }
+    }
+
+    @usableFromInline
+    static func describeUnmappable(
+        _ name: String, _ params: WireParams, of reactorID: String, _ why: String
+    )
+        -> String
+    {
+        "\(reactorID) cannot map action \(MessageFormatter.step(name, params)): \(why)"
+    }
+
+    @usableFromInline
+    static func failureHandler(
+        of reactorID: String, outlet: ReactorHostOutlet, logger: Logger
+    )
+        -> @Sendable (any Error) -> Void
+    {
+        { error in
+            outlet.mutationFailed()
+            logger.warning("a mutation stream of \(reactorID) failed: \(error)")
+        }
+    }
+
+    @usableFromInline
+    static func traceMutation(_ mutation: some Any, of reactorID: String) {
+        guard let trace = BusTracing.messageTrace else { return }
+        ReactorSpans.mutation(mutation, of: reactorID, in: trace)
+    }
+
+    @usableFromInline
+    static func push(_ state: WireValue, sequence: UInt64, of reactorID: String, to outlet: ReactorHostOutlet) {
+        outlet.push(.state(reactorID: reactorID, sequence: sequence, state: state, trace: BusTracing.messageTrace))
+    }
+
+    @usableFromInline
+    static func pushUnencodable(sequence: UInt64, of reactorID: String, error: any Error, to outlet: ReactorHostOutlet)
+    {
+        outlet.push(.unencodableState(reactorID: reactorID, sequence: sequence, detail: "\(error)"))
     }
 
     /// Whether an action's work is still running (see `ReactorStore.hasWorkInFlight`).
@@ -306,6 +382,7 @@ package final class HostedReactor: Sendable {
         stop()
     }
 
+    @usableFromInline
     package static func describe(_ error: any Error, action: String) -> String {
         guard let decoding = error as? DecodingError else { return "\(error)" }
         if case .keyNotFound(let key, let context) = decoding, context.codingPath.isEmpty {

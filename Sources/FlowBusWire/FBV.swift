@@ -185,8 +185,7 @@ public enum FBV {
             let count = Int(try reader.u32("map count"))
             // Every entry takes at least three bytes (key length and a tag).
             try reader.need(count * 3, for: "map of \(count) entr(ies)")
-            var entries: [String: WireValue] = [:]
-            entries.reserveCapacity(count)
+            var entries = [String: WireValue](minimumCapacity: count)
             for _ in 0..<count {
                 let keyCount = Int(try reader.u16("key length"))
                 let keyOffset = reader.offset

@@ -12,7 +12,7 @@ public struct FrameBuffer: Sendable, Hashable {
     /// All frames' bytes, back to back.
     public private(set) var storage: [UInt8]
     /// The end offset of each frame in ``storage``.
-    private var ends: [Int]
+    @usableFromInline var ends: [Int]
 
     /// Creates an empty buffer.
     /// - Parameters:
@@ -106,7 +106,7 @@ public struct FrameBuffer: Sendable, Hashable {
 
     /// The byte range of frame `index` in ``storage``.
     /// - Precondition: `0 <= index < count`.
-    @inline(__always)
+    @inlinable @inline(__always)
     public func frameRange(_ index: Int) -> Range<Int> {
         precondition(index >= 0 && index < ends.count, "frame \(index) out of range 0..<\(ends.count)")
         return (index == 0 ? 0 : ends[index - 1])..<ends[index]
@@ -119,7 +119,7 @@ public struct FrameBuffer: Sendable, Hashable {
     public func frameBytes(_ index: Int) -> ArraySlice<UInt8> { storage[frameRange(index)] }
 
     /// Calls `body` with the bytes of frame `index`, valid only during the call.
-    @inline(__always)
+    @inlinable @inline(__always)
     public func withFrame<R, E: Error>(
         _ index: Int, _ body: (UnsafeRawBufferPointer) throws(E) -> R
     ) throws(E) -> R {

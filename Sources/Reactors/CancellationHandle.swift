@@ -36,13 +36,14 @@ final class CancellationHandle: Sendable {
 
 /// One in-flight asynchronous mutation stream (the task running the asynchronous part of a
 /// `Mutations` value, or a cancellable part nested in it).
+@usableFromInline
 final class MutationStream: Sendable {
     let key: UInt64
     let ids: [CancelID]
     let parent: MutationStream?
     /// True for streams returned by `mutate(action:)` (they pass through the transform applied
     /// to the placeholder in `transform(mutation:)`); false for external streams.
-    let fromMutate: Bool
+    @usableFromInline let fromMutate: Bool
     let handle = CancellationHandle()
 
     init(key: UInt64, ids: [CancelID], parent: MutationStream?, fromMutate: Bool) {
@@ -53,7 +54,7 @@ final class MutationStream: Sendable {
     }
 
     /// True once this stream or one of its ancestors was cancelled.
-    var isCancelled: Bool { handle.isCancelled || (parent?.isCancelled ?? false) }
+    @usableFromInline var isCancelled: Bool { handle.isCancelled || (parent?.isCancelled ?? false) }
 }
 
 /// A running connection to a ``ReactorStore``: an action source bound with

@@ -32,6 +32,7 @@
 /// asynchronous part ends that stream only; the reactor lives on (rule 1).
 public struct Mutations<Element: Sendable>: Sendable {
     // Only the case that holds a node is indirect: one mutation, the common case, is no box.
+    @usableFromInline
     enum Node: Sendable {
         case one(Element)
         case values([Element])
@@ -47,24 +48,24 @@ public struct Mutations<Element: Sendable>: Sendable {
         case upstream(transform: (@Sendable (Any) -> Any?)?)
     }
 
-    let node: Node
+    @usableFromInline let node: Node
 
-    init(node: Node) { self.node = node }
+    @usableFromInline init(node: Node) { self.node = node }
 }
 
 // MARK: - Building
 
 extension Mutations {
     /// No mutation: the action changes nothing (ReactorKit's `.empty()`).
-    public static var none: Mutations { Mutations(node: .values([])) }
+    @inlinable public static var none: Mutations { Mutations(node: .values([])) }
 
     /// One mutation, reduced synchronously.
-    public static func just(_ mutation: Element) -> Mutations {
+    @inlinable public static func just(_ mutation: Element) -> Mutations {
         Mutations(node: .one(mutation))
     }
 
     /// Several mutations in order, all reduced synchronously.
-    public static func sequence(_ mutations: [Element]) -> Mutations {
+    @inlinable public static func sequence(_ mutations: [Element]) -> Mutations {
         Mutations(node: .values(mutations))
     }
 
@@ -200,7 +201,7 @@ extension Mutations {
 
 extension Mutations.Node {
     /// True when interpreting this node needs no task: no `run`, no async sequence.
-    var isSynchronous: Bool {
+    @usableFromInline var isSynchronous: Bool {
         switch self {
         case .one, .values, .cancel, .upstream: return true
         case .operation: return false
@@ -243,6 +244,7 @@ public struct MutationSender<Element: Sendable>: Sendable {
 // MARK: - Cancellation ids
 
 /// A type-erased cancellation id (see ``Mutations/cancellable(id:cancelInFlight:)``).
+@usableFromInline
 struct CancelID: Hashable, @unchecked Sendable {
     // `AnyHashable` is not declared Sendable; every value stored here came in as
     // `some Hashable & Sendable`, which makes the box safe to share.

@@ -50,11 +50,14 @@ public final class ReactorStore<R: Reactor>: Sendable {
     /// True for a store created with ``init(stubbing:)``.
     public let isStubbed: Bool
 
-    private let core: Mutex<Core>
-    private let mutateIsConnected: Bool
-    private let mutateTransform: (@Sendable (Any) -> Any?)?
-    private let failureHandler: (@Sendable (any Error) -> Void)?
-    private let mutationHandler: (@Sendable (R.Mutation) -> Void)?
+    // The action path below is inlinable so that it is specialized for the concrete reactor where
+    // one is registered: unspecialized, each call would look up the metadata of `Work`, `Core` and
+    // their tuples at run time.
+    @usableFromInline let core: Mutex<Core>
+    @usableFromInline let mutateIsConnected: Bool
+    @usableFromInline let mutateTransform: (@Sendable (Any) -> Any?)?
+    @usableFromInline let failureHandler: (@Sendable (any Error) -> Void)?
+    @usableFromInline let mutationHandler: (@Sendable (R.Mutation) -> Void)?
 
     /// Creates a store for `reactor`, connected at once (hot, rule 1).
     ///
@@ -165,6 +168,7 @@ public final class ReactorStore<R: Reactor>: Sendable {
 
     /// Sends an action. Never waits; see the type's discussion for when the action has been
     /// processed on return. Dropped after ``shutdown()``.
+    @inlinable
     public func send(_ action: R.Action) {
         enqueue(.action(action, waiter: nil))
     }
@@ -314,8 +318,9 @@ public final class ReactorStore<R: Reactor>: Sendable {
 // MARK: - The drain
 
 extension ReactorStore {
-    typealias Node = Mutations<R.Mutation>.Node
+    @usableFromInline typealias Node = Mutations<R.Mutation>.Node
 
+    @usableFromInline
     enum Work: Sendable {
         case action(R.Action, waiter: CheckedContinuation<Void, Never>?)
         case mutation(R.Mutation, MutationStream)
@@ -325,11 +330,18 @@ extension ReactorStore {
         case failure(any Error)
     }
 
+    @usableFromInline
     struct Observer: Sendable {
-        let onState: @Sendable (StateSnapshot<R.State>) -> Void
-        let onFinish: (@Sendable () -> Void)?
+        @usableFromInline let onState: @Sendable (StateSnapshot<R.State>) -> Void
+        @usableFromInline let onFinish: (@Sendable () -> Void)?
+
+        init(onState: @escaping @Sendable (StateSnapshot<R.State>) -> Void, onFinish: (@Sendable () -> Void)?) {
+            self.onState = onState
+            self.onFinish = onFinish
+        }
     }
 
+    @inlinable
     func enqueue(_ work: Work) {
         switch core.withLock({ $0.enqueue(work) }) {
         case .queued:
@@ -342,13 +354,15 @@ extension ReactorStore {
         }
     }
 
-    private func drain() {
+    @inlinable
+    func drain() {
         while let work = core.withLock({ $0.next() }) {
             process(work)
         }
     }
 
-    private func process(_ work: Work) {
+    @inlinable
+    func process(_ work: Work) {
         switch work {
         case .action(let action, let waiter):
             handle(action)
@@ -370,7 +384,8 @@ extension ReactorStore {
         }
     }
 
-    private func handle(_ action: R.Action) {
+    @inlinable
+    func handle(_ action: R.Action) {
         if isStubbed {
             core.withLock { $0.stubActions.append(action) }
             return
@@ -380,7 +395,8 @@ extension ReactorStore {
         interpret(reactor.mutate(action: action, currentState: current).node, ids: [], fromMutate: true)
     }
 
-    private func apply(_ mutation: R.Mutation, fromMutate: Bool) {
+    @inlinable
+    func apply(_ mutation: R.Mutation, fromMutate: Bool) {
         var mutation = mutation
         if fromMutate, let transform = mutateTransform {
             guard let transformed = transform(mutation) as? R.Mutation else { return }
@@ -395,14 +411,16 @@ extension ReactorStore {
         emit(reactor.transform(state: next))
     }
 
-    private func emit(_ state: R.State) {
+    @inlinable
+    func emit(_ state: R.State) {
         guard let (snapshot, observers) = core.withLock({ $0.emit(state) }) else { return }
         for entry in observers { entry.observer.onState(snapshot) }
     }
 
     /// Interprets `node` in the serial context: synchronous parts are reduced now, each
     /// asynchronous part is started in its own task.
-    private func interpret(_ node: Node, ids: [CancelID], fromMutate: Bool) {
+    @inlinable
+    func interpret(_ node: Node, ids: [CancelID], fromMutate: Bool) {
         switch node {
         case .one(let mutation):
             apply(mutation, fromMutate: fromMutate)
@@ -431,14 +449,16 @@ extension ReactorStore {
         }
     }
 
-    private static func flatten(_ members: [Node]) -> [Node] {
+    @usableFromInline
+    static func flatten(_ members: [Node]) -> [Node] {
         members.flatMap { member -> [Node] in
             if case .concat(let inner) = member { return flatten(inner) }
             return [member]
         }
     }
 
-    private func start(_ node: Node, ids: [CancelID], fromMutate: Bool) {
+    @usableFromInline
+    func start(_ node: Node, ids: [CancelID], fromMutate: Bool) {
         guard let stream = register(ids: ids, parent: nil, fromMutate: fromMutate) else { return }
         let context = StreamContext(store: self)
         let task = Task {
@@ -456,6 +476,7 @@ extension ReactorStore {
         core.withLock { $0.unregister(stream) }
     }
 
+    @usableFromInline
     func cancel(_ id: CancelID) {
         let streams = core.withLock { $0.streams(for: id) }
         for stream in streams { stream.handle.cancel() }
@@ -548,6 +569,7 @@ struct StreamContext<R: Reactor>: Sendable {
 // MARK: - Locked storage
 
 extension ReactorStore {
+    @usableFromInline
     enum EnqueueOutcome {
         case queued, drain, refused
     }
@@ -561,26 +583,28 @@ extension ReactorStore {
 
     /// Everything the mutex protects. Only short, non-blocking bookkeeping runs under the lock;
     /// user code (reactor, observers) never does.
+    @usableFromInline
     struct Core {
-        var reducedState: R.State
-        var current: StateSnapshot<R.State>
-        var isDraining = false
-        var isShutDown = false
-        var queue: [Work] = []
-        var head = 0
-        var observers: [(id: UInt64, observer: Observer)] = []
+        @usableFromInline var reducedState: R.State
+        @usableFromInline var current: StateSnapshot<R.State>
+        @usableFromInline var isDraining = false
+        @usableFromInline var isShutDown = false
+        @usableFromInline var queue: [Work] = []
+        @usableFromInline var head = 0
+        @usableFromInline var observers: [(id: UInt64, observer: Observer)] = []
         var pendingObserverIDs: Set<UInt64> = []
         var nextKey: UInt64 = 1
         var streams: [UInt64: MutationStream] = [:]
         var streamKeysByID: [CancelID: Set<UInt64>] = [:]
         var bindings: [UInt64: CancellationHandle] = [:]
-        var stubActions: [R.Action] = []
+        @usableFromInline var stubActions: [R.Action] = []
 
         init(reducedState: R.State, current: StateSnapshot<R.State>) {
             self.reducedState = reducedState
             self.current = current
         }
 
+        @inlinable
         mutating func enqueue(_ work: Work) -> EnqueueOutcome {
             if isShutDown { return .refused }
             queue.append(work)
@@ -590,6 +614,7 @@ extension ReactorStore {
         }
 
         /// The next item of the queue, or nil after marking the drain idle.
+        @inlinable
         mutating func next() -> Work? {
             guard head < queue.count else {
                 queue.removeAll(keepingCapacity: queue.capacity <= 256)
@@ -608,6 +633,7 @@ extension ReactorStore {
 
         /// The new snapshot and the observers to give it: the list itself, shared (not a copy:
         /// an action's state reaches them without an allocation).
+        @inlinable
         mutating func emit(_ state: R.State) -> (StateSnapshot<R.State>, [(id: UInt64, observer: Observer)])? {
             if isShutDown { return nil }
             current = StateSnapshot(sequence: current.sequence + 1, state: state)
@@ -624,6 +650,7 @@ extension ReactorStore {
 
         /// Adds a pending observer and returns the snapshot to replay, unless it was removed
         /// before reaching the front of the queue.
+        @usableFromInline
         mutating func activate(_ id: UInt64, _ observer: Observer) -> StateSnapshot<R.State>? {
             guard pendingObserverIDs.remove(id) != nil, !isShutDown else { return nil }
             observers.append((id, observer))
