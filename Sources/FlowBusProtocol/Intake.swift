@@ -254,11 +254,13 @@ package struct Intake: Sendable {
         counters.received += 1
         guard sequence > 0 else { return .unnumbered }
         if heard[source] == nil { heard[source] = false }
-        if lookingUp.contains(source) {
+        if !lookingUp.isEmpty, lookingUp.contains(source) {
             counters.heldForLookUp += 1
             return .lookUp
         }
-        let last = lastSequence[source]
+        // The source's entry is found once, and updated through its index (one hash, not two).
+        let entry = lastSequence.index(forKey: source)
+        let last = entry.map { lastSequence.values[$0] }
         if last == nil, !adopting.contains(source), policy.hasDurableLedger {
             counters.lookedUp += 1
             counters.heldForLookUp += 1
@@ -296,8 +298,12 @@ package struct Intake: Sendable {
         }
         confirm(source)
         counters.fresh += 1
-        lastSequence[source] = sequence
-        if last == nil { adopting.remove(source) }
+        if let entry {
+            lastSequence.values[entry] = sequence
+        } else {
+            lastSequence[source] = sequence
+            adopting.remove(source)
+        }
         dealtWith[source] = sequence
         recordAck(source: source, sequence: sequence, peer: peer)
         return .fresh
@@ -462,11 +468,10 @@ package struct Intake: Sendable {
     }
 
     private mutating func recordAck(source: String, sequence: UInt64, peer: Peer) {
-        if var pending = pendingAcks[source] {
-            guard sequence > pending.sequence else { return }
-            pending.sequence = sequence
-            if pending.peer != peer { pending.peer = peer }
-            pendingAcks[source] = pending
+        if let entry = pendingAcks.index(forKey: source) {
+            guard sequence > pendingAcks.values[entry].sequence else { return }
+            pendingAcks.values[entry].sequence = sequence
+            if pendingAcks.values[entry].peer != peer { pendingAcks.values[entry].peer = peer }
         } else {
             pendingAcks[source] = PendingAck(peer: peer, sequence: sequence)
         }

@@ -347,6 +347,8 @@ extension ReactorStore {
         case .queued:
             return
         case .drain:
+            // The store was idle: this work goes first, without passing through the queue.
+            process(work)
             drain()
         case .refused:
             if case .action(_, let waiter?) = work { waiter.resume() }
@@ -373,8 +375,7 @@ extension ReactorStore {
         case .external(let root):
             interpret(root, ids: [], fromMutate: false)
         case .stubState(let state):
-            core.withLock { $0.reducedState = state }
-            emit(state)
+            emit(state, reducedFrom: state)
         case .addObserver(let id, let observer):
             if let snapshot = core.withLock({ $0.activate(id, observer) }) {
                 observer.onState(snapshot)
@@ -406,14 +407,14 @@ extension ReactorStore {
             return
         }
         let next = reactor.reduce(state: previous, mutation: mutation)
-        core.withLock { $0.reducedState = next }
         mutationHandler?(mutation)
-        emit(reactor.transform(state: next))
+        emit(reactor.transform(state: next), reducedFrom: next)
     }
 
+    /// Emits `state`; with `reduced`, the state `reduce` continues from is set in the same lock.
     @inlinable
-    func emit(_ state: R.State) {
-        guard let (snapshot, observers) = core.withLock({ $0.emit(state) }) else { return }
+    func emit(_ state: R.State, reducedFrom reduced: R.State? = nil) {
+        guard let (snapshot, observers) = core.withLock({ $0.emit(state, reducedFrom: reduced) }) else { return }
         for entry in observers { entry.observer.onState(snapshot) }
     }
 
@@ -605,10 +606,13 @@ extension ReactorStore {
         }
 
         @inlinable
+        /// Queues `work`, unless the store is idle: then the caller drains, starting with `work`.
         mutating func enqueue(_ work: Work) -> EnqueueOutcome {
             if isShutDown { return .refused }
-            queue.append(work)
-            if isDraining { return .queued }
+            if isDraining {
+                queue.append(work)
+                return .queued
+            }
             isDraining = true
             return .drain
         }
@@ -634,8 +638,11 @@ extension ReactorStore {
         /// The new snapshot and the observers to give it: the list itself, shared (not a copy:
         /// an action's state reaches them without an allocation).
         @inlinable
-        mutating func emit(_ state: R.State) -> (StateSnapshot<R.State>, [(id: UInt64, observer: Observer)])? {
+        mutating func emit(_ state: R.State, reducedFrom reduced: R.State?) -> (
+            StateSnapshot<R.State>, [(id: UInt64, observer: Observer)]
+        )? {
             if isShutDown { return nil }
+            if let reduced { reducedState = reduced }
             current = StateSnapshot(sequence: current.sequence + 1, state: state)
             return (current, observers)
         }
