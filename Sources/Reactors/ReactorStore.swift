@@ -582,6 +582,9 @@ extension ReactorStore {
         var waiters: [CheckedContinuation<Void, Never>] = []
     }
 
+    @usableFromInline
+    typealias Emission = (snapshot: StateSnapshot<R.State>, observers: [(id: UInt64, observer: Observer)])
+
     /// Everything the mutex protects. Only short, non-blocking bookkeeping runs under the lock;
     /// user code (reactor, observers) never does.
     @usableFromInline
@@ -638,9 +641,7 @@ extension ReactorStore {
         /// The new snapshot and the observers to give it: the list itself, shared (not a copy:
         /// an action's state reaches them without an allocation).
         @inlinable
-        mutating func emit(_ state: R.State, reducedFrom reduced: R.State?) -> (
-            StateSnapshot<R.State>, [(id: UInt64, observer: Observer)]
-        )? {
+        mutating func emit(_ state: R.State, reducedFrom reduced: R.State?) -> Emission? {
             if isShutDown { return nil }
             if let reduced { reducedState = reduced }
             current = StateSnapshot(sequence: current.sequence + 1, state: state)
