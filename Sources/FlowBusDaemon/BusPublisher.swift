@@ -66,9 +66,8 @@ package final class BusPublisher {
 
     /// Whether a subscriber wants the topic `head` + `id`; counted as unwanted if not.
     package func wants(head: StaticString, id: String) -> Bool {
-        if publication.keepsEverything || publication.isWanted(head: head, id: id) { return true }
-        publication.countUnwanted()
-        return false
+        // Mutating calls: a call that reads a publication from another module would copy it.
+        publication.offer(head: head, id: id)
     }
 
     /// Sends frames as they are (a step or an action re-published for observers).
@@ -148,9 +147,9 @@ package final class BusPublisher {
         // The released events are numbered up to the head.
         let firstEvent = publication.headEvent &- UInt64(released.count) &+ 1
         released.forEach { index, message in
-            if isEventStream, !message.withFrame(0, { publication.isWanted($0) }) {
-                publication.countUnwanted()
-                publication.unwantedEvent(firstEvent + UInt64(index))
+            if isEventStream,
+                !message.withFrame(0, { publication.offerReleased(topic: $0, event: firstEvent + UInt64(index)) })
+            {
                 return
             }
             if !send(message), isEventStream { publication.droppedEvent(firstEvent + UInt64(index)) }

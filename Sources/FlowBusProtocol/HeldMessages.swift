@@ -9,7 +9,7 @@ import FlowBusWire
 /// numbers it), its frame count (u8), then each frame as its length (u32, big-endian) and its
 /// bytes. Handing an event stream's batch to the commit is then one copy.
 package struct HeldMessages: Sendable {
-    private var bytes: [UInt8] = []
+    @usableFromInline var bytes: [UInt8] = []
     /// Where each message starts in ``bytes``.
     private var starts: [Int] = []
 
@@ -19,7 +19,7 @@ package struct HeldMessages: Sendable {
     package var count: Int { starts.count }
     package var isEmpty: Bool { starts.isEmpty }
     /// Bytes held, packed.
-    package var byteCount: Int { bytes.count }
+    @inlinable package var byteCount: Int { bytes.count }
 
     /// Adds a copy of `frames` (at most 255 of them, as a packed event carries).
     package mutating func append(_ frames: FrameBuffer) {

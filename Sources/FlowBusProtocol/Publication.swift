@@ -54,7 +54,7 @@ package struct Publication: Sendable {
     package let endpoint: String
     private var prefixes: [[UInt8]] = []
     private var sequence: UInt64 = 0
-    private var held = HeldMessages()
+    @usableFromInline var held = HeldMessages()
     private var reportedDrops = 0
     /// The events dropped since the last report, and whether some did not fit.
     private var droppedEvents: [ClosedRange<UInt64>] = []
@@ -106,7 +106,9 @@ package struct Publication: Sendable {
     package var hasHeldEvents: Bool { isEventStream && !held.isEmpty }
 
     /// Bytes held back for the release, packed.
-    package var heldByteCount: Int { held.byteCount }
+    // Inlinable: read by the loop before each message, it then reads one field, not a copy of
+    // the publication.
+    @inlinable package var heldByteCount: Int { held.byteCount }
 
     /// Takes a message the XPUB socket received: `1` or `0` then a prefix (subscribe,
     /// unsubscribe). Anything else is ignored.
@@ -156,9 +158,20 @@ package struct Publication: Sendable {
         return topic.withUTF8 { isWanted(UnsafeRawBufferPointer($0)) }
     }
 
-    /// Counts a message not encoded because nobody wanted its topic.
-    package mutating func countUnwanted() {
+    /// Whether a subscriber wants the topic `head` + `id` (or the stream keeps everything);
+    /// counted as unwanted if not.
+    package mutating func offer(head: StaticString, id: String) -> Bool {
+        if keepsEverything || isWanted(head: head, id: id) { return true }
         counters.unwanted += 1
+        return false
+    }
+
+    /// Whether a subscriber wants the released event `sequence` of `topic`; noted as unwanted if not.
+    package mutating func offerReleased(topic: UnsafeRawBufferPointer, event sequence: UInt64) -> Bool {
+        if isWanted(topic) { return true }
+        counters.unwanted += 1
+        unwantedEvent(sequence)
+        return false
     }
 
     /// Decides about a message of `topic` before it is encoded: nothing is encoded for a topic

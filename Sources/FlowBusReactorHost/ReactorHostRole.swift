@@ -462,7 +462,7 @@ final class ReactorHostRole: DaemonRole {
                 } else if publisher.counters.unwanted > unwantedBefore {
                     unsubscribed += 1
                 }
-                if let waiting = pendingSnapshots.removeValue(forKey: reactorID) {
+                if !pendingSnapshots.isEmpty, let waiting = pendingSnapshots.removeValue(forKey: reactorID) {
                     for peer in waiting { answerSnapshot(reactorID, to: peer) }
                 }
             case .unencodableState(let reactorID, let sequence, let detail):

@@ -40,6 +40,30 @@ struct PublicationTests {
         let wanted = publication.offer(topic: "nav/did/x")
         #expect(!wanted)
         #expect(publication.counters.unwanted == 2)
+        // A topic given as a head and an id matches across the two parts.
+        subscribe(&publication, "nav/did/Ma")
+        let headAndID = publication.offer(head: "nav/did/", id: "Main")
+        let otherID = publication.offer(head: "nav/did/", id: "Menu")
+        #expect(headAndID && !otherID)
+        #expect(publication.counters.unwanted == 3)
+    }
+
+    @Test("an event stream keeps every event; on release, an event nobody wants is counted and noted as unsent")
+    func releasedEvents() throws {
+        var publication = Publication(endpoint: "events")
+        publication.numberEvents(after: 0)
+        let kept = publication.offer(head: "nav/did/", id: "Main")
+        #expect(kept, "an event stream encodes every event, wanted or not")
+        subscribe(&publication, "nav/did/")
+        let wanted = Array("nav/did/Main".utf8).withUnsafeBytes { publication.offerReleased(topic: $0, event: 1) }
+        #expect(wanted)
+        _ = publication.sent(accepted: false)
+        publication.droppedEvent(2)
+        let unwanted = Array("nav/will/Main".utf8).withUnsafeBytes { publication.offerReleased(topic: $0, event: 3) }
+        #expect(!unwanted)
+        #expect(publication.counters.unwanted == 1)
+        let report = try #require(publication.dueDropReport())
+        #expect(report.events == [2...3], "the unwanted event after a drop joins its run")
     }
 
     @Test("held messages come out in order on release; discarded ones never")
