@@ -621,11 +621,17 @@ public final class FlowCoordinator {
         }
     }
 
+    /// The first queued step. A lone one (the common case) is moved out: `removeFirst` copies
+    /// it, then destroys the original, retaining and releasing each of its references.
+    private func dequeue() -> PendingStep {
+        queue.count == 1 ? queue.removeLast() : queue.removeFirst()
+    }
+
     private func pump() async {
         guard !isPumping else { return }
         isPumping = true
         while !queue.isEmpty {
-            let item = queue.removeFirst()
+            let item = dequeue()
             await process(item)
         }
         isPumping = false
@@ -647,7 +653,7 @@ public final class FlowCoordinator {
                 isPumping = false
                 return false
             }
-            let item = queue.removeFirst()
+            let item = dequeue()
             if let decoded = decodeForProcessing(item) { navigate(item, to: decoded) }
             complete(item)
         }
