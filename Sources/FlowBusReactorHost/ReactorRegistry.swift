@@ -304,7 +304,10 @@ package final class HostedReactor: Sendable {
     /// A state's wire form: its own (``WireFormEncodable``, without Codable) or its `Encodable` one.
     @inlinable
     static func wireValue<State: Encodable>(of state: State, encoder: WireValueEncoder) throws -> WireValue {
-        if let encodesItself = state as? any WireFormEncodable { return encodesItself.wireValue }
+        // Decided by the type, as the conformance is declared (an optional's wrapped value is not).
+        if State.self is any WireFormEncodable.Type, let encodesItself = state as? any WireFormEncodable {
+            return encodesItself.wireValue
+        }
         return try encoder.encode(state)
     }
 

@@ -379,6 +379,10 @@ extension ReactorStore {
         case .addObserver(let id, let observer):
             if let snapshot = core.withLock({ $0.activate(id, observer) }) {
                 observer.onState(snapshot)
+            } else {
+                // Removed, or the store shut down after this registration left the queue: its
+                // stream still finishes (finishing twice is harmless).
+                observer.onFinish?()
             }
         case .failure(let error):
             failureHandler?(error)
@@ -608,8 +612,8 @@ extension ReactorStore {
             self.current = current
         }
 
-        @inlinable
         /// Queues `work`, unless the store is idle: then the caller drains, starting with `work`.
+        @inlinable
         mutating func enqueue(_ work: Work) -> EnqueueOutcome {
             if isShutDown { return .refused }
             if isDraining {
