@@ -334,11 +334,6 @@ extension ReactorStore {
     struct Observer: Sendable {
         @usableFromInline let onState: @Sendable (StateSnapshot<R.State>) -> Void
         @usableFromInline let onFinish: (@Sendable () -> Void)?
-
-        init(onState: @escaping @Sendable (StateSnapshot<R.State>) -> Void, onFinish: (@Sendable () -> Void)?) {
-            self.onState = onState
-            self.onFinish = onFinish
-        }
     }
 
     @inlinable
@@ -415,9 +410,9 @@ extension ReactorStore {
         emit(reactor.transform(state: next), reducedFrom: next)
     }
 
-    /// Emits `state`; with `reduced`, the state `reduce` continues from is set in the same lock.
+    /// Emits `state`, and sets `reduced`, the state `reduce` continues from, in the same lock.
     @inlinable
-    func emit(_ state: R.State, reducedFrom reduced: R.State? = nil) {
+    func emit(_ state: R.State, reducedFrom reduced: R.State) {
         guard let (snapshot, observers) = core.withLock({ $0.emit(state, reducedFrom: reduced) }) else { return }
         for entry in observers { entry.observer.onState(snapshot) }
     }
@@ -645,9 +640,9 @@ extension ReactorStore {
         /// The new snapshot and the observers to give it: the list itself, shared (not a copy:
         /// an action's state reaches them without an allocation).
         @inlinable
-        mutating func emit(_ state: R.State, reducedFrom reduced: R.State?) -> Emission? {
+        mutating func emit(_ state: R.State, reducedFrom reduced: R.State) -> Emission? {
             if isShutDown { return nil }
-            if let reduced { reducedState = reduced }
+            reducedState = reduced
             current = StateSnapshot(sequence: current.sequence + 1, state: state)
             return (current, observers)
         }
