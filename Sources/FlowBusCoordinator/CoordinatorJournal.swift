@@ -20,8 +20,13 @@ final class CoordinatorJournal {
     private let policy: FlowBusConfig.CheckpointPolicy
     private let logger: Logger
     private let writer = CheckpointWriter()
+    private let committer = JournalCommitter()
+    /// The entries and the compaction of the commit under way (``beginCommit(dealtWith:events:wake:)``).
+    private var underWay: (count: Int, compaction: StepJournal.Compaction?)?
     private var checkpoints = CheckpointState()
     private var records = StepJournal.Batch()
+    /// The records of the commit before the one under way, emptied: the next batch's storage.
+    private var spareRecords = StepJournal.Batch()
     /// The id of the last entry the engine applied while restoring or following.
     private var appliedEntry: Int64 = 0
     private(set) var restoredEntries = 0
@@ -38,8 +43,9 @@ final class CoordinatorJournal {
         self.logger = logger
     }
 
-    /// Lets a checkpoint being written finish.
+    /// Lets a commit under way and a checkpoint being written finish.
     func close() {
+        committer.waitUntilIdle()
         writer.waitUntilIdle()
     }
 
@@ -69,23 +75,70 @@ final class CoordinatorJournal {
     /// - Returns: how long the commit took.
     /// - Throws: the journal's error; flowd then stops rather than acknowledge what it could not persist.
     func commit(dealtWith: [String: UInt64], events: JournalEvents? = nil) throws -> Duration {
+        precondition(underWay == nil, "a commit is under way")
         let start = ContinuousClock.now
+        let compaction = checkpoints.compaction(alongside: records.count)
+        let count = records.count
         do {
-            let compaction = checkpoints.compaction(alongside: records.count)
             let (last, compacted) = try journal.append(
                 records, events: events, lastSequences: dealtWith, compaction: compaction)
-            if !records.isEmpty { checkpoints.lastEntry = last }
-            if let compaction { checkpoints.compacted(compacted, of: compaction) }
+            committed(count, last: last, compacted: compacted, of: compaction)
         } catch {
-            // The engine holds what was not written: no checkpoint may be taken of it.
-            failed = true
-            records.removeAll()
+            failedCommit()
             throw error
         }
-        journaledEntries += records.count
-        checkpoints.sinceLast += records.count
         records.removeAll()
         return start.duration(to: .now)
+    }
+
+    /// Whether the next batch may be committed off the loop's thread: not when a checkpoint is due,
+    /// which is taken of the engine as the commit leaves it.
+    var mayCommitAside: Bool {
+        !failed && !isCheckpointDue(now: .now)
+    }
+
+    /// Starts committing the batch's records on the committer's thread, as ``commit(dealtWith:events:)``
+    /// does; records made meanwhile belong to the next batch. `wake` is called once it is done, and
+    /// ``finishCommit(waiting:)`` then says how it went.
+    func beginCommit(dealtWith: [String: UInt64], events: JournalEvents?, wake: @escaping @Sendable () -> Void) {
+        precondition(underWay == nil, "a commit is under way")
+        let compaction = checkpoints.compaction(alongside: records.count)
+        underWay = (records.count, compaction)
+        committer.start(
+            records, events: events, lastSequences: dealtWith, compaction: compaction, to: journal, wake: wake)
+        records = spareRecords
+        spareRecords = StepJournal.Batch()
+    }
+
+    /// How the commit begun with ``beginCommit(dealtWith:events:wake:)`` went, once it is done (nil:
+    /// not yet, or none under way); with `waiting`, waits for it.
+    /// - Returns: how long the commit took, or the journal's error.
+    func finishCommit(waiting: Bool) -> Result<Duration, any Error>? {
+        guard let (count, compaction) = underWay, let outcome = committer.outcome(waiting: waiting) else { return nil }
+        underWay = nil
+        spareRecords = outcome.records
+        switch outcome.result {
+        case .success(let (last, compacted)):
+            committed(count, last: last, compacted: compacted, of: compaction)
+            return .success(outcome.took)
+        case .failure(let error):
+            failedCommit()
+            return .failure(error)
+        }
+    }
+
+    /// Takes note of `count` entries committed, the last numbered `last`.
+    private func committed(_ count: Int, last: Int64, compacted: Int, of compaction: StepJournal.Compaction?) {
+        if count > 0 { checkpoints.lastEntry = last }
+        if let compaction { checkpoints.compacted(compacted, of: compaction) }
+        journaledEntries += count
+        checkpoints.sinceLast += count
+    }
+
+    /// The engine holds what was not written: no checkpoint may be taken of it, and flowd stops.
+    private func failedCommit() {
+        failed = true
+        records.removeAll()
     }
 
     /// Throws if a shared journal's lease can no longer be relied on.
@@ -243,14 +296,10 @@ final class CoordinatorJournal {
     /// Takes note of a checkpoint the writer finished, then writes one of `engine` when the
     /// policy says one is due and the engine allows one.
     func checkpointIfDue(of engine: FlowCoordinator) {
+        precondition(underWay == nil, "a checkpoint is taken of committed entries only")
         collectCheckpoint()
-        guard !failed, policy.everyEntries > 0, checkpoints.sinceLast > 0 else { return }
         let now = ContinuousClock.now
-        guard now >= checkpoints.notBefore else { return }
-        guard
-            checkpoints.sinceLast >= policy.everyEntries
-                || checkpoints.lastWritten.duration(to: now) >= .seconds(policy.everySeconds)
-        else { return }
+        guard isCheckpointDue(now: now) else { return }
         if let obstacle = engine.checkpointObstacle {
             if obstacle != checkpoints.obstacle {
                 logger.notice("no checkpoint for now: \(obstacle); the journal keeps every entry meanwhile")
@@ -274,6 +323,15 @@ final class CoordinatorJournal {
         checkpoints.lastWritten = .now
         // Until the writer reports: it may not start another one before.
         checkpoints.notBefore = .now + checkpoints.taking * 20
+    }
+
+    /// Whether the policy asks for a checkpoint now.
+    private func isCheckpointDue(now: ContinuousClock.Instant) -> Bool {
+        guard !failed, policy.everyEntries > 0, checkpoints.sinceLast > 0, now >= checkpoints.notBefore else {
+            return false
+        }
+        return checkpoints.sinceLast >= policy.everyEntries
+            || checkpoints.lastWritten.duration(to: now) >= .seconds(policy.everySeconds)
     }
 
     /// Takes note of a checkpoint the writer finished: the entries it covers may go.

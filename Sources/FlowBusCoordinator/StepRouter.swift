@@ -229,10 +229,21 @@ package final class StepRouter {
 
     /// Commits the batch's journal records with the sources' last sequences. Throws if the
     /// journal cannot be written: flowd then stops rather than acknowledge what it could not persist.
+    /// - Parameter wake: Given, the commit may go on off the loop's thread (not when a checkpoint
+    ///   is due): `wake` is called once it is done, and ``finishCommitBatch(waiting:ingress:)`` ends it.
+    /// - Returns: whether the commit goes on off the loop's thread.
     package func commitBatch(
-        size: Int, receivedAt: ContinuousClock.Instant?, dealtWith: [String: UInt64], ingress: IngressCounters
-    ) throws {
+        size: Int, receivedAt: ContinuousClock.Instant?, dealtWith: [String: UInt64], ingress: IngressCounters,
+        wake: (@Sendable () -> Void)? = nil
+    ) throws -> Bool {
+        precondition(commitUnderWay == nil, "a commit is under way")
         let events = heldEvents()
+        if let wake, let journal, journal.mayCommitAside {
+            let spans = tracedSpans.beginCommit(journaled: true, size: size)
+            journal.beginCommit(dealtWith: dealtWith, events: events, wake: wake)
+            commitUnderWay = CommitUnderWay(size: size, receivedAt: receivedAt, events: events, spans: spans)
+            return true
+        }
         let commitTime = try tracedSpans.commit(journaled: journal != nil, size: size) {
             try journal?.commit(dealtWith: dealtWith, events: events)
         }
@@ -240,6 +251,39 @@ package final class StepRouter {
         metrics.batchDone(size: size, receivedAt: receivedAt, journal: commitTime)
         syncMetrics(ingress: ingress)
         journal?.checkpointIfDue(of: engine)
+        return false
+    }
+
+    /// A batch whose commit goes on off the loop's thread: what follows once it is durable.
+    private struct CommitUnderWay {
+        var size: Int
+        var receivedAt: ContinuousClock.Instant?
+        var events: JournalEvents?
+        var spans: CommitSpans?
+    }
+
+    private var commitUnderWay: CommitUnderWay?
+
+    /// Ends the commit ``commitBatch(size:receivedAt:dealtWith:ingress:wake:)`` left under way once
+    /// it is done (nil: not yet); with `waiting`, waits for it.
+    /// - Returns: the journal's error if it failed: flowd then stops without acknowledging.
+    package func finishCommitBatch(waiting: Bool, ingress: IngressCounters) -> Result<Void, any Error>? {
+        guard let underWay = commitUnderWay, let journal else { return .success(()) }
+        guard let outcome = journal.finishCommit(waiting: waiting) else { return nil }
+        commitUnderWay = nil
+        switch outcome {
+        case .success(let took):
+            underWay.spans?.end(error: nil)
+            if let events = underWay.events {
+                eventLog?.append(events.batch.events, first: events.batch.first, now: events.batch.created)
+            }
+            metrics.batchDone(size: underWay.size, receivedAt: underWay.receivedAt, journal: took)
+            syncMetrics(ingress: ingress)
+            return .success(())
+        case .failure(let error):
+            underWay.spans?.end(error: error)
+            return .failure(error)
+        }
     }
 
     /// Once per heartbeat interval, before the loop's heartbeat: the lease, the metrics and the

@@ -68,22 +68,42 @@ struct StepSpanBatch {
     /// Runs the batch's commit inside its span (when a message of the batch is traced), then ends
     /// every message's spans.
     mutating func commit<T>(journaled: Bool, size: Int, _ body: () throws -> T) rethrows -> T {
-        guard let first = pending.first else { return try body() }
-        defer {
-            for spans in pending { spans.end() }
-            pending.removeAll(keepingCapacity: true)
+        let spans = beginCommit(journaled: journaled, size: size)
+        do {
+            let result = try body()
+            spans?.end(error: nil)
+            return result
+        } catch {
+            spans?.end(error: error)
+            throw error
         }
-        guard journaled else { return try body() }
+    }
+
+    /// The batch's commit begins (when a message of the batch is traced): its span starts, and
+    /// the messages' spans wait with it for ``CommitSpans/end(error:)``.
+    mutating func beginCommit(journaled: Bool, size: Int) -> CommitSpans? {
+        guard let first = pending.first else { return nil }
+        defer { pending.removeAll(keepingCapacity: true) }
+        guard journaled else { return CommitSpans(commit: nil, messages: pending) }
         let span = InstrumentationSystem.tracer.startAnySpan("commit journal", context: first.process.context)
         span.attributes["messaging.system"] = BusTracing.system
         span.attributes["flowbus.batch.size"] = size
         for other in pending.dropFirst() { span.addLink(SpanLink(context: other.process.context, attributes: [:])) }
-        defer { span.end() }
-        do {
-            return try body()
-        } catch {
-            span.recordError(error)
-            throw error
+        return CommitSpans(commit: span, messages: pending)
+    }
+}
+
+/// A batch's spans while its commit goes on.
+struct CommitSpans {
+    let commit: (any Span)?
+    let messages: [StepSpans]
+
+    /// The commit is done (or failed): its span ends, then every message's.
+    func end(error: (any Error)?) {
+        if let commit {
+            if let error { commit.recordError(error) }
+            commit.end()
         }
+        for spans in messages { spans.end() }
     }
 }

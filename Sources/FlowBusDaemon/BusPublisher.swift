@@ -143,6 +143,26 @@ package final class BusPublisher {
     /// An event stream kept every event; only those a subscriber wants are sent.
     package func releaseHeld() {
         publication.release(into: &released)
+        sendReleased()
+    }
+
+    /// Sets what is held aside for the commit now under way; what follows is held apart from it.
+    package func sealHeld() {
+        publication.seal()
+    }
+
+    /// Sends what ``sealHeld()`` set aside, in order, once its commit is done; what was held since
+    /// stays held.
+    package func releaseSealed() {
+        publication.releaseSealed(into: &released)
+        sendReleased()
+    }
+
+    /// Whether a batch's messages wait for a commit under way.
+    package var hasSealed: Bool { publication.hasSealed }
+
+    /// Sends `released`, events up to the head: those a subscriber wants.
+    private func sendReleased() {
         let isEventStream = publication.isEventStream
         // The released events are numbered up to the head.
         let firstEvent = publication.headEvent &- UInt64(released.count) &+ 1

@@ -31,7 +31,11 @@ package protocol DaemonRole: AnyObject {
     var hasOutput: Bool { get }
     /// Makes what was dealt with durable (a journal, a state database) and publishes what the
     /// role made. The loop holds everything published until it succeeds, then sends the acks.
+    /// A commit left ``DaemonCommit/underWay`` ends with ``finishCommit(waiting:)``.
     func commit(_ batch: DaemonBatch) -> DaemonCommit
+    /// How the commit left under way went, once it is done (nil: not yet); with `waiting`, waits
+    /// until it is. The role wakes the loop when it is done.
+    func finishCommit(waiting: Bool) -> Result<Void, any Error>?
     /// Once per heartbeat interval, before the loop's heartbeat goes out.
     /// - Throws: to stop the daemon with that failure (a shared journal's lease was lost).
     func tick(now: ContinuousClock.Instant) throws
@@ -41,6 +45,11 @@ package protocol DaemonRole: AnyObject {
     func isUnsaved(_ source: String) -> Bool
     /// Work a graceful stop waits for (a reactor's mutations in flight).
     var hasWorkInFlight: Bool { get }
+}
+
+extension DaemonRole {
+    // A role that commits on the loop's thread never leaves a commit under way.
+    package func finishCommit(waiting: Bool) -> Result<Void, any Error>? { .success(()) }
 }
 
 /// The thread-safe handle of a ``DaemonLoop``: stop it, wake it, wait for it to finish.
@@ -101,6 +110,9 @@ package struct DaemonBatch: Sendable {
     package var startedAt: ContinuousClock.Instant?
     /// The highest sequence dealt with per source in the batch.
     package var dealtWith: [String: UInt64]
+    /// Whether the batch ended at its size or held bytes limit, not because nothing more was
+    /// queued: the next one is there to apply while this one commits.
+    package var endedAtLimit = false
 }
 
 /// How a commit went.
@@ -113,6 +125,11 @@ package enum DaemonCommit {
     /// Not durable yet: nothing is published or acknowledged and no data message is read until
     /// a commit succeeds, tried again after `retryAfter` (a reactor host's state database).
     case retry(after: Duration)
+    /// Going on off the loop's thread (flowd's journal): the loop reads and applies the next
+    /// batch meanwhile, holding what it publishes apart, and ends this commit
+    /// (``DaemonRole/finishCommit(waiting:)``) before it commits again, ticks or stops. Only then
+    /// is what this batch published released and its acks sent.
+    case underWay
 }
 
 /// The loop every FlowBus daemon runs: poll, wake, read a batch, apply it, commit, publish, acknowledge,
@@ -179,10 +196,13 @@ package final class DaemonLoop {
     private var poller: Poller?
     private var wakeIndex = -1
     private var batchSize = 0
+    private var batchEndedAtLimit = false
     private var batchStartedAt: ContinuousClock.Instant?
     private var nextTick: ContinuousClock.Instant
     /// A commit that failed and is tried again: the acks it owes, and when.
     private var retry: (acks: [Intake.Ack], at: ContinuousClock.Instant)?
+    /// The acks a commit under way owes (``DaemonCommit/underWay``).
+    private var committing: [Intake.Ack]?
     /// A graceful stop's end, and whether the data endpoint was read empty since it began.
     private var drainDeadline: ContinuousClock.Instant?
     private var drainedQueue = false
@@ -252,6 +272,9 @@ package final class DaemonLoop {
             return
         }
         let now = clock()
+        // A commit that finished meanwhile releases its batch before anything else goes out.
+        _ = finishCommit(waiting: false)
+        if isFinished { return }
         // XPUB hands subscriptions to its owner: reading them attaches new subscribers.
         publisher.drainSubscriptions()
         let (refusals, answers) = inbox.take()
@@ -281,6 +304,9 @@ package final class DaemonLoop {
         if isFinished { return }
         if now >= nextTick {
             nextTick = now + settings.heartbeat
+            // What the role checks and the heartbeat says are of committed batches only.
+            _ = finishCommit(waiting: true)
+            if isFinished { return }
             do {
                 try role.tick(now: now)
             } catch {
@@ -291,6 +317,9 @@ package final class DaemonLoop {
         }
         role.endTurn(now: now)
         guard !isAccepting, batchSize == 0 else { return }
+        // Nothing stops before the commit under way is done and its acks are sent.
+        _ = finishCommit(waiting: true)
+        if isFinished { return }
         if role.isSuspended {
             // A step an asynchronous flow holds is committed and acknowledged already (replayed from
             // the journal at the next start), and a reactor host's steps are kept or were never
@@ -317,6 +346,8 @@ package final class DaemonLoop {
         guard control.failure == nil else { return }
         if retry == nil { publisher.hold() }
         endBatch(now: clock(), readData: false, retryNow: true)
+        // Nothing turns the loop after this: a commit left under way ends here.
+        _ = finishCommit(waiting: true)
         // A commit still failing publishes nothing of what it held.
         if retry != nil { publisher.discardHeld() }
     }
@@ -369,6 +400,7 @@ package final class DaemonLoop {
             guard case .fresh(let message) = read else { continue }
             if role.apply(message) == .suspended { return }
         }
+        batchEndedAtLimit = true
     }
 
     /// Ends the batch: the intake's replies, then the commit, then what was held and the acks.
@@ -387,12 +419,18 @@ package final class DaemonLoop {
             }
             acks = retry.acks + acks
         }
-        guard batchSize > 0 || !acks.isEmpty || role.hasOutput || retry != nil || publisher.hasHeldEvents else {
+        let hasWork = batchSize > 0 || !acks.isEmpty || role.hasOutput || retry != nil || publisher.hasHeldEvents
+        // The commit under way ends before another begins or anything else is released; with
+        // nothing to commit, the loop does not wait for it.
+        guard finishCommit(waiting: hasWork) else { return }
+        guard hasWork else {
             publisher.releaseHeld()
             return
         }
-        let batch = DaemonBatch(size: batchSize, startedAt: batchStartedAt, dealtWith: end.dealtWith)
+        let batch = DaemonBatch(
+            size: batchSize, startedAt: batchStartedAt, dealtWith: end.dealtWith, endedAtLimit: batchEndedAtLimit)
         batchSize = 0
+        batchEndedAtLimit = false
         batchStartedAt = nil
         switch role.commit(batch) {
         case .committed:
@@ -405,7 +443,31 @@ package final class DaemonLoop {
         case .retry(let after):
             // Held back, and no new data read, until a commit succeeds.
             retry = (acks, now + after)
+        case .underWay:
+            retry = nil
+            publisher.sealHeld()
+            committing = acks
         }
+    }
+
+    /// Ends the commit under way, if any: once it is done, what its batch published is released
+    /// and its acks sent; if it failed, the loop stops.
+    /// - Returns: whether the loop may go on past it: false while it is still under way (only
+    ///   without `waiting`), or when it failed.
+    private func finishCommit(waiting: Bool) -> Bool {
+        guard let acks = committing else { return true }
+        guard let outcome = role.finishCommit(waiting: waiting) else { return false }
+        committing = nil
+        switch outcome {
+        case .success:
+            publisher.releaseSealed()
+            data.acknowledge(acks)
+        case .failure(let error):
+            publisher.discardHeld()
+            stop(failure: error)
+            return false
+        }
+        return true
     }
 
     private func heartbeat(now: ContinuousClock.Instant) {

@@ -55,6 +55,10 @@ package struct Publication: Sendable {
     private var prefixes: [[UInt8]] = []
     private var sequence: UInt64 = 0
     @usableFromInline var held = HeldMessages()
+    /// What a batch whose commit is under way held (``seal()``), released or discarded with it.
+    private var sealed = HeldMessages()
+    /// The last event of ``sealed``: the head once its commit is done.
+    private var sealedLastEvent: UInt64 = 0
     private var reportedDrops = 0
     /// The events dropped since the last report, and whether some did not fit.
     private var droppedEvents: [ClosedRange<UInt64>] = []
@@ -96,7 +100,9 @@ package struct Publication: Sendable {
         isHolding = true
         lastEvent = last
         headEvent = last
+        sealedLastEvent = last
         held.removeAll()
+        sealed.removeAll()
     }
 
     /// Whether messages must be encoded whoever subscribed: an event stream keeps every event.
@@ -239,12 +245,32 @@ package struct Publication: Sendable {
     /// so that both stores keep their capacity from batch to batch. An event stream goes on
     /// holding: its events are committed, and the next are held.
     package mutating func release(into released: inout HeldMessages) {
+        precondition(!hasSealed, "released past a sealed batch whose commit is under way")
         if isEventStream {
             headEvent = lastEvent
         } else {
             isHolding = false
         }
         swap(&held, &released)
+    }
+
+    /// Whether a batch's messages wait for a commit under way (``seal()``).
+    package var hasSealed: Bool { !sealed.isEmpty || sealedLastEvent > headEvent }
+
+    /// Sets aside what is held, for the commit now under way: what follows is held apart, and
+    /// ``releaseSealed(into:)`` hands the sealed messages to send once that commit is done. One
+    /// batch at a time: what was sealed before must be released (or discarded) first.
+    package mutating func seal() {
+        precondition(!hasSealed, "a sealed batch is still waiting for its commit")
+        swap(&held, &sealed)
+        sealedLastEvent = lastEvent
+    }
+
+    /// Hands what ``seal()`` set aside, in order, to send (swapped with `released`, empty); an event
+    /// stream's head moves to its last event. Holding goes on for what followed it.
+    package mutating func releaseSealed(into released: inout HeldMessages) {
+        if isEventStream { headEvent = sealedLastEvent }
+        swap(&sealed, &released)
     }
 
     /// The events held, packed as a replay carries them (PROTOCOL.md §4.6), to keep with the
@@ -254,15 +280,17 @@ package struct Publication: Sendable {
         held.withPacked { packed.appendPacked($0, count: held.count) }
     }
 
-    /// Stops holding and forgets what was held (its batch was not committed). An event stream
-    /// takes the numbers back.
+    /// Stops holding and forgets what was held and sealed (their batches were not committed). An
+    /// event stream takes the numbers back.
     package mutating func discardHeld() {
         if isEventStream {
             lastEvent = headEvent
+            sealedLastEvent = headEvent
         } else {
             isHolding = false
         }
         held.removeAll()
+        sealed.removeAll()
     }
 
     /// Notes that the event `sequence`, the one after the last released, was not sent because no

@@ -11,7 +11,11 @@ private final class RecordingRole: DaemonRole {
     var outcomes: [DaemonCommit] = []
     var output: [String] = []
     var workInFlight = false
-    /// Events seen, in order: "apply n", "commit", "tick".
+    /// Whether the commit left under way is done, and how it went.
+    var underWayDone = false
+    var underWayOutcome: Result<Void, any Error> = .success(())
+    /// Events seen, in order: "apply n", "commit", "finish" (asked whether done), "wait" (waited
+    /// for it), "tick".
     var log: [String] = []
     weak var publisher: BusPublisher?
 
@@ -40,6 +44,11 @@ private final class RecordingRole: DaemonRole {
         let outcome = outcomes.isEmpty ? .committed : outcomes.removeFirst()
         if case .committed = outcome { output.removeAll() }
         return outcome
+    }
+
+    func finishCommit(waiting: Bool) -> Result<Void, any Error>? {
+        log.append(waiting ? "wait" : "finish")
+        return waiting || underWayDone ? underWayOutcome : nil
     }
 
     func tick(now: ContinuousClock.Instant) throws { log.append("tick") }
@@ -174,6 +183,89 @@ struct DaemonLoopTests {
         daemon.turn()
         #expect(role.applied == ["a", "b"], "reading resumes")
         #expect(acks(daemon.router.takeSent()) == [2])
+    }
+
+    @Test(
+        "a commit under way: the next batch is applied meanwhile and held apart; the first is released and acknowledged before the next commits"
+    )
+    func commitUnderWay() throws {
+        let role = RecordingRole()
+        role.outcomes = [.underWay]
+        let daemon = daemon(role: role)
+        daemon.turn()
+        _ = daemon.events.takePublished()
+        role.log.removeAll()
+        daemon.router.deliver(try step("a", sequence: 1), from: peer)
+        daemon.router.deliver(try step("b", sequence: 2), from: peer)
+        daemon.turn()
+        #expect(role.log == ["apply a", "apply b", "commit"])
+        #expect(acks(daemon.router.takeSent()).isEmpty && published(daemon).isEmpty, "nothing before it is done")
+        daemon.router.deliver(try step("c", sequence: 3), from: peer)
+        daemon.turn()
+        #expect(role.log == ["apply a", "apply b", "commit", "finish", "apply c", "wait", "commit"])
+        #expect(acks(daemon.router.takeSent()) == [2, 3], "each batch's ack once its commit is done, in order")
+        #expect(published(daemon) == ["applied:a", "applied:b", "applied:c"])
+    }
+
+    @Test("a commit under way with nothing read after it goes out at the turn after it is done; the tick waits for it")
+    func commitUnderWayWhileIdle() throws {
+        let role = RecordingRole()
+        role.outcomes = [.underWay, .underWay]
+        let daemon = daemon(role: role)
+        daemon.turn()
+        _ = daemon.events.takePublished()
+        daemon.router.deliver(try step("a", sequence: 1), from: peer)
+        daemon.turn()
+        daemon.turn()
+        #expect(acks(daemon.router.takeSent()).isEmpty && published(daemon).isEmpty, "the loop does not wait idle")
+        role.underWayDone = true
+        daemon.turn()
+        #expect(acks(daemon.router.takeSent()) == [1] && published(daemon) == ["applied:a"])
+        role.underWayDone = false
+        role.log.removeAll()
+        daemon.router.deliver(try step("b", sequence: 2), from: peer)
+        daemon.turn()
+        daemon.advance(by: .seconds(1))
+        daemon.turn()
+        #expect(role.log == ["apply b", "commit", "finish", "finish", "wait", "tick"], "done before the tick")
+        #expect(acks(daemon.router.takeSent()) == [2])
+    }
+
+    @Test("a commit under way that fails stops the loop: neither its batch nor the next is published or acknowledged")
+    func commitUnderWayFails() throws {
+        let role = RecordingRole()
+        role.outcomes = [.underWay]
+        role.underWayOutcome = .failure(Unwritable())
+        let daemon = daemon(role: role)
+        daemon.turn()
+        _ = daemon.events.takePublished()
+        daemon.router.deliver(try step("a", sequence: 1), from: peer)
+        daemon.turn()
+        daemon.router.deliver(try step("b", sequence: 2), from: peer)
+        daemon.turn()
+        #expect(role.applied == ["a", "b"])
+        #expect(daemon.loop.isFinished && daemon.loop.control.failure is Unwritable)
+        #expect(acks(daemon.router.takeSent()).isEmpty && published(daemon).isEmpty)
+    }
+
+    @Test("after the loop stopped, a final flush commits what is left, then publishes it and sends the acks it owes")
+    func finalFlush() throws {
+        let role = RecordingRole()
+        role.outcomes = [.underWay]
+        let daemon = daemon(role: role)
+        daemon.turn()
+        _ = daemon.events.takePublished()
+        daemon.router.deliver(try step("a", sequence: 1), from: peer)
+        daemon.turn()
+        daemon.loop.control.stopAccepting()
+        daemon.turn()
+        #expect(daemon.loop.isFinished && acks(daemon.router.takeSent()) == [1], "the stop waited for the commit")
+        #expect(published(daemon) == ["applied:a"])
+        role.output = ["late"]
+        daemon.loop.flush()
+        #expect(
+            role.log.suffix(2) == ["wait", "commit"] && role.output.isEmpty, "what was made after the stop is committed"
+        )
     }
 
     @Test("refusals go to the sender and the bus with the daemon's details; an unnumbered message is malformed")

@@ -89,6 +89,44 @@ struct PublicationTests {
         #expect(released.isEmpty)
     }
 
+    @Test(
+        "a sealed batch waits for its commit while the next is held apart; its release moves the head to its last event"
+    )
+    func sealedBatch() {
+        var publication = Publication(endpoint: "events")
+        publication.numberEvents(after: 10)
+        subscribe(&publication, "")
+        #expect(publication.offer(message("a")) == .held)
+        #expect(publication.offer(message("b")) == .held)
+        publication.seal()
+        #expect(publication.hasSealed && !publication.hasHeldEvents)
+        #expect(publication.offer(message("c")) == .held, "the next batch is held apart")
+        #expect(publication.nextSequence(for: .heartbeat) == 14, "numbering goes on after the sealed events")
+        var released = HeldMessages()
+        publication.releaseSealed(into: &released)
+        #expect(released.count == 2 && publication.headEvent == 12 && !publication.hasSealed)
+        #expect(publication.hasHeldEvents, "the next batch is still held")
+        released.removeAll()
+        publication.release(into: &released)
+        #expect(released.count == 1 && publication.headEvent == 13)
+    }
+
+    @Test("discarding forgets the sealed batch and the held one, and takes their event numbers back")
+    func sealedBatchDiscarded() {
+        var publication = Publication(endpoint: "events")
+        publication.numberEvents(after: 0)
+        subscribe(&publication, "")
+        _ = publication.offer(message("a"))
+        publication.seal()
+        _ = publication.offer(message("b"))
+        publication.discardHeld()
+        #expect(!publication.hasSealed && !publication.hasHeldEvents && publication.headEvent == 0)
+        _ = publication.offer(message("c"))
+        var released = HeldMessages()
+        publication.release(into: &released)
+        #expect(released.count == 1 && publication.headEvent == 1, "c is event 1 again")
+    }
+
     @Test("drops are counted, logged at the first and every 10,000th, and reported once")
     func drops() throws {
         var publication = Publication(endpoint: "states")
