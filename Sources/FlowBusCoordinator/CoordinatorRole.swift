@@ -400,6 +400,8 @@ final class CoordinatorDriver: FlowLoopDriver {
             router: router, data: data, query: query, control: control, watched: watched, limits: wireLimits,
             logger: logger)
         var settings = DaemonLoop.Settings(heartbeat: heartbeat, maxBatchSize: Self.maxBatchSize)
+        // A slow journal (PostgreSQL's round trips) gets larger commits under load.
+        settings.maxGroupedBatchSize = Self.maxBatchSize * 8
         if let journal {
             settings.lookUp = { sources in
                 do {

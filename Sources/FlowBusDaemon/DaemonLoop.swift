@@ -155,6 +155,10 @@ package final class DaemonLoop {
         package var heartbeat: Duration
         /// Data messages read before a batch is committed and acknowledged.
         package var maxBatchSize: Int
+        /// While the previous batch's commit is still under way, a batch may grow past
+        /// ``maxBatchSize`` up to this many (a group commit: the loop would only wait for that
+        /// commit, and one larger commit costs less than two); ``maxHeldBytes`` still bounds it.
+        package var maxGroupedBatchSize: Int
         /// A batch also ends once what it publishes holds this many bytes: a burst of events (a
         /// large tree built by a few steps) is committed and released in parts, not held whole.
         package var maxHeldBytes = 1 << 20
@@ -178,6 +182,7 @@ package final class DaemonLoop {
         package init(heartbeat: Duration, maxBatchSize: Int) {
             self.heartbeat = heartbeat
             self.maxBatchSize = max(1, maxBatchSize)
+            maxGroupedBatchSize = self.maxBatchSize
         }
     }
 
@@ -384,7 +389,7 @@ package final class DaemonLoop {
     }
 
     private func readBatch(now: ContinuousClock.Instant) throws(ZMQError) {
-        while batchSize < settings.maxBatchSize, publisher.heldByteCount < settings.maxHeldBytes {
+        while batchMayGrow() {
             let read = try data.read()
             if case .none = read {
                 if drainDeadline != nil { drainedQueue = true }
@@ -401,6 +406,16 @@ package final class DaemonLoop {
             if role.apply(message) == .suspended { return }
         }
         batchEndedAtLimit = true
+    }
+
+    /// Whether the batch may take another message: below its size and held-bytes limits, or past
+    /// the size limit up to ``Settings/maxGroupedBatchSize`` while the previous commit is still
+    /// under way (one that finished meanwhile releases its batch here).
+    private func batchMayGrow() -> Bool {
+        guard publisher.heldByteCount < settings.maxHeldBytes else { return false }
+        if batchSize < settings.maxBatchSize { return true }
+        guard committing != nil, batchSize < settings.maxGroupedBatchSize else { return false }
+        return !finishCommit(waiting: false) && !isFinished
     }
 
     /// Ends the batch: the intake's replies, then the commit, then what was held and the acks.

@@ -65,9 +65,10 @@ struct DaemonLoopTests {
 
     private func daemon(
         role: RecordingRole, durable: [String: UInt64]? = nil, failingLookUp: Bool = false, drain: Duration = .zero,
-        maxHeldBytes: Int = 1 << 20
+        maxHeldBytes: Int = 1 << 20, maxGroupedBatchSize: Int = 8
     ) -> EmbeddedDaemon {
         var settings = DaemonLoop.Settings(heartbeat: .seconds(1), maxBatchSize: 8)
+        settings.maxGroupedBatchSize = maxGroupedBatchSize
         settings.drain = drain
         settings.maxHeldBytes = maxHeldBytes
         if let durable {
@@ -205,6 +206,31 @@ struct DaemonLoopTests {
         #expect(role.log == ["apply a", "apply b", "commit", "finish", "apply c", "wait", "commit"])
         #expect(acks(daemon.router.takeSent()) == [2, 3], "each batch's ack once its commit is done, in order")
         #expect(published(daemon) == ["applied:a", "applied:b", "applied:c"])
+    }
+
+    @Test(
+        "while a commit is under way a batch grows past its size up to maxGroupedBatchSize; once it is done, it ends at its size"
+    )
+    func groupCommit() throws {
+        for done in [false, true] {
+            let role = RecordingRole()
+            role.outcomes = [.underWay, .underWay]
+            role.underWayDone = done
+            let daemon = daemon(role: role, maxGroupedBatchSize: 16)
+            daemon.turn()
+            _ = daemon.events.takePublished()
+            for sequence: UInt64 in 1...30 {
+                daemon.router.deliver(try step("s\(sequence)", sequence: sequence), from: peer)
+            }
+            var acknowledged: [UInt64] = []
+            for _ in 0..<4 {
+                daemon.turn()
+                acknowledged += acks(daemon.router.takeSent())
+            }
+            #expect(role.commits.map(\.size) == (done ? [8, 8, 8, 6] : [8, 16, 6]))
+            #expect(acknowledged == (done ? [8, 16, 24, 30] : [8, 24, 30]))
+            #expect(published(daemon) == (1...30).map { "applied:s\($0)" })
+        }
     }
 
     @Test("a commit under way with nothing read after it goes out at the turn after it is done; the tick waits for it")
