@@ -233,8 +233,8 @@ package final class StepRouter {
     ///   is due): `wake` is called once it is done, and ``finishCommitBatch(waiting:ingress:)`` ends it.
     /// - Returns: whether the commit goes on off the loop's thread.
     package func commitBatch(
-        size: Int, receivedAt: ContinuousClock.Instant?, dealtWith: [String: UInt64], ingress: IngressCounters,
-        wake: (@Sendable () -> Void)? = nil
+        size: Int, receivedAt: ContinuousClock.Instant?, dealtWith: [String: UInt64],
+        ingress: @autoclosure () -> IngressCounters, wake: (@Sendable () -> Void)? = nil
     ) throws -> Bool {
         precondition(commitUnderWay == nil, "a commit is under way")
         let events = heldEvents()
@@ -249,7 +249,7 @@ package final class StepRouter {
         }
         if let events { eventLog?.append(events.batch.events, first: events.batch.first, now: events.batch.created) }
         metrics.batchDone(size: size, receivedAt: receivedAt, journal: commitTime)
-        syncMetrics(ingress: ingress)
+        syncMetrics(ingress: ingress())
         journal?.checkpointIfDue(of: engine)
         return false
     }
@@ -267,7 +267,10 @@ package final class StepRouter {
     /// Ends the commit ``commitBatch(size:receivedAt:dealtWith:ingress:wake:)`` left under way once
     /// it is done (nil: not yet); with `waiting`, waits for it.
     /// - Returns: the journal's error if it failed: flowd then stops without acknowledging.
-    package func finishCommitBatch(waiting: Bool, ingress: IngressCounters) -> Result<Void, any Error>? {
+    /// - Parameter ingress: Read only once the commit is done (the loop asks often while it is not).
+    package func finishCommitBatch(
+        waiting: Bool, ingress: @autoclosure () -> IngressCounters
+    ) -> Result<Void, any Error>? {
         guard let underWay = commitUnderWay, let journal else { return .success(()) }
         guard let outcome = journal.finishCommit(waiting: waiting) else { return nil }
         commitUnderWay = nil
@@ -278,7 +281,7 @@ package final class StepRouter {
                 eventLog?.append(events.batch.events, first: events.batch.first, now: events.batch.created)
             }
             metrics.batchDone(size: underWay.size, receivedAt: underWay.receivedAt, journal: took)
-            syncMetrics(ingress: ingress)
+            syncMetrics(ingress: ingress())
             return .success(())
         case .failure(let error):
             underWay.spans?.end(error: error)
