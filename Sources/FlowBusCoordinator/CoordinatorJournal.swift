@@ -25,8 +25,6 @@ final class CoordinatorJournal {
     private var underWay: (count: Int, compaction: StepJournal.Compaction?)?
     private var checkpoints = CheckpointState()
     private var records = StepJournal.Batch()
-    /// The records of the commit before the one under way, emptied: the next batch's storage.
-    private var spareRecords = StepJournal.Batch()
     /// The id of the last entry the engine applied while restoring or following.
     private var appliedEntry: Int64 = 0
     private(set) var restoredEntries = 0
@@ -106,8 +104,8 @@ final class CoordinatorJournal {
         underWay = (records.count, compaction)
         committer.start(
             records, events: events, lastSequences: dealtWith, compaction: compaction, to: journal, wake: wake)
-        records = spareRecords
-        spareRecords = StepJournal.Batch()
+        // The committer holds the batch: the next one gets storage of the same capacity.
+        records.removeAll()
     }
 
     /// How the commit begun with ``beginCommit(dealtWith:events:wake:)`` went, once it is done (nil:
@@ -116,7 +114,6 @@ final class CoordinatorJournal {
     func finishCommit(waiting: Bool) -> Result<Duration, any Error>? {
         guard let (count, compaction) = underWay, let outcome = committer.outcome(waiting: waiting) else { return nil }
         underWay = nil
-        spareRecords = outcome.records
         switch outcome.result {
         case .success(let (last, compacted)):
             committed(count, last: last, compacted: compacted, of: compaction)

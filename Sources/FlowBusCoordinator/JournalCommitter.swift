@@ -5,11 +5,9 @@ import Synchronization
 /// applies the next batch while SQLite or PostgreSQL makes this one durable (a group commit: the
 /// loop holds the batch's events and acks until ``outcome(waiting:)`` reports it done).
 final class JournalCommitter: Sendable {
-    /// A commit done: the last entry's id and the entries compacted, or the journal's error; the
-    /// batch comes back emptied, to be filled again with its storage.
+    /// A commit done: the last entry's id and the entries compacted, or the journal's error.
     struct Outcome: Sendable {
         var result: Result<(last: Int64, compacted: Int), any Error>
-        var records: StepJournal.Batch
         var took: Duration
     }
 
@@ -28,9 +26,7 @@ final class JournalCommitter: Sendable {
             let result = Result {
                 try journal.append(records, events: events, lastSequences: lastSequences, compaction: compaction)
             }
-            var emptied = records
-            emptied.removeAll()
-            let outcome = Outcome(result: result, records: emptied, took: began.duration(to: .now))
+            let outcome = Outcome(result: result, took: began.duration(to: .now))
             finished.withLock { $0 = outcome }
             outcomeReady.signal()
             wake()

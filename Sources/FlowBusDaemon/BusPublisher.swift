@@ -158,9 +158,6 @@ package final class BusPublisher {
         sendReleased()
     }
 
-    /// Whether a batch's messages wait for a commit under way.
-    package var hasSealed: Bool { publication.hasSealed }
-
     /// Sends `released`, events up to the head: those a subscriber wants.
     private func sendReleased() {
         let isEventStream = publication.isEventStream

@@ -99,6 +99,21 @@ struct DaemonLoopTests {
         sent.compactMap { if case .ack(let ack)? = $0.message { ack.acknowledgedSequence } else { nil } }
     }
 
+    /// Steps `s1`, `s2`, … numbered by `sequences`, delivered from the one peer.
+    private func deliverSteps(_ sequences: ClosedRange<UInt64>, to daemon: EmbeddedDaemon) throws {
+        for sequence in sequences {
+            daemon.router.deliver(try step("s\(sequence)", sequence: sequence), from: peer)
+        }
+    }
+
+    /// The acks sent over `times` turns, in order.
+    private func acks(turning daemon: EmbeddedDaemon, times: Int) -> [UInt64] {
+        (0..<times).flatMap { _ in
+            daemon.turn()
+            return acks(daemon.router.takeSent())
+        }
+    }
+
     private func published(_ daemon: EmbeddedDaemon) -> [String] {
         daemon.events.takePublished().compactMap {
             if case .diagnostic(let diagnostic) = $0 {
@@ -132,14 +147,8 @@ struct DaemonLoopTests {
         let daemon = daemon(role: role, maxHeldBytes: 150)
         daemon.turn()
         _ = daemon.events.takePublished()
-        for sequence: UInt64 in 1...5 {
-            daemon.router.deliver(try step("s\(sequence)", sequence: sequence), from: peer)
-        }
-        var acknowledged: [UInt64] = []
-        for _ in 0..<5 {
-            daemon.turn()
-            acknowledged += acks(daemon.router.takeSent())
-        }
+        try deliverSteps(1...5, to: daemon)
+        let acknowledged = acks(turning: daemon, times: 5)
         #expect(role.commits.map(\.size) == [2, 2, 1], "two steps' diagnostics pass 150 bytes")
         #expect(acknowledged == [2, 4, 5])
         #expect(published(daemon) == (1...5).map { "applied:s\($0)" })
@@ -219,14 +228,8 @@ struct DaemonLoopTests {
             let daemon = daemon(role: role, maxGroupedBatchSize: 16)
             daemon.turn()
             _ = daemon.events.takePublished()
-            for sequence: UInt64 in 1...30 {
-                daemon.router.deliver(try step("s\(sequence)", sequence: sequence), from: peer)
-            }
-            var acknowledged: [UInt64] = []
-            for _ in 0..<4 {
-                daemon.turn()
-                acknowledged += acks(daemon.router.takeSent())
-            }
+            try deliverSteps(1...30, to: daemon)
+            let acknowledged = acks(turning: daemon, times: 4)
             #expect(role.commits.map(\.size) == (done ? [8, 8, 8, 6] : [8, 16, 6]))
             #expect(acknowledged == (done ? [8, 16, 24, 30] : [8, 24, 30]))
             #expect(published(daemon) == (1...30).map { "applied:s\($0)" })
