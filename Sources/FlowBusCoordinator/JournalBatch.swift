@@ -114,3 +114,134 @@ enum SQLiteRow {
         }
     }
 }
+
+extension StepJournal {
+    /// A batch's entries in one value, as the PostgreSQL journal stores a batch in one row:
+    /// a version byte (1), the entry count (u32), then per entry its kind (u8), its sequence
+    /// (u64), and its target, name, params and source, each as a length (u32) and its bytes.
+    /// Integers are big-endian. The entries' ids are the row's, in order.
+    public enum PackedEntries {
+        static let version: UInt8 = 1
+
+        /// `batch`'s entries packed.
+        public static func packed(_ batch: Batch) -> [UInt8] {
+            var size = 5 + batch.paramBytes.count
+            for item in batch.items {
+                size += 25 + item.target.utf8.count + item.name.utf8.count + item.source.utf8.count
+            }
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(size)
+            bytes.append(version)
+            appendBigEndian(UInt32(batch.count), to: &bytes)
+            for item in batch.items {
+                bytes.append(UInt8(item.kind.rawValue))
+                appendBigEndian(UInt32(truncatingIfNeeded: item.sequence >> 32), to: &bytes)
+                appendBigEndian(UInt32(truncatingIfNeeded: item.sequence), to: &bytes)
+                appendText(item.target, to: &bytes)
+                appendText(item.name, to: &bytes)
+                appendBigEndian(UInt32(item.params.count), to: &bytes)
+                bytes.append(contentsOf: batch.paramBytes[item.params])
+                appendText(item.source, to: &bytes)
+            }
+            return bytes
+        }
+
+        /// The entries packed in `bytes`, numbered from `first`, those with ids after `after` only.
+        /// An entry of a kind this version does not know is skipped, as a row of one is.
+        /// - Throws: ``Damaged`` when the bytes are not whole or not of this format, or do not
+        ///   hold `count` entries.
+        public static func unpack(
+            _ bytes: UnsafeRawBufferPointer, first: Int64, count expected: Int, after: Int64,
+            into entries: inout [Entry]
+        ) throws(Damaged) {
+            var reader = Reader(bytes: bytes)
+            let version = try reader.u8()
+            guard version == Self.version else {
+                throw Damaged("it is of format \(version); this flowd reads format \(Self.version)")
+            }
+            let count = Int(try reader.u32())
+            guard count == expected else {
+                throw Damaged("it holds \(count) entries where its ids say \(expected)")
+            }
+            for index in 0..<count {
+                let kind = try reader.u8()
+                let sequence = UInt64(try reader.u32()) << 32 | UInt64(try reader.u32())
+                let target = try reader.text()
+                let name = try reader.text()
+                let params = try reader.field()
+                let source = try reader.text()
+                let id = first + Int64(index)
+                guard id > after, let kind = Kind(rawValue: Int(kind)) else { continue }
+                entries.append(
+                    Entry(
+                        id: id, kind: kind, target: target, name: name, params: Array(params), source: source,
+                        sequence: sequence))
+            }
+            guard reader.offset == bytes.count else {
+                throw Damaged("\(bytes.count - reader.offset) bytes follow its last entry")
+            }
+        }
+
+        /// Why packed entries cannot be read.
+        public struct Damaged: Error, CustomStringConvertible, Sendable {
+            public var description: String
+
+            init(_ description: String) {
+                self.description = description
+            }
+        }
+
+        private static func appendBigEndian(_ value: UInt32, to bytes: inout [UInt8]) {
+            bytes.append(UInt8(truncatingIfNeeded: value >> 24))
+            bytes.append(UInt8(truncatingIfNeeded: value >> 16))
+            bytes.append(UInt8(truncatingIfNeeded: value >> 8))
+            bytes.append(UInt8(truncatingIfNeeded: value))
+        }
+
+        private static func appendText(_ text: String, to bytes: inout [UInt8]) {
+            appendBigEndian(UInt32(text.utf8.count), to: &bytes)
+            bytes.append(contentsOf: text.utf8)
+        }
+
+        private struct Reader {
+            let bytes: UnsafeRawBufferPointer
+            var offset = 0
+
+            mutating func u8() throws(Damaged) -> UInt8 {
+                try need(1)
+                defer { offset += 1 }
+                return bytes[offset]
+            }
+
+            mutating func u32() throws(Damaged) -> UInt32 {
+                try need(4)
+                var value: UInt32 = 0
+                for index in offset..<offset + 4 { value = value << 8 | UInt32(bytes[index]) }
+                offset += 4
+                return value
+            }
+
+            /// A length (u32) and that many bytes.
+            mutating func field() throws(Damaged) -> UnsafeRawBufferPointer {
+                let count = Int(try u32())
+                try need(count)
+                defer { offset += count }
+                return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
+            }
+
+            mutating func text() throws(Damaged) -> String {
+                let raw = try field()
+                guard let text = String(validating: raw, as: UTF8.self) else {
+                    throw Damaged("a text at byte \(offset - raw.count) is not valid UTF-8")
+                }
+                return text
+            }
+
+            private func need(_ count: Int) throws(Damaged) {
+                guard count <= bytes.count - offset else {
+                    throw Damaged("it ends in the middle of an entry (byte \(offset) of \(bytes.count))")
+                }
+            }
+        }
+    }
+}

@@ -63,6 +63,15 @@ public final class PostgresServer: @unchecked Sendable {
         return "postgres://postgres@\(host):\(port)/\(name)"
     }
 
+    /// Runs `sql` (statements separated by `;`, stopping at the first error) in `database`, as
+    /// a tool other than FlowBus would.
+    public func execute(_ sql: String, in database: String = "postgres") throws {
+        try runBinary([
+            "psql", "-h", directory.path, "-p", "\(port)", "-U", "postgres", "-d", database, "-v", "ON_ERROR_STOP=1",
+            "-q", "-c", sql,
+        ])
+    }
+
     /// Stops the server at once and removes its files.
     public func stop() {
         _ = try? runBinary([

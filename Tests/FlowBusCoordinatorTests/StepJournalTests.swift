@@ -86,3 +86,78 @@ struct JournalCompactionTests {
         }
     }
 }
+
+@Suite("flowd's journal: a batch's entries packed in one value")
+struct PackedEntriesTests {
+    private static let batch = StepJournal.Batch([
+        .init(kind: .step, target: "load", name: "tick", params: Data([1, 2, 3]), source: "s#1", sequence: 1 << 40),
+        .init(kind: .deepLink, target: "", name: "home", params: Data(), source: "s#1", sequence: 2),
+        .init(kind: .report, target: "é/🚀", name: "appeared", params: Data([0]), source: "r#1", sequence: 7),
+    ])
+
+    private static func packed() -> [UInt8] {
+        StepJournal.PackedEntries.packed(batch)
+    }
+
+    private static func unpack(
+        _ bytes: [UInt8], first: Int64 = 10, count: Int = 3, after: Int64 = 0
+    ) throws
+        -> [StepJournal.Entry]
+    {
+        var entries: [StepJournal.Entry] = []
+        try bytes.withUnsafeBytes { raw in
+            try StepJournal.PackedEntries.unpack(raw, first: first, count: count, after: after, into: &entries)
+        }
+        return entries
+    }
+
+    @Test("Entries come back whole, numbered from the row's first id, after the id asked for only")
+    func roundTrip() throws {
+        let entries = try Self.unpack(Self.packed())
+        #expect(entries.map(\.id) == [10, 11, 12])
+        #expect(entries.map(\.kind) == [.step, .deepLink, .report])
+        #expect(entries.map(\.target) == ["load", "", "é/🚀"])
+        #expect(entries.map(\.name) == ["tick", "home", "appeared"])
+        #expect(entries.map(\.params) == [[1, 2, 3], [], [0]])
+        #expect(entries.map(\.source) == ["s#1", "s#1", "r#1"])
+        #expect(entries.map(\.sequence) == [1 << 40, 2, 7])
+        #expect(try Self.unpack(Self.packed(), after: 11).map(\.id) == [12])
+        #expect(try Self.unpack(Self.packed(), after: 12).isEmpty)
+        #expect(Self.packed().first == 1, "the format's version comes first")
+    }
+
+    @Test("Damaged bytes are refused with what is wrong")
+    func damaged() {
+        let packed = Self.packed()
+        let damages: [(bytes: [UInt8], reason: String)] = [
+            (Array(packed.dropLast(3)), "ends in the middle of an entry"),
+            ([2] + packed.dropFirst(), "it is of format 2; this flowd reads format 1"),
+            (packed + [0, 0], "2 bytes follow its last entry"),
+            ([], "ends in the middle of an entry"),
+        ]
+        for (bytes, reason) in damages {
+            #expect {
+                try Self.unpack(bytes)
+            } throws: { error in
+                "\(error)".contains(reason)
+            }
+        }
+    }
+
+    @Test("A row whose ids do not match its entries, or whose text is not UTF-8, is damaged")
+    func mismatches() throws {
+        #expect {
+            try Self.unpack(Self.packed(), count: 4)
+        } throws: { error in
+            "\(error)" == "it holds 3 entries where its ids say 4"
+        }
+        var bytes = Self.packed()
+        // The first entry's target ("load") starts after version, count, kind, sequence and its length.
+        bytes[1 + 4 + 1 + 8 + 4] = 0xFF
+        #expect {
+            try Self.unpack(bytes)
+        } throws: { error in
+            "\(error)".contains("is not valid UTF-8")
+        }
+    }
+}

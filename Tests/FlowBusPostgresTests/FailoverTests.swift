@@ -235,7 +235,7 @@ struct FailoverTests {
             name: "locker", executable: URL(fileURLWithPath: "/usr/bin/env"),
             arguments: [
                 "python3", "-c", Self.simpleQueries, url.host ?? "127.0.0.1", "\(server.port)",
-                String(url.path.dropFirst()), "BEGIN; LOCK TABLE flowbus_entry IN ACCESS EXCLUSIVE MODE",
+                String(url.path.dropFirst()), "BEGIN; LOCK TABLE flowbus_batch IN ACCESS EXCLUSIVE MODE",
                 "SELECT pg_sleep(3); COMMIT",
             ],
             outputURL: log)

@@ -86,22 +86,103 @@ struct JournalBackendTests {
             stop()
         }
         #expect(try journal.latestCheckpoint() == nil)
-        let (last, _) = try journal.append(
-            try (1...1000).map { try tick($0) }, lastSequences: ["s#1": 1000], compaction: nil)
+        // Ten commits of 100: PostgreSQL compacts a commit's entries together.
+        var last: Int64 = 0
+        for commit in Int64(0)..<10 {
+            last = try journal.append(
+                try (1...100).map { try tick(commit * 100 + $0) }, lastSequences: ["s#1": UInt64(commit * 100 + 100)],
+                compaction: nil
+            ).last
+        }
         let first = try #require(try journal.entryRange()).lowerBound
+        #expect(last == first + 999)
         try journal.store(.init(entry: last, created: Date(), state: Data("{}".utf8)))
         try journal.store(.init(entry: last, created: Date(), state: Data("[]".utf8)))
         #expect(try journal.latestCheckpoint()?.state == Data("[]".utf8))
-        let compaction = StepJournal.Compaction(checkpointOf: last, keepEntries: 100, limit: 600)
+        let compaction = StepJournal.Compaction(checkpointOf: last, keepEntries: 99, limit: 600)
         #expect(try journal.compact(compaction) == 600)
-        #expect(try journal.compact(compaction) == 299)
-        #expect(try journal.entryRange() == (first + 899)...last)
+        #expect(try journal.compact(compaction) == 300)
+        #expect(try journal.compact(compaction) == 0)
+        #expect(try journal.entryRange() == (first + 900)...last)
+        #expect(try journal.count(after: 0) == 100)
         let (next, compacted) = try journal.append(
-            [try tick(1001)], lastSequences: [:], compaction: .init(checkpointOf: last, keepEntries: 0, limit: 1000))
+            [try tick(1001)], lastSequences: [:], compaction: .init(below: last + 1, limit: 1000))
         #expect(compacted == 100 && next > last)
         #expect(try journal.count(after: last) == 1)
+        #expect(try journal.entries(after: 0, limit: 10).map(\.id) == [next])
     }
 
+    @Test("Compaction keeps every entry from its bound on", arguments: Backend.allCases)
+    func compactionKeepsWhatItMust(_ backend: Backend) async throws {
+        let (journal, stop) = try await backend.open()
+        defer {
+            journal.close()
+            stop()
+        }
+        let last = try journal.append(try (1...10).map { try tick($0) }, lastSequences: [:]).last
+        _ = try journal.append(try (11...20).map { try tick($0) }, lastSequences: [:])
+        // A bound inside the first commit: SQLite deletes the entries before it, PostgreSQL keeps
+        // the commit whole; both keep every entry from the bound on.
+        let deleted = try journal.compact(.init(below: last - 4, limit: 100))
+        #expect(deleted == (backend == .sqlite ? 5 : 0))
+        let kept = try journal.entries(after: 0, limit: 100).map(\.sequence)
+        #expect(Array(kept.suffix(15)) == Array(6...20))
+    }
+}
+
+/// How PostgreSQL keeps entries: a row per commit, after any a row each of earlier versions.
+@Suite("PostgreSQL journal storage", .serialized)
+struct PostgresJournalStorageTests {
+    @Test("Entries of earlier versions, a row each, are read and compacted; new commits follow them")
+    func earlierRows() async throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let journal = try await PostgresJournal.connect(url: server.url, logger: Logger(label: "test"))
+        defer { journal.close() }
+        try await journal.acquireLease(instance: "test#1") { _ in }
+        try server.execute(
+            """
+            INSERT INTO flowbus_entry (kind, target, name, params, source, sequence) VALUES
+                (1, 'load'::bytea, 'tick'::bytea, ''::bytea, 's#1'::bytea, 1),
+                (2, ''::bytea, 'home'::bytea, ''::bytea, 's#1'::bytea, 2),
+                (15, 'home'::bytea, 'appeared'::bytea, ''::bytea, 'r#1'::bytea, 1)
+            """)
+        let (last, _) = try journal.append(try [tick(3), tick(4)], lastSequences: ["s#1": 4])
+        #expect(last == 5)
+        let entries = try journal.entries(after: 0, limit: 10)
+        #expect(entries.map(\.id) == [1, 2, 3, 4, 5])
+        #expect(entries.map(\.kind) == [.step, .deepLink, .report, .step, .step])
+        #expect(entries.map(\.name) == ["tick", "home", "appeared", "tick", "tick"])
+        #expect(try entries[3].decodeParams() == ["n": 3])
+        #expect(try journal.entries(after: 0, limit: 2).map(\.id) == [1, 2])
+        #expect(try journal.entries(after: 2, limit: 2).map(\.id) == [3, 4])
+        #expect(try journal.entries(after: 4, limit: 2).map(\.id) == [5])
+        #expect(try journal.count(after: 2) == 3)
+        #expect(try journal.count(after: 4) == 1)
+        #expect(try journal.entryRange() == 1...5)
+        #expect(try journal.compact(.init(below: 5, limit: 10)) == 3)
+        #expect(try journal.entryRange() == 4...5)
+    }
+
+    @Test("A damaged commit row is refused with the ids it holds and what is wrong")
+    func damagedRow() async throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let journal = try await PostgresJournal.connect(url: server.url, logger: Logger(label: "test"))
+        defer { journal.close() }
+        try await journal.acquireLease(instance: "test#1") { _ in }
+        _ = try journal.append(try [tick(1), tick(2)], lastSequences: ["s#1": 2])
+        _ = try journal.append(try [tick(3)], lastSequences: ["s#1": 3])
+        try server.execute("UPDATE flowbus_batch SET entries = '\\x0200000002'::bytea WHERE first = 1")
+        #expect(try journal.entries(after: 2, limit: 10).map(\.sequence) == [3], "the damaged row is not read")
+        #expect {
+            try journal.entries(after: 0, limit: 10)
+        } throws: { error in
+            let error = error as? PostgresJournalError
+            return error?.code == .damaged && error?.description.contains("entries 1...2") == true
+                && error?.description.contains("format 2") == true
+        }
+    }
 }
 
 @Suite("PostgreSQL journal lease", .serialized)
