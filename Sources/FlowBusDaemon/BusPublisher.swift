@@ -49,7 +49,7 @@ package final class BusPublisher {
         try (transport as? ZMQPublisherTransport)?.bind()
     }
 
-    package var counters: Publication.Counters { publication.counters }
+    package var counters: Publication.Counters { inPlace { $0.counters } }
 
     /// Closes the socket; what it still queues may leave within `linger` milliseconds.
     package func close(linger: Int32 = 200) {
@@ -181,13 +181,19 @@ package final class BusPublisher {
     }
 
     /// Bytes held back for the release.
-    package var heldByteCount: Int { publication.heldByteCount }
+    package var heldByteCount: Int { inPlace { $0.heldByteCount } }
 
     /// Whether events wait for a commit.
-    package var hasHeldEvents: Bool { publication.hasHeldEvents }
+    package var hasHeldEvents: Bool { inPlace { $0.hasHeldEvents } }
 
     /// The sequence of the last event committed.
-    package var headEvent: UInt64 { publication.headEvent }
+    package var headEvent: UInt64 { inPlace { $0.headEvent } }
+
+    /// Reads the publication in place: a getter of another module's called on the stored value
+    /// copies it first (a retain and a release per field, for every message read).
+    private func inPlace<Value>(_ read: (inout Publication) -> Value) -> Value {
+        read(&publication)
+    }
 
     /// The events waiting for the commit, packed, and the sequence of the first.
     package func heldEvents(into packed: inout PackedEvents) -> UInt64 {

@@ -130,6 +130,10 @@ package struct Publication: Sendable {
 
     /// Whether a subscriber wants messages of `topic`.
     package func isWanted(_ topic: UnsafeRawBufferPointer) -> Bool {
+        Self.wants(topic, prefixes: prefixes)
+    }
+
+    private static func wants(_ topic: UnsafeRawBufferPointer, prefixes: [[UInt8]]) -> Bool {
         for prefix in prefixes where prefix.count <= topic.count {
             let matches = prefix.withUnsafeBytes { prefix in
                 prefix.isEmpty || memcmp(prefix.baseAddress!, topic.baseAddress!, prefix.count) == 0
@@ -190,7 +194,9 @@ package struct Publication: Sendable {
 
     /// Decides about an encoded message (its frame 0 is the topic) passed on as it arrived.
     package mutating func offer(_ frames: FrameBuffer) -> Decision {
-        guard keepsEverything || frames.withFrame(0, { isWanted($0) }) else {
+        // Not `isWanted` in the closure: capturing self in a mutating method copies it whole.
+        let prefixes = prefixes
+        guard keepsEverything || frames.withFrame(0, { Self.wants($0, prefixes: prefixes) }) else {
             counters.unwanted += 1
             return .unwanted
         }

@@ -103,8 +103,13 @@ package final class ReactorHostOutlet: Sendable {
     /// capacity, so that handing states over allocates nothing.
     package func take(into items: inout [ReactorHostOutboxItem]) {
         queue.withLock { queue in
-            items.append(contentsOf: queue)
-            queue.removeAll(keepingCapacity: true)
+            // Swapped when `items` is empty (the usual case): no item copied, both buffers kept.
+            if items.isEmpty {
+                swap(&items, &queue)
+            } else {
+                items.append(contentsOf: queue)
+                queue.removeAll(keepingCapacity: true)
+            }
         }
     }
 

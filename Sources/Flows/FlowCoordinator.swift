@@ -648,8 +648,10 @@ public final class FlowCoordinator {
         guard !isPumping else { return false }
         isPumping = true
         while !queue.isEmpty {
-            // Looked at in place: a copy of the item would retain and release each of its references.
-            if needsAsynchronousProcessing(queue[0]) {
+            // Processing may suspend when the flow's `adapt` is awaited. Only the item's flow is
+            // read in place: passing the queue's item to a method copies it (a retain and a
+            // release per reference), as the queue is a property of this class.
+            if queue[0].flow.flow.adaptsSteps, !isStale(queue[0]) {
                 isPumping = false
                 return false
             }
@@ -731,11 +733,6 @@ public final class FlowCoordinator {
             return
         }
         navigate(item, to: step)
-    }
-
-    /// Whether processing `item` may suspend (its flow's `adapt` is awaited).
-    private func needsAsynchronousProcessing(_ item: PendingStep) -> Bool {
-        item.flow.flow.adaptsSteps && !isStale(item)
     }
 
     /// The step `item`'s flow navigates to, decoded; nil when the item ends here (stale, or not
