@@ -250,6 +250,30 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def _packed_entries(first, last, hex_bytes):
+    """The entries of one row of flowbus_batch (StepJournal.PackedEntries): (id, source, sequence,
+    name, params) each."""
+    data = bytes.fromhex(hex_bytes)
+    assert data[0] == 1, f"packed entries of format {data[0]}"
+    count = int.from_bytes(data[1:5], "big")
+    assert count == int(last) - int(first) + 1, (first, last, count)
+    offset, entries = 5, []
+
+    def field():
+        nonlocal offset
+        length = int.from_bytes(data[offset:offset + 4], "big")
+        offset += 4 + length
+        return data[offset - length:offset]
+
+    for index in range(count):
+        sequence = int.from_bytes(data[offset + 1:offset + 9], "big")
+        offset += 9
+        _target, name, params, source = field(), field(), field(), field()
+        entries.append((int(first) + index, source.decode(), sequence, name.decode(), params))
+    assert offset == len(data), "nothing after the last entry"
+    return entries
+
+
 def _params(raw):
     """A journaled params frame: FBV (flowd journals values in its own encoding) or JSON."""
     if not raw:
@@ -546,12 +570,13 @@ def test_stepper_follows_the_active_flowd_across_sigkills(pair, postgres):
     assert [entry["instance"] for entry in lease["history"]][:3] == holders[::-1], lease
 
     # The journal: our steps, each exactly once, 1 … STEPS in order, each with its n.
-    rows = [row.split("|") for row in postgres.query(
-        "failover", "SELECT sequence, encode(name, 'hex'), encode(params, 'hex') FROM flowbus_entry "
-                    f"WHERE source = convert_to('{stepper.source}', 'UTF8') ORDER BY id")]
-    assert [int(sequence) for sequence, _, _ in rows] == list(range(1, STEPS + 1)), \
+    rows = [entry for row in postgres.query(
+                "failover", "SELECT first, last, encode(entries, 'hex') FROM flowbus_batch ORDER BY first")
+            for entry in _packed_entries(*row.split("|"))
+            if entry[1] == stepper.source]
+    assert [sequence for _, _, sequence, _, _ in rows] == list(range(1, STEPS + 1)), \
         "each step journaled (applied) exactly once, in order"
-    journaled = [(bytes.fromhex(name).decode(), _params(bytes.fromhex(params))) for _, name, params in rows]
+    journaled = [(name, _params(params)) for _, _, _, name, params in rows]
     assert journaled == [("tick", {"n": n}) for n in range(1, STEPS + 1)], journaled[:3]
     print(f"failover: {STEPS} steps, the active flowd killed twice with steps in flight; acknowledged by the new "
           f"active {', '.join(f'{f:.2f}' for f in failovers)} s after the kills; {stepper.resent} sent again; "
