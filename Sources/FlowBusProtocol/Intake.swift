@@ -200,6 +200,16 @@ package struct Intake: Sendable {
         var sequence: UInt64
     }
 
+    /// Fresh messages of one source in a row: what they change in the ledger, the batch's dealt
+    /// with and its pending ack is written once the run ends, not per message (four hashes of
+    /// the source each). `sequence` is the run's last; `pending`: not yet written.
+    private struct FreshRun {
+        var source: String
+        var sequence: UInt64
+        var peer: Peer
+        var pending = false
+    }
+
     /// The policy in force.
     package let policy: Policy
     /// The endpoint named in refusals (`ingress`, `actions`).
@@ -228,6 +238,7 @@ package struct Intake: Sendable {
     private var lookingUp: Set<String> = []
     private var lookUpOrder: [String] = []
     private var lastLivenessCheck: ContinuousClock.Instant?
+    private var run: FreshRun?
     /// Peers heard, by source id.
     package private(set) var peers: [String: Liveness] = [:]
     package private(set) var counters = Counters()
@@ -243,7 +254,8 @@ package struct Intake: Sendable {
 
     /// The last sequence dealt with of `source`, if it is held.
     package func lastSequence(of source: String) -> UInt64? {
-        lastSequence[source].flatMap { $0 == 0 ? nil : $0 }
+        if let run, run.pending, run.source == source { return run.sequence }
+        return lastSequence[source].flatMap { $0 == 0 ? nil : $0 }
     }
 
     /// The number of sources whose ledger entry is held in memory.
@@ -253,6 +265,19 @@ package struct Intake: Sendable {
     package mutating func receive(source: String, sequence: UInt64, topic: String, peer: Peer) -> Verdict {
         counters.received += 1
         guard sequence > 0 else { return .unnumbered }
+        if run != nil {
+            // The next of the run's source is fresh, as below: the run began with a fresh message
+            // of it, which confirmed it, and whatever could look it up, leave it unconfirmed or
+            // judge it behind the ledger ends the run first.
+            if run?.sequence == sequence &- 1, run?.source == source {
+                counters.fresh += 1
+                run?.sequence = sequence
+                if run?.peer != peer { run?.peer = peer }
+                run?.pending = true
+                return .fresh
+            }
+            endRun()
+        }
         if heard[source] == nil { heard[source] = false }
         if !lookingUp.isEmpty, lookingUp.contains(source) {
             counters.heldForLookUp += 1
@@ -306,7 +331,18 @@ package struct Intake: Sendable {
         }
         dealtWith[source] = sequence
         recordAck(source: source, sequence: sequence, peer: peer)
+        run = FreshRun(source: source, sequence: sequence, peer: peer)
         return .fresh
+    }
+
+    /// Writes what the run of fresh messages changed, and ends it.
+    private mutating func endRun() {
+        guard let run else { return }
+        self.run = nil
+        guard run.pending else { return }
+        lastSequence[run.source] = run.sequence
+        dealtWith[run.source] = run.sequence
+        recordAck(source: run.source, sequence: run.sequence, peer: run.peer)
     }
 
     /// Judges a message whose header did not decode (`error`). When its envelope can still be read
@@ -358,6 +394,7 @@ package struct Intake: Sendable {
     package mutating func endBatch(
         now: ContinuousClock.Instant, checkEvery: Duration, checksLiveness: Bool = true
     ) -> BatchEnd {
+        endRun()
         var end = BatchEnd()
         for source in skipOrder {
             guard let skip = skips[source] else { continue }
@@ -396,6 +433,7 @@ package struct Intake: Sendable {
     /// The durable ledger's answer for `source` (one of ``BatchEnd/lookUps``): its last sequence
     /// there, nil when it has none. Judge the messages held for it again, in order.
     package mutating func lookedUp(_ source: String, last found: UInt64?) {
+        endRun()
         guard lookingUp.remove(source) != nil else { return }
         if let found {
             lastSequence[source] = found
@@ -503,6 +541,7 @@ package struct Intake: Sendable {
     package mutating func forgetSources(
         now: ContinuousClock.Instant, keeping isUnsaved: (String) -> Bool = { _ in false }
     ) {
+        endRun()
         func mayForget(_ source: String) -> Bool { pendingAcks[source] == nil && !isUnsaved(source) }
         var forgotten: [String] = []
         for (source, peer) in peers where now - peer.lastHeard > policy.idleTimeout && mayForget(source) {

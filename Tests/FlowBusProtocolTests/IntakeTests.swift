@@ -89,6 +89,38 @@ struct IntakeTests {
         #expect(next.acks.isEmpty && next.dealtWith.isEmpty, "a batch's acks go out once")
     }
 
+    @Test(
+        "a run of one source's messages is judged message by message: a duplicate or a gap inside it, another source between"
+    )
+    func runsOfOneSource() {
+        var intake = intake(remembersSources: true)
+        let p1 = Array("p1".utf8)
+        let p2 = Array("p2".utf8)
+        for sequence in UInt64(1)...5 {
+            #expect(intake.receive(source: "a", sequence: sequence, topic: "step/x", peer: p1) == .fresh)
+        }
+        #expect(intake.lastSequence(of: "a") == 5)
+        #expect(intake.receive(source: "a", sequence: 5, topic: "step/x", peer: p1) == .duplicate)
+        #expect(intake.receive(source: "a", sequence: 6, topic: "step/x", peer: p2) == .fresh)
+        #expect(intake.receive(source: "a", sequence: 7, topic: "step/x", peer: p2) == .fresh)
+        #expect(intake.receive(source: "a", sequence: 9, topic: "step/x", peer: p2) == .outOfOrder(expected: 8))
+        #expect(intake.receive(source: "b", sequence: 1, topic: "step/y", peer: p1) == .fresh)
+        #expect(intake.receive(source: "a", sequence: 8, topic: "step/x", peer: p2) == .fresh)
+        let end = intake.endBatch(now: start, checkEvery: .seconds(1))
+        #expect(
+            Set(end.acks.map { "\($0.source)@\($0.sequence)->\(String(decoding: $0.peer, as: UTF8.self))" }) == [
+                "a@8->p2", "b@1->p1",
+            ])
+        #expect(end.dealtWith == ["a": 8, "b": 1])
+        #expect(end.refusals.map(\.refusal.sequence) == [9])
+        #expect(intake.counters.fresh == 9 && intake.counters.duplicates == 1 && intake.counters.outOfOrder == 1)
+        // The next batch goes on from the ledger.
+        #expect(intake.receive(source: "a", sequence: 9, topic: "step/x", peer: p1) == .fresh)
+        #expect(intake.receive(source: "a", sequence: 10, topic: "step/x", peer: p1) == .fresh)
+        let next = intake.endBatch(now: start, checkEvery: .seconds(1))
+        #expect(next.acks.map(\.sequence) == [10] && next.dealtWith == ["a": 10])
+    }
+
     @Test("a duplicate is acknowledged again with the last sequence dealt with, not applied, not refused")
     func duplicatesAreAcknowledgedAgain() {
         var intake = intake(last: ["a": 10])
