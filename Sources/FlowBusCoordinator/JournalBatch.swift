@@ -1,3 +1,4 @@
+import FlowBusWire
 import GRDB
 import GRDBSQLite
 
@@ -132,16 +133,14 @@ extension StepJournal {
             var bytes: [UInt8] = []
             bytes.reserveCapacity(size)
             bytes.append(version)
-            appendBigEndian(UInt32(batch.count), to: &bytes)
+            bytes.appendBigEndian(UInt32(batch.count))
             for item in batch.items {
                 bytes.append(UInt8(item.kind.rawValue))
-                appendBigEndian(UInt32(truncatingIfNeeded: item.sequence >> 32), to: &bytes)
-                appendBigEndian(UInt32(truncatingIfNeeded: item.sequence), to: &bytes)
-                appendText(item.target, to: &bytes)
-                appendText(item.name, to: &bytes)
-                appendBigEndian(UInt32(item.params.count), to: &bytes)
-                bytes.append(contentsOf: batch.paramBytes[item.params])
-                appendText(item.source, to: &bytes)
+                bytes.appendBigEndian(item.sequence)
+                appendField(item.target.utf8, to: &bytes)
+                appendField(item.name.utf8, to: &bytes)
+                appendField(batch.paramBytes[item.params], to: &bytes)
+                appendField(item.source.utf8, to: &bytes)
             }
             return bytes
         }
@@ -154,31 +153,38 @@ extension StepJournal {
             _ bytes: UnsafeRawBufferPointer, first: Int64, count expected: Int, after: Int64,
             into entries: inout [Entry]
         ) throws(Damaged) {
-            var reader = Reader(bytes: bytes)
-            let version = try reader.u8()
-            guard version == Self.version else {
-                throw Damaged("it is of format \(version); this flowd reads format \(Self.version)")
+            var reader = ByteReader(bytes, what: "packed entries")
+            do {
+                let version = try reader.u8("version")
+                guard version == Self.version else {
+                    throw Damaged("it is of format \(version); this flowd reads format \(Self.version)")
+                }
+                let count = Int(try reader.u32("count"))
+                guard count == expected else {
+                    throw Damaged("it holds \(count) entries where its ids say \(expected)")
+                }
+                for index in 0..<count {
+                    let kind = try reader.u8("kind")
+                    let sequence = try reader.u64("sequence")
+                    let target = try text(&reader, "target")
+                    let name = try text(&reader, "name")
+                    let params = try field(&reader, "params")
+                    let source = try text(&reader, "source")
+                    let id = first + Int64(index)
+                    guard id > after, let kind = Kind(rawValue: Int(kind)) else { continue }
+                    entries.append(
+                        Entry(
+                            id: id, kind: kind, target: target, name: name, params: Array(params), source: source,
+                            sequence: sequence))
+                }
+            } catch let error as Damaged {
+                throw error
+            } catch {
+                // The reader's: a field longer than what is left.
+                throw Damaged("it ends in the middle of an entry (\(error))")
             }
-            let count = Int(try reader.u32())
-            guard count == expected else {
-                throw Damaged("it holds \(count) entries where its ids say \(expected)")
-            }
-            for index in 0..<count {
-                let kind = try reader.u8()
-                let sequence = UInt64(try reader.u32()) << 32 | UInt64(try reader.u32())
-                let target = try reader.text()
-                let name = try reader.text()
-                let params = try reader.field()
-                let source = try reader.text()
-                let id = first + Int64(index)
-                guard id > after, let kind = Kind(rawValue: Int(kind)) else { continue }
-                entries.append(
-                    Entry(
-                        id: id, kind: kind, target: target, name: name, params: Array(params), source: source,
-                        sequence: sequence))
-            }
-            guard reader.offset == bytes.count else {
-                throw Damaged("\(bytes.count - reader.offset) bytes follow its last entry")
+            guard reader.isAtEnd else {
+                throw Damaged("\(reader.remaining) bytes follow its last entry")
             }
         }
 
@@ -191,57 +197,26 @@ extension StepJournal {
             }
         }
 
-        private static func appendBigEndian(_ value: UInt32, to bytes: inout [UInt8]) {
-            bytes.append(UInt8(truncatingIfNeeded: value >> 24))
-            bytes.append(UInt8(truncatingIfNeeded: value >> 16))
-            bytes.append(UInt8(truncatingIfNeeded: value >> 8))
-            bytes.append(UInt8(truncatingIfNeeded: value))
+        private static func appendField(_ field: some Collection<UInt8>, to bytes: inout [UInt8]) {
+            bytes.appendBigEndian(UInt32(field.count))
+            bytes.append(contentsOf: field)
         }
 
-        private static func appendText(_ text: String, to bytes: inout [UInt8]) {
-            appendBigEndian(UInt32(text.utf8.count), to: &bytes)
-            bytes.append(contentsOf: text.utf8)
+        /// A length (u32) and that many bytes.
+        private static func field(
+            _ reader: inout ByteReader, _ name: String
+        ) throws(WireError)
+            -> UnsafeRawBufferPointer
+        {
+            try reader.slice(Int(try reader.u32(name)), name)
         }
 
-        private struct Reader {
-            let bytes: UnsafeRawBufferPointer
-            var offset = 0
-
-            mutating func u8() throws(Damaged) -> UInt8 {
-                try need(1)
-                defer { offset += 1 }
-                return bytes[offset]
+        private static func text(_ reader: inout ByteReader, _ name: String) throws -> String {
+            let raw = try field(&reader, name)
+            guard let text = validUTF8(raw) else {
+                throw Damaged("its \(name) at byte \(reader.offset - raw.count) is not valid UTF-8")
             }
-
-            mutating func u32() throws(Damaged) -> UInt32 {
-                try need(4)
-                var value: UInt32 = 0
-                for index in offset..<offset + 4 { value = value << 8 | UInt32(bytes[index]) }
-                offset += 4
-                return value
-            }
-
-            /// A length (u32) and that many bytes.
-            mutating func field() throws(Damaged) -> UnsafeRawBufferPointer {
-                let count = Int(try u32())
-                try need(count)
-                defer { offset += count }
-                return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
-            }
-
-            mutating func text() throws(Damaged) -> String {
-                let raw = try field()
-                guard let text = String(validating: raw, as: UTF8.self) else {
-                    throw Damaged("a text at byte \(offset - raw.count) is not valid UTF-8")
-                }
-                return text
-            }
-
-            private func need(_ count: Int) throws(Damaged) {
-                guard count <= bytes.count - offset else {
-                    throw Damaged("it ends in the middle of an entry (byte \(offset) of \(bytes.count))")
-                }
-            }
+            return text
         }
     }
 }

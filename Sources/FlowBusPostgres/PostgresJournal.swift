@@ -350,7 +350,7 @@ public final class PostgresJournal: SharedJournal {
         var eventsKeepFrom: Int64
 
         func makeBindings() throws -> PostgresBindings {
-            var bindings = PostgresBindings(capacity: 11)
+            var bindings = PostgresBindings(capacity: 9)
             append(to: &bindings)
             return bindings
         }

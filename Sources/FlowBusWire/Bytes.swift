@@ -1,12 +1,12 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-// Internal byte-level helpers shared by the codecs: a bounds-checked big-endian reader over raw
-// bytes, big-endian writers on [UInt8], UTF-8 and name validation.
+// Byte-level helpers shared by the codecs (and the journal's packed entries): a bounds-checked
+// big-endian reader over raw bytes, big-endian writers on [UInt8], UTF-8 and name validation.
 
 extension Array where Element == UInt8 {
     @inline(__always)
-    mutating func appendBigEndian(_ value: UInt64) {
+    package mutating func appendBigEndian(_ value: UInt64) {
         append(UInt8(truncatingIfNeeded: value >> 56))
         append(UInt8(truncatingIfNeeded: value >> 48))
         append(UInt8(truncatingIfNeeded: value >> 40))
@@ -18,7 +18,7 @@ extension Array where Element == UInt8 {
     }
 
     @inline(__always)
-    mutating func appendBigEndian(_ value: UInt32) {
+    package mutating func appendBigEndian(_ value: UInt32) {
         append(UInt8(truncatingIfNeeded: value >> 24))
         append(UInt8(truncatingIfNeeded: value >> 16))
         append(UInt8(truncatingIfNeeded: value >> 8))
@@ -38,19 +38,19 @@ extension Array where Element == UInt8 {
 }
 
 /// A forward reader over raw bytes; every read checks the remaining length first.
-struct ByteReader {
-    let bytes: UnsafeRawBufferPointer
-    var offset: Int = 0
+package struct ByteReader {
+    package let bytes: UnsafeRawBufferPointer
+    package var offset: Int = 0
     /// Names the thing being read in error details, e.g. "envelope" or "FBV value".
     let what: String
 
-    init(_ bytes: UnsafeRawBufferPointer, what: String) {
+    package init(_ bytes: UnsafeRawBufferPointer, what: String) {
         self.bytes = bytes
         self.what = what
     }
 
-    var remaining: Int { bytes.count - offset }
-    var isAtEnd: Bool { offset == bytes.count }
+    package var remaining: Int { bytes.count - offset }
+    package var isAtEnd: Bool { offset == bytes.count }
 
     @inline(__always)
     // An autoclosure: callers describe the field with an interpolation, built only for the error.
@@ -62,7 +62,7 @@ struct ByteReader {
     }
 
     @inline(__always)
-    mutating func u8(_ field: String) throws(WireError) -> UInt8 {
+    package mutating func u8(_ field: String) throws(WireError) -> UInt8 {
         try need(1, for: field)
         defer { offset += 1 }
         return bytes[offset]
@@ -76,7 +76,7 @@ struct ByteReader {
     }
 
     @inline(__always)
-    mutating func u32(_ field: String) throws(WireError) -> UInt32 {
+    package mutating func u32(_ field: String) throws(WireError) -> UInt32 {
         try need(4, for: field)
         var value: UInt32 = 0
         for index in offset..<offset + 4 { value = value << 8 | UInt32(bytes[index]) }
@@ -85,7 +85,7 @@ struct ByteReader {
     }
 
     @inline(__always)
-    mutating func u64(_ field: String) throws(WireError) -> UInt64 {
+    package mutating func u64(_ field: String) throws(WireError) -> UInt64 {
         try need(8, for: field)
         var value: UInt64 = 0
         for index in offset..<offset + 8 { value = value << 8 | UInt64(bytes[index]) }
@@ -94,7 +94,7 @@ struct ByteReader {
     }
 
     @inline(__always)
-    mutating func slice(_ count: Int, _ field: String) throws(WireError) -> UnsafeRawBufferPointer {
+    package mutating func slice(_ count: Int, _ field: String) throws(WireError) -> UnsafeRawBufferPointer {
         try need(count, for: field)
         defer { offset += count }
         return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + count])
@@ -103,7 +103,7 @@ struct ByteReader {
 
 /// Decodes strictly valid UTF-8 (no overlongs, no surrogates), or `nil`.
 @inline(__always)
-func validUTF8(_ bytes: UnsafeRawBufferPointer) -> String? {
+package func validUTF8(_ bytes: UnsafeRawBufferPointer) -> String? {
     String(validating: bytes, as: UTF8.self)
 }
 

@@ -133,54 +133,59 @@ struct JournalBackendTests {
 /// How PostgreSQL keeps entries: a row per commit, after any a row each of earlier versions.
 @Suite("PostgreSQL journal storage", .serialized)
 struct PostgresJournalStorageTests {
-    @Test("Entries of earlier versions, a row each, are read and compacted; new commits follow them")
-    func earlierRows() async throws {
+    /// Runs `body` with a journal holding its lease on a server of its own, which `body` may
+    /// also change behind the journal's back.
+    private func withJournal(_ body: (PostgresServer, PostgresJournal) throws -> Void) async throws {
         let server = try PostgresServer()
         defer { server.stop() }
         let journal = try await PostgresJournal.connect(url: server.url, logger: Logger(label: "test"))
         defer { journal.close() }
         try await journal.acquireLease(instance: "test#1") { _ in }
-        try server.execute(
-            """
-            INSERT INTO flowbus_entry (kind, target, name, params, source, sequence) VALUES
-                (1, 'load'::bytea, 'tick'::bytea, ''::bytea, 's#1'::bytea, 1),
-                (2, ''::bytea, 'home'::bytea, ''::bytea, 's#1'::bytea, 2),
-                (15, 'home'::bytea, 'appeared'::bytea, ''::bytea, 'r#1'::bytea, 1)
-            """)
-        let (last, _) = try journal.append(try [tick(3), tick(4)], lastSequences: ["s#1": 4])
-        #expect(last == 5)
-        let entries = try journal.entries(after: 0, limit: 10)
-        #expect(entries.map(\.id) == [1, 2, 3, 4, 5])
-        #expect(entries.map(\.kind) == [.step, .deepLink, .report, .step, .step])
-        #expect(entries.map(\.name) == ["tick", "home", "appeared", "tick", "tick"])
-        #expect(try entries[3].decodeParams() == ["n": 3])
-        #expect(try journal.entries(after: 0, limit: 2).map(\.id) == [1, 2])
-        #expect(try journal.entries(after: 2, limit: 2).map(\.id) == [3, 4])
-        #expect(try journal.entries(after: 4, limit: 2).map(\.id) == [5])
-        #expect(try journal.count(after: 2) == 3)
-        #expect(try journal.count(after: 4) == 1)
-        #expect(try journal.entryRange() == 1...5)
-        #expect(try journal.compact(.init(below: 5, limit: 10)) == 3)
-        #expect(try journal.entryRange() == 4...5)
+        try body(server, journal)
+    }
+
+    @Test("Entries of earlier versions, a row each, are read and compacted; new commits follow them")
+    func earlierRows() async throws {
+        try await withJournal { server, journal in
+            try server.execute(
+                """
+                INSERT INTO flowbus_entry (kind, target, name, params, source, sequence) VALUES
+                    (1, 'load'::bytea, 'tick'::bytea, ''::bytea, 's#1'::bytea, 1),
+                    (2, ''::bytea, 'home'::bytea, ''::bytea, 's#1'::bytea, 2),
+                    (15, 'home'::bytea, 'appeared'::bytea, ''::bytea, 'r#1'::bytea, 1)
+                """)
+            let (last, _) = try journal.append(try [tick(3), tick(4)], lastSequences: ["s#1": 4])
+            #expect(last == 5)
+            let entries = try journal.entries(after: 0, limit: 10)
+            #expect(entries.map(\.id) == [1, 2, 3, 4, 5])
+            #expect(entries.map(\.kind) == [.step, .deepLink, .report, .step, .step])
+            #expect(entries.map(\.name) == ["tick", "home", "appeared", "tick", "tick"])
+            #expect(try entries[3].decodeParams() == ["n": 3])
+            #expect(try journal.entries(after: 0, limit: 2).map(\.id) == [1, 2])
+            #expect(try journal.entries(after: 2, limit: 2).map(\.id) == [3, 4])
+            #expect(try journal.entries(after: 4, limit: 2).map(\.id) == [5])
+            #expect(try journal.count(after: 2) == 3)
+            #expect(try journal.count(after: 4) == 1)
+            #expect(try journal.entryRange() == 1...5)
+            #expect(try journal.compact(.init(below: 5, limit: 10)) == 3)
+            #expect(try journal.entryRange() == 4...5)
+        }
     }
 
     @Test("A damaged commit row is refused with the ids it holds and what is wrong")
     func damagedRow() async throws {
-        let server = try PostgresServer()
-        defer { server.stop() }
-        let journal = try await PostgresJournal.connect(url: server.url, logger: Logger(label: "test"))
-        defer { journal.close() }
-        try await journal.acquireLease(instance: "test#1") { _ in }
-        _ = try journal.append(try [tick(1), tick(2)], lastSequences: ["s#1": 2])
-        _ = try journal.append(try [tick(3)], lastSequences: ["s#1": 3])
-        try server.execute("UPDATE flowbus_batch SET entries = '\\x0200000002'::bytea WHERE first = 1")
-        #expect(try journal.entries(after: 2, limit: 10).map(\.sequence) == [3], "the damaged row is not read")
-        #expect {
-            try journal.entries(after: 0, limit: 10)
-        } throws: { error in
-            let error = error as? PostgresJournalError
-            return error?.code == .damaged && error?.description.contains("entries 1...2") == true
-                && error?.description.contains("format 2") == true
+        try await withJournal { server, journal in
+            _ = try journal.append(try [tick(1), tick(2)], lastSequences: ["s#1": 2])
+            _ = try journal.append(try [tick(3)], lastSequences: ["s#1": 3])
+            try server.execute("UPDATE flowbus_batch SET entries = '\\x0200000002'::bytea WHERE first = 1")
+            #expect(try journal.entries(after: 2, limit: 10).map(\.sequence) == [3], "the damaged row is not read")
+            #expect {
+                try journal.entries(after: 0, limit: 10)
+            } throws: { error in
+                let error = error as? PostgresJournalError
+                return error?.code == .damaged && error?.description.contains("entries 1...2") == true
+                    && error?.description.contains("format 2") == true
+            }
         }
     }
 }
