@@ -413,6 +413,9 @@ struct ReceiverPeer: ParsableCommand {
             var nextSequence: UInt64 = 1
             var first: Int64 = 0
             var last: Int64 = 0
+            // Options read once: each read of a property wrapper costs more than a message.
+            let messages = messages
+            let sequenceIn = sequenceIn
 
             receiveLoop: while report.received < messages {
                 if try data.receive(into: &frames, mode: .nonBlocking) {
