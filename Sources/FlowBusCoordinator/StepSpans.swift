@@ -19,10 +19,12 @@ final class StepSpans {
     init?(kind: MessageKind, topic: String, envelope: Envelope, step: String, stepper: String?, remote: TraceContext?) {
         process = BusTracing.startSpan(
             .process, kind: kind, topic: topic, envelope: envelope,
-            parent: BusTracing.serviceContext(continuing: remote))
+            parent: BusTracing.serviceContext(continuing: remote)
+        ) { attributes in
+            attributes.set("flowbus.step", value: .string(step))
+            if let stepper { attributes.set("flowbus.stepper", value: .string(stepper)) }
+        }
         guard process.isRecording else { return nil }
-        process.attributes["flowbus.step"] = step
-        if let stepper { process.attributes["flowbus.stepper"] = stepper }
     }
 
     /// What the events of this message carry.
@@ -46,13 +48,15 @@ final class StepSpans {
     func end() {
         if navigations > 0 {
             let publish = BusTracing.startSpan(
-                .publish, kind: .didNavigate, topic: "events", destination: "events", parent: process.context)
-            publish.attributes["flowbus.navigations"] = navigations
+                .publish, kind: .didNavigate, topic: "events", destination: "events", parent: process.context
+            ) { [navigations] in $0.set("flowbus.navigations", value: .int64(Int64(navigations))) }
             publish.end()
         }
-        if let flow { process.attributes["flowbus.flow"] = flow }
-        if let presentable { process.attributes["flowbus.presentable"] = presentable }
-        process.attributes["flowbus.outcome"] = outcome?.rawValue ?? "applied"
+        process.updateAttributes { attributes in
+            if let flow { attributes.set("flowbus.flow", value: .string(flow)) }
+            if let presentable { attributes.set("flowbus.presentable", value: .string(presentable)) }
+            attributes.set("flowbus.outcome", value: .string(outcome?.rawValue ?? "applied"))
+        }
         if let outcome { process.setStatus(.init(code: .error, message: outcome.rawValue)) }
         process.end()
     }
@@ -86,8 +90,10 @@ struct StepSpanBatch {
         defer { pending.removeAll(keepingCapacity: true) }
         guard journaled else { return CommitSpans(commit: nil, messages: pending) }
         let span = InstrumentationSystem.tracer.startAnySpan("commit journal", context: first.process.context)
-        span.attributes["messaging.system"] = BusTracing.system
-        span.attributes["flowbus.batch.size"] = size
+        span.updateAttributes { attributes in
+            attributes["messaging.system"] = BusTracing.system
+            attributes["flowbus.batch.size"] = size
+        }
         for other in pending.dropFirst() { span.addLink(SpanLink(context: other.process.context, attributes: [:])) }
         return CommitSpans(commit: span, messages: pending)
     }

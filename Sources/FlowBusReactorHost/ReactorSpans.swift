@@ -13,10 +13,12 @@ struct ReactorSpans {
         guard BusTracing.traces(remote) else { return nil }
         span = BusTracing.startSpan(
             .process, kind: .action, topic: topic, envelope: envelope,
-            parent: BusTracing.serviceContext(continuing: remote))
+            parent: BusTracing.serviceContext(continuing: remote)
+        ) { attributes in
+            attributes["flowbus.reactor"] = reactorID
+            attributes["flowbus.action"] = action
+        }
         guard span.isRecording else { return nil }
-        span.attributes["flowbus.reactor"] = reactorID
-        span.attributes["flowbus.action"] = action
     }
 
     /// What the action's states and steps continue.
@@ -31,9 +33,9 @@ struct ReactorSpans {
     /// The trace frame of a state caused by an action traced as `trace`: a `publish state` span's
     /// when the host traces, else `trace` as it came.
     static func publishState(_ reactorID: String, sequence: UInt64, in trace: TraceContext) -> TraceContext? {
-        child(.publish, kind: .state, topic: Topic.state(reactorID), of: trace) { span in
-            span.attributes["flowbus.reactor"] = reactorID
-            span.attributes["flowbus.state_sequence"] = Int(truncatingIfNeeded: sequence)
+        child(.publish, kind: .state, topic: Topic.state(reactorID), of: trace) { attributes in
+            attributes["flowbus.reactor"] = reactorID
+            attributes["flowbus.state_sequence"] = Int(truncatingIfNeeded: sequence)
         }
     }
 
@@ -45,15 +47,17 @@ struct ReactorSpans {
             "mutate", context: BusTracing.serviceContext(continuing: trace), ofKind: .internal)
         guard span.isRecording else { return }
         let described = String(describing: mutation)
-        span.attributes["flowbus.reactor"] = reactorID
-        span.attributes["flowbus.mutation"] = String(described.prefix { $0 != "(" })
+        span.updateAttributes { attributes in
+            attributes["flowbus.reactor"] = reactorID
+            attributes["flowbus.mutation"] = String(described.prefix { $0 != "(" })
+        }
         span.end()
     }
 
     /// The trace frame of a step a reactor publishes because of an action traced as `trace`.
     static func sendStep(_ stepperID: String, name: String, in trace: TraceContext) -> TraceContext? {
-        child(.send, kind: .step, topic: Topic.step(stepperID), of: trace) { span in
-            span.attributes["flowbus.step"] = name
+        child(.send, kind: .step, topic: Topic.step(stepperID), of: trace) { attributes in
+            attributes["flowbus.step"] = name
         }
     }
 
@@ -61,13 +65,13 @@ struct ReactorSpans {
     /// context, or `trace` as it came when it is not recorded.
     private static func child(
         _ operation: BusTracing.Operation, kind: MessageKind, topic: @autoclosure () -> String,
-        of trace: TraceContext, _ describe: (any Span) -> Void
+        of trace: TraceContext, _ describe: (inout SpanAttributes) -> Void
     ) -> TraceContext? {
         guard BusTracing.traces(trace) else { return trace }
         let span = BusTracing.startSpan(
-            operation, kind: kind, topic: topic(), parent: BusTracing.serviceContext(continuing: trace))
+            operation, kind: kind, topic: topic(), parent: BusTracing.serviceContext(continuing: trace),
+            describe: describe)
         guard span.isRecording else { return trace }
-        describe(span)
         defer { span.end() }
         return BusTracing.traceContext(of: span.context)
     }

@@ -28,6 +28,9 @@ public enum BusTracing {
     /// `messaging.system`.
     public static let system = "flowbus"
 
+    /// The most attributes a FlowBus span has (flowd's `process step`): room for them all at once.
+    static let attributeCapacity = 12
+
     /// The context a message's trace frame carries, as a parent for the receiver's spans.
     public static func serviceContext(continuing trace: TraceContext?) -> ServiceContext {
         var context = ServiceContext.topLevel
@@ -49,22 +52,30 @@ public enum BusTracing {
     /// (producer) for one sent, named `<operation> <topic prefix>` (e.g. `process step`), with the
     /// messaging attributes when the span is recorded (a span the sampler drops costs no text).
     /// - Parameter destination: the span name's destination, by default the topic's prefix.
+    /// - Parameter describe: the caller's own attributes, set with the messaging ones.
     public static func startSpan(
         _ operation: Operation, kind: MessageKind, topic: @autoclosure () -> String, envelope: Envelope? = nil,
-        destination: StaticString? = nil, parent: ServiceContext
+        destination: StaticString? = nil, parent: ServiceContext, describe: (inout SpanAttributes) -> Void = { _ in }
     ) -> any Span {
         let span = InstrumentationSystem.tracer.startAnySpan(
             spanName(operation, kind: kind, destination: destination), context: parent,
             ofKind: operation == .process ? .consumer : .producer)
         guard span.isRecording else { return span }
-        span.attributes["messaging.system"] = system
-        span.attributes["messaging.operation.name"] = operation.rawValue
-        span.attributes["messaging.operation.type"] = operation.type
-        span.attributes["messaging.destination.name"] = topic()
-        if let envelope {
-            span.attributes["messaging.message.id"] = envelope.messageID.description
-            span.attributes["messaging.client.id"] = envelope.source
-            span.attributes["flowbus.sequence"] = Int(truncatingIfNeeded: envelope.sequence)
+        // All at once: a recording span's attributes are read and written whole under its lock,
+        // so setting them one by one copies them once for each.
+        // `set` takes the value as it is, where the subscript boxes it first.
+        span.updateAttributes { attributes in
+            attributes.reserveCapacity(attributeCapacity)
+            attributes.set("messaging.system", value: .string(system))
+            attributes.set("messaging.operation.name", value: .string(operation.rawValue))
+            attributes.set("messaging.operation.type", value: .string(operation.type))
+            attributes.set("messaging.destination.name", value: .string(topic()))
+            if let envelope {
+                attributes.set("messaging.message.id", value: .string(envelope.messageID.description))
+                attributes.set("messaging.client.id", value: .string(envelope.source))
+                attributes.set("flowbus.sequence", value: .int64(Int64(truncatingIfNeeded: envelope.sequence)))
+            }
+            describe(&attributes)
         }
         return span
     }
