@@ -89,7 +89,7 @@ struct StepSpanBatch {
         guard let first = pending.first else { return nil }
         defer { pending.removeAll(keepingCapacity: true) }
         guard journaled else { return CommitSpans(commit: nil, messages: pending) }
-        let span = InstrumentationSystem.tracer.startAnySpan("commit journal", context: first.process.context)
+        let span = BusTracing.tracer.startAnySpan("commit journal", context: first.process.context)
         span.updateAttributes { attributes in
             attributes["messaging.system"] = BusTracing.system
             attributes["flowbus.batch.size"] = size

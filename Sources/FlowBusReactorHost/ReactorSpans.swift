@@ -43,7 +43,7 @@ struct ReactorSpans {
     /// named by the mutation's case (`flowbus.mutation`).
     static func mutation(_ mutation: some Any, of reactorID: String, in trace: TraceContext) {
         guard BusTracing.traces(trace) else { return }
-        let span = InstrumentationSystem.tracer.startAnySpan(
+        let span = BusTracing.tracer.startAnySpan(
             "mutate", context: BusTracing.serviceContext(continuing: trace), ofKind: .internal)
         guard span.isRecording else { return }
         let described = String(describing: mutation)

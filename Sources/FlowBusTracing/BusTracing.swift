@@ -9,11 +9,28 @@ public enum BusTracing {
     /// True once ``TraceExport/bootstrap(config:serviceName:environment:logger:)`` installed a
     /// tracer; until then a process makes no span and only passes trace frames on. Written once,
     /// at start-up, before any message is read; read for every message without a lock.
-    nonisolated(unsafe) public static var isActive = false
+    nonisolated(unsafe) public private(set) static var isActive = false
 
     /// Which messages to trace; set with ``isActive`` by ``TraceExport`` from `tracing.sampler` or
     /// `OTEL_TRACES_SAMPLER`.
-    nonisolated(unsafe) public static var sampler = SpanSampler.default
+    nonisolated(unsafe) public private(set) static var sampler = SpanSampler.default
+
+    /// The tracer and propagator ``TraceExport`` installed, read once: `InstrumentationSystem`'s
+    /// getters take a lock and cast every instrument each time.
+    nonisolated(unsafe) private static var installed: (tracer: any Tracer, instrument: any Instrument)?
+
+    /// Turns tracing on with the instruments just bootstrapped; called once, before any message is read.
+    static func activate(sampler: SpanSampler) {
+        self.sampler = sampler
+        installed = (InstrumentationSystem.tracer, InstrumentationSystem.instrument)
+        isActive = true
+    }
+
+    /// The tracer spans are started with.
+    public static var tracer: any Tracer { installed?.tracer ?? InstrumentationSystem.tracer }
+
+    /// What reads and writes trace frames.
+    private static var instrument: any Instrument { installed?.instrument ?? InstrumentationSystem.instrument }
 
     /// Whether to make spans for a message that arrived with `remote`: tracing is on and the
     /// sampler keeps it.
@@ -35,7 +52,7 @@ public enum BusTracing {
     public static func serviceContext(continuing trace: TraceContext?) -> ServiceContext {
         var context = ServiceContext.topLevel
         if let trace {
-            InstrumentationSystem.instrument.extract(trace, into: &context, using: TraceFrameExtractor())
+            instrument.extract(trace, into: &context, using: TraceFrameExtractor())
         }
         return context
     }
@@ -43,7 +60,7 @@ public enum BusTracing {
     /// The trace frame for a message sent within `context` (a span's), or nil when it has no trace.
     public static func traceContext(of context: ServiceContext) -> TraceContext? {
         var headers = TraceHeaders()
-        InstrumentationSystem.instrument.inject(context, into: &headers, using: TraceHeaders.Writer())
+        instrument.inject(context, into: &headers, using: TraceHeaders.Writer())
         guard let parent = headers.traceparent else { return nil }
         return TraceContext(traceparent: parent, tracestate: headers.tracestate ?? "")
     }
@@ -57,7 +74,7 @@ public enum BusTracing {
         _ operation: Operation, kind: MessageKind, topic: @autoclosure () -> String, envelope: Envelope? = nil,
         destination: StaticString? = nil, parent: ServiceContext, describe: (inout SpanAttributes) -> Void = { _ in }
     ) -> any Span {
-        let span = InstrumentationSystem.tracer.startAnySpan(
+        let span = tracer.startAnySpan(
             spanName(operation, kind: kind, destination: destination), context: parent,
             ofKind: operation == .process ? .consumer : .producer)
         guard span.isRecording else { return span }

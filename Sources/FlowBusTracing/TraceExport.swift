@@ -74,8 +74,7 @@ public enum TraceExport {
         } catch {
             throw TraceExportError("tracing could not start: \(error); check the tracing: section and OTEL_* variables")
         }
-        BusTracing.sampler = sampler
-        BusTracing.isActive = true
+        BusTracing.activate(sampler: sampler)
         let endpoint =
             environment["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] ?? environment["OTEL_EXPORTER_OTLP_ENDPOINT"]
             ?? configuration.traces.otlpExporter.endpoint
