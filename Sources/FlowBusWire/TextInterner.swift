@@ -28,7 +28,7 @@ public final class TextInterner {
     public func text(_ bytes: UnsafeRawBufferPointer) -> String? {
         let index = Self.hash(bytes) & mask
         if let cached = slots[index], Self.equal(cached, bytes) { return cached }
-        guard let text = String(validating: bytes, as: UTF8.self) else { return nil }
+        guard let text = validUTF8(bytes) else { return nil }
         slots[index] = text
         return text
     }

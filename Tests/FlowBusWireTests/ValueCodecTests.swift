@@ -231,3 +231,34 @@ func expectWireError(
         expectWireError(.malformed, "byte 0xff") { () throws(WireError) in _ = try WireJSON.decode([0x31, 0xFF]) }
     }
 }
+
+@Suite("UTF-8 text of wire fields")
+struct WireTextTests {
+    private func decoded(_ bytes: [UInt8]) -> String? {
+        bytes.withUnsafeBytes { validUTF8($0) }
+    }
+
+    @Test("ASCII of every length around the eight-byte words decodes as it is")
+    func ascii() {
+        for count in 0...25 {
+            let text = String((0..<count).map { Character(UnicodeScalar(UInt8(0x41 + $0))) })
+            #expect(decoded(Array(text.utf8)) == text)
+        }
+    }
+
+    @Test("Valid UTF-8 beyond ASCII decodes; a bad byte anywhere, in a word or in the tail, is refused")
+    func beyondASCII() {
+        #expect(decoded(Array("moviePicked — 영화 🎬".utf8)) == "moviePicked — 영화 🎬")
+        for count in 1...20 {
+            for position in 0..<count {
+                var bytes = [UInt8](repeating: 0x61, count: count)
+                bytes[position] = 0xFF
+                #expect(decoded(bytes) == nil, "0xFF at \(position) of \(count)")
+                bytes[position] = 0xC3  // a lead byte cut short, or followed by ASCII
+                #expect(decoded(bytes) == nil, "a lone lead byte at \(position) of \(count)")
+            }
+        }
+        #expect(decoded([0xC0, 0xAF]) == nil, "overlong")
+        #expect(decoded([0xED, 0xA0, 0x80]) == nil, "surrogate")
+    }
+}
