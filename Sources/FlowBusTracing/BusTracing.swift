@@ -27,7 +27,7 @@ public enum BusTracing {
     }
 
     /// The tracer spans are started with.
-    public static var tracer: any Tracer { installed?.tracer ?? InstrumentationSystem.tracer }
+    package static var tracer: any Tracer { installed?.tracer ?? InstrumentationSystem.tracer }
 
     /// What reads and writes trace frames.
     private static var instrument: any Instrument { installed?.instrument ?? InstrumentationSystem.instrument }
@@ -78,9 +78,9 @@ public enum BusTracing {
             spanName(operation, kind: kind, destination: destination), context: parent,
             ofKind: operation == .process ? .consumer : .producer)
         guard span.isRecording else { return span }
-        // All at once: a recording span's attributes are read and written whole under its lock,
-        // so setting them one by one copies them once for each.
-        // `set` takes the value as it is, where the subscript boxes it first.
+        // All at once, with room for all: a recording span's attributes are read and written whole
+        // under its lock, so setting them one by one copies them once for each. `set` stores the
+        // value as it is, where the subscript boxes it first.
         span.updateAttributes { attributes in
             attributes.reserveCapacity(attributeCapacity)
             attributes.set("messaging.system", value: .string(system))
