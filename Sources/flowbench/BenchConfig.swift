@@ -50,4 +50,6 @@ struct BenchConfig: Codable, Sendable {
     var scaleFlows = 10_000
     /// Leaf stepper bindings the scale scenario builds in flowd (at least; as many per leaf).
     var scaleBindings = 100_000
+    /// Measurements of each scenario, one round of all after another.
+    var rounds = 1
 }

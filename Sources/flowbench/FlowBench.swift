@@ -109,6 +109,14 @@ struct RunBenchmarks: ParsableCommand {
     var scaleBindings: Int = 100_000
 
     @Option(
+        help: ArgumentHelp(
+            "Measure every scenario this many times, one round of all after another.",
+            discussion:
+                "The table shows each scenario's median round (by throughput) and the medians of its rounds' ratios to the same round's baseline: on a shared machine one measurement moves by 15% from the next."
+        ))
+    var rounds: Int = 1
+
+    @Option(
         parsing: .upToNextOption,
         help: "Run only these scenarios, by key or id (e.g. two_hop raw.one_hop); default: all.")
     var only: [String] = []
@@ -117,6 +125,7 @@ struct RunBenchmarks: ParsableCommand {
     var json = false
 
     func validate() throws {
+        guard (1...21).contains(rounds) else { throw ValidationError("--rounds must be in 1...21, e.g. 3") }
         guard messages >= 1 else { throw ValidationError("--messages must be at least 1; 200000 takes about a second") }
         guard latencySamples >= 1 else { throw ValidationError("--latency-samples must be at least 1, e.g. 10000") }
         guard latencyWarmup >= 0 else { throw ValidationError("--latency-warmup cannot be negative; use 0 for none") }
@@ -139,7 +148,7 @@ struct RunBenchmarks: ParsableCommand {
             highWaterMark: hwm ?? Int32(clamping: max(100_000, messages + 1_000)), idleTimeoutMilliseconds: idleTimeout,
             codecSeconds: codecSeconds,
             flowdPath: flowd, flowdLogLevel: flowdLogLevel, fixtureReactorsPath: fixtureReactors,
-            scaleFlows: scaleFlows, scaleBindings: scaleBindings)
+            scaleFlows: scaleFlows, scaleBindings: scaleBindings, rounds: rounds)
         let progress = { (line: String) in FileHandle.standardError.write(Data("flowbench: \(line)\n".utf8)) }
 
         var results: [ScenarioResult] = []
@@ -170,7 +179,7 @@ struct RunBenchmarks: ParsableCommand {
                             fix: "use keys from the table, e.g. --only one_hop two_hop")
                     }
                 }
-                results = try runScenarios(scenarios, on: bench, progress: progress)
+                results = try runScenarios(scenarios, rounds: config.rounds, on: bench, progress: progress)
             } catch let error as BenchError {
                 bench.shutdown()
                 FileHandle.standardError.write(Data("error: \(error)\n".utf8))

@@ -34,6 +34,8 @@ struct BenchReport: Encodable {
         /// Leaf flows and leaf stepper bindings the scale scenario asks for.
         var scaleFlows: Int
         var scaleBindings: Int
+        /// Measurements of each scenario (`--rounds`): a path shows its median round.
+        var rounds: Int
         var throughputMethod = "sender sends N messages back to back; receiver times its first to its last message"
         var latencyMethod =
             "one message in flight; one-way time from the sender's CLOCK_MONOTONIC before send to the receiver's after receive (returned in an ack); nearest-rank percentiles"
@@ -77,6 +79,8 @@ struct BenchReport: Encodable {
         var referenceThroughputRatio: Double?
         var journal: JournalInfo?
         var setup: SetupFigures?
+        /// Each round's throughput, with `--rounds` above 1 (the path's figures are the median round's).
+        var roundThroughputsPerS: [Double?]? = nil
     }
 
     /// The headline figures of one FlowBus scenario beside its baseline, at the top level of
@@ -177,7 +181,8 @@ struct BenchReport: Encodable {
         self.config = Config(
             transport: config.transport.rawValue, messages: config.messages, latencySamples: config.latencySamples,
             latencyWarmup: config.latencyWarmup, hwm: config.highWaterMark,
-            flowdLogLevel: config.flowdLogLevel, scaleFlows: config.scaleFlows, scaleBindings: config.scaleBindings)
+            flowdLogLevel: config.flowdLogLevel, scaleFlows: config.scaleFlows, scaleBindings: config.scaleBindings,
+            rounds: config.rounds)
         let frames = try BenchMessage.stepFrames()
         message = MessageInfo(
             topic: String(decoding: frames.frameBytes(0), as: UTF8.self), step: BenchMessage.stepName,
@@ -205,7 +210,9 @@ struct BenchReport: Encodable {
                 cpuRatio: result.cpuRatio.map { rounded($0, 3) },
                 reference: result.reference?.description,
                 referenceThroughputRatio: result.referenceThroughputRatio.map { rounded($0, 3) },
-                journal: m.journal, setup: m.setup)
+                journal: m.journal, setup: m.setup,
+                roundThroughputsPerS: result.roundThroughputs.isEmpty
+                    ? nil : result.roundThroughputs.map { $0?.rounded() })
         }
         raw = groups[.raw] ?? [:]
         flowbus = groups[.flowbus] ?? [:]
@@ -296,6 +303,10 @@ func renderTable(config: BenchConfig, results: [ScenarioResult], codec: [CodecRe
         if results.contains(where: { $0.baseline != nil }) {
             out += "ratios: scenario ÷ \(ScenarioID.rawTwoHop) (×cpu: daemon ÷ forwarder, goal ≤ 2)\n"
         }
+        if config.rounds > 1 {
+            out +=
+                "\(config.rounds) rounds: each path shows its median round (by msg/s); each ratio is the median of the rounds' ratios to the same round's baseline\n"
+        }
         for result in results {
             out += notes(for: result).map { "\(result.id): \($0)\n" }.joined()
         }
@@ -314,6 +325,10 @@ func renderTable(config: BenchConfig, results: [ScenarioResult], codec: [CodecRe
 private func notes(for result: ScenarioResult) -> [String] {
     let m = result.measurement
     var notes: [String] = []
+    if result.roundThroughputs.count > 1 {
+        let each = result.roundThroughputs.map { $0.map(grouped) ?? "-" }.joined(separator: " / ")
+        notes.append("rounds: \(each) msg/s")
+    }
     if let journal = m.journal {
         let fileSystem = journal.fileSystem ?? "an unknown file system"
         notes.append("journal \(journal.path) on \(fileSystem), synchronous: \(journal.synchronous)")

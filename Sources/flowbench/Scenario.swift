@@ -192,6 +192,8 @@ struct ScenarioResult: Sendable {
     var reference: ScenarioID?
     /// Throughput ÷ the reference scenario's.
     var referenceThroughputRatio: Double?
+    /// Each round's throughput, when the run had more than one (`--rounds`).
+    var roundThroughputs: [Double?] = []
 }
 
 /// The scenarios of a run, in order. Baselines come before the scenarios divided by them.
@@ -222,34 +224,63 @@ func allScenarios(config: BenchConfig, includeSingleFrame: Bool) -> [any Scenari
 }
 
 /// Runs the scenarios and computes the ratios of each to its baseline.
-func runScenarios(_ scenarios: [any Scenario], on bench: Bench, progress: (String) -> Void) throws -> [ScenarioResult] {
+/// Runs every scenario `rounds` times, all of them in each round, so that a baseline and the
+/// scenarios divided by it are measured close together. A scenario shows its median round
+/// (by throughput); its ratios are the medians of each round's ratio to that round's baseline.
+func runScenarios(
+    _ scenarios: [any Scenario], rounds: Int = 1, on bench: Bench, progress: (String) -> Void
+) throws -> [ScenarioResult] {
     for scenario in scenarios { try scenario.preflight(config: bench.config) }
-    var results: [ScenarioResult] = []
-    for scenario in scenarios {
-        progress("\(scenario.id): \(scenario.path)")
-        let measurement = try scenario.run(on: bench)
-        var result = ScenarioResult(
-            id: scenario.id, path: scenario.path, measurement: measurement,
-            baseline: scenario.baseline, reference: scenario.reference)
-        if let baselineID = scenario.baseline, let base = results.first(where: { $0.id == baselineID })?.measurement {
-            result.throughputRatio = ratio(measurement.throughputPerSecond, base.throughputPerSecond)
-            result.p50Ratio = ratio(
-                measurement.latency.map { Double($0.p50Nanoseconds) }, base.latency.map { Double($0.p50Nanoseconds) })
-            result.p99Ratio = ratio(
-                measurement.latency.map { Double($0.p99Nanoseconds) }, base.latency.map { Double($0.p99Nanoseconds) })
-            result.cpuRatio = ratio(measurement.cpuMicrosecondsPerMessage, base.cpuMicrosecondsPerMessage)
+    var measured: [[Measurement]] = Array(repeating: [], count: scenarios.count)
+    for round in 1...max(1, rounds) {
+        for (index, scenario) in scenarios.enumerated() {
+            let which = rounds > 1 ? " (round \(round) of \(rounds))" : ""
+            progress("\(scenario.id)\(which): \(scenario.path)")
+            measured[index].append(try scenario.run(on: bench))
         }
-        if let referenceID = scenario.reference,
-            let reference = results.first(where: { $0.id == referenceID })?.measurement
-        {
-            result.referenceThroughputRatio = ratio(measurement.throughputPerSecond, reference.throughputPerSecond)
-        }
-        results.append(result)
     }
-    return results
+    let index = { (id: ScenarioID?) in id.flatMap { id in scenarios.firstIndex { $0.id == id } } }
+    return scenarios.enumerated().map { position, scenario in
+        let own = measured[position]
+        var result = ScenarioResult(
+            id: scenario.id, path: scenario.path, measurement: own[medianRound(own)],
+            baseline: scenario.baseline, reference: scenario.reference)
+        if own.count > 1 { result.roundThroughputs = own.map(\.throughputPerSecond) }
+        // The median over the rounds of `figure` ÷ the same round's in `other`.
+        func ratio(to other: [Measurement], _ figure: (Measurement) -> Double?) -> Double? {
+            median(zip(own, other).compactMap { ratioOf(figure($0), figure($1)) })
+        }
+        if let base = index(scenario.baseline).map({ measured[$0] }) {
+            result.throughputRatio = ratio(to: base) { $0.throughputPerSecond }
+            result.p50Ratio = ratio(to: base) { $0.latency.map { Double($0.p50Nanoseconds) } }
+            result.p99Ratio = ratio(to: base) { $0.latency.map { Double($0.p99Nanoseconds) } }
+            result.cpuRatio = ratio(to: base) { $0.cpuMicrosecondsPerMessage }
+        }
+        if let reference = index(scenario.reference).map({ measured[$0] }) {
+            result.referenceThroughputRatio = ratio(to: reference) { $0.throughputPerSecond }
+        }
+        return result
+    }
 }
 
-private func ratio(_ value: Double?, _ base: Double?) -> Double? {
+/// The round whose throughput is the median (the lower of the middle two); the last when none
+/// has a throughput.
+func medianRound(_ rounds: [Measurement]) -> Int {
+    let ranked = rounds.indices.filter { rounds[$0].throughputPerSecond != nil }
+        .sorted { rounds[$0].throughputPerSecond! < rounds[$1].throughputPerSecond! }
+    guard !ranked.isEmpty else { return rounds.count - 1 }
+    return ranked[(ranked.count - 1) / 2]
+}
+
+/// The median of `values` (the mean of the middle two when there is an even number); nil when empty.
+func median(_ values: [Double]) -> Double? {
+    guard !values.isEmpty else { return nil }
+    let sorted = values.sorted()
+    let middle = sorted.count / 2
+    return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+}
+
+private func ratioOf(_ value: Double?, _ base: Double?) -> Double? {
     guard let value, let base, base > 0 else { return nil }
     return value / base
 }

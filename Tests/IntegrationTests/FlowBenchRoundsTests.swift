@@ -1,0 +1,69 @@
+import FlowBusTesting
+import Foundation
+import Testing
+
+/// `flowbench --rounds N`: every scenario measured N times, one round of all after another; a
+/// path shows its median round, and its ratios are the medians of each round's ratio to the same
+/// round's baseline.
+@Suite("flowbench rounds", .serialized)
+struct FlowBenchRoundsTests {
+    struct Report: Decodable {
+        struct Config: Decodable {
+            var rounds: Int
+        }
+        struct Path: Decodable {
+            var throughputPerS: Double?
+            var throughputRatio: Double?
+            var roundThroughputsPerS: [Double?]?
+        }
+        struct FlowBus: Decodable {
+            var steps: Path
+        }
+        struct Raw: Decodable {
+            var twoHop: Path
+        }
+        var config: Config
+        var flowbus: FlowBus
+        var raw: Raw
+    }
+
+    @Test("Three rounds: each path shows its median round; the ratio is the median of the rounds' ratios")
+    func medianOfRounds() throws {
+        let directory = try TemporaryDirectory()
+        let bench = try ManagedProcess(
+            name: "flowbench", executable: try BuiltProducts.executable("flowbench"),
+            arguments: [
+                "--only", "steps", "--rounds", "3", "--messages", "5000", "--latency-samples", "50",
+                "--latency-warmup", "10", "--no-single-frame", "--no-codec", "--json",
+            ],
+            environment: ["TMPDIR": directory.url.path], in: directory.url, mayExit: true)
+        defer { bench.stop() }
+        try #require(bench.exitStatus(within: .seconds(300)) == 0, "\(bench.transcript)")
+        #expect(bench.stderr.contains("(round 3 of 3)"), "\(bench.transcript)")
+
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        let report = try decoder.decode(Report.self, from: Data(bench.stdout.utf8))
+        #expect(report.config.rounds == 3)
+        let raw = try #require(report.raw.twoHop.roundThroughputsPerS?.compactMap { $0 })
+        let steps = try #require(report.flowbus.steps.roundThroughputsPerS?.compactMap { $0 })
+        try #require(raw.count == 3 && steps.count == 3, "three rounds of each: \(raw), \(steps)")
+        #expect(report.raw.twoHop.throughputPerS == raw.sorted()[1], "the median round: \(raw)")
+        #expect(report.flowbus.steps.throughputPerS == steps.sorted()[1], "the median round: \(steps)")
+        // Each round's ratio to that round's raw path, then their median (rounded as the report is).
+        let ratios = zip(steps, raw).map { $0 / $1 }.sorted()
+        let ratio = try #require(report.flowbus.steps.throughputRatio)
+        #expect(abs(ratio - ratios[1]) < 0.002, "median of \(ratios), reported \(ratio)")
+    }
+
+    @Test("--rounds outside 1…21 is refused with the range")
+    func roundsOutOfRange() throws {
+        let directory = try TemporaryDirectory()
+        let bench = try ManagedProcess(
+            name: "flowbench", executable: try BuiltProducts.executable("flowbench"), arguments: ["--rounds", "0"],
+            in: directory.url, mayExit: true)
+        defer { bench.stop() }
+        #expect(bench.exitStatus(within: .seconds(30)) != 0)
+        #expect(bench.stderr.contains("--rounds must be in 1...21"), "\(bench.transcript)")
+    }
+}
