@@ -223,10 +223,9 @@ func allScenarios(config: BenchConfig, includeSingleFrame: Bool) -> [any Scenari
     return list
 }
 
-/// Runs the scenarios and computes the ratios of each to its baseline.
 /// Runs every scenario `rounds` times, all of them in each round, so that a baseline and the
 /// scenarios divided by it are measured close together. A scenario shows its median round
-/// (by throughput); its ratios are the medians of each round's ratio to that round's baseline.
+/// (by throughput); its ratios to its baseline and reference are the medians of each round's.
 func runScenarios(
     _ scenarios: [any Scenario], rounds: Int = 1, on bench: Bench, progress: (String) -> Void
 ) throws -> [ScenarioResult] {
