@@ -91,8 +91,8 @@ struct StepSpanBatch {
         guard journaled else { return CommitSpans(commit: nil, messages: pending) }
         let span = BusTracing.tracer.startAnySpan("commit journal", context: first.process.context)
         span.updateAttributes { attributes in
-            attributes["messaging.system"] = BusTracing.system
-            attributes["flowbus.batch.size"] = size
+            attributes.set("messaging.system", value: .string(BusTracing.system))
+            attributes.set("flowbus.batch.size", value: .int64(Int64(size)))
         }
         for other in pending.dropFirst() { span.addLink(SpanLink(context: other.process.context, attributes: [:])) }
         return CommitSpans(commit: span, messages: pending)

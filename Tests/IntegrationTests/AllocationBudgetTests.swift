@@ -23,43 +23,18 @@ struct AllocationBudgetTests {
     static let budget = Budget(steps: 2.6, reactor: 3.6)
     #endif
 
-    struct Figures: Decodable {
-        struct Path: Decodable {
-            var allocsPerMsg: Double?
-            var lost: Int
-        }
-        struct FlowBus: Decodable {
-            var steps: Path
-            var reactor: Path
-        }
-        struct Raw: Decodable {
-            var twoHop: Path
-        }
-        var flowbus: FlowBus
-        var raw: Raw
-    }
-
     @Test("a routed step and a reactor's action stay within their allocation budget")
     func steadyStateAllocations() throws {
-        let directory = try TemporaryDirectory()
-        let bench = try ManagedProcess(
-            name: "flowbench", executable: try BuiltProducts.executable("flowbench"),
-            arguments: [
-                "--only", "steps", "reactor", "--messages", "20000", "--latency-samples", "100",
-                "--latency-warmup", "20", "--no-single-frame", "--no-codec", "--json",
-            ],
-            environment: ["TMPDIR": directory.url.path], in: directory.url, mayExit: true)
-        defer { bench.stop() }
-        try #require(bench.exitStatus(within: .seconds(300)) == 0, "\(bench.transcript)")
+        let (figures, progress) = try FlowBenchReport.run([
+            "--only", "steps", "reactor", "--messages", "20000", "--latency-samples", "100",
+            "--latency-warmup", "20", "--no-single-frame", "--no-codec",
+        ])
+        let stepsPath = figures.flowbus.steps
+        let reactorPath = try #require(figures.flowbus.reactor, "no reactor scenario: \(progress)")
+        #expect(stepsPath.lost == 0 && reactorPath.lost == 0)
 
-        let decoder = JSONDecoder()
-        decoder.keyDecodingStrategy = .convertFromSnakeCase
-        let figures = try decoder.decode(Figures.self, from: Data(bench.stdout.utf8))
-        #expect(figures.flowbus.steps.lost == 0 && figures.flowbus.reactor.lost == 0)
-
-        let steps = try #require(
-            figures.flowbus.steps.allocsPerMsg, "flowd was not counted (no C compiler?): \(bench.transcript)")
-        let reactor = try #require(figures.flowbus.reactor.allocsPerMsg, "\(bench.transcript)")
+        let steps = try #require(stepsPath.allocsPerMsg, "flowd was not counted (no C compiler?): \(progress)")
+        let reactor = try #require(reactorPath.allocsPerMsg, "\(progress)")
         let libzmq = try #require(figures.raw.twoHop.allocsPerMsg)
         #expect(
             steps <= Self.budget.steps,

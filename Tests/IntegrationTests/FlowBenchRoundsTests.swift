@@ -7,43 +7,13 @@ import Testing
 /// round's baseline.
 @Suite("flowbench rounds", .serialized)
 struct FlowBenchRoundsTests {
-    struct Report: Decodable {
-        struct Config: Decodable {
-            var rounds: Int
-        }
-        struct Path: Decodable {
-            var throughputPerS: Double?
-            var throughputRatio: Double?
-            var roundThroughputsPerS: [Double?]?
-        }
-        struct FlowBus: Decodable {
-            var steps: Path
-        }
-        struct Raw: Decodable {
-            var twoHop: Path
-        }
-        var config: Config
-        var flowbus: FlowBus
-        var raw: Raw
-    }
-
     @Test("Three rounds: each path shows its median round; the ratio is the median of the rounds' ratios")
     func medianOfRounds() throws {
-        let directory = try TemporaryDirectory()
-        let bench = try ManagedProcess(
-            name: "flowbench", executable: try BuiltProducts.executable("flowbench"),
-            arguments: [
-                "--only", "steps", "--rounds", "3", "--messages", "5000", "--latency-samples", "50",
-                "--latency-warmup", "10", "--no-single-frame", "--no-codec", "--json",
-            ],
-            environment: ["TMPDIR": directory.url.path], in: directory.url, mayExit: true)
-        defer { bench.stop() }
-        try #require(bench.exitStatus(within: .seconds(300)) == 0, "\(bench.transcript)")
-        #expect(bench.stderr.contains("(round 3 of 3)"), "\(bench.transcript)")
-
-        let decoder = JSONDecoder()
-        decoder.keyDecodingStrategy = .convertFromSnakeCase
-        let report = try decoder.decode(Report.self, from: Data(bench.stdout.utf8))
+        let (report, progress) = try FlowBenchReport.run([
+            "--only", "steps", "--rounds", "3", "--messages", "5000", "--latency-samples", "50",
+            "--latency-warmup", "10", "--no-single-frame", "--no-codec",
+        ])
+        #expect(progress.contains("(round 3 of 3)"), "\(progress)")
         #expect(report.config.rounds == 3)
         let raw = try #require(report.raw.twoHop.roundThroughputsPerS?.compactMap { $0 })
         let steps = try #require(report.flowbus.steps.roundThroughputsPerS?.compactMap { $0 })
