@@ -39,7 +39,9 @@ struct RunBenchmarks: ParsableCommand {
             flowbench starts on 127.0.0.1 with fsync on (where postgresql-15 is installed), with its ratio to \
             steps_journaled; steps_at_scale first builds --scale-flows flows and --scale-bindings \
             stepper bindings in flowd from a declared config, then sends the step from every bound stepper \
-            in turn (with its ratio to steps, and flowd's peak RSS). cpu µs/msg is the user+system CPU time \
+            in turn (with its ratio to steps, and flowd's peak RSS); reactor_saved is the reactor \
+            scenario with the bench reactor's state saved to a SQLite database (synchronous: full), with \
+            its ratio to reactor. cpu µs/msg is the user+system CPU time \
             of the process in the middle (the raw forwarder, flowd, fixture-reactors) over the throughput run \
             per message; ×cpu divides a daemon's by the forwarder's. Compare ratios within one run: figures \
             move with the load of a shared machine.

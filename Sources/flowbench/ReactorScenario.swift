@@ -18,20 +18,33 @@ import ZeroMQ
 /// 1, 2, 3… since the host refuses a (source, sequence) it has seen. Each measurement
 /// (throughput, latency) gets a fresh host, as the raw two-hop path gets a fresh forwarder; the
 /// host's CPU time is metered over the throughput run, as the forwarder's is.
+///
+/// `reactor_saved` is the same path with the bench reactor persisted (`persistence: { database,
+/// synchronous: full }`): the host saves each batch's last state and its sources' sequences to a
+/// fresh SQLite database in the temporary directory (flushed to the disk) before it publishes the
+/// batch's states and acknowledges its actions; compared with `reactor`.
 struct ReactorScenario: DaemonPathScenario {
     static let key = "reactor"
+    static let savedKey = "reactor_saved"
 
-    var id: ScenarioID { ScenarioID(group: .flowbus, key: Self.key) }
+    /// Whether the host saves the bench reactor's state.
+    var saved = false
+
+    var id: ScenarioID { ScenarioID(group: .flowbus, key: saved ? Self.savedKey : Self.key) }
     var path: String {
-        "view DEALER → fixture-reactors (ROUTER → bench reactor → XPUB) → SUB state/bench, action in, state out"
+        saved
+            ? "view DEALER → fixture-reactors (ROUTER → bench reactor → state saved, synchronous: full → XPUB) → SUB state/bench"
+            : "view DEALER → fixture-reactors (ROUTER → bench reactor → XPUB) → SUB state/bench, action in, state out"
     }
     var baseline: ScenarioID? { .rawTwoHop }
+    /// The saves' cost: the same path without them.
+    var reference: ScenarioID? { saved ? ScenarioID(group: .flowbus, key: Self.key) : nil }
 
     // MARK: The daemon path
 
     var daemon: DaemonExecutable {
         DaemonExecutable(
-            name: "fixture-reactors", scenario: Self.key, explicitPath: \.fixtureReactorsPath,
+            name: "fixture-reactors", scenario: id.key, explicitPath: \.fixtureReactorsPath,
             buildHint: "swift build -c release --product fixture-reactors", builds: "it",
             otherScenarios: [
                 "one_hop", "two_hop", StepsScenario.plainKey, StepsScenario.journaledKey, ScaleScenario.key,
@@ -46,13 +59,19 @@ struct ReactorScenario: DaemonPathScenario {
         let config = bench.config
         let actions = config.transport == .ipc ? bench.bindEndpoint("\(run)-actions") : try bench.freeTCPEndpoint()
         let states = config.transport == .ipc ? bench.bindEndpoint("\(run)-states") : try bench.freeTCPEndpoint()
+        let database =
+            saved
+            ? JournalInfo(
+                path: "\(bench.directory)/\(run)-reactors.sqlite", synchronous: "full",
+                fileSystem: ProcFS.fileSystemType(of: bench.directory), holdsStates: true) : nil
         return DaemonRun(
             configFile: "reactors.yaml",
             config: hostConfig(
                 run: run, actions: actions, states: states, directory: bench.directory,
-                highWaterMark: config.highWaterMark),
+                highWaterMark: config.highWaterMark, database: database?.path),
             arguments: ["--host", Self.hostName], senderEndpoint: actions, receiverEndpoint: states,
-            isReady: { try Self.isReady(actions: actions, context: bench.context) })
+            isReady: { try Self.isReady(actions: actions, context: bench.context) },
+            journal: database)
     }
 
     // MARK: The host's config
@@ -62,27 +81,31 @@ struct ReactorScenario: DaemonPathScenario {
     /// One reactor host. The config format requires flowd's `endpoints:` too; nothing binds or
     /// connects them here (socket files that are never created).
     private func hostConfig(
-        run: String, actions: String, states: String, directory: String, highWaterMark: Int32
+        run: String, actions: String, states: String, directory: String, highWaterMark: Int32, database: String?
     ) -> String {
-        """
-        # Written by flowbench for its reactor scenario.
-        endpoints:
-          ingress: ipc://\(directory)/\(run)-unused-ingress
-          events: ipc://\(directory)/\(run)-unused-events
-          control: ipc://\(directory)/\(run)-unused-control
-        limits:
-          maxMessageBytes: 1048576
-          highWaterMark: \(highWaterMark)
-        heartbeatMilliseconds: 1000
-        # The receiver reads the state's sequence from FBV bytes; JSON's cost is in the codec rows.
-        wire: { publish: fbv }
-        reactors:
-          \(Self.hostName):
-            actions: \(actions)
-            states: \(states)
-            serves: [\(BenchMessage.reactorID)]
-
-        """
+        let persistence =
+            database.map {
+                "    persistence: { database: \"\($0)\", reactors: [\(BenchMessage.reactorID)], synchronous: full }\n"
+            } ?? ""
+        return """
+            # Written by flowbench for its reactor scenario.
+            endpoints:
+              ingress: ipc://\(directory)/\(run)-unused-ingress
+              events: ipc://\(directory)/\(run)-unused-events
+              control: ipc://\(directory)/\(run)-unused-control
+            limits:
+              maxMessageBytes: 1048576
+              highWaterMark: \(highWaterMark)
+            heartbeatMilliseconds: 1000
+            # The receiver reads the state's sequence from FBV bytes; JSON's cost is in the codec rows.
+            wire: { publish: fbv }
+            reactors:
+              \(Self.hostName):
+                actions: \(actions)
+                states: \(states)
+                serves: [\(BenchMessage.reactorID)]
+            \(persistence)
+            """
     }
 
     // MARK: Readiness

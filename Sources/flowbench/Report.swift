@@ -331,7 +331,8 @@ private func notes(for result: ScenarioResult) -> [String] {
     }
     if let journal = m.journal {
         let fileSystem = journal.fileSystem ?? "an unknown file system"
-        notes.append("journal \(journal.path) on \(fileSystem), synchronous: \(journal.synchronous)")
+        let what = journal.holdsStates == true ? "state database" : "journal"
+        notes.append("\(what) \(journal.path) on \(fileSystem), synchronous: \(journal.synchronous)")
     }
     if let setup = m.setup {
         var built = "built by \(setup.steps) setup steps in \(String(format: "%.1f", setup.seconds)) s"

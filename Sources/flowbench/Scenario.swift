@@ -125,6 +125,8 @@ struct JournalInfo: Codable, Sendable {
     var fileSystem: String?
     /// `path` is a PostgreSQL URL.
     var isPostgres: Bool? = nil
+    /// A reactor host's state database, not flowd's journal.
+    var holdsStates: Bool? = nil
 }
 
 /// What a scenario's setup phase built in a daemon, and how long it took.
@@ -220,6 +222,7 @@ func allScenarios(config: BenchConfig, includeSingleFrame: Bool) -> [any Scenari
     #endif
     list.append(ScaleScenario(tree: ScaleTree(flows: config.scaleFlows, bindings: config.scaleBindings)))
     list.append(ReactorScenario())
+    list.append(ReactorScenario(saved: true))
     return list
 }
 

@@ -29,7 +29,7 @@ struct AllocationBudgetTests {
             "--only", "steps", "reactor", "--messages", "20000", "--latency-samples", "100",
             "--latency-warmup", "20", "--no-single-frame", "--no-codec",
         ])
-        let stepsPath = figures.flowbus.steps
+        let stepsPath = try #require(figures.flowbus.steps, "no steps scenario: \(progress)")
         let reactorPath = try #require(figures.flowbus.reactor, "no reactor scenario: \(progress)")
         #expect(stepsPath.lost == 0 && reactorPath.lost == 0)
 

@@ -3,7 +3,7 @@ import Reactors
 
 /// The reactor of flowbench's `reactor` scenario (hosted when the host's `serves:` lists `bench`):
 /// `tick(n: 7)` → state `{n: 7}`, reduced synchronously, so each action yields exactly one state
-/// and the value the view sent comes back in it.
+/// and the value the view sent comes back in it. `reactor_saved` persists it.
 final class BenchReactor: Reactor {
     enum Action: Decodable, Sendable, WireFormDecodable {
         case tick(n: Int)
@@ -18,7 +18,8 @@ final class BenchReactor: Reactor {
         case setN(Int)
     }
 
-    struct State: Encodable, Sendable, WireFormEncodable {
+    // Decodable too: the reactor_saved scenario restores it.
+    struct State: Codable, Sendable, WireFormEncodable {
         var n = 0
 
         var wireValue: WireValue { .map(["n": .int(Int64(n))]) }

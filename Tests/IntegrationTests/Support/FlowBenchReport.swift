@@ -7,16 +7,25 @@ struct FlowBenchReport: Decodable {
     struct Config: Decodable {
         var rounds: Int
     }
+    struct Journal: Decodable {
+        var path: String
+        var synchronous: String
+        var holdsStates: Bool?
+    }
     struct Path: Decodable {
         var throughputPerS: Double?
         var throughputRatio: Double?
         var allocsPerMsg: Double?
         var lost: Int
         var roundThroughputsPerS: [Double?]?
+        var reference: String?
+        var referenceThroughputRatio: Double?
+        var journal: Journal?
     }
     struct FlowBus: Decodable {
-        var steps: Path
+        var steps: Path?
         var reactor: Path?
+        var reactorSaved: Path?
     }
     struct Raw: Decodable {
         var twoHop: Path
