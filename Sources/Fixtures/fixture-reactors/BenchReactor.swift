@@ -3,7 +3,7 @@ import Reactors
 
 /// The reactor of flowbench's `reactor` scenario (hosted when the host's `serves:` lists `bench`):
 /// `tick(n: 7)` → state `{n: 7}`, reduced synchronously, so each action yields exactly one state
-/// and the value the view sent comes back in it. `reactor_saved` persists it.
+/// and the value the view sent comes back in it.
 final class BenchReactor: Reactor {
     enum Action: Decodable, Sendable, WireFormDecodable {
         case tick(n: Int)
