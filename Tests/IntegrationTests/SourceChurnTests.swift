@@ -63,7 +63,7 @@ struct SourceChurnTests {
         let peers = try topology.status()["peers_total"]?.intValue ?? -1
         #expect(peers <= 10_000, "flowd holds \(peers) sources")
         // Holding all 200,000 (about 290 bytes each) would add some 58 MB; 10,000 add about 3 MB.
-        // The peak rises ~24 MB here (the journal's pages, allocator arenas).
+        // With 10,000 held the peak rises about 24 MB; holding all would take it past the bound.
         #expect(peak - baseline < 40_000, "peak RSS \(peak) kB, \(baseline) kB at start")
 
         try tick(-1, as: "invented#0", sequence: 1)
