@@ -67,14 +67,14 @@ package final class CoordinatorMetrics {
     /// Created with the first commit: a flowd without a journal does not expose it.
     private var journalCommit: CoreMetrics.Timer?
 
-    /// Counted since the last flush.
-    private var pending = Totals()
-    private var pendingNavigations: [String: Int] = [:]
+    /// Counted since the last flush (unchecked exclusivity: counted per step, on one thread).
+    @exclusivity(unchecked) private var pending = Totals()
+    @exclusivity(unchecked) private var pendingNavigations: [String: Int] = [:]
     /// What the ingress loop and the publisher had counted at the last flush.
     private var lastIngress = IngressCounters()
     private var lastEvents = EventCounts()
     /// Whether the batch being applied carries a step or deep link (its latency is recorded).
-    private var batchHasSteps = false
+    @exclusivity(unchecked) private var batchHasSteps = false
 
     package init() {}
 

@@ -30,14 +30,15 @@ final class NavigationEventPublisher {
     private let metrics: CoordinatorMetrics
     /// True while the journal is replayed or followed: the engine rebuilds its state silently (its
     /// events were published when the steps first happened).
-    var isSilent = false
+    // Unchecked exclusivity for what each step touches: used on the engine's thread alone.
+    @exclusivity(unchecked) var isSilent = false
     /// The message being applied, set by the router around each one.
-    var applying: MessageBeingApplied?
+    @exclusivity(unchecked) var applying: MessageBeingApplied?
     /// The last willNavigate encoded, and its navigation's number (0: none): its didNavigate is the
     /// same message but for the topic and envelope, and is written from it.
-    private var will = FrameBuffer()
-    private var willNumber: UInt64 = 0
-    private var did = FrameBuffer()
+    @exclusivity(unchecked) private var will = FrameBuffer()
+    @exclusivity(unchecked) private var willNumber: UInt64 = 0
+    @exclusivity(unchecked) private var did = FrameBuffer()
 
     init(publisher: BusPublisher, metrics: CoordinatorMetrics, logger: Logger) {
         self.publisher = publisher

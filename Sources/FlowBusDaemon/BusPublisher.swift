@@ -17,11 +17,12 @@ package final class BusPublisher {
     private let logger: Logger
     /// The content type of the values this endpoint publishes (`wire.publish`).
     package let contentType: ContentType
-    private var buffer = FrameBuffer()
+    // Unchecked exclusivity for what each message touches: used by its loop's thread alone.
+    @exclusivity(unchecked) private var buffer = FrameBuffer()
     private var subscriptions = FrameBuffer()
     /// What the last release sends, kept with its capacity.
-    private var released = HeldMessages()
-    private(set) var publication: Publication
+    @exclusivity(unchecked) private var released = HeldMessages()
+    @exclusivity(unchecked) private(set) var publication: Publication
 
     /// An XPUB socket for `endpoint`, named `name` in diagnostics; it serves once ``bind()``.
     package convenience init(

@@ -54,11 +54,12 @@ package final class RouterEndpoint {
     package static let lookUpTimeout: Duration = .seconds(10)
 
     package let replier: RouterReplier
-    package private(set) var intake: Intake
-    package private(set) var counters = Counters()
+    // Unchecked exclusivity for what each message touches: used by its loop's thread alone.
+    @exclusivity(unchecked) package private(set) var intake: Intake
+    @exclusivity(unchecked) package private(set) var counters = Counters()
     private let limits: WireLimits
     private let logger: Logger
-    private var received = RoutedFrames()
+    @exclusivity(unchecked) private var received = RoutedFrames()
     /// Topics and sources, made once each.
     private let texts = TextInterner()
     private var held: [String: [Held]] = [:]

@@ -16,8 +16,9 @@ package final class RouterReplier {
     private let logger: Logger
     /// Keys every refusal of this daemon carries (a reactor host's `host`).
     private let refusalDetails: WireParams
-    private var sequence: UInt64 = 0
-    private var buffer = FrameBuffer()
+    // Unchecked exclusivity for what each reply touches: used by its loop's thread alone.
+    @exclusivity(unchecked) private var sequence: UInt64 = 0
+    @exclusivity(unchecked) private var buffer = FrameBuffer()
     /// Refusals by reason.
     package private(set) var refused: [DiagnosticReason: Int] = [:]
 

@@ -13,7 +13,8 @@ import Darwin
 /// A fixed table of `slots` texts by hash of their bytes; a text that collides replaces the one in
 /// its slot. Memory stays bounded however many distinct texts arrive. Used by one thread.
 public final class TextInterner {
-    private var slots: [String?]
+    // Unchecked exclusivity: one thread, and read for every text a message carries.
+    @exclusivity(unchecked) private var slots: [String?]
     private let mask: Int
 
     /// A table of `slots` texts (rounded up to a power of two).

@@ -22,20 +22,22 @@ public enum FlowReadiness: Sendable, Hashable {
 /// `adapt` is suspended.
 @FlowActor
 public final class FlowCoordinator {
+    // What a routed step touches is `@exclusivity(unchecked)`: the engine runs on one thread, and
+    // the runtime's check of every access to these was ~7% of flowd's loop (with the publisher's).
     /// Called with every event, in order, before the event streams get it.
-    public var onEvent: (@FlowActor (CoordinatorEvent) -> Void)?
+    @exclusivity(unchecked) public var onEvent: (@FlowActor (CoordinatorEvent) -> Void)?
 
-    private var streams: [Int: AsyncStream<CoordinatorEvent>.Continuation] = [:]
+    @exclusivity(unchecked) private var streams: [Int: AsyncStream<CoordinatorEvent>.Continuation] = [:]
     private var nextStreamID = 0
 
     var roots: [FlowRecord] = []
     var recordsByObject: [ObjectIdentifier: FlowRecord] = [:]
     var recordsByID: [FlowID: FlowRecord] = [:]
     var instanceCounters: [String: Int] = [:]
-    var steppers: [String: StepperSlot] = [:]
+    @exclusivity(unchecked) var steppers: [String: StepperSlot] = [:]
     /// The keys of ``steppers`` in order, for status pages; nil once a key came or went.
     var sortedStepperIDs: [String]?
-    var totals = StepperCounters()
+    @exclusivity(unchecked) var totals = StepperCounters()
     var tombstones: [String: BindingInfo] = [:]
     var tombstoneOrder: [String] = []
     private let tombstoneLimit = 256
@@ -48,21 +50,21 @@ public final class FlowCoordinator {
     private var decoders: [String: StepDecoder] = [:]
     var readyCallbacks: [ObjectIdentifier: [@FlowActor () -> Void]] = [:]
 
-    var queue: [PendingStep] = []
-    var isPumping = false
+    @exclusivity(unchecked) var queue: [PendingStep] = []
+    @exclusivity(unchecked) var isPumping = false
     private var pumpScheduled = false
     private var idleWaiters: [CheckedContinuation<Void, Never>] = []
 
     /// Non-nil while a step's synchronous phase runs: steps emitted then are its consequences.
-    var collected: [PendingStep]?
-    private var collectingTicket: Ticket?
+    @exclusivity(unchecked) var collected: [PendingStep]?
+    @exclusivity(unchecked) private var collectingTicket: Ticket?
     /// Navigations so far: the last one's ``NavigationEvent/number``.
-    private var navigations: UInt64 = 0
+    @exclusivity(unchecked) private var navigations: UInt64 = 0
     /// See ``reusableTicket()``.
-    private var spareTicket: Ticket?
-    private var currentFlow: FlowID?
-    private var deferDismissals = false
-    var pendingDismissals: [NavigationNode] = []
+    @exclusivity(unchecked) private var spareTicket: Ticket?
+    @exclusivity(unchecked) private var currentFlow: FlowID?
+    @exclusivity(unchecked) private var deferDismissals = false
+    @exclusivity(unchecked) var pendingDismissals: [NavigationNode] = []
 
     /// Creates an idle coordinator.
     /// - Parameter onEvent: called with every event, in order.
