@@ -15,8 +15,8 @@ struct ReactorSpans {
             .process, kind: .action, topic: topic, envelope: envelope,
             parent: BusTracing.serviceContext(continuing: remote)
         ) { attributes in
-            attributes["flowbus.reactor"] = reactorID
-            attributes["flowbus.action"] = action
+            attributes.set("flowbus.reactor", value: .string(reactorID))
+            attributes.set("flowbus.action", value: .string(action))
         }
         guard span.isRecording else { return nil }
     }
@@ -25,7 +25,7 @@ struct ReactorSpans {
     var context: TraceContext? { BusTracing.traceContext(of: span.context) }
 
     func end(refusal: DiagnosticReason?) {
-        span.attributes["flowbus.outcome"] = refusal?.rawValue ?? "applied"
+        span.updateAttributes { $0.set("flowbus.outcome", value: .string(refusal?.rawValue ?? "applied")) }
         if let refusal { span.setStatus(.init(code: .error, message: refusal.rawValue)) }
         span.end()
     }
@@ -34,8 +34,8 @@ struct ReactorSpans {
     /// when the host traces, else `trace` as it came.
     static func publishState(_ reactorID: String, sequence: UInt64, in trace: TraceContext) -> TraceContext? {
         child(.publish, kind: .state, topic: Topic.state(reactorID), of: trace) { attributes in
-            attributes["flowbus.reactor"] = reactorID
-            attributes["flowbus.state_sequence"] = Int(truncatingIfNeeded: sequence)
+            attributes.set("flowbus.reactor", value: .string(reactorID))
+            attributes.set("flowbus.state_sequence", value: .int64(Int64(truncatingIfNeeded: sequence)))
         }
     }
 
@@ -48,8 +48,8 @@ struct ReactorSpans {
         guard span.isRecording else { return }
         let described = String(describing: mutation)
         span.updateAttributes { attributes in
-            attributes["flowbus.reactor"] = reactorID
-            attributes["flowbus.mutation"] = String(described.prefix { $0 != "(" })
+            attributes.set("flowbus.reactor", value: .string(reactorID))
+            attributes.set("flowbus.mutation", value: .string(String(described.prefix { $0 != "(" })))
         }
         span.end()
     }
@@ -57,7 +57,7 @@ struct ReactorSpans {
     /// The trace frame of a step a reactor publishes because of an action traced as `trace`.
     static func sendStep(_ stepperID: String, name: String, in trace: TraceContext) -> TraceContext? {
         child(.send, kind: .step, topic: Topic.step(stepperID), of: trace) { attributes in
-            attributes["flowbus.step"] = name
+            attributes.set("flowbus.step", value: .string(name))
         }
     }
 
