@@ -221,7 +221,7 @@ let package = Package(
         ),
         // Flows and reactors the tests share; not shipped.
         .target(
-            name: "TestFixtures", dependencies: ["FlowBusConfiguration", "FlowBusCoordinator", "FlowBusWire"],
+            name: "TestFixtures", dependencies: ["FlowBusConfiguration", "FlowBusCoordinator", "FlowBusWire", grdb],
             path: "Tests/TestFixtures"),
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "FlowBusWireTests", dependencies: ["FlowBusWire"], exclude: ["Fixtures"]),

@@ -66,11 +66,11 @@ extension StepJournal {
     }
 }
 
-/// Binds and runs an `entry` insert with SQLite's own calls, the text and bytes bound in place
+/// Binds and runs an `entry` insert (a row per entry, under its id) with SQLite's own calls, the text and bytes bound in place
 /// (`SQLITE_STATIC`: they outlive the step). GRDB's arguments box every value, per row.
 enum SQLiteRow {
     static func insert(
-        _ statement: SQLiteStatement, in db: Database, id: Int64?, kind: Int64, target: String, name: String,
+        _ statement: SQLiteStatement, in db: Database, id: Int64, kind: Int64, target: String, name: String,
         params: UnsafeRawBufferPointer, source: String, sequence: Int64
     ) throws {
         var target = target
@@ -80,7 +80,7 @@ enum SQLiteRow {
             name.withUTF8 { name in
                 source.withUTF8 { source -> Int32 in
                     sqlite3_reset(statement)
-                    if let id { sqlite3_bind_int64(statement, 1, id) } else { sqlite3_bind_null(statement, 1) }
+                    sqlite3_bind_int64(statement, 1, id)
                     sqlite3_bind_int64(statement, 2, kind)
                     bindText(target, at: 3, to: statement)
                     bindText(name, at: 4, to: statement)

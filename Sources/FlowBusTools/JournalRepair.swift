@@ -48,7 +48,13 @@ public enum JournalRepair {
             messages = ["\(error)"]
         }
         let intact = messages == ["ok"]
-        let entries = (try? database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM entry") }) ?? nil
+        let rows = (try? database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM entry") }) ?? nil
+        // Commits stored packed (a journal of an earlier version has none).
+        let packed =
+            (try? database.read { db in
+                try Int.fetchOne(db, sql: "SELECT COALESCE(sum(last - first + 1), 0) FROM batch")
+            }) ?? nil
+        let entries: Int? = rows == nil && packed == nil ? nil : (rows ?? 0) + (packed ?? 0)
         let sources = (try? database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM source") }) ?? nil
         let checkpoint =
             (try? database.read { db in
@@ -85,15 +91,8 @@ public enum JournalRepair {
                 path: path, cause: "its entries cannot even be counted (\(error)); nothing can be salvaged")
         }
         var result = Salvage(entries: 0, sources: 0, checkpoint: nil, unreadable: [])
-        // Ranges still to read, narrowed where a read fails, down to single ids.
-        var pending: [ClosedRange<Int64>] = []
-        if let minID, let maxID, minID <= maxID { pending = [max(1, minID)...maxID] }
-        while let range = pending.first {
-            pending.removeFirst()
-            let upper = min(range.upperBound, range.lowerBound + 4095)
-            let chunk = range.lowerBound...upper
-            if upper < range.upperBound { pending.insert((upper + 1)...range.upperBound, at: 0) }
-            do {
+        if let minID, let maxID, minID <= maxID {
+            result.unreadable += readNarrowing(max(1, minID)...maxID, chunk: 4096) { chunk in
                 let entries = try damaged.read { db in
                     try Row.fetchAll(
                         db,
@@ -111,15 +110,9 @@ public enum JournalRepair {
                 }
                 try target.append(StepJournal.Batch(records), ids: ids, lastSequences: [:])
                 result.entries += records.count
-            } catch {
-                if chunk.count == 1 {
-                    result.unreadable.append(chunk)
-                } else {
-                    let middle = chunk.lowerBound + Int64(chunk.count / 2) - 1
-                    pending.insert(contentsOf: [chunk.lowerBound...middle, (middle + 1)...chunk.upperBound], at: 0)
-                }
             }
         }
+        try salvageCommits(from: damaged, path: path, to: target, into: &result)
         let sources =
             (try? damaged.read { db in
                 try Row.fetchAll(db, sql: "SELECT id, lastSequence FROM source").map { row -> (String, UInt64) in
@@ -151,6 +144,94 @@ public enum JournalRepair {
         }
         result.unreadable = merge(result.unreadable)
         return result
+    }
+
+    /// Copies the commits stored packed (a row each, `first...last`), narrowing over their first
+    /// ids where a read fails. A commit whose row cannot be read loses its entries: through its
+    /// `last` when that can still be read, else up to the next commit read.
+    private static func salvageCommits(
+        from damaged: DatabaseQueue, path: String, to target: StepJournal, into result: inout Salvage
+    ) throws {
+        guard (try? damaged.read({ db in try db.tableExists("batch") })) == true else { return }
+        let firsts: (Int64?, Int64?)
+        do {
+            firsts = try damaged.read { db in
+                (
+                    try Int64.fetchOne(db, sql: "SELECT min(first) FROM batch"),
+                    try Int64.fetchOne(db, sql: "SELECT max(first) FROM batch")
+                )
+            }
+        } catch {
+            throw JournalError.damaged(
+                path: path, cause: "its commits cannot even be counted (\(error)); nothing can be salvaged")
+        }
+        guard let minFirst = firsts.0, let maxFirst = firsts.1, minFirst <= maxFirst else { return }
+        var lost: [ClosedRange<Int64>] = []
+        var copied: [Int64] = []
+        let unreadable = readNarrowing(minFirst...maxFirst, chunk: 1 << 16) { chunk in
+            let rows = try damaged.read { db in
+                try Row.fetchAll(
+                    db, sql: "SELECT first, last, entries FROM batch WHERE first BETWEEN ? AND ? ORDER BY first",
+                    arguments: [chunk.lowerBound, chunk.upperBound])
+            }
+            for row in rows {
+                let (first, last): (Int64, Int64) = (row[0], row[1])
+                var entries: [StepJournal.Entry] = []
+                guard let bytes = row[2] as Data?, last >= first,
+                    (try? bytes.withUnsafeBytes({ raw in
+                        try StepJournal.PackedEntries.unpack(
+                            raw, first: first, count: Int(last - first + 1), after: 0, into: &entries)
+                    })) != nil
+                else {
+                    lost.append(first...max(first, last))
+                    continue
+                }
+                let records = entries.map {
+                    StepJournal.Record(
+                        kind: $0.kind, target: $0.target, name: $0.name, params: Data($0.params), source: $0.source,
+                        sequence: $0.sequence)
+                }
+                try target.append(StepJournal.Batch(records), ids: entries.map(\.id), lastSequences: [:])
+                result.entries += records.count
+                copied.append(first)
+            }
+        }
+        // A first id whose row could not be read: its commit's last, if that still reads.
+        for range in unreadable {
+            let last =
+                (try? damaged.read { db in
+                    try Int64.fetchOne(db, sql: "SELECT last FROM batch WHERE first = ?", arguments: [range.lowerBound])
+                }) ?? nil
+            let next = copied.first { $0 > range.upperBound }
+            lost.append(range.lowerBound...max(range.upperBound, last ?? next.map { $0 - 1 } ?? range.upperBound))
+        }
+        result.unreadable += lost
+    }
+
+    /// Calls `read` with chunks of `range`, in order, halving a chunk whose read fails down to
+    /// single ids. Returns the ids no read could take.
+    private static func readNarrowing(
+        _ range: ClosedRange<Int64>, chunk size: Int64, _ read: (ClosedRange<Int64>) throws -> Void
+    ) -> [ClosedRange<Int64>] {
+        var unreadable: [ClosedRange<Int64>] = []
+        var pending = [range]
+        while let range = pending.first {
+            pending.removeFirst()
+            let upper = min(range.upperBound, range.lowerBound + size - 1)
+            let chunk = range.lowerBound...upper
+            if upper < range.upperBound { pending.insert((upper + 1)...range.upperBound, at: 0) }
+            do {
+                try read(chunk)
+            } catch {
+                if chunk.count == 1 {
+                    unreadable.append(chunk)
+                } else {
+                    let middle = chunk.lowerBound + Int64(chunk.count / 2) - 1
+                    pending.insert(contentsOf: [chunk.lowerBound...middle, (middle + 1)...chunk.upperBound], at: 0)
+                }
+            }
+        }
+        return unreadable
     }
 
     private static func merge(_ ranges: [ClosedRange<Int64>]) -> [ClosedRange<Int64>] {

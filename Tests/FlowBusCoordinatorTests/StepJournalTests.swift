@@ -61,28 +61,74 @@ struct JournalCompactionTests {
     }
 
     @Test(
-        "Compaction deletes what a checkpoint covers but the newest `keepEntries`, a bounded number per commit; ids keep growing"
+        "Compaction deletes the commits a checkpoint covers but for the newest `keepEntries`, a bounded number per commit; ids keep growing"
     )
     func compaction() throws {
         try Self.withJournal { _, journal in
-            let (last, _) = try journal.append(try (1...1000).map(Self.tick), lastSequences: ["s#1": 1000])
+            var last: Int64 = 0
+            for commit in 0..<10 {
+                let ticks = try (1...100).map { try Self.tick(Int64(commit * 100) + $0) }
+                last = try journal.append(ticks, lastSequences: ["s#1": UInt64(commit * 100 + 100)]).last
+            }
             #expect(last == 1000)
             try journal.store(.init(entry: 1000, created: Date(), state: Data("{}".utf8)))
             #expect(try journal.latestCheckpoint()?.entry == 1000)
             let keeping = StepJournal.Compaction(checkpointOf: 1000, keepEntries: 100, limit: 600)
             #expect(try journal.compact(keeping) == 600)
-            #expect(try journal.compact(keeping) == 299, "fewer than the limit: done")
-            #expect(try journal.entryRange() == 900...1000, "the 100 entries before the covered one, and that one")
+            #expect(try journal.compact(keeping) == 200, "fewer than the limit: done")
+            #expect(
+                try journal.entryRange() == 801...1000,
+                "a commit holding one of the 100 entries before the covered one stays whole")
 
             try journal.store(.init(entry: 1000, created: Date(), state: Data("[]".utf8)))
             #expect(try journal.latestCheckpoint()?.state == Data("[]".utf8), "only the newest checkpoint is kept")
             let all = StepJournal.Compaction(checkpointOf: 1000, keepEntries: 0, limit: 10_000)
             let (next, compacted) = try journal.append([try Self.tick(1001)], lastSequences: [:], compaction: all)
             #expect(compacted == 100, "deleted in the same commit as the append")
-            #expect(try journal.entryRange() == 1000...1001, "the last covered entry stays: SQLite numbers after it")
+            #expect(try journal.entryRange() == 901...1001, "the commit of the covered entry stays: ids go on after it")
             #expect(next == 1001)
             #expect(try journal.count(after: 1000) == 1)
+            #expect(try journal.count(after: 950) == 51)
             #expect(try journal.lastSequence(of: "s#1") == 1000, "the sources survive compaction")
+        }
+    }
+
+    @Test(
+        "Entries a row each (earlier versions, salvaged ids, reserved ids) are read in order with commits, and compacted first"
+    )
+    func singleRowsAndCommits() throws {
+        try Self.withJournal { _, journal in
+            // A row each under given ids, as an earlier version or a salvage wrote them.
+            try journal.append(StepJournal.Batch(try (1...3).map(Self.tick)), ids: [1, 2, 5], lastSequences: [:])
+            let (last, _) = try journal.append(try (6...8).map(Self.tick), lastSequences: [:])
+            #expect(last == 8, "a commit is numbered after the last row")
+            try journal.reserveIDs(through: 20)
+            let (next, _) = try journal.append([try Self.tick(9)], lastSequences: [:])
+            #expect(next == 21, "numbered after a reserved id")
+            #expect(try journal.entries().map(\.id) == [1, 2, 5, 6, 7, 8, 21], "a reserved id is not an entry")
+            #expect(try journal.entries().map(\.sequence) == [1, 2, 3, 6, 7, 8, 9])
+            #expect(try journal.entries(after: 2, limit: 3).map(\.id) == [5, 6, 7])
+            #expect(try journal.count(after: 5) == 5, "6, 7, 8, the reserved row 20, and 21")
+            #expect(try journal.entryRange() == 1...21)
+            #expect(try journal.compact(.init(below: 21, limit: 2)) == 2, "rows first")
+            #expect(
+                try journal.compact(.init(below: 21, limit: 10)) == 5,
+                "the last row, the reserved one, and the commit 6...8")
+            #expect(try journal.entries().map(\.id) == [21])
+        }
+    }
+
+    @Test("A commit whose packed entries are damaged is refused with the file and the ids it holds")
+    func damagedCommit() throws {
+        try Self.withJournal { path, journal in
+            try journal.append(try (1...3).map(Self.tick), lastSequences: [:])
+            try JournalFixture.overwriteCommit(first: 1, with: Data([1, 0, 0]), in: path)
+            #expect {
+                try journal.entries()
+            } throws: { error in
+                guard case JournalError.damaged(let where_, let cause) = error else { return false }
+                return where_ == path && cause.contains("1...3")
+            }
         }
     }
 }

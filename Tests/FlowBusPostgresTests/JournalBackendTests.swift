@@ -121,10 +121,9 @@ struct JournalBackendTests {
         }
         let last = try journal.append(try (1...10).map { try tick($0) }, lastSequences: [:]).last
         _ = try journal.append(try (11...20).map { try tick($0) }, lastSequences: [:])
-        // A bound inside the first commit: SQLite deletes the entries before it, PostgreSQL keeps
-        // the commit whole; both keep every entry from the bound on.
+        // A bound inside the first commit: the commit stays whole, with every entry from the bound on.
         let deleted = try journal.compact(.init(below: last - 4, limit: 100))
-        #expect(deleted == (backend == .sqlite ? 5 : 0))
+        #expect(deleted == 0)
         let kept = try journal.entries(after: 0, limit: 100).map(\.sequence)
         #expect(Array(kept.suffix(15)) == Array(6...20))
     }

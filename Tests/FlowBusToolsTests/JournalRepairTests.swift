@@ -17,21 +17,50 @@ struct JournalRepairTests {
     @Test("Salvage copies the entries under their ids, and the checkpoint")
     func salvageKeepsCheckpoint() throws {
         try Self.withJournal { path, journal in
-            try journal.append(try (1...500).map(Self.tick), lastSequences: ["s#1": 500])
+            for commit in 0..<5 {
+                try journal.append(try (1...100).map { try Self.tick(Int64(commit * 100) + $0) }, lastSequences: [:])
+            }
+            try journal.append([], lastSequences: ["s#1": 500])
             try journal.store(.init(entry: 400, created: Date(), state: Data("{\"x\":1}".utf8)))
-            _ = try journal.compact(.init(checkpointOf: 400, keepEntries: 0, limit: 1000))
+            // The commits before the one holding entry 400.
+            #expect(try journal.compact(.init(checkpointOf: 400, keepEntries: 0, limit: 1000)) == 300)
             journal.close()
             let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
             defer {
                 for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
             }
             let result = try JournalRepair.salvage(path: path, to: copy)
-            #expect(result.entries == 101 && result.checkpoint == true && result.unreadable.isEmpty)
+            #expect(result.entries == 200 && result.checkpoint == true && result.unreadable.isEmpty)
+            #expect(result.sources == 1)
             let reader = try StepJournal.open(readingAt: copy)
             defer { reader.close() }
-            #expect(try reader.entryRange() == 400...500)
+            #expect(try reader.entryRange() == 301...500)
+            #expect(try reader.entries().map(\.sequence) == Array(301...500))
             #expect(try reader.latestCheckpoint()?.state == Data("{\"x\":1}".utf8))
             #expect(try JournalRepair.check(path: copy).checkpointEntry == 400)
+        }
+    }
+
+    @Test("Check counts every entry; salvage copies the commits it can read and reports the ids of one it cannot")
+    func salvageSkipsDamagedCommit() throws {
+        try Self.withJournal { path, journal in
+            for commit in 0..<3 {
+                try journal.append(try (1...10).map { try Self.tick(Int64(commit * 10) + $0) }, lastSequences: [:])
+            }
+            #expect(try JournalRepair.check(path: path).entries == 30)
+            try JournalFixture.overwriteCommit(first: 11, with: Data([1, 0, 0, 0, 10, 9]), in: path)
+            journal.close()
+            let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
+            defer {
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
+            }
+            let result = try JournalRepair.salvage(path: path, to: copy)
+            #expect(result.entries == 20)
+            #expect(result.unreadable == [11...20])
+            let reader = try StepJournal.open(readingAt: copy)
+            defer { reader.close() }
+            #expect(try reader.entries().map(\.id) == Array(1...10) + Array(21...30), "under their ids")
+            #expect(try reader.entries().map(\.sequence) == Array(1...10) + Array(21...30))
         }
     }
 

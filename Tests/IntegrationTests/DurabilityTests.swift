@@ -182,8 +182,9 @@ struct DurabilityTests {
         #expect(stepper.waitForExit(timeout: .seconds(120)) == 0, "\(stepper.output)")
         #expect(flowd.terminate() == 0, "a clean stop folds the write-ahead log into the file")
         // Overwrite one page in the middle of the entries.
+        let page = try JournalFixture.pageOfEntries(in: journal)
         let handle = try #require(FileHandle(forWritingAtPath: journal))
-        try handle.seek(toOffset: 40_960)
+        try handle.seek(toOffset: UInt64(page - 1) * 4096)
         try handle.write(contentsOf: Data(repeating: 0xDE, count: 4096))
         try handle.close()
 
@@ -200,7 +201,10 @@ struct DurabilityTests {
         let reader = try StepJournal.open(readingAt: salvaged)
         let copied = try reader.count()
         reader.close()
-        #expect(copied > 2000 && copied < 3001, "most entries kept: \(copied)")
+        print("damaged journal: \(copied) entries salvaged; \(salvage.output)")
+        // A commit's entries are one row: the commits with a part on that page are lost whole.
+        #expect(copied >= 1000 && copied < 3000, "the other commits kept: \(copied)")
+        #expect(salvage.output.contains("unreadable entry ids (lost): "), "\(salvage.output)")
         #expect(try topology.run("flowctl", ["journal", "check", salvaged]).status == 0)
 
         try FileManager.default.removeItem(atPath: journal)

@@ -2,6 +2,7 @@ import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusWire
 import Foundation
+import GRDB
 
 /// A journal in a temporary file for the journal's tests, and the entries they append.
 public enum JournalFixture {
@@ -21,5 +22,26 @@ public enum JournalFixture {
         let journal = try StepJournal.open(path: path, synchronous: .normal)
         defer { journal.close() }
         try body(path, journal)
+    }
+
+    /// Replaces the packed entries of the commit numbered from `first` (a damaged journal).
+    public static func overwriteCommit(first: Int64, with bytes: Data, in path: String) throws {
+        let database = try DatabaseQueue(path: path)
+        defer { try? database.close() }
+        try database.write { db in
+            try db.execute(sql: "UPDATE batch SET entries = ? WHERE first = ?", arguments: [bytes, first])
+        }
+    }
+
+    /// The number of a page (from 1) holding packed entries, in the middle of those that do.
+    public static func pageOfEntries(in path: String) throws -> Int {
+        let database = try DatabaseQueue(path: path)
+        defer { try? database.close() }
+        let pages = try database.read { db in
+            try Int.fetchAll(
+                db, sql: "SELECT pageno FROM dbstat WHERE name = 'batch' AND pagetype != 'internal' ORDER BY pageno")
+        }
+        guard !pages.isEmpty else { throw CocoaError(.fileReadCorruptFile) }
+        return pages[pages.count / 2]
     }
 }
