@@ -31,6 +31,9 @@ public final class ReactorStateDatabase: ReactorStateStore {
         let synchronous = spec.synchronous == .full ? "FULL" : "NORMAL"
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+            // As flowd's journal: Debian's SQLite would also zero and write every page a saved
+            // state or an acknowledged step frees.
+            try db.execute(sql: "PRAGMA secure_delete = FAST")
         }
         do {
             let directory = (path as NSString).deletingLastPathComponent
