@@ -118,6 +118,14 @@ public final class StepJournal: Journal {
         configuration.label = "flowd-journal"
         let pragma = synchronous == .full ? "FULL" : "NORMAL"
         configuration.prepareDatabase { db in
+            // A new journal's pages: a commit is mostly two blobs (its entries and its events),
+            // written a page at a time twice (log, then file), and 16 KB pages took a quarter less
+            // CPU per commit than 4 KB ones. First: a pragma that sets up the file (auto_vacuum) fixes
+            // the size. An existing journal keeps its own.
+            try db.execute(sql: "PRAGMA page_size = 16384")
+            // The write-ahead log is folded into the file at about 4 MB, whatever the page size.
+            let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = \(max(1, (4 << 20) / max(pageSize, 512)))")
             try db.execute(sql: "PRAGMA synchronous = \(pragma)")
             // Lets compaction give pages back to the file system (takes effect in a new file only).
             try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")

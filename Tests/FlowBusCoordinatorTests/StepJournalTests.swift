@@ -118,6 +118,24 @@ struct JournalCompactionTests {
         }
     }
 
+    @Test("A new journal has 16 KB pages; an existing one keeps its own")
+    func pageSize() throws {
+        try Self.withJournal { path, journal in
+            try journal.append(try (1...3).map(Self.tick), lastSequences: [:])
+            #expect(try JournalFixture.pageSize(of: path) == 16384)
+        }
+        let path = NSTemporaryDirectory() + "journal-\(UUID().uuidString).sqlite"
+        defer {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        }
+        try JournalFixture.createSmallPaged(at: path)
+        let journal = try StepJournal.open(path: path, synchronous: .normal)
+        defer { journal.close() }
+        try journal.append(try (1...3).map(Self.tick), lastSequences: [:])
+        #expect(try journal.entries().map(\.sequence) == [1, 2, 3])
+        #expect(try JournalFixture.pageSize(of: path) == 4096)
+    }
+
     @Test("A commit whose packed entries are damaged is refused with the file and the ids it holds")
     func damagedCommit() throws {
         try Self.withJournal { path, journal in

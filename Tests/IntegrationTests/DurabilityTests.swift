@@ -184,8 +184,8 @@ struct DurabilityTests {
         // Overwrite one page in the middle of the entries.
         let page = try JournalFixture.pageOfEntries(in: journal)
         let handle = try #require(FileHandle(forWritingAtPath: journal))
-        try handle.seek(toOffset: UInt64(page - 1) * 4096)
-        try handle.write(contentsOf: Data(repeating: 0xDE, count: 4096))
+        try handle.seek(toOffset: page.offset)
+        try handle.write(contentsOf: Data(repeating: 0xDE, count: page.size))
         try handle.close()
 
         let refused = try topology.run("flowd", ["--config", topology.configPath])

@@ -33,15 +33,36 @@ public enum JournalFixture {
         }
     }
 
-    /// The number of a page (from 1) holding packed entries, in the middle of those that do.
-    public static func pageOfEntries(in path: String) throws -> Int {
+    /// Where in the file a page holding packed entries lies, in the middle of those that do.
+    public static func pageOfEntries(in path: String) throws -> (offset: UInt64, size: Int) {
         let database = try DatabaseQueue(path: path)
         defer { try? database.close() }
-        let pages = try database.read { db in
-            try Int.fetchAll(
-                db, sql: "SELECT pageno FROM dbstat WHERE name = 'batch' AND pagetype != 'internal' ORDER BY pageno")
+        let (pages, size) = try database.read { db in
+            (
+                try Int.fetchAll(
+                    db,
+                    sql: "SELECT pageno FROM dbstat WHERE name = 'batch' AND pagetype != 'internal' ORDER BY pageno"),
+                try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
+            )
         }
         guard !pages.isEmpty else { throw CocoaError(.fileReadCorruptFile) }
-        return pages[pages.count / 2]
+        return (UInt64(pages[pages.count / 2] - 1) * UInt64(size), size)
+    }
+
+    /// The page size of the SQLite file at `path`.
+    public static func pageSize(of path: String) throws -> Int {
+        let database = try DatabaseQueue(path: path)
+        defer { try? database.close() }
+        return try database.read { db in try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 0 }
+    }
+
+    /// Creates an empty SQLite file with 4 KB pages at `path`, as journals of earlier versions were.
+    public static func createSmallPaged(at path: String) throws {
+        let database = try DatabaseQueue(path: path)
+        defer { try? database.close() }
+        try database.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA page_size = 4096")
+            try db.execute(sql: "CREATE TABLE earlier (id INTEGER PRIMARY KEY)")
+        }
     }
 }
