@@ -126,7 +126,6 @@ public final class StepJournal: Journal {
             // The write-ahead log is folded into the file at about 4 MB, whatever the page size.
             let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(max(1, (4 << 20) / max(pageSize, 512)))")
-            try db.execute(sql: "PRAGMA synchronous = \(pragma)")
             // Lets compaction give pages back to the file system (takes effect in a new file only).
             try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
             // The write-ahead log shrinks back after it grew (it is only ever rewound otherwise).
@@ -138,6 +137,8 @@ public final class StepJournal: Journal {
         }
         do {
             let database = try DatabaseQueue(path: path, configuration: configuration)
+            // Only now: GRDB sets `synchronous = NORMAL` as it turns WAL on, after prepareDatabase.
+            try database.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = \(pragma)") }
             // Steps may carry anything their senders put in params: private to flowd's user, like
             // its ipc endpoints (SQLite gives the -wal and -shm files the same mode).
             chmod(path, 0o600)
@@ -288,6 +289,11 @@ public final class StepJournal: Journal {
     /// All entries, in order (a small journal's, in tests and tools).
     public func entries() throws -> [Entry] {
         try entries(after: 0, limit: .max)
+    }
+
+    /// SQLite's `synchronous` on the journal's connection: 2 is FULL (a sync per commit), 1 NORMAL.
+    package func synchronousLevel() throws -> Int {
+        try database.read { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
     /// The number of entries.

@@ -30,7 +30,6 @@ public final class ReactorStateDatabase: ReactorStateStore {
         configuration.label = "reactor-host-state"
         let synchronous = spec.synchronous == .full ? "FULL" : "NORMAL"
         configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
             // As flowd's journal: Debian's SQLite would also zero and write every page a saved
             // state or an acknowledged step frees.
             try db.execute(sql: "PRAGMA secure_delete = FAST")
@@ -41,6 +40,8 @@ public final class ReactorStateDatabase: ReactorStateStore {
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             }
             queue = try DatabaseQueue(path: path, configuration: configuration)
+            // Only now: GRDB sets `synchronous = NORMAL` as it turns WAL on, after prepareDatabase.
+            try queue.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = \(synchronous)") }
             var migrator = DatabaseMigrator()
             migrator.registerMigration("reactor-host-v1") { db in
                 try db.execute(
@@ -83,6 +84,11 @@ public final class ReactorStateDatabase: ReactorStateStore {
         } catch {
             throw ConfigError(.unreadable, "cannot open the reactor state database \(path): \(error)")
         }
+    }
+
+    /// SQLite's `synchronous` on the database's connection: 2 is FULL (a sync per commit), 1 NORMAL.
+    package func synchronousLevel() throws -> Int {
+        try queue.read { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
     /// The last sequence of `source` in the de-duplication table, nil if it has none.

@@ -118,6 +118,19 @@ struct JournalCompactionTests {
         }
     }
 
+    @Test("synchronous: full syncs every commit (GRDB would leave WAL mode at NORMAL); normal is normal")
+    func synchronousLevel() throws {
+        for (synchronous, level) in [(StepJournal.Synchronous.full, 2), (.normal, 1)] {
+            let path = NSTemporaryDirectory() + "journal-\(UUID().uuidString).sqlite"
+            defer {
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+            }
+            let journal = try StepJournal.open(path: path, synchronous: synchronous)
+            defer { journal.close() }
+            #expect(try journal.synchronousLevel() == level, "\(synchronous)")
+        }
+    }
+
     @Test("A new journal has 16 KB pages; an existing one keeps its own")
     func pageSize() throws {
         try Self.withJournal { path, journal in

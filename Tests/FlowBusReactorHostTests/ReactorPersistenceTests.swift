@@ -36,6 +36,20 @@ struct ReactorPersistenceTests {
         #expect(config.reactors["other"]?.persistence == nil)
     }
 
+    @Test("the database syncs every commit when persistence.synchronous is full, and is normal when asked")
+    func synchronousLevel() throws {
+        let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
+            "fbrp-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let full = try ReactorStateDatabase(
+            spec: ReactorPersistenceSpec(database: directory.appendingPathComponent("full.sqlite").path, reactors: []))
+        #expect(try full.synchronousLevel() == 2, "FULL, the default, even though GRDB asks for NORMAL in WAL mode")
+        let normal = try ReactorStateDatabase(
+            spec: ReactorPersistenceSpec(
+                database: directory.appendingPathComponent("normal.sqlite").path, reactors: [], synchronous: .normal))
+        #expect(try normal.synchronousLevel() == 1)
+    }
+
     @Test("the database saves states and sources in one transaction and reads them back")
     func databaseRoundTrip() throws {
         let directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent(
