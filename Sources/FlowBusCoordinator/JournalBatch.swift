@@ -66,8 +66,9 @@ extension StepJournal {
     }
 }
 
-/// Binds and runs an `entry` insert (a row per entry, under its id) with SQLite's own calls, the text and bytes bound in place
-/// (`SQLITE_STATIC`: they outlive the step). GRDB's arguments box every value, per row.
+/// Binds and runs an `entry` insert (a row per entry, under its id) with SQLite's own calls, the
+/// text and bytes bound in place (`SQLITE_STATIC`: they outlive the step). GRDB's arguments box
+/// every value, per row.
 enum SQLiteRow {
     static func insert(
         _ statement: SQLiteStatement, in db: Database, id: Int64, kind: Int64, target: String, name: String,

@@ -97,9 +97,14 @@ public final class StepJournal: Journal {
     public var location: String { path }
     private let database: DatabaseQueue
 
-    private init(path: String, database: DatabaseQueue) {
+    /// Whether the file has the table of packed commits: one of an earlier version opened read-only
+    /// has only a row per entry.
+    private let hasCommits: Bool
+
+    private init(path: String, database: DatabaseQueue, hasCommits: Bool = true) {
         self.path = path
         self.database = database
+        self.hasCommits = hasCommits
     }
 
     /// Opens (creating it if needed) the journal at `path` for writing.
@@ -182,7 +187,9 @@ public final class StepJournal: Journal {
     public static func open(readingAt path: String) throws -> StepJournal {
         var configuration = Configuration()
         configuration.readonly = true
-        return StepJournal(path: path, database: try DatabaseQueue(path: path, configuration: configuration))
+        let database = try DatabaseQueue(path: path, configuration: configuration)
+        let hasCommits = try database.read { db in try db.tableExists("batch") }
+        return StepJournal(path: path, database: database, hasCommits: hasCommits)
     }
 
     private static var migrator: DatabaseMigrator {
@@ -304,11 +311,20 @@ public final class StepJournal: Journal {
     /// The number of entries after the one with id `after`.
     public func count(after: Int64) throws -> Int {
         try database.read { db in
-            let rows = try Int.fetchOne(db, sql: "SELECT count(*) FROM entry WHERE id > ?", arguments: [after]) ?? 0
+            // Reserved ids (kind 0) are no entries.
+            let rows =
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM entry WHERE id > ? AND kind != 0", arguments: [after])
+                ?? 0
+            guard hasCommits else { return rows }
+            // By the table's key, from the commit holding `after`.
             let packed =
                 try Int.fetchOne(
-                    db, sql: "SELECT COALESCE(sum(last - max(first, ?) + 1), 0) FROM batch WHERE last > ?",
-                    arguments: [after + 1, after]) ?? 0
+                    db,
+                    sql: """
+                        SELECT COALESCE(sum(last - max(first, ?) + 1), 0) FROM batch
+                        WHERE first >= COALESCE((SELECT max(first) FROM batch WHERE first <= ?), 0) AND last > ?
+                        """,
+                    arguments: [after + 1, after, after]) ?? 0
             return rows + packed
         }
     }
@@ -316,10 +332,16 @@ public final class StepJournal: Journal {
     /// The ids of the first and the last entry, nil when there is none.
     public func entryRange() throws -> ClosedRange<Int64>? {
         try database.read { db in
-            let rows = try Row.fetchOne(db, sql: "SELECT min(id), max(id) FROM entry")
-            let batches = try Row.fetchOne(db, sql: "SELECT min(first), max(last) FROM batch")
-            let firsts = [rows?[0] as Int64?, batches?[0] as Int64?].compactMap { $0 }
-            let lasts = [rows?[1] as Int64?, batches?[1] as Int64?].compactMap { $0 }
+            // A query each: min and max together would read the whole table.
+            var firsts = [try Int64.fetchOne(db, sql: "SELECT min(id) FROM entry")].compactMap { $0 }
+            var lasts = [try Int64.fetchOne(db, sql: "SELECT max(id) FROM entry")].compactMap { $0 }
+            if hasCommits {
+                // Both by the table's key: the last commit holds the largest id.
+                if let first = try Int64.fetchOne(db, sql: "SELECT min(first) FROM batch") { firsts.append(first) }
+                if let last = try Int64.fetchOne(db, sql: "SELECT last FROM batch ORDER BY first DESC LIMIT 1") {
+                    lasts.append(last)
+                }
+            }
             guard let first = firsts.min(), let last = lasts.max() else { return nil }
             return first...last
         }
@@ -332,8 +354,8 @@ public final class StepJournal: Journal {
         return max(try Int64.fetchOne(row) ?? 0, try Int64.fetchOne(batch) ?? 0)
     }
 
-    /// Entries are numbered after the largest id present, from 1, and none is skipped: a first id
-    /// above 1 means entries before it were deleted.
+    /// Entries are numbered from 1, each after the largest id present: a first id above 1 means
+    /// entries before it were deleted (only a salvage leaves a gap, and it keeps a checkpoint).
     public func mayHaveCompacted() throws -> Bool {
         (try entryRange()?.lowerBound ?? 1) > 1
     }
@@ -426,8 +448,8 @@ public final class StepJournal: Journal {
         var compacted = db.changesCount
         guard compacted < compaction.limit else { return compacted }
         let batches = try Row.fetchAll(
-            db, sql: "SELECT first, last FROM batch WHERE last < ? ORDER BY first LIMIT ?",
-            arguments: [compaction.below, compaction.limit - compacted])
+            db, sql: "SELECT first, last FROM batch WHERE first < ? AND last < ? ORDER BY first LIMIT ?",
+            arguments: [compaction.below, compaction.below, compaction.limit - compacted])
         var through: Int64?
         for row in batches where compacted < compaction.limit {
             let (first, last): (Int64, Int64) = (row[0], row[1])
@@ -474,14 +496,25 @@ public final class StepJournal: Journal {
             let single = try Self.singleEntries(after: after, limit: limit, in: db)
             var packed: [Entry] = []
             var cursor = after
-            // A few rows at a time: a commit holds up to thousands of entries.
-            while packed.count < limit {
+            // By the table's key, from the commit holding `after`; a few rows at a time: a commit
+            // holds up to thousands of entries.
+            var from =
+                hasCommits
+                ? try Int64.fetchOne(db, sql: "SELECT max(first) FROM batch WHERE first <= ?", arguments: [after]) ?? 0
+                : Int64.max
+            while packed.count < limit, from < Int64.max {
                 let rows = try Row.fetchAll(
-                    db, sql: "SELECT first, last, entries FROM batch WHERE last > ? ORDER BY first LIMIT 4",
-                    arguments: [cursor])
+                    db, sql: "SELECT first, last, entries FROM batch WHERE first >= ? ORDER BY first LIMIT 4",
+                    arguments: [from])
                 guard !rows.isEmpty else { break }
                 for row in rows {
-                    let (first, last): (Int64, Int64) = (row[0], row[1])
+                    let first: Int64 = row[0]
+                    guard let last = row[1] as Int64? else {
+                        throw JournalError.damaged(
+                            path: path, cause: "the commit of entries from \(first) has no last id")
+                    }
+                    from = first + 1
+                    guard last > cursor else { continue }
                     try Self.unpack(row, first: first, last: last, after: cursor, into: &packed, path: path)
                     cursor = last
                 }

@@ -47,21 +47,50 @@ public enum JournalRepair {
             // Damage where SQLite keeps its schema makes the check itself fail.
             messages = ["\(error)"]
         }
-        let intact = messages == ["ok"]
-        let rows = (try? database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM entry") }) ?? nil
-        // Commits stored packed (a journal of an earlier version has none).
-        let packed =
-            (try? database.read { db in
-                try Int.fetchOne(db, sql: "SELECT COALESCE(sum(last - first + 1), 0) FROM batch")
-            }) ?? nil
-        let entries: Int? = rows == nil && packed == nil ? nil : (rows ?? 0) + (packed ?? 0)
+        let rows =
+            (try? database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM entry WHERE kind != 0") })
+            ?? nil
+        // Packed commits (a journal of an earlier version has none): SQLite's check does not read
+        // inside their values, so each is unpacked.
+        var packed = 0
+        var damagedCommits: [String] = []
+        if (try? database.read({ db in try db.tableExists("batch") })) == true {
+            do {
+                try database.read { db in
+                    let commits = try Row.fetchCursor(db, sql: "SELECT first, last, entries FROM batch ORDER BY first")
+                    while let row = try commits.next() {
+                        let first: Int64? = row[0]
+                        let last: Int64? = row[1]
+                        let bytes: Data? = row[2]
+                        guard let first, let last, let bytes, last >= first else {
+                            damagedCommits.append("a commit of entries has no ids or no entries (from \(first ?? 0))")
+                            continue
+                        }
+                        var entries: [StepJournal.Entry] = []
+                        do {
+                            try bytes.withUnsafeBytes { raw in
+                                try StepJournal.PackedEntries.unpack(
+                                    raw, first: first, count: Int(last - first + 1), after: 0, into: &entries)
+                            }
+                            packed += Int(last - first + 1)
+                        } catch {
+                            damagedCommits.append("the commit of entries \(first)...\(last): \(error)")
+                        }
+                    }
+                }
+            } catch {
+                damagedCommits.append("the commits cannot be read through: \(error)")
+            }
+        }
+        let problems = (messages == ["ok"] ? [] : messages) + damagedCommits
+        let entries: Int? = rows == nil && packed == 0 ? nil : (rows ?? 0) + packed
         let sources = (try? database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM source") }) ?? nil
         let checkpoint =
             (try? database.read { db in
                 try Int64.fetchOne(db, sql: "SELECT entry FROM checkpoint ORDER BY id DESC LIMIT 1")
             }) ?? nil
         return Report(
-            isIntact: intact, problems: intact ? [] : messages, entries: entries ?? 0, sources: sources ?? 0,
+            isIntact: problems.isEmpty, problems: problems, entries: entries ?? 0, sources: sources ?? 0,
             checkpointEntry: checkpoint)
     }
 
@@ -77,29 +106,36 @@ public enum JournalRepair {
         defer { try? damaged.close() }
         let target = try StepJournal.open(path: newPath, synchronous: .normal)
         defer { target.close() }
-        let maxID: Int64?
-        let minID: Int64?
+        // Both tables' bounds before anything is copied: a journal that cannot tell them is refused whole.
+        let bounds: (rows: ClosedRange<Int64>?, commits: ClosedRange<Int64>?)
         do {
-            (minID, maxID) = try damaged.read { db in
-                (
-                    try Int64.fetchOne(db, sql: "SELECT min(id) FROM entry"),
-                    try Int64.fetchOne(db, sql: "SELECT max(id) FROM entry")
-                )
+            bounds = try damaged.read { db in
+                // min and max each in a query of its own: together they would read the whole table.
+                func range(_ column: String, of table: String) throws -> ClosedRange<Int64>? {
+                    guard let low = try Int64.fetchOne(db, sql: "SELECT min(\(column)) FROM \(table)"),
+                        let high = try Int64.fetchOne(db, sql: "SELECT max(\(column)) FROM \(table)"), low <= high
+                    else { return nil }
+                    return low...high
+                }
+                let rows = try range("id", of: "entry").map { max(1, $0.lowerBound)...$0.upperBound }
+                return (rows, try db.tableExists("batch") ? try range("first", of: "batch") : nil)
             }
         } catch {
             throw JournalError.damaged(
                 path: path, cause: "its entries cannot even be counted (\(error)); nothing can be salvaged")
         }
         var result = Salvage(entries: 0, sources: 0, checkpoint: nil, unreadable: [])
-        if let minID, let maxID, minID <= maxID {
-            result.unreadable += readNarrowing(max(1, minID)...maxID, chunk: 4096) { chunk in
-                let entries = try damaged.read { db in
+        if let rows = bounds.rows {
+            // Only reads are narrowed: a failure to write the new journal stops the salvage.
+            result.unreadable += try readNarrowing(rows, chunk: 4096) { chunk in
+                try damaged.read { db in
                     try Row.fetchAll(
                         db,
                         sql: """
                             SELECT kind, target, name, params, source, sequence, id FROM entry WHERE id BETWEEN ? AND ? ORDER BY id
                             """, arguments: [chunk.lowerBound, chunk.upperBound])
                 }
+            } copy: { entries in
                 var ids: [Int64] = []
                 let records = entries.compactMap { row -> StepJournal.Record? in
                     guard let kind = StepJournal.Kind(rawValue: row[0]) else { return nil }
@@ -112,7 +148,9 @@ public enum JournalRepair {
                 result.entries += records.count
             }
         }
-        try salvageCommits(from: damaged, path: path, to: target, into: &result)
+        if let commits = bounds.commits {
+            try salvageCommits(commits, from: damaged, to: target, into: &result)
+        }
         let sources =
             (try? damaged.read { db in
                 try Row.fetchAll(db, sql: "SELECT id, lastSequence FROM source").map { row -> (String, UInt64) in
@@ -146,44 +184,32 @@ public enum JournalRepair {
         return result
     }
 
-    /// Copies the commits stored packed (a row each, `first...last`), narrowing over their first
-    /// ids where a read fails. A commit whose row cannot be read loses its entries: through its
-    /// `last` when that can still be read, else up to the next commit read.
+    /// Copies the commits stored packed (a row each, `first...last`) whose first ids are in
+    /// `firsts`, narrowing over those ids where a read fails. A commit whose row cannot be read
+    /// loses its entries: through its `last` when that can still be read, else up to the next
+    /// commit copied.
     private static func salvageCommits(
-        from damaged: DatabaseQueue, path: String, to target: StepJournal, into result: inout Salvage
+        _ firsts: ClosedRange<Int64>, from damaged: DatabaseQueue, to target: StepJournal, into result: inout Salvage
     ) throws {
-        guard (try? damaged.read({ db in try db.tableExists("batch") })) == true else { return }
-        let firsts: (Int64?, Int64?)
-        do {
-            firsts = try damaged.read { db in
-                (
-                    try Int64.fetchOne(db, sql: "SELECT min(first) FROM batch"),
-                    try Int64.fetchOne(db, sql: "SELECT max(first) FROM batch")
-                )
-            }
-        } catch {
-            throw JournalError.damaged(
-                path: path, cause: "its commits cannot even be counted (\(error)); nothing can be salvaged")
-        }
-        guard let minFirst = firsts.0, let maxFirst = firsts.1, minFirst <= maxFirst else { return }
         var lost: [ClosedRange<Int64>] = []
-        var copied: [Int64] = []
-        let unreadable = readNarrowing(minFirst...maxFirst, chunk: 1 << 16) { chunk in
-            let rows = try damaged.read { db in
+        var copied: [ClosedRange<Int64>] = []
+        let unreadable = try readNarrowing(firsts, chunk: 1 << 16) { chunk in
+            try damaged.read { db in
                 try Row.fetchAll(
                     db, sql: "SELECT first, last, entries FROM batch WHERE first BETWEEN ? AND ? ORDER BY first",
                     arguments: [chunk.lowerBound, chunk.upperBound])
             }
+        } copy: { rows in
             for row in rows {
-                let (first, last): (Int64, Int64) = (row[0], row[1])
+                let first: Int64 = row[0]
                 var entries: [StepJournal.Entry] = []
-                guard let bytes = row[2] as Data?, last >= first,
+                guard let last = row[1] as Int64?, let bytes = row[2] as Data?, last >= first,
                     (try? bytes.withUnsafeBytes({ raw in
                         try StepJournal.PackedEntries.unpack(
                             raw, first: first, count: Int(last - first + 1), after: 0, into: &entries)
                     })) != nil
                 else {
-                    lost.append(first...max(first, last))
+                    lost.append(first...max(first, (row[1] as Int64?) ?? first))
                     continue
                 }
                 let records = entries.map {
@@ -193,26 +219,32 @@ public enum JournalRepair {
                 }
                 try target.append(StepJournal.Batch(records), ids: entries.map(\.id), lastSequences: [:])
                 result.entries += records.count
-                copied.append(first)
+                copied.append(first...last)
             }
         }
-        // A first id whose row could not be read: its commit's last, if that still reads.
+        // Ids whose reads failed: an id inside a commit copied is not lost; a commit's first id
+        // loses that commit, through its last if that still reads, else up to the next copied.
         for range in unreadable {
+            let before = copied.last { $0.lowerBound < range.lowerBound }
+            let start = max(range.lowerBound, (before?.upperBound ?? 0) + 1)
+            guard start <= range.upperBound || before == nil else { continue }
             let last =
                 (try? damaged.read { db in
                     try Int64.fetchOne(db, sql: "SELECT last FROM batch WHERE first = ?", arguments: [range.lowerBound])
                 }) ?? nil
-            let next = copied.first { $0 > range.upperBound }
-            lost.append(range.lowerBound...max(range.upperBound, last ?? next.map { $0 - 1 } ?? range.upperBound))
+            let next = copied.first { $0.lowerBound > range.upperBound }?.lowerBound
+            let end = max(range.upperBound, last ?? next.map { $0 - 1 } ?? range.upperBound)
+            if start <= end { lost.append(start...end) }
         }
         result.unreadable += lost
     }
 
-    /// Calls `read` with chunks of `range`, in order, halving a chunk whose read fails down to
-    /// single ids. Returns the ids no read could take.
-    private static func readNarrowing(
-        _ range: ClosedRange<Int64>, chunk size: Int64, _ read: (ClosedRange<Int64>) throws -> Void
-    ) -> [ClosedRange<Int64>] {
+    /// Reads `range` in chunks, in order, halving a chunk whose read fails down to single ids,
+    /// and hands each chunk read to `copy` (whose errors end it). Returns the ids no read could take.
+    private static func readNarrowing<Rows>(
+        _ range: ClosedRange<Int64>, chunk size: Int64, read: (ClosedRange<Int64>) throws -> Rows,
+        copy: (Rows) throws -> Void
+    ) throws -> [ClosedRange<Int64>] {
         var unreadable: [ClosedRange<Int64>] = []
         var pending = [range]
         while let range = pending.first {
@@ -220,8 +252,9 @@ public enum JournalRepair {
             let upper = min(range.upperBound, range.lowerBound + size - 1)
             let chunk = range.lowerBound...upper
             if upper < range.upperBound { pending.insert((upper + 1)...range.upperBound, at: 0) }
+            let rows: Rows
             do {
-                try read(chunk)
+                rows = try read(chunk)
             } catch {
                 if chunk.count == 1 {
                     unreadable.append(chunk)
@@ -229,7 +262,9 @@ public enum JournalRepair {
                     let middle = chunk.lowerBound + Int64(chunk.count / 2) - 1
                     pending.insert(contentsOf: [chunk.lowerBound...middle, (middle + 1)...chunk.upperBound], at: 0)
                 }
+                continue
             }
+            try copy(rows)
         }
         return unreadable
     }

@@ -50,6 +50,10 @@ struct JournalRepairTests {
             #expect(try JournalRepair.check(path: path).entries == 30)
             try JournalFixture.overwriteCommit(first: 11, with: Data([1, 0, 0, 0, 10, 9]), in: path)
             journal.close()
+            let check = try JournalRepair.check(path: path)
+            #expect(!check.isIntact, "SQLite's own check does not read inside the packed value")
+            #expect(check.problems.count == 1 && check.problems[0].contains("11...20"), "\(check.problems)")
+            #expect(check.entries == 20, "the entries that can be read")
             let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
             defer {
                 for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }

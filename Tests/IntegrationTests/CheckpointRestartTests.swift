@@ -71,7 +71,8 @@ struct CheckpointRestartTests {
         let reader = try StepJournal.open(readingAt: topology.directory.appendingPathComponent("journal.sqlite").path)
         defer { reader.close() }
         let kept = try reader.count()
-        #expect(kept < 5000, "only the entries after the newest checkpoint stay: \(kept) of \(count + 1); \(journal)")
+        // The last thousand, and the commit holding the covered entry (up to 4,096 under load).
+        #expect(kept < 6000, "only the entries after the newest checkpoint stay: \(kept) of \(count + 1); \(journal)")
     }
 
     @Test(
@@ -109,7 +110,7 @@ struct CheckpointRestartTests {
         let reader = try StepJournal.open(readingAt: path)
         #expect(
             try reader.count() == 50_000,
-            "compacted down to the commit holding the last covered entry (commits go whole; flowd's hold up to 512)")
+            "compacted down to the commit holding the last covered entry (commits go whole)")
         #expect(try reader.lastSequence(of: "gen#1") == UInt64(count), "the de-duplication state stays")
         reader.close()
 

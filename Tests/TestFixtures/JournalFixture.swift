@@ -65,4 +65,33 @@ public enum JournalFixture {
             try db.execute(sql: "CREATE TABLE earlier (id INTEGER PRIMARY KEY)")
         }
     }
+
+    /// A journal as versions before packed commits wrote it: the schema of migrations v1 to
+    /// v3-events and `ticks` entries, a row each, numbered from 1.
+    public static func createEarlierJournal(at path: String, ticks: Int64) throws {
+        let database = try DatabaseQueue(path: path)
+        defer { try? database.close() }
+        try database.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+                    INSERT INTO grdb_migrations VALUES ('v1'), ('v2-checkpoint'), ('v3-events');
+                    CREATE TABLE entry (
+                        id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, target TEXT NOT NULL, name TEXT NOT NULL,
+                        params BLOB NOT NULL, source TEXT NOT NULL, sequence INTEGER NOT NULL);
+                    CREATE TABLE source (id TEXT PRIMARY KEY NOT NULL, lastSequence INTEGER NOT NULL) WITHOUT ROWID;
+                    CREATE TABLE checkpoint (
+                        id INTEGER PRIMARY KEY, entry INTEGER NOT NULL, created REAL NOT NULL, state BLOB NOT NULL);
+                    CREATE TABLE event (
+                        first INTEGER PRIMARY KEY, last INTEGER NOT NULL, created REAL NOT NULL, events BLOB NOT NULL);
+                    CREATE INDEX event_last ON event (last);
+                    """)
+            for n in 1...ticks {
+                let tick = try tick(n)
+                try db.execute(
+                    sql: "INSERT INTO entry (kind, target, name, params, source, sequence) VALUES (?, ?, ?, ?, ?, ?)",
+                    arguments: [tick.kind.rawValue, tick.target, tick.name, tick.params, tick.source, n])
+            }
+        }
+    }
 }
