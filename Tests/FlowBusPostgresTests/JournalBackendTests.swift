@@ -171,6 +171,33 @@ struct PostgresJournalStorageTests {
         }
     }
 
+    @Test("Commits and their events are stored uncompressed, also in a database an earlier version made")
+    func uncompressed() async throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        // The events table as earlier versions made it: PostgreSQL compresses a large value by default.
+        try server.execute(
+            """
+            CREATE TABLE flowbus_event (
+                first BIGINT PRIMARY KEY, last BIGINT NOT NULL, created DOUBLE PRECISION NOT NULL, events BYTEA NOT NULL)
+            """)
+        let storage = """
+            DO $$ BEGIN
+                IF (SELECT attstorage FROM pg_attribute
+                    WHERE attrelid = 'flowbus_event'::regclass AND attname = 'events') <> 'e' THEN
+                    RAISE EXCEPTION 'flowbus_event.events is compressed';
+                END IF;
+            END $$
+            """
+        #expect(throws: (any Error).self, "the check fails on a compressed column") { try server.execute(storage) }
+        let journal = try await PostgresJournal.connect(url: server.url, logger: Logger(label: "test"))
+        defer { journal.close() }
+        try server.execute(storage)
+        try server.execute(
+            storage.replacingOccurrences(of: "flowbus_event", with: "flowbus_batch")
+                .replacingOccurrences(of: "'events'", with: "'entries'"))
+    }
+
     @Test("A damaged commit row is refused with the ids it holds and what is wrong")
     func damagedRow() async throws {
         try await withJournal { server, journal in
