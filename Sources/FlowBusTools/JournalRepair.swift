@@ -227,14 +227,14 @@ public enum JournalRepair {
         for range in unreadable {
             let before = copied.last { $0.lowerBound < range.lowerBound }
             let start = max(range.lowerBound, (before?.upperBound ?? 0) + 1)
-            guard start <= range.upperBound || before == nil else { continue }
+            guard start <= range.upperBound else { continue }
             let last =
                 (try? damaged.read { db in
                     try Int64.fetchOne(db, sql: "SELECT last FROM batch WHERE first = ?", arguments: [range.lowerBound])
                 }) ?? nil
             let next = copied.first { $0.lowerBound > range.upperBound }?.lowerBound
             let end = max(range.upperBound, last ?? next.map { $0 - 1 } ?? range.upperBound)
-            if start <= end { lost.append(start...end) }
+            lost.append(start...end)
         }
         result.unreadable += lost
     }
