@@ -66,10 +66,25 @@ extension StepJournal {
     }
 }
 
-/// Binds and runs an `entry` insert (a row per entry, under its id) with SQLite's own calls, the
-/// text and bytes bound in place (`SQLITE_STATIC`: they outlive the step). GRDB's arguments box
-/// every value, per row.
+/// Inserts run with SQLite's own calls, text and bytes bound in place (`SQLITE_STATIC`: they
+/// outlive the step): GRDB's arguments box every value, per row.
 enum SQLiteRow {
+    /// Runs `statement` once with what `bind` binds to it, then lets go of the bindings: the
+    /// pointers bound were only lent.
+    static func run(_ statement: SQLiteStatement, in db: Database, bind: (SQLiteStatement) -> Void) throws {
+        sqlite3_reset(statement)
+        bind(statement)
+        let code = sqlite3_step(statement)
+        sqlite3_reset(statement)
+        sqlite3_clear_bindings(statement)
+        guard code == SQLITE_DONE else {
+            throw DatabaseError(
+                resultCode: ResultCode(rawValue: code), message: db.lastErrorMessage,
+                sql: String(cString: sqlite3_sql(statement)))
+        }
+    }
+
+    /// An `entry` row (a row per entry, under its id).
     static func insert(
         _ statement: SQLiteStatement, in db: Database, id: Int64, kind: Int64, target: String, name: String,
         params: UnsafeRawBufferPointer, source: String, sequence: Int64
@@ -77,32 +92,24 @@ enum SQLiteRow {
         var target = target
         var name = name
         var source = source
-        let code = target.withUTF8 { target in
-            name.withUTF8 { name in
-                source.withUTF8 { source -> Int32 in
-                    sqlite3_reset(statement)
-                    sqlite3_bind_int64(statement, 1, id)
-                    sqlite3_bind_int64(statement, 2, kind)
-                    bindText(target, at: 3, to: statement)
-                    bindText(name, at: 4, to: statement)
-                    if let base = params.baseAddress, !params.isEmpty {
-                        sqlite3_bind_blob(statement, 5, base, Int32(params.count), nil)
-                    } else {
-                        sqlite3_bind_zeroblob(statement, 5, 0)
+        try target.withUTF8 { target in
+            try name.withUTF8 { name in
+                try source.withUTF8 { source in
+                    try run(statement, in: db) { statement in
+                        sqlite3_bind_int64(statement, 1, id)
+                        sqlite3_bind_int64(statement, 2, kind)
+                        bindText(target, at: 3, to: statement)
+                        bindText(name, at: 4, to: statement)
+                        if let base = params.baseAddress, !params.isEmpty {
+                            sqlite3_bind_blob(statement, 5, base, Int32(params.count), nil)
+                        } else {
+                            sqlite3_bind_zeroblob(statement, 5, 0)
+                        }
+                        bindText(source, at: 6, to: statement)
+                        sqlite3_bind_int64(statement, 7, sequence)
                     }
-                    bindText(source, at: 6, to: statement)
-                    sqlite3_bind_int64(statement, 7, sequence)
-                    return sqlite3_step(statement)
                 }
             }
-        }
-        // Nothing bound may outlive this call: the pointers were only lent.
-        sqlite3_reset(statement)
-        sqlite3_clear_bindings(statement)
-        guard code == SQLITE_DONE else {
-            throw DatabaseError(
-                resultCode: ResultCode(rawValue: code), message: db.lastErrorMessage,
-                sql: String(cString: sqlite3_sql(statement)))
         }
     }
 

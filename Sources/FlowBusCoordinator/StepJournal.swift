@@ -612,23 +612,12 @@ public final class StepJournal: Journal {
     /// A commit's entries in one row: a row each cost flowd about 0.6 µs of CPU per step, mostly SQLite's.
     private static func insertPacked(_ batch: Batch, first: Int64, last: Int64, in db: Database) throws {
         let insert = try db.cachedStatement(sql: "INSERT INTO batch (first, last, entries) VALUES (?, ?, ?)")
-        let packed = PackedEntries.packed(batch)
-        // Bound in place, as the events are.
-        let code = packed.withUnsafeBytes { raw -> Int32 in
-            let statement = insert.sqliteStatement
-            sqlite3_reset(statement)
-            sqlite3_bind_int64(statement, 1, first)
-            sqlite3_bind_int64(statement, 2, last)
-            sqlite3_bind_blob(statement, 3, raw.baseAddress, Int32(raw.count), nil)
-            let code = sqlite3_step(statement)
-            sqlite3_reset(statement)
-            sqlite3_clear_bindings(statement)
-            return code
-        }
-        guard code == SQLITE_DONE else {
-            throw DatabaseError(
-                resultCode: ResultCode(rawValue: code), message: db.lastErrorMessage,
-                sql: "INSERT INTO batch (first, last, entries) VALUES (?, ?, ?)")
+        try PackedEntries.packed(batch).withUnsafeBytes { raw in
+            try SQLiteRow.run(insert.sqliteStatement, in: db) { statement in
+                sqlite3_bind_int64(statement, 1, first)
+                sqlite3_bind_int64(statement, 2, last)
+                sqlite3_bind_blob(statement, 3, raw.baseAddress, Int32(raw.count), nil)
+            }
         }
     }
 
@@ -652,23 +641,13 @@ public final class StepJournal: Journal {
     private static func insert(_ events: JournalEvents, in db: Database) throws {
         let insert = try db.cachedStatement(sql: "INSERT INTO event (first, last, created, events) VALUES (?, ?, ?, ?)")
         let batch = events.batch
-        // Bound in place, as the entries' params are.
-        let code = batch.events.bytes.withUnsafeBytes { raw -> Int32 in
-            let statement = insert.sqliteStatement
-            sqlite3_reset(statement)
-            sqlite3_bind_int64(statement, 1, Int64(clamping: batch.first))
-            sqlite3_bind_int64(statement, 2, Int64(clamping: batch.last))
-            sqlite3_bind_double(statement, 3, batch.created)
-            sqlite3_bind_blob(statement, 4, raw.baseAddress, Int32(raw.count), nil)
-            let code = sqlite3_step(statement)
-            sqlite3_reset(statement)
-            sqlite3_clear_bindings(statement)
-            return code
-        }
-        guard code == SQLITE_DONE else {
-            throw DatabaseError(
-                resultCode: ResultCode(rawValue: code), message: db.lastErrorMessage,
-                sql: "INSERT INTO event (first, last, created, events) VALUES (?, ?, ?, ?)")
+        try batch.events.bytes.withUnsafeBytes { raw in
+            try SQLiteRow.run(insert.sqliteStatement, in: db) { statement in
+                sqlite3_bind_int64(statement, 1, Int64(clamping: batch.first))
+                sqlite3_bind_int64(statement, 2, Int64(clamping: batch.last))
+                sqlite3_bind_double(statement, 3, batch.created)
+                sqlite3_bind_blob(statement, 4, raw.baseAddress, Int32(raw.count), nil)
+            }
         }
         if events.keepFrom > 1 {
             let trim = try db.cachedStatement(sql: "DELETE FROM event WHERE last < ?")
