@@ -295,4 +295,11 @@ struct ReactorHostServiceTests {
                 hostName: "other", config: config, reactors: ReactorRegistry(), logger: .init(label: "test"))
         }
     }
+
+    @Test("The steps of one batch of actions fit in a stepper's outbox past the limit where the host stops reading")
+    func batchFitsStepperHeadroom() {
+        // The host checks its steppers' backlog once per batch: one step per action must not
+        // overflow the outbox (steps past it are dropped) before the check.
+        #expect(ReactorHostLoop.maxBatchSize <= HostStepOutlet.maxWaiting - HostStepOutlet.backlogLimit)
+    }
 }
