@@ -70,6 +70,10 @@ package final class CoordinatorMetrics {
     /// Counted since the last flush (unchecked exclusivity: counted per step, on one thread).
     @exclusivity(unchecked) private var pending = Totals()
     @exclusivity(unchecked) private var pendingNavigations: [String: Int] = [:]
+    /// The flow of the last navigations in a row and their count, not yet in `pendingNavigations`:
+    /// under load one flow navigates again and again, and comparing its name costs less than hashing it.
+    @exclusivity(unchecked) private var navigatingFlow = ""
+    @exclusivity(unchecked) private var navigationsInARow = 0
     /// What the ingress loop and the publisher had counted at the last flush.
     private var lastIngress = IngressCounters()
     private var lastEvents = EventCounts()
@@ -105,7 +109,19 @@ package final class CoordinatorMetrics {
     }
 
     package func didNavigate(flow: String) {
-        pendingNavigations[flow, default: 0] += 1
+        if navigationsInARow > 0, flow == navigatingFlow {
+            navigationsInARow += 1
+            return
+        }
+        countNavigationsInARow()
+        navigatingFlow = flow
+        navigationsInARow = 1
+    }
+
+    private func countNavigationsInARow() {
+        guard navigationsInARow > 0 else { return }
+        pendingNavigations[navigatingFlow, default: 0] += navigationsInARow
+        navigationsInARow = 0
     }
 
     /// The reason a step counts as refused: none if a flow navigated to it (or nothing was
@@ -159,6 +175,7 @@ package final class CoordinatorMetrics {
             counter(&stepsRefused, "flowbus_steps_refused_total", [("reason", reason.rawValue)], key: reason).increment(
                 by: count)
         }
+        countNavigationsInARow()
         if !pendingNavigations.isEmpty {
             for (flow, count) in pendingNavigations {
                 totals.navigations += count

@@ -126,6 +126,12 @@ struct StepperSlot: RandomAccessCollection {
         }
     }
 
+    /// The binding of a slot of one.
+    var only: StepperBinding? {
+        if case .one(let binding) = storage { return binding }
+        return nil
+    }
+
     subscript(position: Int) -> StepperBinding {
         switch storage {
         case .one(let binding):

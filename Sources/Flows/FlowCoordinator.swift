@@ -174,6 +174,16 @@ public final class FlowCoordinator {
     /// input: await ``StepProgress/Pending/outcomes()`` before handing the coordinator the next one.
     public func receiveNow(_ step: CanonicalStep, from stepperID: String) -> StepProgress {
         let ticket = reusableTicket()
+        // The usual case, a stepper of one binding whose flow does not adapt, with nothing queued:
+        // the step is processed at once, as the queue would have, without passing through it.
+        if queue.isEmpty, !isPumping, let binding = steppers[stepperID]?.only, binding.isActive, binding.isRemote,
+            let flow = binding.flow, !flow.flow.adaptsSteps, gate(binding) == nil
+        {
+            processNow(
+                makeItem(
+                    flow, step, origin: .stepper(stepperID), binding: binding, ticket: ticket, recordsOutcome: true))
+            return progress(of: ticket)
+        }
         admitRemote(step, from: stepperID, ticket: ticket)
         return progress(of: ticket)
     }
@@ -668,6 +678,19 @@ public final class FlowCoordinator {
         return true
     }
 
+    /// Processes `item` on the caller's stack, the queue being empty and nobody pumping; what it
+    /// causes is queued, for ``pumpSynchronously()``.
+    private func processNow(_ item: PendingStep) {
+        isPumping = true
+        if let decoded = decodeForProcessing(item) { navigate(item, to: decoded) }
+        complete(item)
+        isPumping = false
+        guard queue.isEmpty, !idleWaiters.isEmpty else { return }
+        let waiters = idleWaiters
+        idleWaiters.removeAll()
+        for waiter in waiters { waiter.resume() }
+    }
+
     private func wait(for ticket: Ticket) async {
         guard ticket.pending > 0 else { return }
         if !isPumping {
@@ -862,13 +885,14 @@ public final class FlowCoordinator {
             }
         }
 
-        var head = urgent + (collected ?? [])
+        var head = collected ?? []
         collected = nil
         collectingTicket = nil
         currentFlow = nil
+        if !urgent.isEmpty { head.insert(contentsOf: urgent, at: 0) }
         fanOut(item, from: record, into: &head)
-        queue.insert(contentsOf: head, at: 0)
-        queue.append(contentsOf: deferred)
+        if !head.isEmpty { queue.insert(contentsOf: head, at: 0) }
+        if !deferred.isEmpty { queue.append(contentsOf: deferred) }
     }
 
     /// A deep link continues into every active child of `record` (including children the link
