@@ -49,53 +49,10 @@ final class NavigationEventPublisher {
     func publish(_ event: CoordinatorEvent) {
         guard !isSilent else { return }
         switch event {
-        case .willNavigate(let navigation), .didNavigate(let navigation):
-            let phase: NavigationPhase
-            if case .willNavigate = event { phase = .will } else { phase = .did }
-            if phase == .did {
-                applying?.spans?.navigated(flow: navigation.flow.name, presentable: navigation.presentableID)
-                metrics.didNavigate(flow: navigation.flow.name)
-                logger.debug("did navigate flow=\(navigation.flow.name) step=\(describeStep(navigation.step))")
-            }
-            // A will not encoded now must not lend its frames to a later did of the same number.
-            if phase == .will { willNumber = 0 }
-            guard publisher.wants(head: phase == .will ? "nav/will/" : "nav/did/", id: navigation.flow.name) else {
-                return
-            }
-            if phase == .did, navigation.number != 0, navigation.number == willNumber {
-                do {
-                    try NavigationEventMessage.encodeDid(
-                        ofWill: will, flow: navigation.flow.name, envelope: publisher.envelope(.didNavigate),
-                        into: &did)
-                    publisher.publishWanted(encoded: did)
-                } catch {
-                    logger.error("cannot encode didNavigate for the events endpoint: \(error)")
-                }
-                return
-            }
-            var message: NavigationEventMessage
-            if let step = navigation.step.canonicalStep {
-                message = NavigationEventMessage(
-                    phase: phase, envelope: publisher.envelope(phase == .will ? .willNavigate : .didNavigate),
-                    flow: navigation.flow.name, stepName: step.name, params: step.params,
-                    presentableID: navigation.presentableID, traceContext: applying?.trace)
-                // A step the flow passes through keeps its params dictionary (== is then O(1)):
-                // FBV params go out as the bytes that came in (the message writes JSON again).
-                if let received = applying?.step, received.name == step.name, received.params == step.params {
-                    message.encodedParams = applying?.params
-                }
-            } else {
-                let (name, params) = canonical(navigation.step)
-                message = NavigationEventMessage(
-                    phase: phase, envelope: publisher.envelope(phase == .will ? .willNavigate : .didNavigate),
-                    flow: navigation.flow.name, stepName: name, params: params, presentableID: navigation.presentableID,
-                    traceContext: applying?.trace)
-            }
-            if phase == .will {
-                willNumber = publisher.publishWanted(message, encodingInto: &will) ? navigation.number : 0
-            } else {
-                publisher.publishWanted(message)
-            }
+        case .willNavigate(let navigation):
+            publish(navigation, phase: .will)
+        case .didNavigate(let navigation):
+            publish(navigation, phase: .did)
         case .command(let command):
             guard let message = wireCommand(command) else { return }
             publisher.publish(message)
@@ -130,9 +87,69 @@ final class NavigationEventPublisher {
         }
     }
 
-    /// The wire name and params of a step: canonical steps as they are, Swift enums through Codable.
+    private func publish(_ navigation: NavigationEvent, phase: NavigationPhase) {
+        if phase == .did {
+            applying?.spans?.navigated(flow: navigation.flow.name, presentable: navigation.presentableID)
+            metrics.didNavigate(flow: navigation.flow.name)
+            logger.debug("did navigate flow=\(navigation.flow.name) step=\(describeStep(navigation.step))")
+        } else {
+            // A will not encoded now must not lend its frames to a later did of the same number.
+            willNumber = 0
+        }
+        guard publisher.wants(head: phase == .will ? "nav/will/" : "nav/did/", id: navigation.flow.name) else {
+            return
+        }
+        let kind: MessageKind = phase == .will ? .willNavigate : .didNavigate
+        if phase == .did, navigation.number != 0, navigation.number == willNumber {
+            do {
+                try NavigationEventMessage.encodeDid(
+                    ofWill: will, flow: navigation.flow.name, envelope: publisher.envelope(kind), into: &did)
+                publisher.publishWanted(encoded: did)
+            } catch {
+                logger.error("cannot encode didNavigate for the events endpoint: \(error)")
+            }
+            return
+        }
+        let stepName: String
+        let params: WireParams
+        var encodedParams: WirePayload?
+        if let step = navigation.step.canonicalStep {
+            (stepName, params) = (step.name, step.params)
+            // A step the flow passes through keeps its params dictionary (== is then O(1)): FBV
+            // params go out as the bytes that came in (the message writes JSON again).
+            if let received = applying?.step, received.name == step.name, received.params == step.params {
+                encodedParams = applying?.params
+            }
+        } else {
+            (stepName, params) = canonical(navigation.step)
+        }
+        if phase == .will {
+            let published = publish(
+                navigation, kind: kind, stepName: stepName, params: params, encodedParams: encodedParams, into: &will)
+            willNumber = published ? navigation.number : 0
+        } else {
+            publish(
+                navigation, kind: kind, stepName: stepName, params: params, encodedParams: encodedParams, into: &did)
+        }
+    }
+
+    /// Encodes a navigation event into `frames` (which keep it after) and sends or holds it.
+    @discardableResult
+    private func publish(
+        _ navigation: NavigationEvent, kind: MessageKind, stepName: String, params: WireParams,
+        encodedParams: WirePayload?, into frames: inout FrameBuffer
+    ) -> Bool {
+        let envelope = publisher.envelope(kind)
+        return publisher.publishWanted(kind, encodingInto: &frames) { (frames) throws(WireError) in
+            try NavigationEventMessage.encode(
+                phase: kind == .willNavigate ? .will : .did, envelope: envelope, flow: navigation.flow.name,
+                stepName: stepName, params: params, encodedParams: encodedParams,
+                presentableID: navigation.presentableID, traceContext: applying?.trace, into: &frames)
+        }
+    }
+
+    /// The wire name and params of a step that is not a canonical step: Swift enums through Codable.
     private func canonical(_ step: any Step) -> (String, WireParams) {
-        if let step = step.canonicalStep { return (step.name, step.params) }
         if let encodable = step as? any Encodable, let form = try? canonicalForm(encodable) {
             return (form.name, form.params)
         }

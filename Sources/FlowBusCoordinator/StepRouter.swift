@@ -171,19 +171,18 @@ package final class StepRouter {
         _ input: Input, _ step: CanonicalStep, frames: FrameBuffer, params: WirePayload, origin: Origin, topic: String,
         envelope: Envelope, trace: TraceContext? = nil
     ) -> Unfinished? {
-        var applying = MessageBeingApplied(origin: origin, topic: topic, step: step, params: params, trace: trace)
+        var spans: StepSpans?
         if BusTracing.traces(trace) {
             let stepper: String?
             if case .step(let id) = input { stepper = id } else { stepper = nil }
-            if let spans = StepSpans(
+            spans = StepSpans(
                 kind: stepper == nil ? .deepLink : .step, topic: topic, envelope: envelope, step: step.name,
                 stepper: stepper, remote: trace)
-            {
-                applying.spans = spans
-                applying.trace = spans.eventsContext
-            }
         }
-        events.applying = applying
+        // Made in place: a copy kept here would cost a retain and a release per field.
+        events.applying = MessageBeingApplied(
+            origin: origin, topic: topic, step: step, params: params, trace: spans.map { $0.eventsContext } ?? trace,
+            spans: spans)
         publisher.publish(frames: frames)
         let progress: StepProgress
         switch input {
@@ -197,7 +196,7 @@ package final class StepRouter {
         switch progress {
         case .done(let outcomes):
             count(outcomes, of: input)
-            if let spans = events.applying?.spans { tracedSpans.add(spans) }
+            if let spans { tracedSpans.add(spans) }
             events.applying = nil
             return nil
         case .pending(let pending):

@@ -93,10 +93,22 @@ package final class BusPublisher {
     /// ``publishWanted(_:)``, encoding into the caller's `frames`, which keep the message after.
     @discardableResult
     package func publishWanted(_ message: some WireMessageEncodable, encodingInto frames: inout FrameBuffer) -> Bool {
-        do {
+        publishWanted(message.kind, encodingInto: &frames) { (frames) throws(WireError) in
             try message.encode(into: &frames)
+        }
+    }
+
+    /// Sends, or holds, the message of `kind` that `encode` writes into the caller's `frames`
+    /// (which keep it after), whose topic ``wants(head:id:)`` accepted.
+    @discardableResult
+    package func publishWanted(
+        _ kind: MessageKind, encodingInto frames: inout FrameBuffer,
+        with encode: (inout FrameBuffer) throws(WireError) -> Void
+    ) -> Bool {
+        do {
+            try encode(&frames)
         } catch {
-            logger.error("cannot encode \(message.kind) for the \(publication.endpoint) endpoint: \(error)")
+            logger.error("cannot encode \(kind) for the \(publication.endpoint) endpoint: \(error)")
             return false
         }
         return publishWanted(encoded: frames)

@@ -283,10 +283,22 @@ public struct NavigationEventMessage: WireMessageEncodable, Hashable {
     public var topic: String { phase == .will ? Topic.willNavigate(flow) : Topic.didNavigate(flow) }
 
     public func encode(into buffer: inout FrameBuffer) throws(WireError) {
+        try Self.encode(
+            phase: phase, envelope: envelope, flow: flow, stepName: stepName, params: params,
+            encodedParams: encodedParams, presentableID: presentableID, traceContext: traceContext, into: &buffer)
+    }
+
+    /// Writes the message these fields make, as ``encode(into:)`` does, without making one: a
+    /// publisher of a navigation per step copies none of its fields.
+    public static func encode(
+        phase: NavigationPhase, envelope: Envelope, flow: String, stepName: String, params: WireParams,
+        encodedParams: WirePayload?, presentableID: String?, traceContext: TraceContext?,
+        into buffer: inout FrameBuffer
+    ) throws(WireError) {
         try buffer.writeMessage { (out) throws(WireError) in
             try validateText(flow, field: "flow name", min: 1, max: 255)
             try out.writeTopic(phase == .will ? .navWill : .navDid, id: flow)
-            try out.writeEnvelope(envelope, kind: kind)
+            try out.writeEnvelope(envelope, kind: phase == .will ? .willNavigate : .didNavigate)
             out.append(text: flow)
             try out.writeName(stepName, field: "step name")
             if let encodedParams, encodedParams.contentType == .fbv, envelope.contentType == .fbv {
