@@ -177,7 +177,7 @@ public final class FlowCoordinator {
         // The usual case, a stepper of one binding whose flow does not adapt, with nothing queued:
         // the step is processed at once, as the queue would have, without passing through it.
         if queue.isEmpty, !isPumping, let binding = steppers[stepperID]?.only, binding.isActive, binding.isRemote,
-            let flow = binding.flow, !flow.flow.adaptsSteps, gate(binding) == nil
+            let flow = binding.flow, !flow.flow.adaptsSteps, gate(binding, of: flow) == nil
         {
             processNow(
                 makeItem(
@@ -527,7 +527,7 @@ public final class FlowCoordinator {
         }
         for binding in slot where binding.isActive && binding.isRemote {
             guard let flow = binding.flow else { continue }
-            if let reason = gate(binding) {
+            if let reason = gate(binding, of: flow) {
                 dropEmission(step, binding: binding, reason: reason)
                 ticket.outcomes.append(.dropped(reason, flow: flow.id))
             } else {
@@ -556,8 +556,9 @@ public final class FlowCoordinator {
     /// RXFLOW.md rule 3: a presentable stepper's steps pass only while its presentable is
     /// visible (unless allowStepWhenNotPresented) and not dismissed (unless allowStepWhenDismissed).
     /// Flow steppers are never gated by visibility (rule 2).
-    private func gate(_ binding: StepperBinding) -> DiagnosticReason? {
-        guard binding.isActive, let flow = binding.flow, flow.isActive else { return .dismissed }
+    /// `flow` is the binding's, which the caller loaded (a weak reference, not loaded twice).
+    private func gate(_ binding: StepperBinding, of flow: FlowRecord) -> DiagnosticReason? {
+        guard binding.isActive, flow.isActive else { return .dismissed }
         guard binding.role == .presentableStepper else { return nil }
         if binding.node.isDismissed && !binding.allowStepWhenDismissed { return .dismissed }
         if !binding.allowStepWhenNotPresented && !binding.node.isVisible {
@@ -569,7 +570,7 @@ public final class FlowCoordinator {
     func stepperEmitted(_ step: any Step, binding: StepperBinding) {
         guard binding.isActive, let flow = binding.flow else { return }
         if step is NoneStep { return }
-        if let reason = gate(binding) {
+        if let reason = gate(binding, of: flow) {
             dropEmission(step, binding: binding, reason: reason)
             return
         }
