@@ -27,9 +27,6 @@ final class NavigationEventPublisher {
     /// flowd's `events` endpoint.
     let publisher: BusPublisher
     private let logger: Logger
-    /// Whether each navigation is logged: read once, as a `let` logger's level does not change
-    /// (reading it copies the log handler, at every step).
-    private let logsNavigations: Bool
     private let metrics: CoordinatorMetrics
     /// True while the journal is replayed or followed: the engine rebuilds its state silently (its
     /// events were published when the steps first happened).
@@ -47,7 +44,6 @@ final class NavigationEventPublisher {
         self.publisher = publisher
         self.metrics = metrics
         self.logger = logger
-        logsNavigations = logger.logLevel <= .debug
     }
 
     func publish(_ event: CoordinatorEvent) {
@@ -95,9 +91,7 @@ final class NavigationEventPublisher {
         if phase == .did {
             applying?.spans?.navigated(flow: navigation.flow.name, presentable: navigation.presentableID)
             metrics.didNavigate(flow: navigation.flow.name)
-            if logsNavigations {
-                logger.debug("did navigate flow=\(navigation.flow.name) step=\(describeStep(navigation.step))")
-            }
+            logger.debug("did navigate flow=\(navigation.flow.name) step=\(describeStep(navigation.step))")
         } else {
             // A will not encoded now must not lend its frames to a later did of the same number.
             willNumber = 0
