@@ -50,9 +50,9 @@ final class NavigationEventPublisher {
         guard !isSilent else { return }
         switch event {
         case .willNavigate(let navigation):
-            publish(navigation, phase: .will)
+            publishNavigation(navigation, phase: .will)
         case .didNavigate(let navigation):
-            publish(navigation, phase: .did)
+            publishNavigation(navigation, phase: .did)
         case .command(let command):
             guard let message = wireCommand(command) else { return }
             publisher.publish(message)
@@ -87,7 +87,7 @@ final class NavigationEventPublisher {
         }
     }
 
-    private func publish(_ navigation: NavigationEvent, phase: NavigationPhase) {
+    private func publishNavigation(_ navigation: NavigationEvent, phase: NavigationPhase) {
         if phase == .did {
             applying?.spans?.navigated(flow: navigation.flow.name, presentable: navigation.presentableID)
             metrics.didNavigate(flow: navigation.flow.name)
@@ -99,11 +99,10 @@ final class NavigationEventPublisher {
         guard publisher.wants(head: phase == .will ? "nav/will/" : "nav/did/", id: navigation.flow.name) else {
             return
         }
-        let kind: MessageKind = phase == .will ? .willNavigate : .didNavigate
         if phase == .did, navigation.number != 0, navigation.number == willNumber {
             do {
                 try NavigationEventMessage.encodeDid(
-                    ofWill: will, flow: navigation.flow.name, envelope: publisher.envelope(kind), into: &did)
+                    ofWill: will, flow: navigation.flow.name, envelope: publisher.envelope(.didNavigate), into: &did)
                 publisher.publishWanted(encoded: did)
             } catch {
                 logger.error("cannot encode didNavigate for the events endpoint: \(error)")
@@ -124,25 +123,27 @@ final class NavigationEventPublisher {
             (stepName, params) = canonical(navigation.step)
         }
         if phase == .will {
-            let published = publish(
-                navigation, kind: kind, stepName: stepName, params: params, encodedParams: encodedParams, into: &will)
+            let published = encodeAndPublish(
+                navigation, phase: phase, stepName: stepName, params: params, encodedParams: encodedParams,
+                into: &will)
             willNumber = published ? navigation.number : 0
         } else {
-            publish(
-                navigation, kind: kind, stepName: stepName, params: params, encodedParams: encodedParams, into: &did)
+            encodeAndPublish(
+                navigation, phase: phase, stepName: stepName, params: params, encodedParams: encodedParams, into: &did)
         }
     }
 
     /// Encodes a navigation event into `frames` (which keep it after) and sends or holds it.
     @discardableResult
-    private func publish(
-        _ navigation: NavigationEvent, kind: MessageKind, stepName: String, params: WireParams,
+    private func encodeAndPublish(
+        _ navigation: NavigationEvent, phase: NavigationPhase, stepName: String, params: WireParams,
         encodedParams: WirePayload?, into frames: inout FrameBuffer
     ) -> Bool {
+        let kind: MessageKind = phase == .will ? .willNavigate : .didNavigate
         let envelope = publisher.envelope(kind)
         return publisher.publishWanted(kind, encodingInto: &frames) { (frames) throws(WireError) in
             try NavigationEventMessage.encode(
-                phase: kind == .willNavigate ? .will : .did, envelope: envelope, flow: navigation.flow.name,
+                phase: phase, envelope: envelope, flow: navigation.flow.name,
                 stepName: stepName, params: params, encodedParams: encodedParams,
                 presentableID: navigation.presentableID, traceContext: applying?.trace, into: &frames)
         }

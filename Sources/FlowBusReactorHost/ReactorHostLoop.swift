@@ -51,12 +51,12 @@ package final class ReactorHostLoop: Sendable {
     let logger: Logger
     let control: DaemonControl
 
-    /// Messages drained from the ROUTER before the loop commits, publishes and acknowledges. A
-    /// persisting host syncs its database once per commit: under load, batches of 1,024 actions
-    /// save at over 0.8 of an unsaved host's rate, where 256 saved at 0.7 (RELIABILITY.md). The
-    /// steps a batch makes must still fit in a stepper's outbox past its backlog limit (checked
-    /// per batch).
-    package static let maxBatchSize = 1024
+    /// Messages drained from the ROUTER before the loop commits, publishes and acknowledges.
+    package static let maxBatchSize = 256
+    /// The same for a host that persists: it syncs its database once per commit, and a larger
+    /// batch shares that among more actions (RELIABILITY.md). The steps a batch makes must still
+    /// fit in a stepper's outbox past its backlog limit, which the host checks once per turn.
+    package static let maxPersistingBatchSize = 1024
 
     package init(settings: Settings, registry: ReactorRegistry, outlet: ReactorHostOutlet, logger: Logger) {
         self.settings = settings
@@ -150,7 +150,8 @@ private final class ReactorHostIO {
             intake: intake, limits: WireLimits(maxFrameBytes: settings.limits.maxMessageBytes), logger: logger)
         role = try ReactorHostRole(host: host, data: data, database: database, context: context)
         var loopSettings = DaemonLoop.Settings(
-            heartbeat: settings.heartbeat, maxBatchSize: ReactorHostLoop.maxBatchSize)
+            heartbeat: settings.heartbeat,
+            maxBatchSize: database == nil ? ReactorHostLoop.maxBatchSize : ReactorHostLoop.maxPersistingBatchSize)
         loopSettings.drain = settings.drain
         loopSettings.dropReason = "a view is too slow; views resynchronise from a snapshot on a gap"
         loopSettings.dropDetails = ["host": .string(settings.hostName)]

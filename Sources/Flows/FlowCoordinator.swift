@@ -174,15 +174,17 @@ public final class FlowCoordinator {
     /// input: await ``StepProgress/Pending/outcomes()`` before handing the coordinator the next one.
     public func receiveNow(_ step: CanonicalStep, from stepperID: String) -> StepProgress {
         let ticket = reusableTicket()
-        // The usual case, a stepper of one binding whose flow does not adapt, with nothing queued:
-        // the step is processed at once, as the queue would have, without passing through it.
+        // The usual case, a stepper of one binding whose flow does not adapt, with nothing queued
+        // and nobody pumping: the step is processed at once, as the queue would have, without
+        // passing through it. Then the queue is pumped as it would have been: it holds the step's
+        // consequences, and what was submitted meanwhile (by a flow, or an event handler).
         if queue.isEmpty, !isPumping, let binding = steppers[stepperID]?.only, binding.isActive, binding.isRemote,
             let flow = binding.flow, !flow.flow.adaptsSteps, gate(binding, of: flow) == nil
         {
             processNow(
                 makeItem(
                     flow, step, origin: .stepper(stepperID), binding: binding, ticket: ticket, recordsOutcome: true))
-            return progress(of: ticket)
+            return progress(of: ticket, isDone: queue.isEmpty || pumpSynchronously())
         }
         admitRemote(step, from: stepperID, ticket: ticket)
         return progress(of: ticket)
@@ -196,7 +198,12 @@ public final class FlowCoordinator {
     }
 
     private func progress(of ticket: Ticket) -> StepProgress {
-        if ticket.pending == 0 || pumpSynchronously() {
+        progress(of: ticket, isDone: ticket.pending == 0 || pumpSynchronously())
+    }
+
+    /// `isDone`: whether the ticket and the queue were done with on the caller's stack.
+    private func progress(of ticket: Ticket, isDone: Bool) -> StepProgress {
+        if isDone {
             // Done on the caller's stack: nothing refers to it any more, the next input reuses it.
             spareTicket = ticket
             return .done(ticket.outcomes)
@@ -680,7 +687,7 @@ public final class FlowCoordinator {
     }
 
     /// Processes `item` on the caller's stack, the queue being empty and nobody pumping; what it
-    /// causes is queued, for ``pumpSynchronously()``.
+    /// causes, and what is submitted meanwhile, is queued.
     private func processNow(_ item: PendingStep) {
         isPumping = true
         if let decoded = decodeForProcessing(item) { navigate(item, to: decoded) }

@@ -298,8 +298,9 @@ struct ReactorHostServiceTests {
 
     @Test("The steps of one batch of actions fit in a stepper's outbox past the limit where the host stops reading")
     func batchFitsStepperHeadroom() {
-        // The host checks its steppers' backlog once per batch: one step per action must not
-        // overflow the outbox (steps past it are dropped) before the check.
-        #expect(ReactorHostLoop.maxBatchSize <= HostStepOutlet.maxWaiting - HostStepOutlet.backlogLimit)
+        // The host checks its steppers' backlog once per turn: a batch of one step per action must
+        // not overflow the outbox (steps past it are dropped) before the check.
+        let headroom = HostStepOutlet.maxWaiting - HostStepOutlet.backlogLimit
+        #expect(ReactorHostLoop.maxBatchSize <= headroom && ReactorHostLoop.maxPersistingBatchSize <= headroom)
     }
 }

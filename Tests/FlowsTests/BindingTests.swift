@@ -284,6 +284,26 @@ struct BindingTests {
         #expect(refused == [.dropped(.unboundStepper, flow: nil)])
     }
 
+    @Test("receiveNow also processes, before it returns, a step a flow submits while it navigates")
+    func receiveNowProcessesWhatIsSubmitted() async {
+        let (coordinator, log) = makeCoordinator()
+        let flow = remoteFlow()
+        await coordinator.coordinate(flow: flow, with: OneStepper(withSingleStep: TestStep.one))
+        let script = flow.script
+        flow.script = { flow, step in
+            // Submitted without the received step's ticket: not a consequence the caller waits for.
+            if (step as? CanonicalStep)?.name == "two" { _ = coordinator.submit(CanonicalStep("three"), from: "s") }
+            return script(flow, step)
+        }
+        log.clear()
+        guard case .done(let outcomes) = coordinator.receiveNow(CanonicalStep("two"), from: "s") else {
+            Issue.record("a flow that does not adapt never needs the asynchronous path")
+            return
+        }
+        #expect(outcomes == [.navigated(FlowID(name: "TestFlow", instance: 1))])
+        #expect(log.didNavigate == ["TestFlow#1 two", "TestFlow#1 three"], "nothing is left in the queue")
+    }
+
     @Test("receiveNow leaves a step to the asynchronous path when its flow adapts; later steps keep arrival order")
     func receiveNowHandsOverToAdapt() async {
         let (coordinator, log) = makeCoordinator()

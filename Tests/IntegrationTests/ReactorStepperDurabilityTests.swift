@@ -138,8 +138,9 @@ struct ReactorStepperDurabilityTests {
         kill(flowd.processIdentifier, SIGSTOP)
         #expect(waitUntilStopped(flowd.processIdentifier), "flowd stopped")
         let view = try ReactorView(reactorID: "ticker", config: topology.config)
-        // More than the host reads before it stops: the backlog limit, crossed within a batch.
-        let total = HostStepOutlet.backlogLimit + 2 * ReactorHostLoop.maxBatchSize
+        // More than the host reads before it stops: the backlog limit, crossed within a batch (the
+        // host keeps its steps: it persists).
+        let total = HostStepOutlet.backlogLimit + 2 * ReactorHostLoop.maxPersistingBatchSize
         for n in 2...total { _ = try view.send("tick", ["n": .int(Int64(n))]) }
         #expect(
             try host.waitForOutput(matching: "reading no actions: [0-9]+ steps of ticker wait", timeout: .seconds(120)),
