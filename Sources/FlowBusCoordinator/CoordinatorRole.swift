@@ -322,8 +322,9 @@ extension CoordinatorRole {
 /// `control`, turned on the engine's thread.
 @FlowActor
 final class CoordinatorDriver: FlowLoopDriver {
-    /// Messages read into one batch before it is committed and acknowledged.
-    static let maxBatchSize = 512
+    /// Messages read into one batch before it is committed and acknowledged: under load each
+    /// batch is a commit of the journal, whose cost a larger batch shares among more steps.
+    static let maxBatchSize = 1024
     /// How long acks and replies still queued at shutdown may take to leave, in milliseconds.
     static let shutdownLinger: Int32 = 1000
 
@@ -401,7 +402,7 @@ final class CoordinatorDriver: FlowLoopDriver {
             logger: logger)
         var settings = DaemonLoop.Settings(heartbeat: heartbeat, maxBatchSize: Self.maxBatchSize)
         // A slow journal (PostgreSQL's round trips) gets larger commits under load.
-        settings.maxGroupedBatchSize = Self.maxBatchSize * 8
+        settings.maxGroupedBatchSize = Self.maxBatchSize * 4
         if let journal {
             settings.lookUp = { sources in
                 do {
