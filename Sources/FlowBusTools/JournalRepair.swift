@@ -59,22 +59,10 @@ public enum JournalRepair {
                 try database.read { db in
                     let commits = try Row.fetchCursor(db, sql: "SELECT first, last, entries FROM batch ORDER BY first")
                     while let row = try commits.next() {
-                        let first: Int64? = row[0]
-                        let last: Int64? = row[1]
-                        let bytes: Data? = row[2]
-                        guard let first, let last, let bytes, last >= first else {
-                            damagedCommits.append("a commit of entries has no ids or no entries (from \(first ?? 0))")
-                            continue
-                        }
-                        var entries: [StepJournal.Entry] = []
                         do {
-                            try bytes.withUnsafeBytes { raw in
-                                try StepJournal.PackedEntries.unpack(
-                                    raw, first: first, count: Int(last - first + 1), after: 0, into: &entries)
-                            }
-                            packed += Int(last - first + 1)
+                            packed += try unpackedCommit(row).entries.count
                         } catch {
-                            damagedCommits.append("the commit of entries \(first)...\(last): \(error)")
+                            damagedCommits.append("\(error)")
                         }
                     }
                 }
@@ -201,14 +189,8 @@ public enum JournalRepair {
             }
         } copy: { rows in
             for row in rows {
-                let first: Int64 = row[0]
-                var entries: [StepJournal.Entry] = []
-                guard let last = row[1] as Int64?, let bytes = row[2] as Data?, last >= first,
-                    (try? bytes.withUnsafeBytes({ raw in
-                        try StepJournal.PackedEntries.unpack(
-                            raw, first: first, count: Int(last - first + 1), after: 0, into: &entries)
-                    })) != nil
-                else {
+                guard let (first, last, entries) = try? unpackedCommit(row) else {
+                    let first: Int64 = row[0]
                     lost.append(first...max(first, (row[1] as Int64?) ?? first))
                     continue
                 }
@@ -237,6 +219,32 @@ public enum JournalRepair {
             lost.append(start...end)
         }
         result.unreadable += lost
+    }
+
+    /// What is damaged in a packed commit, to report it.
+    private struct DamagedCommit: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// A packed commit's row (`first, last, entries`), unpacked.
+    /// - Throws: ``DamagedCommit``, naming the commit, when its ids or its entries cannot be read.
+    private static func unpackedCommit(_ row: Row) throws -> (first: Int64, last: Int64, entries: [StepJournal.Entry]) {
+        let first: Int64? = row[0]
+        let last: Int64? = row[1]
+        let bytes: Data? = row[2]
+        guard let first, let last, let bytes, last >= first else {
+            throw DamagedCommit(description: "a commit of entries has no ids or no entries (from \(first ?? 0))")
+        }
+        var entries: [StepJournal.Entry] = []
+        do {
+            try bytes.withUnsafeBytes { raw in
+                try StepJournal.PackedEntries.unpack(
+                    raw, first: first, count: Int(last - first + 1), after: 0, into: &entries)
+            }
+        } catch {
+            throw DamagedCommit(description: "the commit of entries \(first)...\(last): \(error)")
+        }
+        return (first, last, entries)
     }
 
     /// Reads `range` in chunks, in order, halving a chunk whose read fails down to single ids,
