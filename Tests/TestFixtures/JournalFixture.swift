@@ -33,15 +33,21 @@ public enum JournalFixture {
         }
     }
 
-    /// Where in the file a page holding packed entries lies, in the middle of those that do.
+    /// Where in the file a page holding packed entries lies, in the middle of those that do: a page
+    /// of a commit's entries that run over pages of their own when there are such, as large
+    /// commits do. A leaf holds the ids of its commits: damage there would hide where the table
+    /// starts or ends, not one commit.
     public static func pageOfEntries(in path: String) throws -> (offset: UInt64, size: Int) {
         let database = try DatabaseQueue(path: path)
         defer { try? database.close() }
         let (pages, size) = try database.read { db in
-            (
-                try Int.fetchAll(
-                    db,
-                    sql: "SELECT pageno FROM dbstat WHERE name = 'batch' AND pagetype != 'internal' ORDER BY pageno"),
+            let overflow = try Int.fetchAll(
+                db, sql: "SELECT pageno FROM dbstat WHERE name = 'batch' AND pagetype = 'overflow' ORDER BY pageno")
+            return (
+                overflow.isEmpty
+                    ? try Int.fetchAll(
+                        db, sql: "SELECT pageno FROM dbstat WHERE name = 'batch' AND pagetype = 'leaf' ORDER BY pageno")
+                    : overflow,
                 try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
             )
         }
