@@ -41,12 +41,23 @@ public final class TextInterner {
     }
 
     private static func hash(_ bytes: UnsafeRawBufferPointer) -> Int {
-        // FNV-1a: cheap, and good enough for a table that only saves allocations.
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in bytes {
-            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+        // Eight bytes at a time, multiplied and folded: a few instructions per word for the texts of
+        // every message, and good enough for a table that only saves allocations.
+        let multiplier: UInt64 = 0x9e37_79b9_7f4a_7c15
+        var hash = UInt64(bytes.count) &* multiplier
+        var offset = 0
+        while offset + 8 <= bytes.count {
+            hash = (hash ^ bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) &* multiplier
+            hash ^= hash >> 29
+            offset += 8
         }
-        return Int(truncatingIfNeeded: hash)
+        var tail: UInt64 = 0
+        while offset < bytes.count {
+            tail = tail << 8 | UInt64(bytes[offset])
+            offset += 1
+        }
+        hash = (hash ^ tail) &* multiplier
+        return Int(truncatingIfNeeded: hash ^ hash >> 32)
     }
 
     private static func equal(_ text: String, _ bytes: UnsafeRawBufferPointer) -> Bool {
