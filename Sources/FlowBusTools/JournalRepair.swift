@@ -29,7 +29,8 @@ public enum JournalRepair {
         public var sources: Int
         /// Whether the checkpoint could be copied (nil: there was none).
         public var checkpoint: Bool?
-        /// Ranges of entry ids that could not be read (lost).
+        /// Ranges of entry ids that could not be read (lost). One whose upper bound is `Int64.max`
+        /// loses every id from its lower bound on: the commits' table could not be read to its end.
         public var unreadable: [ClosedRange<Int64>]
     }
 
@@ -94,26 +95,20 @@ public enum JournalRepair {
         defer { try? damaged.close() }
         let target = try StepJournal.open(path: newPath, synchronous: .normal)
         defer { target.close() }
-        // Both tables' bounds before anything is copied: a journal that cannot tell them is refused whole.
-        let bounds: (rows: ClosedRange<Int64>?, commits: ClosedRange<Int64>?)
+        // The entries' bounds before anything is copied: a journal that cannot tell them is refused
+        // whole. The commits' bounds are read apart: a damaged end of that table loses the commits
+        // past what can be read, not the rest of the journal.
+        let rows: ClosedRange<Int64>?
         do {
-            bounds = try damaged.read { db in
-                // min and max each in a query of its own: together they would read the whole table.
-                func range(_ column: String, of table: String) throws -> ClosedRange<Int64>? {
-                    guard let low = try Int64.fetchOne(db, sql: "SELECT min(\(column)) FROM \(table)"),
-                        let high = try Int64.fetchOne(db, sql: "SELECT max(\(column)) FROM \(table)"), low <= high
-                    else { return nil }
-                    return low...high
-                }
-                let rows = try range("id", of: "entry").map { max(1, $0.lowerBound)...$0.upperBound }
-                return (rows, try db.tableExists("batch") ? try range("first", of: "batch") : nil)
+            rows = try damaged.read { db in
+                try Self.bounds(of: "id", in: "entry", db).map { max(1, $0.lowerBound)...$0.upperBound }
             }
         } catch {
             throw JournalError.damaged(
                 path: path, cause: "its entries cannot even be counted (\(error)); nothing can be salvaged")
         }
         var result = Salvage(entries: 0, sources: 0, checkpoint: nil, unreadable: [])
-        if let rows = bounds.rows {
+        if let rows {
             // Only reads are narrowed: a failure to write the new journal stops the salvage.
             result.unreadable += try readNarrowing(rows, chunk: 4096) { chunk in
                 try damaged.read { db in
@@ -136,8 +131,41 @@ public enum JournalRepair {
                 result.entries += records.count
             }
         }
-        if let commits = bounds.commits {
-            try salvageCommits(commits, from: damaged, to: target, into: &result)
+        let hasCommits = (try? damaged.read { db in try db.tableExists("batch") }) ?? true
+        if hasCommits {
+            // min and max each in a query of its own: together they would read the whole table.
+            let low = Result { try damaged.read { db in try Int64.fetchOne(db, sql: "SELECT min(first) FROM batch") } }
+            let high = Result { try damaged.read { db in try Int64.fetchOne(db, sql: "SELECT max(first) FROM batch") } }
+            switch (low, high) {
+            case (.success(let low?), .success(let high?)) where low <= high:
+                try salvageCommits(low...high, from: damaged, to: target, into: &result)
+            case (.success, .success):
+                break
+            case (.success(let low), .failure):
+                // The table's last page cannot be read: the commits from the first on, up to where a
+                // read fails; every id after them is lost.
+                let low = low ?? 1
+                if let end = readableCommitEnd(from: low, ascending: true, in: damaged) {
+                    try salvageCommits(low...end.first, from: damaged, to: target, into: &result)
+                    if end.last < .max { result.unreadable.append((end.last + 1)...Int64.max) }
+                } else {
+                    result.unreadable.append(low...Int64.max)
+                }
+            case (.failure, .success(let high)):
+                // Its first page cannot be read: the commits from where a read fails going down, to
+                // the last; every id before them (after the entries' rows) is lost.
+                let start = (rows?.upperBound ?? 0) + 1
+                if let high, let end = readableCommitEnd(from: high, ascending: false, in: damaged) {
+                    try salvageCommits(end.first...high, from: damaged, to: target, into: &result)
+                    if end.first > start { result.unreadable.append(start...(end.first - 1)) }
+                } else {
+                    result.unreadable.append(start...Int64.max)
+                }
+            case (.failure, .failure):
+                // Neither end can be read: no commit can be told apart; the checkpoint and the
+                // sources are still worth keeping.
+                result.unreadable.append(((rows?.upperBound ?? 0) + 1)...Int64.max)
+            }
         }
         let sources =
             (try? damaged.read { db in
@@ -194,13 +222,7 @@ public enum JournalRepair {
                     lost.append(first...max(first, (row[1] as Int64?) ?? first))
                     continue
                 }
-                let records = entries.map {
-                    StepJournal.Record(
-                        kind: $0.kind, target: $0.target, name: $0.name, params: Data($0.params), source: $0.source,
-                        sequence: $0.sequence)
-                }
-                try target.append(StepJournal.Batch(records), ids: entries.map(\.id), lastSequences: [:])
-                result.entries += records.count
+                try copy(entries, to: target, into: &result)
                 copied.append(first...last)
             }
         }
@@ -219,6 +241,67 @@ public enum JournalRepair {
             lost.append(start...end)
         }
         result.unreadable += lost
+    }
+
+    /// How far the commits can be read from the one numbered `start` on, one way, for a table one
+    /// of whose ends cannot be read (its bounds unknown): the ids of the farthest commit reached
+    /// before a read fails or the table ends; nil when none could be read. Reads ids only.
+    private static func readableCommitEnd(
+        from start: Int64, ascending: Bool, in damaged: DatabaseQueue
+    ) -> (first: Int64, last: Int64)? {
+        var reached: (first: Int64, last: Int64)?
+        var next = start
+        // A read that meets the damaged page fails whole: it is tried again over fewer commits, down
+        // to one, so that the walk stops right before that page.
+        var limit = 4096
+        while true {
+            let rows: [Row]
+            do {
+                rows = try damaged.read { db in
+                    try Row.fetchAll(
+                        db,
+                        sql: ascending
+                            ? "SELECT first, last FROM batch WHERE first >= ? ORDER BY first LIMIT ?"
+                            : "SELECT first, last FROM batch WHERE first <= ? ORDER BY first DESC LIMIT ?",
+                        arguments: [next, limit])
+                }
+            } catch {
+                guard limit > 1 else { return reached }
+                limit /= 2
+                continue
+            }
+            guard let edge = rows.last else { return reached }
+            let first: Int64 = edge[0]
+            reached = (first, max(first, (edge[1] as Int64?) ?? first))
+            if ascending {
+                guard first < .max else { return reached }
+                next = first + 1
+            } else {
+                guard first > 1 else { return reached }
+                next = first - 1
+            }
+        }
+    }
+
+    /// Appends a commit's entries to the new journal under their ids.
+    private static func copy(_ entries: [StepJournal.Entry], to target: StepJournal, into result: inout Salvage) throws
+    {
+        let records = entries.map {
+            StepJournal.Record(
+                kind: $0.kind, target: $0.target, name: $0.name, params: Data($0.params), source: $0.source,
+                sequence: $0.sequence)
+        }
+        try target.append(StepJournal.Batch(records), ids: entries.map(\.id), lastSequences: [:])
+        result.entries += records.count
+    }
+
+    /// `column`'s lowest and highest values in `table`; nil when it is empty.
+    private static func bounds(of column: String, in table: String, _ db: Database) throws -> ClosedRange<Int64>? {
+        // min and max each in a query of its own: together they would read the whole table.
+        guard let low = try Int64.fetchOne(db, sql: "SELECT min(\(column)) FROM \(table)"),
+            let high = try Int64.fetchOne(db, sql: "SELECT max(\(column)) FROM \(table)"), low <= high
+        else { return nil }
+        return low...high
     }
 
     /// What is damaged in a packed commit, to report it.
@@ -280,7 +363,8 @@ public enum JournalRepair {
     private static func merge(_ ranges: [ClosedRange<Int64>]) -> [ClosedRange<Int64>] {
         var merged: [ClosedRange<Int64>] = []
         for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) {
-            if let last = merged.last, last.upperBound + 1 >= range.lowerBound {
+            // An upper bound of `Int64.max` stands for "and every id after".
+            if let last = merged.last, last.upperBound == .max || last.upperBound + 1 >= range.lowerBound {
                 merged[merged.count - 1] = last.lowerBound...max(last.upperBound, range.upperBound)
             } else {
                 merged.append(range)

@@ -157,7 +157,9 @@ struct JournalSalvageCommand: ParsableCommand {
             print("nothing was lost")
         } else {
             let ranges = result.unreadable.map {
-                $0.count == 1 ? "\($0.lowerBound)" : "\($0.lowerBound)-\($0.upperBound)"
+                $0.upperBound == .max
+                    ? "\($0.lowerBound) and after"
+                    : $0.lowerBound == $0.upperBound ? "\($0.lowerBound)" : "\($0.lowerBound)-\($0.upperBound)"
             }
             print("unreadable entry ids (lost): \(ranges.joined(separator: ", "))")
         }

@@ -87,4 +87,62 @@ struct JournalRepairTests {
             #expect(try salvaged.entries(after: 0, limit: 1000).count == 501, "the placeholder is not an entry")
         }
     }
+
+    /// A journal of `commits` commits of one entry each, sources and a checkpoint at entry 100,
+    /// one end of whose table of commits is then damaged; salvaged.
+    static func salvageWithDamagedEnd(
+        last: Bool, commits: Int64 = 1200
+    ) throws -> (result: JournalRepair.Salvage, ids: [Int64], copy: String) {
+        var outcome: (JournalRepair.Salvage, [Int64], String)?
+        try withJournal { path, journal in
+            for n in 1...commits { try journal.append([try tick(n)], lastSequences: [:]) }
+            try journal.append([], lastSequences: ["s#1": UInt64(commits)])
+            try journal.store(.init(entry: 100, created: Date(), state: Data("{\"x\":1}".utf8)))
+            journal.close()
+            try JournalFixture.damageEndOfCommits(last: last, in: path)
+            #expect(try JournalRepair.check(path: path).isIntact == false)
+            let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
+            let result = try JournalRepair.salvage(path: path, to: copy)
+            let reader = try StepJournal.open(readingAt: copy)
+            defer { reader.close() }
+            #expect(try reader.latestCheckpoint()?.entry == 100)
+            outcome = (result, try reader.entries().map(\.id), copy)
+        }
+        let (result, ids, copy) = try #require(outcome)
+        return (result, ids, copy)
+    }
+
+    static func remove(_ copy: String) {
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
+    }
+
+    @Test("The commits' last page damaged: salvage keeps the commits before it, the sources and the checkpoint")
+    func salvageWithDamagedLastPage() throws {
+        let (result, ids, copy) = try Self.salvageWithDamagedEnd(last: true)
+        defer { Self.remove(copy) }
+        #expect(result.sources == 1 && result.checkpoint == true)
+        #expect(result.entries > 0 && result.entries < 1200 && ids.count == result.entries)
+        #expect(ids == Array(1...Int64(ids.count)), "the commits from the first on")
+        #expect(result.unreadable == [Int64(ids.count + 1)...Int64.max], "every id after them")
+    }
+
+    @Test("The commits' first page damaged: salvage keeps the commits after it, the sources and the checkpoint")
+    func salvageWithDamagedFirstPage() throws {
+        let (result, ids, copy) = try Self.salvageWithDamagedEnd(last: false)
+        defer { Self.remove(copy) }
+        #expect(result.sources == 1 && result.checkpoint == true)
+        #expect(result.entries > 0 && result.entries < 1200 && ids.count == result.entries)
+        #expect(ids == Array(Int64(1201 - ids.count)...1200), "the commits up to the last")
+        #expect(result.unreadable == [1...Int64(1200 - ids.count)], "every id before them")
+    }
+
+    @Test("A table of commits that can be read at neither end: salvage still keeps the sources and the checkpoint")
+    func salvageWithUnreadableCommits() throws {
+        // Few commits: one page holds all their ids, the first and the last.
+        let (result, ids, copy) = try Self.salvageWithDamagedEnd(last: true, commits: 20)
+        defer { Self.remove(copy) }
+        #expect(result.sources == 1 && result.checkpoint == true)
+        #expect(result.entries == 0 && ids.isEmpty)
+        #expect(result.unreadable == [1...Int64.max])
+    }
 }

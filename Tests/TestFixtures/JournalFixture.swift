@@ -55,6 +55,27 @@ public enum JournalFixture {
         return (UInt64(pages[pages.count / 2] - 1) * UInt64(size), size)
     }
 
+    /// Overwrites, in the journal at `path`, the page holding the first (`last`: false) or the last
+    /// commits' ids: a damaged end of the table of commits, which hides where it starts or ends.
+    public static func damageEndOfCommits(last: Bool, in path: String) throws {
+        let database = try DatabaseQueue(path: path)
+        let (page, size) = try database.read { db in
+            // dbstat's paths list a table's pages in tree order.
+            let page = try Int.fetchOne(
+                db,
+                sql:
+                    "SELECT pageno FROM dbstat WHERE name = 'batch' AND pagetype = 'leaf' ORDER BY path \(last ? "DESC" : "ASC") LIMIT 1"
+            )
+            return (page, try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096)
+        }
+        try database.close()
+        guard let page else { throw CocoaError(.fileReadCorruptFile) }
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        defer { try? handle.close() }
+        try handle.seek(toOffset: UInt64(page - 1) * UInt64(size))
+        try handle.write(contentsOf: Data(repeating: 0xDE, count: size))
+    }
+
     /// The page size of the SQLite file at `path`.
     public static func pageSize(of path: String) throws -> Int {
         let database = try DatabaseQueue(path: path)
