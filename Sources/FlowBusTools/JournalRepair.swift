@@ -136,35 +136,40 @@ public enum JournalRepair {
             // min and max each in a query of its own: together they would read the whole table.
             let low = Result { try damaged.read { db in try Int64.fetchOne(db, sql: "SELECT min(first) FROM batch") } }
             let high = Result { try damaged.read { db in try Int64.fetchOne(db, sql: "SELECT max(first) FROM batch") } }
+            // Where losses can start when the first commits cannot be read: after the entries' rows
+            // and after what the checkpoint covers (compaction deletes those commits on purpose).
+            let checkpointEntry =
+                (try? damaged.read { db in
+                    try Int64.fetchOne(db, sql: "SELECT entry FROM checkpoint ORDER BY id DESC LIMIT 1")
+                }) ?? nil
+            let floor = max(rows?.upperBound ?? 0, checkpointEntry ?? 0) + 1
+            // One end of the table cannot be read, so its bounds are not known: the commits are
+            // walked from the other end, over damaged pages on the way. Lost: what lies between the
+            // runs read, and past the last one when the walk could not read to the far end.
+            func salvageWalking(from start: Int64, ascending: Bool) throws {
+                let (runs, readToEnd) = readableCommitRuns(from: start, ascending: ascending, in: damaged)
+                for run in runs { try salvageCommits(run.firsts, from: damaged, to: target, into: &result) }
+                var from = ascending || readToEnd ? runs.first?.firsts.lowerBound ?? start : floor
+                for run in runs {
+                    if run.firsts.lowerBound > from { result.unreadable.append(from...(run.firsts.lowerBound - 1)) }
+                    from = max(from, run.lastID == .max ? .max : run.lastID + 1)
+                }
+                if ascending, !readToEnd, from < .max { result.unreadable.append(from...Int64.max) }
+                if !ascending, runs.isEmpty, !readToEnd { result.unreadable.append(floor...Int64.max) }
+            }
             switch (low, high) {
             case (.success(let low?), .success(let high?)) where low <= high:
                 try salvageCommits(low...high, from: damaged, to: target, into: &result)
             case (.success, .success):
                 break
             case (.success(let low), .failure):
-                // The table's last page cannot be read: the commits from the first on, up to where a
-                // read fails; every id after them is lost.
-                let low = low ?? 1
-                if let end = readableCommitEnd(from: low, ascending: true, in: damaged) {
-                    try salvageCommits(low...end.first, from: damaged, to: target, into: &result)
-                    if end.last < .max { result.unreadable.append((end.last + 1)...Int64.max) }
-                } else {
-                    result.unreadable.append(low...Int64.max)
-                }
+                try salvageWalking(from: low ?? 1, ascending: true)
             case (.failure, .success(let high)):
-                // Its first page cannot be read: the commits from where a read fails going down, to
-                // the last; every id before them (after the entries' rows) is lost.
-                let start = (rows?.upperBound ?? 0) + 1
-                if let high, let end = readableCommitEnd(from: high, ascending: false, in: damaged) {
-                    try salvageCommits(end.first...high, from: damaged, to: target, into: &result)
-                    if end.first > start { result.unreadable.append(start...(end.first - 1)) }
-                } else {
-                    result.unreadable.append(start...Int64.max)
-                }
+                if let high { try salvageWalking(from: high, ascending: false) }
             case (.failure, .failure):
                 // Neither end can be read: no commit can be told apart; the checkpoint and the
                 // sources are still worth keeping.
-                result.unreadable.append(((rows?.upperBound ?? 0) + 1)...Int64.max)
+                result.unreadable.append(floor...Int64.max)
             }
         }
         let sources =
@@ -211,9 +216,15 @@ public enum JournalRepair {
         var copied: [ClosedRange<Int64>] = []
         let unreadable = try readNarrowing(firsts, chunk: 1 << 16) { chunk in
             try damaged.read { db in
-                try Row.fetchAll(
-                    db, sql: "SELECT first, last, entries FROM batch WHERE first BETWEEN ? AND ? ORDER BY first",
-                    arguments: [chunk.lowerBound, chunk.upperBound])
+                // One commit by its id: a range's scan steps past its last row, onto the next page,
+                // which may be the damaged one.
+                chunk.lowerBound == chunk.upperBound
+                    ? try Row.fetchAll(
+                        db, sql: "SELECT first, last, entries FROM batch WHERE first = ?", arguments: [chunk.lowerBound]
+                    )
+                    : try Row.fetchAll(
+                        db, sql: "SELECT first, last, entries FROM batch WHERE first BETWEEN ? AND ? ORDER BY first",
+                        arguments: [chunk.lowerBound, chunk.upperBound])
             }
         } copy: { rows in
             for row in rows {
@@ -243,44 +254,112 @@ public enum JournalRepair {
         result.unreadable += lost
     }
 
-    /// How far the commits can be read from the one numbered `start` on, one way, for a table one
-    /// of whose ends cannot be read (its bounds unknown): the ids of the farthest commit reached
-    /// before a read fails or the table ends; nil when none could be read. Reads ids only.
-    private static func readableCommitEnd(
+    /// A run of commits that can be read: the first ids of its commits, and the last id of its
+    /// highest commit.
+    private struct CommitRun {
+        var firsts: ClosedRange<Int64>
+        var lastID: Int64
+    }
+
+    /// The runs of commits that can be read, walking from the one numbered `start` one way, for a
+    /// table one of whose ends cannot be read (its bounds unknown); lowest first. A run ends where
+    /// a read fails; the next begins at the first commit past the damaged pages that a read can
+    /// reach. Reads ids only.
+    /// - Returns: the runs, and whether the walk read to the table's far end (else the last run
+    ///   ends at damage no read could get past).
+    private static func readableCommitRuns(
         from start: Int64, ascending: Bool, in damaged: DatabaseQueue
-    ) -> (first: Int64, last: Int64)? {
-        var reached: (first: Int64, last: Int64)?
-        var next = start
-        // A read that meets the damaged page fails whole: it is tried again over fewer commits, down
-        // to one, so that the walk stops right before that page.
+    ) -> (runs: [CommitRun], readToEnd: Bool) {
+        var runs: [CommitRun] = []
+        var readToEnd = false
+        var run: CommitRun?
+        var next: Int64? = start
+        // A read that meets a damaged page fails whole: it is tried again over fewer commits, down
+        // to one, so that a run ends right before that page.
         var limit = 4096
-        while true {
-            let rows: [Row]
-            do {
-                rows = try damaged.read { db in
-                    try Row.fetchAll(
-                        db,
-                        sql: ascending
-                            ? "SELECT first, last FROM batch WHERE first >= ? ORDER BY first LIMIT ?"
-                            : "SELECT first, last FROM batch WHERE first <= ? ORDER BY first DESC LIMIT ?",
-                        arguments: [next, limit])
+        while let from = next {
+            switch readCommitIDs(from: from, ascending: ascending, limit: limit, in: damaged) {
+            case .success(let rows) where rows.isEmpty:
+                readToEnd = true
+                next = nil
+            case .success(let rows):
+                for (first, last) in rows {
+                    if var current = run {
+                        current.firsts = min(current.firsts.lowerBound, first)...max(current.firsts.upperBound, first)
+                        current.lastID = max(current.lastID, last)
+                        run = current
+                    } else {
+                        run = CommitRun(firsts: first...first, lastID: last)
+                    }
                 }
-            } catch {
-                guard limit > 1 else { return reached }
+                let edge = rows[rows.count - 1].first
+                next = ascending ? (edge < .max ? edge + 1 : nil) : (edge > 1 ? edge - 1 : nil)
+                if next == nil { readToEnd = true }
+            case .failure where limit > 1:
                 limit /= 2
-                continue
-            }
-            guard let edge = rows.last else { return reached }
-            let first: Int64 = edge[0]
-            reached = (first, max(first, (edge[1] as Int64?) ?? first))
-            if ascending {
-                guard first < .max else { return reached }
-                next = first + 1
-            } else {
-                guard first > 1 else { return reached }
-                next = first - 1
+            case .failure:
+                if let current = run { runs.append(current) }
+                run = nil
+                next = firstReadableCommit(past: from, ascending: ascending, in: damaged)
+                limit = 4096
             }
         }
+        if let run { runs.append(run) }
+        return (runs.sorted { $0.firsts.lowerBound < $1.firsts.lowerBound }, readToEnd)
+    }
+
+    /// The first ids and last ids of up to `limit` commits from the one numbered `from`, one way.
+    private static func readCommitIDs(
+        from: Int64, ascending: Bool, limit: Int, in damaged: DatabaseQueue
+    ) -> Result<[(first: Int64, last: Int64)], any Error> {
+        Result {
+            try damaged.read { db in
+                try Row.fetchAll(
+                    db,
+                    sql: ascending
+                        ? "SELECT first, last FROM batch WHERE first >= ? ORDER BY first LIMIT ?"
+                        : "SELECT first, last FROM batch WHERE first <= ? ORDER BY first DESC LIMIT ?",
+                    arguments: [from, limit]
+                ).map { row in
+                    let first: Int64 = row[0]
+                    return (first, max(first, (row[1] as Int64?) ?? first))
+                }
+            }
+        }
+    }
+
+    /// The first id, past `damage` (an id whose read fails) going one way, from which commits can
+    /// be read again; nil when there is none: ids ever farther until a read succeeds, then the
+    /// first of them narrowed down (reads fail up to the end of the damaged pages).
+    private static func firstReadableCommit(past damage: Int64, ascending: Bool, in damaged: DatabaseQueue) -> Int64? {
+        func probe(_ id: Int64) -> (first: Int64, last: Int64)?? {
+            guard case .success(let rows) = readCommitIDs(from: id, ascending: ascending, limit: 1, in: damaged)
+            else { return nil }
+            return .some(rows.first)
+        }
+        var failed = damage
+        for power in 0..<63 {
+            let step = Int64(1) << power
+            let (candidate, overflow) =
+                ascending ? damage.addingReportingOverflow(step) : damage.subtractingReportingOverflow(step)
+            guard !overflow, candidate >= 1 else { return nil }
+            guard case .some(let found) = probe(candidate) else {
+                failed = candidate
+                continue
+            }
+            // Reads fail from `damage` to `failed` and succeed at `candidate`: the first id that reads.
+            var (bad, good, result) = (failed, candidate, found)
+            while ascending ? good - bad > 1 : bad - good > 1 {
+                let middle = bad / 2 + good / 2 + (bad % 2 + good % 2) / 2
+                if case .some(let found) = probe(middle) {
+                    (good, result) = (middle, found)
+                } else {
+                    bad = middle
+                }
+            }
+            return result?.first
+        }
+        return nil
     }
 
     /// Appends a commit's entries to the new journal under their ids.

@@ -57,7 +57,11 @@ public final class TextInterner {
             offset += 1
         }
         hash = (hash ^ tail) &* multiplier
-        return Int(truncatingIfNeeded: hash ^ hash >> 32)
+        // Folded, multiplied and folded again: a product's high bits come from every input bit, and
+        // the slot is taken from the low ones.
+        hash ^= hash >> 32
+        hash &*= 0xbf58_476d_1ce4_e5b9
+        return Int(truncatingIfNeeded: hash ^ hash >> 29)
     }
 
     private static func equal(_ text: String, _ bytes: UnsafeRawBufferPointer) -> Bool {

@@ -4,15 +4,12 @@ import FlowBusWire
 // FlowCoordinators, stepper bindings, queue entries and completion tickets.
 
 /// One coordinated flow: RxFlow's (child) `FlowCoordinator`. The parent holds its children;
-/// a child refers to its parent weakly (RXFLOW.md rule 4), through the parent's ``link``.
+/// a child refers to its parent weakly (RXFLOW.md rule 4).
 @FlowActor
 final class FlowRecord {
     let id: FlowID
     let flow: any Flow
-    /// What its children and bindings keep of it (see ``Link``).
-    let link = Link<FlowRecord>()
-    private let parentLink: Link<FlowRecord>?
-    var parent: FlowRecord? { parentLink?.object }
+    weak var parent: FlowRecord?
     var children: [FlowRecord] = []
     var bindings: [StepperBinding] = []
     let allowStepWhenDismissed: Bool
@@ -26,13 +23,8 @@ final class FlowRecord {
     init(id: FlowID, flow: any Flow, parent: FlowRecord?, allowStepWhenDismissed: Bool) {
         self.id = id
         self.flow = flow
-        parentLink = parent?.link
+        self.parent = parent
         self.allowStepWhenDismissed = allowStepWhenDismissed
-        link.attach(self)
-    }
-
-    isolated deinit {
-        link.detach()
     }
 }
 
@@ -46,8 +38,7 @@ final class StepperBinding {
     let stepperID: String
     /// Alive while anything reaches the binding: its flow holds it until the flow ends, which
     /// unbinds it, and a queued step holds both.
-    var flow: FlowRecord? { flowLink.object }
-    private let flowLink: Link<FlowRecord>
+    weak var flow: FlowRecord?
     let node: NavigationNode
     /// Its share of its stepper id's counters (``StepperSlot/counters``): kept here, not in an
     /// object of their own, so that a binding costs one allocation, not two.
@@ -62,7 +53,7 @@ final class StepperBinding {
         precondition((stepper == nil) == info.isRemote, "a binding keeps its stepper exactly when it is in-process")
         self.stepper = stepper
         stepperID = info.stepperID
-        flowLink = flow.link
+        self.flow = flow
         self.node = node
         role = info.role
         allowStepWhenNotPresented = info.allowStepWhenNotPresented

@@ -66,18 +66,10 @@ public final class FlowCoordinator {
     @exclusivity(unchecked) private var deferDismissals = false
     @exclusivity(unchecked) var pendingDismissals: [NavigationNode] = []
 
-    /// What nodes and steppers' relays keep of it (see ``Link``).
-    let link = Link<FlowCoordinator>()
-
     /// Creates an idle coordinator.
     /// - Parameter onEvent: called with every event, in order.
     public init(onEvent: (@FlowActor (CoordinatorEvent) -> Void)? = nil) {
         self.onEvent = onEvent
-        link.attach(self)
-    }
-
-    isolated deinit {
-        link.detach()
     }
 
     // MARK: - Events
@@ -88,8 +80,9 @@ public final class FlowCoordinator {
         let id = nextStreamID
         nextStreamID += 1
         streams[id] = continuation
-        continuation.onTermination = { [link] _ in
-            Task { @FlowActor in link.object?.streams.removeValue(forKey: id) }
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            Task { @FlowActor in self.streams.removeValue(forKey: id) }
         }
         return stream
     }

@@ -33,11 +33,7 @@ open class NavigationNode: Presentable {
     var children: [NavigationNode] = []
     /// The coordinator whose tree holds this node. (Which flow a node is the root of, the
     /// coordinator keeps: most nodes are roots of none.)
-    var host: FlowCoordinator? {
-        get { hostLink?.object }
-        set { hostLink = newValue?.link }
-    }
-    private var hostLink: Link<FlowCoordinator>?
+    weak var host: FlowCoordinator?
     /// What the node is.
     public nonisolated let kind: PresentableKind
     /// Where this node sits.

@@ -125,16 +125,8 @@ public class StepRelay {
 /// stepper, which holds the relay: a strong reference back would be a cycle.)
 @FlowActor
 struct BindingSubscription {
-    private let coordinatorLink: Link<FlowCoordinator>
+    weak var coordinator: FlowCoordinator?
     unowned let binding: StepperBinding
-
-    init(coordinator: FlowCoordinator, binding: StepperBinding) {
-        coordinatorLink = coordinator.link
-        self.binding = binding
-    }
-
-    /// Nil once the coordinator is gone.
-    var coordinator: FlowCoordinator? { coordinatorLink.object }
 }
 
 /// A remote binding's subscription to the relay of its stand-in (a ``RemoteStepper``). The
@@ -142,16 +134,8 @@ struct BindingSubscription {
 /// nothing holds the relay back, and a stand-in nobody else keeps goes once it is bound.
 @FlowActor
 struct RemoteBindingSubscription {
-    private let coordinatorLink: Link<FlowCoordinator>
+    weak var coordinator: FlowCoordinator?
     let binding: StepperBinding
-
-    init(coordinator: FlowCoordinator, binding: StepperBinding) {
-        coordinatorLink = coordinator.link
-        self.binding = binding
-    }
-
-    /// Nil once the coordinator is gone.
-    var coordinator: FlowCoordinator? { coordinatorLink.object }
 }
 
 /// Something that emits steps: RxFlow's `Stepper`.

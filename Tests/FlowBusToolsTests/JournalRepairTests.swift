@@ -89,60 +89,66 @@ struct JournalRepairTests {
     }
 
     /// A journal of `commits` commits of one entry each, sources and a checkpoint at entry 100,
-    /// one end of whose table of commits is then damaged; salvaged.
-    static func salvageWithDamagedEnd(
-        last: Bool, commits: Int64 = 1200
-    ) throws -> (result: JournalRepair.Salvage, ids: [Int64], copy: String) {
-        var outcome: (JournalRepair.Salvage, [Int64], String)?
+    /// the leaves of whose table of commits at `positions` are then damaged; salvaged.
+    /// - Returns: what salvage said, the ids it copied, and the ids of the commits damaged.
+    static func salvage(
+        commits: Int64 = 1200, damagingLeaves positions: [Int]
+    ) throws -> (result: JournalRepair.Salvage, ids: [Int64], damaged: [ClosedRange<Int64>]) {
+        var outcome: (JournalRepair.Salvage, [Int64], [ClosedRange<Int64>])?
         try withJournal { path, journal in
             for n in 1...commits { try journal.append([try tick(n)], lastSequences: [:]) }
             try journal.append([], lastSequences: ["s#1": UInt64(commits)])
             try journal.store(.init(entry: 100, created: Date(), state: Data("{\"x\":1}".utf8)))
             journal.close()
-            try JournalFixture.damageEndOfCommits(last: last, in: path)
+            let damaged = try JournalFixture.damageCommitLeaves(positions, in: path)
             #expect(try JournalRepair.check(path: path).isIntact == false)
             let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
+            defer {
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
+            }
             let result = try JournalRepair.salvage(path: path, to: copy)
             let reader = try StepJournal.open(readingAt: copy)
             defer { reader.close() }
             #expect(try reader.latestCheckpoint()?.entry == 100)
-            outcome = (result, try reader.entries().map(\.id), copy)
+            #expect(result.sources == 1 && result.checkpoint == true)
+            outcome = (result, try reader.entries().map(\.id), damaged)
         }
-        let (result, ids, copy) = try #require(outcome)
-        return (result, ids, copy)
+        let (result, ids, damaged) = try #require(outcome)
+        #expect(ids.count == result.entries)
+        return (result, ids, damaged)
     }
 
-    static func remove(_ copy: String) {
-        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
-    }
-
-    @Test("The commits' last page damaged: salvage keeps the commits before it, the sources and the checkpoint")
+    @Test("The commits' last page damaged: salvage copies every commit before it and reports every id after lost")
     func salvageWithDamagedLastPage() throws {
-        let (result, ids, copy) = try Self.salvageWithDamagedEnd(last: true)
-        defer { Self.remove(copy) }
-        #expect(result.sources == 1 && result.checkpoint == true)
-        #expect(result.entries > 0 && result.entries < 1200 && ids.count == result.entries)
-        #expect(ids == Array(1...Int64(ids.count)), "the commits from the first on")
-        #expect(result.unreadable == [Int64(ids.count + 1)...Int64.max], "every id after them")
+        let (result, ids, damaged) = try Self.salvage(damagingLeaves: [-1])
+        #expect(damaged[0].upperBound == 1200)
+        #expect(ids == Array(1..<damaged[0].lowerBound))
+        #expect(result.unreadable == [damaged[0].lowerBound...Int64.max])
     }
 
-    @Test("The commits' first page damaged: salvage keeps the commits after it, the sources and the checkpoint")
+    @Test("The commits' first page damaged: salvage copies every commit after it and reports the ids before it")
     func salvageWithDamagedFirstPage() throws {
-        let (result, ids, copy) = try Self.salvageWithDamagedEnd(last: false)
-        defer { Self.remove(copy) }
-        #expect(result.sources == 1 && result.checkpoint == true)
-        #expect(result.entries > 0 && result.entries < 1200 && ids.count == result.entries)
-        #expect(ids == Array(Int64(1201 - ids.count)...1200), "the commits up to the last")
-        #expect(result.unreadable == [1...Int64(1200 - ids.count)], "every id before them")
+        let (result, ids, damaged) = try Self.salvage(damagingLeaves: [0])
+        #expect(damaged[0].lowerBound == 1 && damaged[0].upperBound > 100)
+        #expect(ids == Array((damaged[0].upperBound + 1)...1200))
+        #expect(result.unreadable == [101...damaged[0].upperBound], "from after the checkpoint's entry")
+    }
+
+    @Test("A damaged page in the middle and the last: salvage reads past the first and reports both")
+    func salvageWithDamagedMiddleAndLastPages() throws {
+        let (result, ids, damaged) = try Self.salvage(damagingLeaves: [2, -1])
+        let (middle, last) = (damaged[0], damaged[1])
+        #expect(middle.lowerBound > 1 && middle.upperBound + 1 < last.lowerBound)
+        #expect(ids == Array(1..<middle.lowerBound) + Array((middle.upperBound + 1)..<last.lowerBound))
+        #expect(result.unreadable == [middle, last.lowerBound...Int64.max])
     }
 
     @Test("A table of commits that can be read at neither end: salvage still keeps the sources and the checkpoint")
     func salvageWithUnreadableCommits() throws {
         // Few commits: one page holds all their ids, the first and the last.
-        let (result, ids, copy) = try Self.salvageWithDamagedEnd(last: true, commits: 20)
-        defer { Self.remove(copy) }
-        #expect(result.sources == 1 && result.checkpoint == true)
+        let (result, ids, damaged) = try Self.salvage(commits: 20, damagingLeaves: [0])
+        #expect(damaged == [1...20])
         #expect(result.entries == 0 && ids.isEmpty)
-        #expect(result.unreadable == [1...Int64.max])
+        #expect(result.unreadable == [101...Int64.max])
     }
 }

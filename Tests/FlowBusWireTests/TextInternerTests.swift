@@ -36,6 +36,29 @@ import Testing
         }
     }
 
+    @Test func textsThatDifferInAnyByteSpreadOverTheTable() {
+        // Texts kept in the table come back as the string made the first time; one that collided
+        // was replaced. Heap strings (over 15 bytes) show which.
+        for length in [16, 22, 23, 30, 31] {
+            for position in 0..<length {
+                let interner = TextInterner(slots: 1024)
+                let texts = (0..<26).map { letter -> [UInt8] in
+                    var bytes = Array(repeating: UInt8(ascii: "s"), count: length)
+                    bytes[position] = UInt8(ascii: "a") + UInt8(letter)
+                    return bytes
+                }
+                // Both kept alive while compared: a freed string's address may be reused.
+                let first = texts.map { text(interner, $0) ?? "" }
+                let again = texts.map { text(interner, $0) ?? "" }
+                func address(_ text: String) -> UnsafePointer<UInt8>? {
+                    text.utf8.withContiguousStorageIfAvailable { $0.baseAddress } ?? nil
+                }
+                let kept = zip(first, again).filter { address($0) == address($1) }.count
+                #expect(kept >= 22, "length \(length), byte \(position): \(kept) of 26 kept")
+            }
+        }
+    }
+
     @Test func refusesBytesThatAreNotUTF8() {
         #expect(text(TextInterner(), [0x61, 0xff, 0x62]) == nil)
     }

@@ -55,25 +55,42 @@ public enum JournalFixture {
         return (UInt64(pages[pages.count / 2] - 1) * UInt64(size), size)
     }
 
-    /// Overwrites, in the journal at `path`, the page holding the first (`last`: false) or the last
-    /// commits' ids: a damaged end of the table of commits, which hides where it starts or ends.
-    public static func damageEndOfCommits(last: Bool, in path: String) throws {
+    /// Overwrites, in the journal at `path`, the leaves of its table of commits at `positions` in
+    /// key order (negative: from the end, -1 the last): a damaged leaf at an end hides where the
+    /// table starts or ends.
+    /// - Returns: for each, the first ids of the commits it held.
+    @discardableResult
+    public static func damageCommitLeaves(_ positions: [Int], in path: String) throws -> [ClosedRange<Int64>] {
         let database = try DatabaseQueue(path: path)
-        let (page, size) = try database.read { db in
-            // dbstat's paths list a table's pages in tree order.
-            let page = try Int.fetchOne(
-                db,
-                sql:
-                    "SELECT pageno FROM dbstat WHERE name = 'batch' AND pagetype = 'leaf' ORDER BY path \(last ? "DESC" : "ASC") LIMIT 1"
+        let (leaves, firsts, size) = try database.read { db in
+            // dbstat's paths list a table's pages in tree order; only leaves hold rows.
+            let leaves = try Row.fetchAll(
+                db, sql: "SELECT pageno, ncell FROM dbstat WHERE name = 'batch' AND pagetype = 'leaf' ORDER BY path"
+            ).map { (page: $0[0] as Int, cells: $0[1] as Int) }
+            return (
+                leaves, try Int64.fetchAll(db, sql: "SELECT first FROM batch ORDER BY first"),
+                try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
             )
-            return (page, try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096)
         }
         try database.close()
-        guard let page else { throw CocoaError(.fileReadCorruptFile) }
+        var starts: [Int] = []
+        var cells = 0
+        for leaf in leaves {
+            starts.append(cells)
+            cells += leaf.cells
+        }
+        guard cells == firsts.count else { throw CocoaError(.fileReadCorruptFile) }
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         defer { try? handle.close() }
-        try handle.seek(toOffset: UInt64(page - 1) * UInt64(size))
-        try handle.write(contentsOf: Data(repeating: 0xDE, count: size))
+        return try positions.map { position in
+            let index = position < 0 ? leaves.count + position : position
+            guard leaves.indices.contains(index), leaves[index].cells > 0 else {
+                throw CocoaError(.fileReadCorruptFile)
+            }
+            try handle.seek(toOffset: UInt64(leaves[index].page - 1) * UInt64(size))
+            try handle.write(contentsOf: Data(repeating: 0xDE, count: size))
+            return firsts[starts[index]]...firsts[starts[index] + leaves[index].cells - 1]
+        }
     }
 
     /// The page size of the SQLite file at `path`.
