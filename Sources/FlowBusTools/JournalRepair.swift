@@ -340,9 +340,11 @@ public enum JournalRepair {
         var failed = damage
         for power in 0..<63 {
             let step = Int64(1) << power
-            let (candidate, overflow) =
+            let (farther, overflow) =
                 ascending ? damage.addingReportingOverflow(step) : damage.subtractingReportingOverflow(step)
-            guard !overflow, candidate >= 1 else { return nil }
+            // The last probe is the end of the ids (1, or the largest), once.
+            let candidate = ascending ? (overflow ? .max : farther) : (overflow || farther < 1 ? 1 : farther)
+            guard candidate != failed, candidate != damage else { return nil }
             guard case .some(let found) = probe(candidate) else {
                 failed = candidate
                 continue
