@@ -143,30 +143,18 @@ public enum JournalRepair {
                     try Int64.fetchOne(db, sql: "SELECT entry FROM checkpoint ORDER BY id DESC LIMIT 1")
                 }) ?? nil
             let floor = max(rows?.upperBound ?? 0, checkpointEntry ?? 0) + 1
-            // One end of the table cannot be read, so its bounds are not known: the commits are
-            // walked from the other end, over damaged pages on the way. Lost: what lies between the
-            // runs read, and past the last one when the walk could not read to the far end.
-            func salvageWalking(from start: Int64, ascending: Bool) throws {
-                let (runs, readToEnd) = readableCommitRuns(from: start, ascending: ascending, in: damaged)
-                for run in runs { try salvageCommits(run.firsts, from: damaged, to: target, into: &result) }
-                var from = ascending || readToEnd ? runs.first?.firsts.lowerBound ?? start : floor
-                for run in runs {
-                    if run.firsts.lowerBound > from { result.unreadable.append(from...(run.firsts.lowerBound - 1)) }
-                    from = max(from, run.lastID == .max ? .max : run.lastID + 1)
-                }
-                if ascending, !readToEnd, from < .max { result.unreadable.append(from...Int64.max) }
-                if !ascending, runs.isEmpty, !readToEnd { result.unreadable.append(floor...Int64.max) }
-            }
             switch (low, high) {
             case (.success(let low?), .success(let high?)) where low <= high:
                 try salvageCommits(low...high, from: damaged, to: target, into: &result)
             case (.success, .success):
                 break
             case (.success(let low), .failure):
-                try salvageWalking(from: low ?? 1, ascending: true)
-            case (.failure, .success(let high)):
-                if let high { try salvageWalking(from: high, ascending: false) }
-            case (.failure, .failure):
+                try salvageCommitsWalking(
+                    from: low ?? 1, ascending: true, floor: floor, from: damaged, to: target, into: &result)
+            case (.failure, .success(let high?)):
+                try salvageCommitsWalking(
+                    from: high, ascending: false, floor: floor, from: damaged, to: target, into: &result)
+            case (.failure, .failure), (.failure, .success(nil)):
                 // Neither end can be read: no commit can be told apart; the checkpoint and the
                 // sources are still worth keeping.
                 result.unreadable.append(floor...Int64.max)
@@ -254,6 +242,29 @@ public enum JournalRepair {
         result.unreadable += lost
     }
 
+    /// Copies the commits of a table one of whose ends cannot be read, so that its bounds are not
+    /// known: they are walked from `start` at the other end, over damaged pages on the way. Lost:
+    /// what lies between the runs read, and beyond the last run (past it going up; from `floor`
+    /// to the first going down) when the walk could not read to the table's far end.
+    private static func salvageCommitsWalking(
+        from start: Int64, ascending: Bool, floor: Int64, from damaged: DatabaseQueue, to target: StepJournal,
+        into result: inout Salvage
+    ) throws {
+        let (runs, readToEnd) = readableCommitRuns(from: start, ascending: ascending, in: damaged)
+        for run in runs { try salvageCommits(run.firsts, from: damaged, to: target, into: &result) }
+        guard let first = runs.first, let last = runs.last else {
+            if !readToEnd { result.unreadable.append((ascending ? start : floor)...Int64.max) }
+            return
+        }
+        if !ascending, !readToEnd, floor < first.firsts.lowerBound {
+            result.unreadable.append(floor...(first.firsts.lowerBound - 1))
+        }
+        for (before, after) in zip(runs, runs.dropFirst()) where before.lastID < after.firsts.lowerBound - 1 {
+            result.unreadable.append((before.lastID + 1)...(after.firsts.lowerBound - 1))
+        }
+        if ascending, !readToEnd, last.lastID < .max { result.unreadable.append((last.lastID + 1)...Int64.max) }
+    }
+
     /// A run of commits that can be read: the first ids of its commits, and the last id of its
     /// highest commit.
     private struct CommitRun {
@@ -337,6 +348,8 @@ public enum JournalRepair {
             else { return nil }
             return .some(rows.first)
         }
+        // Ids start at 1: below it there is nothing to find.
+        guard ascending || damage > 1 else { return nil }
         var failed = damage
         for power in 0..<63 {
             let step = Int64(1) << power
