@@ -86,8 +86,9 @@ public enum JournalRepair {
     /// Copies every entry and source that can be read from the journal at `path` into a new
     /// journal at `newPath` (which must not exist), in order and under the same ids, with the
     /// newest checkpoint. Pages that cannot be read are skipped and reported, a narrowing search
-    /// isolating each unreadable id.
-    public static func salvage(path: String, to newPath: String) throws -> Salvage {
+    /// isolating each unreadable id; where the commits' bounds cannot be read, up to `gapProbes`
+    /// reads search between damaged pages for pages that can.
+    public static func salvage(path: String, to newPath: String, gapProbes: Int = gapProbes) throws -> Salvage {
         guard !FileManager.default.fileExists(atPath: newPath) else { throw JournalError.exists(newPath) }
         var configuration = Configuration()
         configuration.readonly = true
@@ -150,10 +151,12 @@ public enum JournalRepair {
                 break
             case (.success(let low), .failure):
                 try salvageCommitsWalking(
-                    from: low ?? 1, ascending: true, floor: floor, from: damaged, to: target, into: &result)
+                    from: low ?? 1, ascending: true, floor: floor, probes: gapProbes, from: damaged, to: target,
+                    into: &result)
             case (.failure, .success(let high?)):
                 try salvageCommitsWalking(
-                    from: high, ascending: false, floor: floor, from: damaged, to: target, into: &result)
+                    from: high, ascending: false, floor: floor, probes: gapProbes, from: damaged, to: target,
+                    into: &result)
             case (.failure, .failure), (.failure, .success(nil)):
                 // Neither end can be read: no commit can be told apart; the checkpoint and the
                 // sources are still worth keeping.
@@ -247,10 +250,10 @@ public enum JournalRepair {
     /// what lies between the runs read, and beyond the last run (past it going up; from `floor`
     /// to the first going down) when the walk could not read to the table's far end.
     private static func salvageCommitsWalking(
-        from start: Int64, ascending: Bool, floor: Int64, from damaged: DatabaseQueue, to target: StepJournal,
-        into result: inout Salvage
+        from start: Int64, ascending: Bool, floor: Int64, probes: Int, from damaged: DatabaseQueue,
+        to target: StepJournal, into result: inout Salvage
     ) throws {
-        let (runs, readToEnd) = readableCommitRuns(from: start, ascending: ascending, in: damaged)
+        let (runs, readToEnd) = readableCommitRuns(from: start, ascending: ascending, probes: probes, in: damaged)
         for run in runs { try salvageCommits(run.firsts, from: damaged, to: target, into: &result) }
         guard let first = runs.first, let last = runs.last else {
             if !readToEnd { result.unreadable.append((ascending ? start : floor)...Int64.max) }
@@ -270,53 +273,148 @@ public enum JournalRepair {
     private struct CommitRun {
         var firsts: ClosedRange<Int64>
         var lastID: Int64
+
+        init(first: Int64, last: Int64) {
+            firsts = first...first
+            lastID = last
+        }
+
+        mutating func add(first: Int64, last: Int64) {
+            firsts = min(firsts.lowerBound, first)...max(firsts.upperBound, first)
+            lastID = max(lastID, last)
+        }
     }
 
+    /// How many reads a salvage spends searching between damaged pages for pages that can be
+    /// read: damage up to this many ids wide is searched id by id, wider damage more coarsely.
+    public static let gapProbes = 1 << 16
+
     /// The runs of commits that can be read, walking from the one numbered `start` one way, for a
-    /// table one of whose ends cannot be read (its bounds unknown); lowest first. A run ends where
-    /// a read fails; the next begins at the first commit past the damaged pages that a read can
-    /// reach. Reads ids only.
+    /// table one of whose ends cannot be read (its bounds unknown); lowest first. A walk ends where
+    /// a read fails; ids ever farther are probed until one reads again, and the ids between two
+    /// probes are searched for pages that can be read (several damaged stretches may hide some
+    /// between them), with up to `probes` reads in all. Reads ids only.
     /// - Returns: the runs, and whether the walk read to the table's far end (else the last run
     ///   ends at damage no read could get past).
     private static func readableCommitRuns(
-        from start: Int64, ascending: Bool, in damaged: DatabaseQueue
+        from start: Int64, ascending: Bool, probes: Int, in damaged: DatabaseQueue
     ) -> (runs: [CommitRun], readToEnd: Bool) {
         var runs: [CommitRun] = []
-        var readToEnd = false
-        var run: CommitRun?
+        var probes = probes
         var next: Int64? = start
-        // A read that meets a damaged page fails whole: it is tried again over fewer commits, down
-        // to one, so that a run ends right before that page.
-        var limit = 4096
         while let from = next {
-            switch readCommitIDs(from: from, ascending: ascending, limit: limit, in: damaged) {
-            case .success(let rows) where rows.isEmpty:
-                readToEnd = true
-                next = nil
-            case .success(let rows):
-                for (first, last) in rows {
-                    if var current = run {
-                        current.firsts = min(current.firsts.lowerBound, first)...max(current.firsts.upperBound, first)
-                        current.lastID = max(current.lastID, last)
-                        run = current
-                    } else {
-                        run = CommitRun(firsts: first...first, lastID: last)
-                    }
-                }
-                let edge = rows[rows.count - 1].first
-                next = ascending ? (edge < .max ? edge + 1 : nil) : (edge > 1 ? edge - 1 : nil)
-                if next == nil { readToEnd = true }
-            case .failure where limit > 1:
-                limit /= 2
-            case .failure:
-                if let current = run { runs.append(current) }
-                run = nil
-                next = firstReadableCommit(past: from, ascending: ascending, in: damaged)
-                limit = 4096
+            let walk = walkCommits(from: from, ascending: ascending, before: nil, in: damaged)
+            if let run = walk.run { runs.append(run) }
+            guard let stop = walk.stop else {
+                return (runs.sorted { $0.firsts.lowerBound < $1.firsts.lowerBound }, true)
             }
+            next = commitPast(stop, ascending: ascending, probes: &probes, runs: &runs, in: damaged)
         }
-        if let run { runs.append(run) }
-        return (runs.sorted { $0.firsts.lowerBound < $1.firsts.lowerBound }, readToEnd)
+        return (runs.sorted { $0.firsts.lowerBound < $1.firsts.lowerBound }, false)
+    }
+
+    /// Probes ids ever farther past `damage` (an id whose read fails), one way, until a read
+    /// succeeds; the ids between two probes are searched (``searchGap(_:probes:in:)``) and what
+    /// can be read there added to `runs`.
+    /// - Returns: the first id of the commit read at the probe that succeeded; nil when none did,
+    ///   or the table ends before it.
+    private static func commitPast(
+        _ damage: Int64, ascending: Bool, probes: inout Int, runs: inout [CommitRun], in damaged: DatabaseQueue
+    ) -> Int64? {
+        // Ids start at 1: below it there is nothing to find.
+        guard ascending || damage > 1 else { return nil }
+        var previous = damage
+        for power in 0..<63 {
+            let step = Int64(1) << power
+            let (farther, overflow) =
+                ascending ? damage.addingReportingOverflow(step) : damage.subtractingReportingOverflow(step)
+            // The last probe is the end of the ids (1, or the largest), once.
+            let candidate = ascending ? (overflow ? .max : farther) : (overflow || farther < 1 ? 1 : farther)
+            guard candidate != previous else { return nil }
+            let read = readCommitIDs(from: candidate, ascending: ascending, limit: 1, in: damaged)
+            let found = (try? read.get())?.first?.first
+            // Up to the commit found, or to the probe.
+            let far = found ?? candidate
+            runs += searchGap(ascending ? (previous, far) : (far, previous), probes: &probes, in: damaged)
+            if case .success = read { return found }
+            previous = candidate
+        }
+        return nil
+    }
+
+    /// The runs of commits that can be read whose first ids lie strictly between the ids of
+    /// `gap`, where reads fail or were made already: its middle is probed, then each half, widest
+    /// first, while `probes` last; from a commit read, walks go both ways to the damage (or the
+    /// gap's ends), and the ids beyond them are searched in turn.
+    private static func searchGap(
+        _ gap: (low: Int64, high: Int64), probes: inout Int, in damaged: DatabaseQueue
+    ) -> [CommitRun] {
+        var runs: [CommitRun] = []
+        // Widest first: the halves of every gap before the halves of those.
+        var pending = [gap]
+        var index = 0
+        while index < pending.count, probes > 0 {
+            let (low, high) = pending[index]
+            index += 1
+            guard high - low > 1 else { continue }
+            let middle = low + (high - low) / 2
+            probes -= 1
+            guard case .success(let rows) = readCommitIDs(from: middle, ascending: true, limit: 1, in: damaged) else {
+                pending += [(low, middle), (middle, high)]
+                continue
+            }
+            guard let found = rows.first?.first, found < high else {
+                // Nothing can be read from the middle to the gap's end.
+                pending.append((low, middle))
+                continue
+            }
+            let up = walkCommits(from: found, ascending: true, before: high, in: damaged)
+            let down = walkCommits(from: found - 1, ascending: false, before: low, in: damaged)
+            guard var run = up.run ?? down.run else { continue }
+            if let below = down.run, up.run != nil {
+                run.add(first: below.firsts.lowerBound, last: below.lastID)
+            }
+            runs.append(run)
+            // Where a read fails, the commit of that id (if any) is on a damaged page.
+            if let stop = down.stop { pending.append((low, stop)) }
+            if let stop = up.stop { pending.append((stop, high)) }
+        }
+        return runs
+    }
+
+    /// Reads the ids of commits from the one numbered `start`, one way, as far as reads succeed
+    /// and, with `bound`, short of it.
+    /// - Returns: what was read, and the id from which reads fail (nil: the walk reached `bound`
+    ///   or the table's end).
+    private static func walkCommits(
+        from start: Int64, ascending: Bool, before bound: Int64?, in damaged: DatabaseQueue
+    ) -> (run: CommitRun?, stop: Int64?) {
+        var run: CommitRun?
+        var next = start
+        // A read that meets a damaged page fails whole: it is tried again over fewer commits, down
+        // to one, so that the walk ends right before that page.
+        let widest = 4096
+        var limit = widest
+        while true {
+            if let bound, ascending ? next >= bound : next <= bound { return (run, nil) }
+            guard case .success(let rows) = readCommitIDs(from: next, ascending: ascending, limit: limit, in: damaged)
+            else {
+                guard limit == 1 else {
+                    limit /= 2
+                    continue
+                }
+                return (run, next)
+            }
+            for (first, last) in rows {
+                if let bound, ascending ? first >= bound : first <= bound { return (run, nil) }
+                if run == nil { run = CommitRun(first: first, last: last) } else { run?.add(first: first, last: last) }
+            }
+            guard rows.count == limit, let edge = rows.last?.first, ascending ? edge < .max : edge > 1 else {
+                return (run, nil)
+            }
+            next = ascending ? edge + 1 : edge - 1
+            limit = min(limit * 2, widest)
+        }
     }
 
     /// The first ids and last ids of up to `limit` commits from the one numbered `from`, one way.
@@ -337,44 +435,6 @@ public enum JournalRepair {
                 }
             }
         }
-    }
-
-    /// The first id, past `damage` (an id whose read fails) going one way, from which commits can
-    /// be read again; nil when there is none: ids ever farther until a read succeeds, then the
-    /// first of them narrowed down (reads fail up to the end of the damaged pages).
-    private static func firstReadableCommit(past damage: Int64, ascending: Bool, in damaged: DatabaseQueue) -> Int64? {
-        func probe(_ id: Int64) -> (first: Int64, last: Int64)?? {
-            guard case .success(let rows) = readCommitIDs(from: id, ascending: ascending, limit: 1, in: damaged)
-            else { return nil }
-            return .some(rows.first)
-        }
-        // Ids start at 1: below it there is nothing to find.
-        guard ascending || damage > 1 else { return nil }
-        var failed = damage
-        for power in 0..<63 {
-            let step = Int64(1) << power
-            let (farther, overflow) =
-                ascending ? damage.addingReportingOverflow(step) : damage.subtractingReportingOverflow(step)
-            // The last probe is the end of the ids (1, or the largest), once.
-            let candidate = ascending ? (overflow ? .max : farther) : (overflow || farther < 1 ? 1 : farther)
-            guard candidate != failed, candidate != damage else { return nil }
-            guard case .some(let found) = probe(candidate) else {
-                failed = candidate
-                continue
-            }
-            // Reads fail from `damage` to `failed` and succeed at `candidate`: the first id that reads.
-            var (bad, good, result) = (failed, candidate, found)
-            while ascending ? good - bad > 1 : bad - good > 1 {
-                let middle = bad / 2 + good / 2 + (bad % 2 + good % 2) / 2
-                if case .some(let found) = probe(middle) {
-                    (good, result) = (middle, found)
-                } else {
-                    bad = middle
-                }
-            }
-            return result?.first
-        }
-        return nil
     }
 
     /// Appends a commit's entries to the new journal under their ids.

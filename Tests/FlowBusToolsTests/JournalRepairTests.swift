@@ -106,7 +106,8 @@ struct JournalRepairTests {
             defer {
                 for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
             }
-            let result = try JournalRepair.salvage(path: path, to: copy)
+            // Damage here spans a few thousand ids: searched id by id within this many reads.
+            let result = try JournalRepair.salvage(path: path, to: copy, gapProbes: 4096)
             let reader = try StepJournal.open(readingAt: copy)
             defer { reader.close() }
             #expect(try reader.latestCheckpoint()?.entry == 100)
@@ -141,6 +142,47 @@ struct JournalRepairTests {
         #expect(middle.lowerBound > 1 && middle.upperBound + 1 < last.lowerBound)
         #expect(ids == Array(1..<middle.lowerBound) + Array((middle.upperBound + 1)..<last.lowerBound))
         #expect(result.unreadable == [middle, last.lowerBound...Int64.max])
+    }
+
+    /// Damaged stretches of leaves with readable leaves between them, one or two wide, so that
+    /// probes ever farther past the first stretch can land beyond the readable leaves.
+    static let damagedStretches: [[Int]] = [
+        [2, 3, 5, 6, 7, 8, 9], [2, 4, 5, 6, 7, 8], [2, 3, 4, 6, 7, 8, 9, 10], [2, 3, 5, 6, 8, 9, 10, 11],
+    ]
+
+    @Test(
+        "Several damaged stretches and the last page: salvage copies every commit it can read between them",
+        arguments: damagedStretches)
+    func salvageBetweenDamagedStretchesGoingUp(_ stretches: [Int]) throws {
+        let (result, ids, damaged) = try Self.salvage(commits: 3000, damagingLeaves: stretches + [-1])
+        let last = damaged[damaged.count - 1]
+        let lost = damaged.dropLast().map { Set($0) }.reduce(Set<Int64>()) { $0.union($1) }
+        #expect(ids == (1..<last.lowerBound).filter { !lost.contains($0) })
+        #expect(result.unreadable == Self.merged(damaged.dropLast() + [last.lowerBound...Int64.max]))
+    }
+
+    @Test(
+        "The first page and several damaged stretches: salvage walks down and copies every commit it can read between them",
+        arguments: damagedStretches)
+    func salvageBetweenDamagedStretchesGoingDown(_ stretches: [Int]) throws {
+        let (result, ids, damaged) = try Self.salvage(commits: 3000, damagingLeaves: [0] + stretches.map { -1 - $0 })
+        let first = damaged[0]
+        let lost = damaged.dropFirst().map { Set($0) }.reduce(Set<Int64>()) { $0.union($1) }
+        #expect(ids == ((first.upperBound + 1)...3000).filter { !lost.contains($0) })
+        #expect(result.unreadable == Self.merged([101...first.upperBound] + damaged.dropFirst()))
+    }
+
+    /// Ranges of ids sorted, those that touch joined.
+    static func merged(_ ranges: some Collection<ClosedRange<Int64>>) -> [ClosedRange<Int64>] {
+        var merged: [ClosedRange<Int64>] = []
+        for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) {
+            if let last = merged.last, last.upperBound >= range.lowerBound - 1 {
+                merged[merged.count - 1] = last.lowerBound...max(last.upperBound, range.upperBound)
+            } else {
+                merged.append(range)
+            }
+        }
+        return merged
     }
 
     @Test("A table of commits that can be read at neither end: salvage still keeps the sources and the checkpoint")
