@@ -131,6 +131,8 @@ extension StepJournal {
     /// Integers are big-endian. The entries' ids are the row's, in order.
     public enum PackedEntries {
         static let version: UInt8 = 1
+        /// The fewest bytes an entry takes packed: its kind, its sequence and four empty fields.
+        public static let minimumEntryBytes = 25
 
         /// `batch`'s entries packed.
         public static func packed(_ batch: Batch) -> [UInt8] {

@@ -32,6 +32,9 @@ public enum JournalRepair {
         /// Ranges of entry ids that could not be read (lost). One whose upper bound is `Int64.max`
         /// loses every id from its lower bound on: the commits' table could not be read to its end.
         public var unreadable: [ClosedRange<Int64>]
+        /// When the end was lost: the new journal numbers its entries after this id, past every id
+        /// the damaged file could hold, so that no lost id is given to another entry.
+        public var numberedAfter: Int64? = nil
     }
 
     /// Reads the whole journal at `path` without changing it.
@@ -193,7 +196,23 @@ public enum JournalRepair {
             }
         }
         result.unreadable = merge(result.unreadable)
+        if let end = result.unreadable.last, end.upperBound == .max {
+            let bound = idsHeld(byFileAt: path)
+            let (last, overflow) = (end.lowerBound - 1).addingReportingOverflow(bound)
+            result.numberedAfter = overflow ? .max : last
+            try target.reserveIDs(through: result.numberedAfter ?? last)
+        }
         return result
+    }
+
+    /// How many entry ids the journal at `path` can hold at most, with its write-ahead log: an
+    /// entry takes at least ``StepJournal/PackedEntries/minimumEntryBytes`` of the file.
+    private static func idsHeld(byFileAt path: String) -> Int64 {
+        let bytes = ["", "-wal"].reduce(Int64(0)) { total, suffix in
+            let size = (try? FileManager.default.attributesOfItem(atPath: path + suffix)[.size] as? NSNumber) ?? nil
+            return total + (size?.int64Value ?? 0)
+        }
+        return max(1, bytes / Int64(StepJournal.PackedEntries.minimumEntryBytes))
     }
 
     /// Copies the commits stored packed (a row each, `first...last`) whose first ids are in

@@ -162,6 +162,9 @@ struct JournalSalvageCommand: ParsableCommand {
                     : $0.lowerBound == $0.upperBound ? "\($0.lowerBound)" : "\($0.lowerBound)-\($0.upperBound)"
             }
             print("unreadable entry ids (lost): \(ranges.joined(separator: ", "))")
+            if let numberedAfter = result.numberedAfter {
+                print("new entries are numbered after \(numberedAfter), past every id the damaged file could hold")
+            }
         }
     }
 }

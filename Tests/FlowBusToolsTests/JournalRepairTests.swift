@@ -127,6 +127,28 @@ struct JournalRepairTests {
         #expect(result.unreadable == [damaged[0].lowerBound...Int64.max])
     }
 
+    @Test("The commits' end lost: the salvaged journal numbers new entries past every id the damaged file could hold")
+    func salvageNumbersPastLostEnd() throws {
+        try Self.withJournal { path, journal in
+            for n in Int64(1)...1200 { try journal.append([try Self.tick(n)], lastSequences: [:]) }
+            journal.close()
+            let damaged = try JournalFixture.damageCommitLeaves([-1], in: path)
+            let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
+            defer {
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
+            }
+            let result = try JournalRepair.salvage(path: path, to: copy, gapProbes: 4096)
+            #expect(result.unreadable == [damaged[0].lowerBound...Int64.max])
+            let numberedAfter = try #require(result.numberedAfter)
+            #expect(numberedAfter >= 1200, "past the last id the damaged file held")
+            let salvaged = try StepJournal.open(path: copy, synchronous: .normal)
+            defer { salvaged.close() }
+            let (next, _) = try salvaged.append([try Self.tick(1201)], lastSequences: [:], compaction: nil)
+            #expect(next == numberedAfter + 1)
+            #expect(try salvaged.entries(after: 0, limit: 2000).map(\.id) == Array(1..<damaged[0].lowerBound) + [next])
+        }
+    }
+
     @Test("The commits' first page damaged: salvage copies every commit after it and reports the ids before it")
     func salvageWithDamagedFirstPage() throws {
         let (result, ids, damaged) = try Self.salvage(damagingLeaves: [0])
@@ -192,5 +214,6 @@ struct JournalRepairTests {
         #expect(damaged == [1...20])
         #expect(result.entries == 0 && ids.isEmpty)
         #expect(result.unreadable == [101...Int64.max])
+        #expect(result.numberedAfter.map { $0 >= 20 } == true)
     }
 }
