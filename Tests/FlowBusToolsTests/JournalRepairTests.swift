@@ -1,10 +1,11 @@
 import FlowBusConfiguration
 import FlowBusCoordinator
-import FlowBusTools
 import FlowBusWire
 import Foundation
 import TestFixtures
 import Testing
+
+@testable import FlowBusTools
 
 @Suite("Journal repair: check and salvage")
 struct JournalRepairTests {
@@ -192,6 +193,89 @@ struct JournalRepairTests {
         let lost = damaged.dropFirst().map { Set($0) }.reduce(Set<Int64>()) { $0.union($1) }
         #expect(ids == ((first.upperBound + 1)...3000).filter { !lost.contains($0) })
         #expect(result.unreadable == Self.merged([101...first.upperBound] + damaged.dropFirst()))
+    }
+
+    /// A journal salvaged before (a row per entry: `rows` of them) with `commits` commits of one
+    /// entry after, the leaves of whose table of rows at `positions` are then damaged; salvaged.
+    /// - Returns: what salvage said, the ids it copied, and the ids of the rows damaged.
+    static func salvage(
+        rows: Int64, commits: Int64, damagingRowLeaves positions: [Int]
+    ) throws -> (result: JournalRepair.Salvage, ids: [Int64], damaged: [ClosedRange<Int64>]) {
+        var outcome: (JournalRepair.Salvage, [Int64], [ClosedRange<Int64>])?
+        try withJournal { path, journal in
+            try journal.append(
+                StepJournal.Batch(try (1...rows).map(Self.tick)), ids: Array(1...rows), lastSequences: [:])
+            for n in (rows + 1)..<(rows + 1 + commits) { try journal.append([try tick(n)], lastSequences: [:]) }
+            journal.close()
+            let damaged = try JournalFixture.damageEntryRowLeaves(positions, in: path)
+            #expect(try JournalRepair.check(path: path).isIntact == false)
+            let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
+            defer {
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
+            }
+            let result = try JournalRepair.salvage(path: path, to: copy, gapProbes: 4096)
+            let reader = try StepJournal.open(readingAt: copy)
+            defer { reader.close() }
+            outcome = (result, try reader.entries().map(\.id), damaged)
+        }
+        let (result, ids, damaged) = try #require(outcome)
+        #expect(ids.count == result.entries)
+        return (result, ids, damaged)
+    }
+
+    @Test("Rows of a journal salvaged before, damaged in the middle: salvage copies the others and reports those")
+    func salvageRowsWithDamagedMiddlePages() throws {
+        let (result, ids, damaged) = try Self.salvage(rows: 3000, commits: 100, damagingRowLeaves: [2, 5])
+        let lost = Set(damaged.flatMap { Array($0) })
+        #expect(ids == (1...3100).filter { !lost.contains($0) })
+        #expect(result.unreadable == damaged)
+        #expect(result.numberedAfter == nil)
+    }
+
+    @Test(
+        "Rows of a journal salvaged before, their last page damaged: salvage walks them from the first, copies the commits after, and reports only the rows it could not read"
+    )
+    func salvageRowsWithDamagedLastPage() throws {
+        let (result, ids, damaged) = try Self.salvage(rows: 3000, commits: 100, damagingRowLeaves: [3, -1])
+        let (middle, last) = (damaged[0], damaged[1])
+        #expect(last.upperBound == 3000)
+        let lost = Set(Array(middle) + Array(last))
+        #expect(ids == (1...3100).filter { !lost.contains($0) })
+        #expect(result.unreadable == [middle, last], "not past the rows: the commits follow them")
+        #expect(result.numberedAfter == nil)
+    }
+
+    @Test(
+        "Rows of a journal salvaged before, their first page damaged: salvage walks them from the last and reports the first"
+    )
+    func salvageRowsWithDamagedFirstPage() throws {
+        let (result, ids, damaged) = try Self.salvage(rows: 3000, commits: 100, damagingRowLeaves: [0, 4, 5])
+        #expect(damaged[0].lowerBound == 1)
+        let lost = Set(damaged.flatMap { Array($0) })
+        #expect(ids == (1...3100).filter { !lost.contains($0) })
+        #expect(result.unreadable == Self.merged(damaged))
+    }
+
+    @Test("Rows of a journal salvaged before that can be read at neither end: salvage copies the commits after them")
+    func salvageUnreadableRows() throws {
+        // Few rows: one page holds them all.
+        let (result, ids, damaged) = try Self.salvage(rows: 20, commits: 100, damagingRowLeaves: [0])
+        #expect(damaged == [1...20])
+        #expect(ids == Array(21...120))
+        #expect(result.unreadable == [1...20], "up to the first commit")
+        #expect(result.numberedAfter == nil)
+    }
+
+    @Test("Ids lost are those unreadable that were not copied from the other table")
+    func lostIDsLeaveOutThoseCopied() {
+        let subtracting = JournalSalvager.subtracting
+        #expect(subtracting([1...10, 21...30], [11...20]) == [11...20])
+        #expect(subtracting([10...20, 50...60], [1...100]) == [1...9, 21...49, 61...100])
+        #expect(subtracting([1...10, 20...30], [5...Int64.max]) == [11...19, 31...Int64.max])
+        #expect(subtracting([1...7, 6...9], [5...15]) == [10...15], "overlapping copies")
+        #expect(subtracting([1...10], [1...10]).isEmpty)
+        #expect(subtracting([], [3...4, 4...8]) == [3...8])
+        #expect(subtracting([0...Int64.max], [1...5]).isEmpty)
     }
 
     /// Ranges of ids sorted, those that touch joined.

@@ -61,14 +61,29 @@ public enum JournalFixture {
     /// - Returns: for each, the first ids of the commits it held.
     @discardableResult
     public static func damageCommitLeaves(_ positions: [Int], in path: String) throws -> [ClosedRange<Int64>] {
+        try damageLeaves(of: "batch", key: "first", positions, in: path)
+    }
+
+    /// ``damageCommitLeaves(_:in:)`` for the table of the entries' rows (of salvaged journals).
+    /// - Returns: for each, the ids of the rows it held.
+    @discardableResult
+    public static func damageEntryRowLeaves(_ positions: [Int], in path: String) throws -> [ClosedRange<Int64>] {
+        try damageLeaves(of: "entry", key: "id", positions, in: path)
+    }
+
+    private static func damageLeaves(
+        of table: String, key: String, _ positions: [Int], in path: String
+    ) throws -> [ClosedRange<Int64>] {
         let database = try DatabaseQueue(path: path)
-        let (leaves, firsts, size) = try database.read { db in
+        let (leaves, keys, size) = try database.read { db in
             // dbstat's paths list a table's pages in tree order; only leaves hold rows.
             let leaves = try Row.fetchAll(
-                db, sql: "SELECT pageno, ncell FROM dbstat WHERE name = 'batch' AND pagetype = 'leaf' ORDER BY path"
+                db,
+                sql: "SELECT pageno, ncell FROM dbstat WHERE name = ? AND pagetype = 'leaf' ORDER BY path",
+                arguments: [table]
             ).map { (page: $0[0] as Int, cells: $0[1] as Int) }
             return (
-                leaves, try Int64.fetchAll(db, sql: "SELECT first FROM batch ORDER BY first"),
+                leaves, try Int64.fetchAll(db, sql: "SELECT \(key) FROM \(table) ORDER BY \(key)"),
                 try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
             )
         }
@@ -79,7 +94,7 @@ public enum JournalFixture {
             starts.append(cells)
             cells += leaf.cells
         }
-        guard cells == firsts.count else { throw CocoaError(.fileReadCorruptFile) }
+        guard cells == keys.count else { throw CocoaError(.fileReadCorruptFile) }
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         defer { try? handle.close() }
         return try positions.map { position in
@@ -89,7 +104,7 @@ public enum JournalFixture {
             }
             try handle.seek(toOffset: UInt64(leaves[index].page - 1) * UInt64(size))
             try handle.write(contentsOf: Data(repeating: 0xDE, count: size))
-            return firsts[starts[index]]...firsts[starts[index] + leaves[index].cells - 1]
+            return keys[starts[index]]...keys[starts[index] + leaves[index].cells - 1]
         }
     }
 
