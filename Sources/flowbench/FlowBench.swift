@@ -43,8 +43,9 @@ struct RunBenchmarks: ParsableCommand {
             scenario with the bench reactor's state saved to a SQLite database (synchronous: full), with \
             its ratio to reactor. cpu µs/msg is the user+system CPU time \
             of the process in the middle (the raw forwarder, flowd, fixture-reactors) over the throughput run \
-            per message; ×cpu divides a daemon's by the forwarder's. Compare ratios within one run: figures \
-            move with the load of a shared machine.
+            per message; ×cpu divides a daemon's by the forwarder's. The raw two-hop path is measured \
+            again after the scenarios divided by it, and the faster of its two measurements counts. \
+            Compare ratios within one run: figures move with the load of a shared machine.
             """
     )
 

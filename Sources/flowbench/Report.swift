@@ -81,6 +81,9 @@ struct BenchReport: Encodable {
         var setup: SetupFigures?
         /// Each round's throughput, with `--rounds` above 1 (the path's figures are the median round's).
         var roundThroughputsPerS: [Double?]? = nil
+        /// A baseline's throughput in each round as first measured and as measured again after the
+        /// scenarios divided by it: the faster is the one shown, and divides their ratios.
+        var remeasuredThroughputsPerS: [[Double?]]? = nil
     }
 
     /// The headline figures of one FlowBus scenario beside its baseline, at the top level of
@@ -212,7 +215,9 @@ struct BenchReport: Encodable {
                 referenceThroughputRatio: result.referenceThroughputRatio.map { rounded($0, 3) },
                 journal: m.journal, setup: m.setup,
                 roundThroughputsPerS: result.roundThroughputs.isEmpty
-                    ? nil : result.roundThroughputs.map { $0?.rounded() })
+                    ? nil : result.roundThroughputs.map { $0?.rounded() },
+                remeasuredThroughputsPerS: result.remeasuredThroughputs.isEmpty
+                    ? nil : result.remeasuredThroughputs.map { [$0.first?.rounded(), $0.again?.rounded()] })
         }
         raw = groups[.raw] ?? [:]
         flowbus = groups[.flowbus] ?? [:]
@@ -328,6 +333,21 @@ private func notes(for result: ScenarioResult) -> [String] {
     if result.roundThroughputs.count > 1 {
         let each = result.roundThroughputs.map { $0.map(grouped) ?? "-" }.joined(separator: " / ")
         notes.append("rounds: \(each) msg/s")
+    }
+    if !result.remeasuredThroughputs.isEmpty {
+        let each = result.remeasuredThroughputs.map {
+            "\($0.first.map(grouped) ?? "-") then \($0.again.map(grouped) ?? "-")"
+        }
+        var line =
+            "measured first and again after the scenarios divided by it: \(each.joined(separator: ", ")) msg/s; the faster counts"
+        // Two measurements far apart: something else used the machine during one.
+        if result.remeasuredThroughputs.contains(where: { pair in
+            guard let first = pair.first, let again = pair.again, min(first, again) > 0 else { return false }
+            return max(first, again) / min(first, again) > 1.15
+        }) {
+            line += " (more than 15% apart: the machine was busy with something else; run again, or with --rounds 3)"
+        }
+        notes.append(line)
     }
     if let journal = m.journal {
         let fileSystem = journal.fileSystem ?? "an unknown file system"

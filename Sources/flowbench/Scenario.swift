@@ -196,6 +196,9 @@ struct ScenarioResult: Sendable {
     var referenceThroughputRatio: Double?
     /// Each round's throughput, when the run had more than one (`--rounds`).
     var roundThroughputs: [Double?] = []
+    /// A baseline's throughput in each round as first measured and as measured again after the
+    /// scenarios divided by it (the faster is shown, and divides their ratios).
+    var remeasuredThroughputs: [(first: Double?, again: Double?)] = []
 }
 
 /// The scenarios of a run, in order. Baselines come before the scenarios divided by them.
@@ -229,16 +232,33 @@ func allScenarios(config: BenchConfig, includeSingleFrame: Bool) -> [any Scenari
 /// Runs every scenario `rounds` times, all of them in each round, so that a baseline and the
 /// scenarios divided by it are measured close together. A scenario shows its median round
 /// (by throughput); its ratios to its baseline and reference are the medians of each round's.
+///
+/// A baseline is measured again at the end of each round, after the scenarios divided by it, and
+/// the faster of its two measurements counts: a baseline slowed by a passing disturbance of the
+/// machine would flatter every ratio to it.
 func runScenarios(
     _ scenarios: [any Scenario], rounds: Int = 1, on bench: Bench, progress: (String) -> Void
 ) throws -> [ScenarioResult] {
     for scenario in scenarios { try scenario.preflight(config: bench.config) }
+    let dividing = Set(scenarios.compactMap(\.baseline))
+    let baselines = scenarios.indices.filter { dividing.contains(scenarios[$0].id) }
     var measured: [[Measurement]] = Array(repeating: [], count: scenarios.count)
+    var remeasured: [[(first: Double?, again: Double?)]] = Array(repeating: [], count: scenarios.count)
     for round in 1...max(1, rounds) {
+        let which = rounds > 1 ? " (round \(round) of \(rounds))" : ""
         for (index, scenario) in scenarios.enumerated() {
-            let which = rounds > 1 ? " (round \(round) of \(rounds))" : ""
             progress("\(scenario.id)\(which): \(scenario.path)")
             measured[index].append(try scenario.run(on: bench))
+        }
+        for index in baselines {
+            let scenario = scenarios[index]
+            progress("\(scenario.id)\(which), again: \(scenario.path)")
+            let again = try scenario.run(on: bench)
+            let first = measured[index][round - 1]
+            remeasured[index].append((first.throughputPerSecond, again.throughputPerSecond))
+            if (again.throughputPerSecond ?? 0) > (first.throughputPerSecond ?? 0) {
+                measured[index][round - 1] = again
+            }
         }
     }
     let index = { (id: ScenarioID?) in id.flatMap { id in scenarios.firstIndex { $0.id == id } } }
@@ -248,6 +268,7 @@ func runScenarios(
             id: scenario.id, path: scenario.path, measurement: own[medianRound(own)],
             baseline: scenario.baseline, reference: scenario.reference)
         if own.count > 1 { result.roundThroughputs = own.map(\.throughputPerSecond) }
+        result.remeasuredThroughputs = remeasured[position]
         // The median over the rounds of `figure` ÷ the same round's in `other`.
         func ratio(to other: [Measurement], _ figure: (Measurement) -> Double?) -> Double? {
             median(zip(own, other).compactMap { ratioOf(figure($0), figure($1)) })

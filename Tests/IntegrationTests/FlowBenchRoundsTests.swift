@@ -4,7 +4,7 @@ import Testing
 
 /// `flowbench --rounds N`: every scenario measured N times, one round of all after another; a
 /// path shows its median round, and its ratios are the medians of each round's ratio to the same
-/// round's baseline.
+/// round's baseline, which is measured again at the end of each round (the faster counts).
 @Suite("flowbench rounds", .serialized)
 struct FlowBenchRoundsTests {
     @Test("Three rounds: each path shows its median round; the ratio is the median of the rounds' ratios")
@@ -25,6 +25,12 @@ struct FlowBenchRoundsTests {
         let ratios = zip(steps, raw).map { $0 / $1 }.sorted()
         let ratio = try #require(stepsPath.throughputRatio)
         #expect(abs(ratio - ratios[1]) < 0.002, "median of \(ratios), reported \(ratio)")
+        // The baseline measured again at the end of each round: the faster of the two counts.
+        #expect(progress.contains("raw.two_hop (round 3 of 3), again:"), "\(progress)")
+        let pairs = try #require(report.raw.twoHop.remeasuredThroughputsPerS)
+        try #require(pairs.count == 3 && pairs.allSatisfy { $0.count == 2 }, "\(pairs)")
+        #expect(raw == pairs.map { $0.compactMap { $0 }.max() ?? 0 }, "each round's faster: \(pairs), \(raw)")
+        #expect(stepsPath.remeasuredThroughputsPerS == nil, "only a baseline is measured again")
     }
 
     @Test("--rounds outside 1…21 is refused with the range")

@@ -18,6 +18,7 @@ struct FlowBenchReport: Decodable {
         var allocsPerMsg: Double?
         var lost: Int
         var roundThroughputsPerS: [Double?]?
+        var remeasuredThroughputsPerS: [[Double?]]?
         var reference: String?
         var referenceThroughputRatio: Double?
         var journal: Journal?
