@@ -87,7 +87,8 @@ public enum JournalRepair {
     }
 
     /// How many reads a salvage spends searching between damaged pages for pages that can be
-    /// read: damage up to this many ids wide is searched id by id, wider damage more coarsely.
+    /// read: each gap between probes past damage gets a read at its middle before any is halved,
+    /// so that far gaps are searched too, more coarsely than near ones.
     public static let gapProbes = 1 << 16
 
     /// Copies every entry and source that can be read from the journal at `path` into a new

@@ -133,6 +133,14 @@ struct JournalSalvager {
         if !ascending, !readToEnd, floor < first.keys.lowerBound {
             result.unreadable.append(floor...(first.keys.lowerBound - 1))
         }
+        // The row the walk started from (the end it could tell) could not be read itself: going
+        // down, where its ids end is not known.
+        if ascending, start < first.keys.lowerBound {
+            result.unreadable.append(start...(first.keys.lowerBound - 1))
+        }
+        if !ascending, start > last.keys.upperBound, last.lastID < .max {
+            result.unreadable.append((last.lastID + 1)...Int64.max)
+        }
         for (before, after) in zip(runs, runs.dropFirst()) where before.lastID < after.keys.lowerBound - 1 {
             result.unreadable.append((before.lastID + 1)...(after.keys.lowerBound - 1))
         }
@@ -377,40 +385,50 @@ struct JournalSalvager {
     }
 
     /// Probes keys ever farther past `damage` (a key whose read fails), one way, until a read
-    /// succeeds; the keys between two probes are searched (``searchGap(_:of:)``) and what can be
-    /// read there added to `runs`.
+    /// succeeds; the keys between the probes are then searched (``searchGaps(_:of:)``) and what
+    /// can be read there added to `runs`.
     /// - Returns: the key read at the probe that succeeded; nil when none did, or the table ends
     ///   before it.
     private mutating func keyPast(_ damage: Int64, of table: KeyedTable, ascending: Bool, runs: inout [Run]) -> Int64? {
         // Ids start at 1: below it there is nothing to find.
         guard ascending || damage > 1 else { return nil }
+        var gaps: [(low: Int64, high: Int64)] = []
         var previous = damage
-        for power in 0..<63 {
-            let step = Int64(1) << power
-            let (farther, overflow) =
-                ascending ? damage.addingReportingOverflow(step) : damage.subtractingReportingOverflow(step)
-            // The last probe is the end of the ids (1, or the largest), once.
-            let candidate = ascending ? (overflow ? .max : farther) : (overflow || farther < 1 ? 1 : farther)
-            guard candidate != previous else { return nil }
+        var found: Int64?
+        for power in 0...63 {
+            // The last probe is the end of the ids (1, or the largest).
+            var candidate: Int64 = ascending ? .max : 1
+            if power < 63 {
+                let step = Int64(1) << power
+                let (farther, overflow) =
+                    ascending ? damage.addingReportingOverflow(step) : damage.subtractingReportingOverflow(step)
+                if !overflow && farther >= 1 { candidate = farther }
+            }
+            guard candidate != previous else { break }
             let read = readKeys(of: table, from: candidate, ascending: ascending, limit: 1)
-            let found = (try? read.get())?.first?.key
+            let key = (try? read.get())?.first?.key
             // Up to the row found, or to the probe.
-            let far = found ?? candidate
-            runs += searchGap(ascending ? (previous, far) : (far, previous), of: table)
-            if case .success = read { return found }
+            let far = key ?? candidate
+            gaps.append(ascending ? (previous, far) : (far, previous))
+            if case .success = read {
+                found = key
+                break
+            }
             previous = candidate
         }
-        return nil
+        runs += searchGaps(gaps, of: table)
+        return found
     }
 
-    /// The runs of rows of `table` that can be read whose keys lie strictly between those of
-    /// `gap`, where reads fail or were made already: its middle is probed, then each half, widest
-    /// first, while ``probes`` last; from a row read, walks go both ways to the damage (or the
-    /// gap's ends), and the keys beyond them are searched in turn.
-    private mutating func searchGap(_ gap: (low: Int64, high: Int64), of table: KeyedTable) -> [Run] {
+    /// The runs of rows of `table` that can be read whose keys lie strictly between those of one
+    /// of `gaps`, where reads fail or were made already: the middle of each is probed, then the
+    /// middle of each half, widest first, while ``probes`` last (so that a far, wide gap is
+    /// searched too, more coarsely than a near one); from a row read, walks go both ways to the
+    /// damage (or the gap's ends), and the keys beyond them are searched in turn.
+    private mutating func searchGaps(_ gaps: [(low: Int64, high: Int64)], of table: KeyedTable) -> [Run] {
         var runs: [Run] = []
         // Widest first: the halves of every gap before the halves of those.
-        var pending = [gap]
+        var pending = gaps
         var index = 0
         while index < pending.count, probes > 0 {
             let (low, high) = pending[index]

@@ -93,7 +93,7 @@ struct JournalRepairTests {
     /// the leaves of whose table of commits at `positions` are then damaged; salvaged.
     /// - Returns: what salvage said, the ids it copied, and the ids of the commits damaged.
     static func salvage(
-        commits: Int64 = 1200, damagingLeaves positions: [Int]
+        commits: Int64 = 1200, damagingLeaves positions: [Int], records: [Int64] = [], gapProbes: Int = 4096
     ) throws -> (result: JournalRepair.Salvage, ids: [Int64], damaged: [ClosedRange<Int64>]) {
         var outcome: (JournalRepair.Salvage, [Int64], [ClosedRange<Int64>])?
         try withJournal { path, journal in
@@ -101,14 +101,16 @@ struct JournalRepairTests {
             try journal.append([], lastSequences: ["s#1": UInt64(commits)])
             try journal.store(.init(entry: 100, created: Date(), state: Data("{\"x\":1}".utf8)))
             journal.close()
+            // Records first: a damaged leaf would stop the fixture's own reads.
+            for first in records { try JournalFixture.damageCommitRecord(first: first, in: path) }
             let damaged = try JournalFixture.damageCommitLeaves(positions, in: path)
             #expect(try JournalRepair.check(path: path).isIntact == false)
             let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
             defer {
                 for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
             }
-            // Damage here spans a few thousand ids: searched id by id within this many reads.
-            let result = try JournalRepair.salvage(path: path, to: copy, gapProbes: 4096)
+            // Damage here spans a few thousand ids: searched id by id within 4096 reads.
+            let result = try JournalRepair.salvage(path: path, to: copy, gapProbes: gapProbes)
             let reader = try StepJournal.open(readingAt: copy)
             defer { reader.close() }
             #expect(try reader.latestCheckpoint()?.entry == 100)
@@ -182,6 +184,30 @@ struct JournalRepairTests {
         let lost = damaged.dropLast().map { Set($0) }.reduce(Set<Int64>()) { $0.union($1) }
         #expect(ids == (1..<last.lowerBound).filter { !lost.contains($0) })
         #expect(result.unreadable == Self.merged(damaged.dropLast() + [last.lowerBound...Int64.max]))
+    }
+
+    @Test("Few reads to search past damage: every gap between probes gets some, the far ones too")
+    func salvageWithFewGapProbes() throws {
+        let (result, ids, damaged) = try Self.salvage(
+            commits: 3000, damagingLeaves: [2, 3, 4, 6, 7, 8, 9, 10, -1], gapProbes: 500)
+        let last = damaged[damaged.count - 1]
+        let lost = Set(damaged.dropLast().flatMap { Array($0) })
+        #expect(ids == (1..<last.lowerBound).filter { !lost.contains($0) }, "the readable leaves 700 and 2,100 ids in")
+        #expect(result.unreadable == Self.merged(damaged.dropLast() + [last.lowerBound...Int64.max]))
+    }
+
+    @Test("The oldest commit's row damaged and the last page: salvage walks up from past it and reports it lost")
+    func salvageWithDamagedFirstRecord() throws {
+        let (result, ids, damaged) = try Self.salvage(damagingLeaves: [-1], records: [1])
+        #expect(ids == Array(2..<damaged[0].lowerBound))
+        #expect(result.unreadable == [1...1, damaged[0].lowerBound...Int64.max])
+    }
+
+    @Test("The newest commit's row damaged and the first page: salvage walks down from past it and reports it lost")
+    func salvageWithDamagedLastRecord() throws {
+        let (result, ids, damaged) = try Self.salvage(damagingLeaves: [0], records: [1200])
+        #expect(ids == Array((damaged[0].upperBound + 1)..<1200))
+        #expect(result.unreadable == [101...damaged[0].upperBound, 1200...Int64.max], "where its ids end is not known")
     }
 
     @Test(

@@ -108,6 +108,43 @@ public enum JournalFixture {
         }
     }
 
+    /// Overwrites, in the journal at `path`, the header of the record of the commit numbered from
+    /// `first` (its key still reads; its columns do not).
+    public static func damageCommitRecord(first: Int64, in path: String) throws {
+        let database = try DatabaseQueue(path: path)
+        let (leaves, firsts, size) = try database.read { db in
+            let leaves = try Row.fetchAll(
+                db, sql: "SELECT pageno, ncell FROM dbstat WHERE name = 'batch' AND pagetype = 'leaf' ORDER BY path"
+            ).map { (page: $0[0] as Int, cells: $0[1] as Int) }
+            return (
+                leaves, try Int64.fetchAll(db, sql: "SELECT first FROM batch ORDER BY first"),
+                try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
+            )
+        }
+        try database.close()
+        guard var cell = firsts.firstIndex(of: first) else { throw CocoaError(.fileReadCorruptFile) }
+        var leaf = 0
+        while cell >= leaves[leaf].cells {
+            cell -= leaves[leaf].cells
+            leaf += 1
+        }
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path))
+        defer { try? handle.close() }
+        let pageStart = UInt64(leaves[leaf].page - 1) * UInt64(size)
+        try handle.seek(toOffset: pageStart)
+        let page = [UInt8](try handle.read(upToCount: size) ?? Data())
+        // A table leaf (0x0D): its cell pointers follow the 8-byte header; a cell is the payload's
+        // size and the rowid (varints), then the record, whose header starts with its own size.
+        guard page.first == 0x0D else { throw CocoaError(.fileReadCorruptFile) }
+        var offset = Int(page[8 + 2 * cell]) << 8 | Int(page[9 + 2 * cell])
+        for _ in 0..<2 {
+            while page[offset] & 0x80 != 0 { offset += 1 }
+            offset += 1
+        }
+        try handle.seek(toOffset: pageStart + UInt64(offset))
+        try handle.write(contentsOf: Data([0x7F]))
+    }
+
     /// The page size of the SQLite file at `path`.
     public static func pageSize(of path: String) throws -> Int {
         let database = try DatabaseQueue(path: path)
