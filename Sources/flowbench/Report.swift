@@ -339,13 +339,16 @@ private func notes(for result: ScenarioResult) -> [String] {
             "\($0.first.map(grouped) ?? "-") then \($0.again.map(grouped) ?? "-")"
         }
         var line =
-            "measured first and again after the scenarios divided by it: \(each.joined(separator: ", ")) msg/s; the faster counts"
+            "measured first and again after the scenarios divided by it: \(each.joined(separator: " / ")) msg/s; the faster counts"
         // Two measurements far apart: something else used the machine during one.
         if result.remeasuredThroughputs.contains(where: { pair in
             guard let first = pair.first, let again = pair.again, min(first, again) > 0 else { return false }
             return max(first, again) / min(first, again) > 1.15
         }) {
-            line += " (more than 15% apart: the machine was busy with something else; run again, or with --rounds 3)"
+            line +=
+                result.remeasuredThroughputs.count > 1
+                ? " (more than 15% apart in a round: the machine was busy with something else)"
+                : " (more than 15% apart: the machine was busy with something else; run again, or with --rounds 3)"
         }
         notes.append(line)
     }
