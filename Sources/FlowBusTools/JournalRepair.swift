@@ -30,7 +30,7 @@ public enum JournalRepair {
         /// Whether the checkpoint could be copied (nil: there was none).
         public var checkpoint: Bool?
         /// Ranges of entry ids that could not be read (lost). One whose upper bound is `Int64.max`
-        /// loses every id from its lower bound on: the commits' table could not be read to its end.
+        /// loses every id from its lower bound on: a table could not be read to its end.
         public var unreadable: [ClosedRange<Int64>]
         /// When the end was lost: the new journal numbers its entries after this id, past every id
         /// the damaged file could hold, so that no lost id is given to another entry.
