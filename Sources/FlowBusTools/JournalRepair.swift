@@ -153,10 +153,12 @@ public enum JournalRepair {
         }
         result.unreadable = salvager.lost
         if let end = result.unreadable.last, end.upperBound == .max {
-            let bound = idsHeld(byFileAt: path)
-            let (last, overflow) = (end.lowerBound - 1).addingReportingOverflow(bound)
-            result.numberedAfter = overflow ? .max : last
-            try target.reserveIDs(through: result.numberedAfter ?? last)
+            let (past, overflow) = (end.lowerBound - 1).addingReportingOverflow(idsHeld(byFileAt: path))
+            // Half the ids at most: numbering goes on from there. The checkpoint's reservation may
+            // already reach farther.
+            let last = max(overflow ? .max / 2 : min(past, .max / 2), checkpointEntry ?? 0)
+            try target.reserveIDs(through: last)
+            result.numberedAfter = last
         }
         return result
     }

@@ -130,10 +130,15 @@ struct JournalRepairTests {
         #expect(result.unreadable == [damaged[0].lowerBound...Int64.max])
     }
 
-    @Test("The commits' end lost: the salvaged journal numbers new entries past every id the damaged file could hold")
-    func salvageNumbersPastLostEnd() throws {
+    @Test(
+        "The commits' end lost: the salvaged journal numbers new entries past every id the damaged file could hold, and past its checkpoint's",
+        arguments: [nil, 1_000_000_000] as [Int64?])
+    func salvageNumbersPastLostEnd(checkpoint: Int64?) throws {
         try Self.withJournal { path, journal in
             for n in Int64(1)...1200 { try journal.append([try Self.tick(n)], lastSequences: [:]) }
+            if let checkpoint {
+                try journal.store(.init(entry: checkpoint, created: Date(), state: Data("{\"x\":1}".utf8)))
+            }
             journal.close()
             let damaged = try JournalFixture.damageCommitLeaves([-1], in: path)
             let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
@@ -143,7 +148,8 @@ struct JournalRepairTests {
             let result = try JournalRepair.salvage(path: path, to: copy, gapProbes: 4096)
             #expect(result.unreadable == [damaged[0].lowerBound...Int64.max])
             let numberedAfter = try #require(result.numberedAfter)
-            #expect(numberedAfter >= 1200, "past the last id the damaged file held")
+            #expect(numberedAfter >= max(1200, checkpoint ?? 0), "past the last id the damaged file held")
+            if let checkpoint { #expect(numberedAfter == checkpoint, "the checkpoint's reservation reaches farther") }
             let salvaged = try StepJournal.open(path: copy, synchronous: .normal)
             defer { salvaged.close() }
             let (next, _) = try salvaged.append([try Self.tick(1201)], lastSequences: [:], compaction: nil)
