@@ -104,22 +104,33 @@ struct JournalRepairTests {
             // Records first: a damaged leaf would stop the fixture's own reads.
             for first in records { try JournalFixture.damageCommitRecord(first: first, in: path) }
             let damaged = try JournalFixture.damageCommitLeaves(positions, in: path)
-            #expect(try JournalRepair.check(path: path).isIntact == false)
-            let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
-            defer {
-                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
+            let (result, ids) = try salvaged(path, gapProbes: gapProbes) { (reader: StepJournal) throws in
+                #expect(try reader.latestCheckpoint()?.entry == 100)
             }
-            // Damage here spans a few thousand ids: searched id by id within 4096 reads.
-            let result = try JournalRepair.salvage(path: path, to: copy, gapProbes: gapProbes)
-            let reader = try StepJournal.open(readingAt: copy)
-            defer { reader.close() }
-            #expect(try reader.latestCheckpoint()?.entry == 100)
             #expect(result.sources == 1 && result.checkpoint == true)
-            outcome = (result, try reader.entries().map(\.id), damaged)
+            outcome = (result, ids, damaged)
         }
-        let (result, ids, damaged) = try #require(outcome)
+        return try #require(outcome)
+    }
+
+    /// Salvages the damaged journal at `path` into a new file, removed after; `inspect` reads it.
+    /// - Returns: what salvage said and the ids it copied.
+    static func salvaged(
+        _ path: String, gapProbes: Int = 4096, inspect: (StepJournal) throws -> Void = { _ in }
+    ) throws -> (result: JournalRepair.Salvage, ids: [Int64]) {
+        #expect(try JournalRepair.check(path: path).isIntact == false)
+        let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
+        defer {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
+        }
+        // Damage here spans a few thousand ids: searched id by id within 4096 reads.
+        let result = try JournalRepair.salvage(path: path, to: copy, gapProbes: gapProbes)
+        let reader = try StepJournal.open(readingAt: copy)
+        defer { reader.close() }
+        try inspect(reader)
+        let ids = try reader.entries().map(\.id)
         #expect(ids.count == result.entries)
-        return (result, ids, damaged)
+        return (result, ids)
     }
 
     @Test("The commits' last page damaged: salvage copies every commit before it and reports every id after lost")
@@ -240,19 +251,10 @@ struct JournalRepairTests {
             for n in (rows + 1)..<(rows + 1 + commits) { try journal.append([try tick(n)], lastSequences: [:]) }
             journal.close()
             let damaged = try JournalFixture.damageEntryRowLeaves(positions, in: path)
-            #expect(try JournalRepair.check(path: path).isIntact == false)
-            let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
-            defer {
-                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
-            }
-            let result = try JournalRepair.salvage(path: path, to: copy, gapProbes: 4096)
-            let reader = try StepJournal.open(readingAt: copy)
-            defer { reader.close() }
-            outcome = (result, try reader.entries().map(\.id), damaged)
+            let (result, ids) = try salvaged(path)
+            outcome = (result, ids, damaged)
         }
-        let (result, ids, damaged) = try #require(outcome)
-        #expect(ids.count == result.entries)
-        return (result, ids, damaged)
+        return try #require(outcome)
     }
 
     @Test("Rows of a journal salvaged before, damaged in the middle: salvage copies the others and reports those")

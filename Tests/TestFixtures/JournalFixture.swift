@@ -71,11 +71,13 @@ public enum JournalFixture {
         try damageLeaves(of: "entry", key: "id", positions, in: path)
     }
 
-    private static func damageLeaves(
-        of table: String, key: String, _ positions: [Int], in path: String
-    ) throws -> [ClosedRange<Int64>] {
+    /// The leaves of `table` in key order (page number, cells), its keys in order, and the page size.
+    private static func leaves(
+        of table: String, key: String, in path: String
+    ) throws -> (leaves: [(page: Int, cells: Int)], keys: [Int64], pageSize: Int) {
         let database = try DatabaseQueue(path: path)
-        let (leaves, keys, size) = try database.read { db in
+        defer { try? database.close() }
+        return try database.read { db in
             // dbstat's paths list a table's pages in tree order; only leaves hold rows.
             let leaves = try Row.fetchAll(
                 db,
@@ -87,7 +89,12 @@ public enum JournalFixture {
                 try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
             )
         }
-        try database.close()
+    }
+
+    private static func damageLeaves(
+        of table: String, key: String, _ positions: [Int], in path: String
+    ) throws -> [ClosedRange<Int64>] {
+        let (leaves, keys, size) = try leaves(of: table, key: key, in: path)
         var starts: [Int] = []
         var cells = 0
         for leaf in leaves {
@@ -111,17 +118,7 @@ public enum JournalFixture {
     /// Overwrites, in the journal at `path`, the header of the record of the commit numbered from
     /// `first` (its key still reads; its columns do not).
     public static func damageCommitRecord(first: Int64, in path: String) throws {
-        let database = try DatabaseQueue(path: path)
-        let (leaves, firsts, size) = try database.read { db in
-            let leaves = try Row.fetchAll(
-                db, sql: "SELECT pageno, ncell FROM dbstat WHERE name = 'batch' AND pagetype = 'leaf' ORDER BY path"
-            ).map { (page: $0[0] as Int, cells: $0[1] as Int) }
-            return (
-                leaves, try Int64.fetchAll(db, sql: "SELECT first FROM batch ORDER BY first"),
-                try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
-            )
-        }
-        try database.close()
+        let (leaves, firsts, size) = try leaves(of: "batch", key: "first", in: path)
         guard var cell = firsts.firstIndex(of: first) else { throw CocoaError(.fileReadCorruptFile) }
         var leaf = 0
         while cell >= leaves[leaf].cells {
