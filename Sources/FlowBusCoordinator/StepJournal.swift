@@ -249,6 +249,12 @@ public final class StepJournal: Journal {
                     );
                     """)
         }
+        migrator.registerMigration("v5-reservations") { db in
+            // Each id a salvage numbered past (``reserveIDs(through:)``), apart from `entry`: when a
+            // later salvage loses the end of `entry` and `batch`, it still knows where numbering
+            // jumped, and numbers past the ids the lost entries could have had.
+            try db.execute(sql: "CREATE TABLE reservation (through INTEGER PRIMARY KEY)")
+        }
         return migrator
     }
 
@@ -422,7 +428,8 @@ public final class StepJournal: Journal {
     }
 
     /// Makes sure later entries are numbered after `id`: adds an entry of no kind (skipped when
-    /// read) with that id if no entry has it or a larger one.
+    /// read) with that id if no entry has it or a larger one, and notes the jump in the table of
+    /// reservations.
     package func reserveIDs(through id: Int64) throws {
         try database.write { db in
             guard try Self.lastID(in: db) < id else { return }
@@ -430,6 +437,26 @@ public final class StepJournal: Journal {
                 sql:
                     "INSERT INTO entry (id, kind, target, name, params, source, sequence) VALUES (?, 0, '', '', x'', '', 0)",
                 arguments: [id])
+            try db.execute(sql: "INSERT OR IGNORE INTO reservation (through) VALUES (?)", arguments: [id])
+        }
+    }
+
+    /// Notes reservations made in another journal (the one this one was salvaged from).
+    package func noteReservations(_ throughs: [Int64]) throws {
+        guard !throughs.isEmpty else { return }
+        try database.write { db in
+            for through in throughs {
+                try db.execute(sql: "INSERT OR IGNORE INTO reservation (through) VALUES (?)", arguments: [through])
+            }
+        }
+    }
+
+    /// The ids numbering jumped past, lowest first (empty for a journal of a version before they
+    /// were noted).
+    package func reservations() throws -> [Int64] {
+        try database.read { db in
+            guard try db.tableExists("reservation") else { return [] }
+            return try Int64.fetchAll(db, sql: "SELECT through FROM reservation ORDER BY through")
         }
     }
 

@@ -33,7 +33,8 @@ public enum JournalRepair {
         /// loses every id from its lower bound on: a table could not be read to its end.
         public var unreadable: [ClosedRange<Int64>]
         /// When the end was lost: the new journal numbers its entries after this id, past every id
-        /// the damaged file could hold, so that no lost id is given to another entry.
+        /// the damaged file could hold (counted from the last id an earlier salvage numbered past,
+        /// when that is later than the first lost), so that no lost id is given to another entry.
         public var numberedAfter: Int64? = nil
     }
 
@@ -122,6 +123,15 @@ public enum JournalRepair {
             salvager.endLosses(at: rowLosses, before: commits.lowerBound)
         }
         var result = salvager.result
+        // The ids earlier salvages numbered past (nil: noted, but they cannot be read).
+        let reservations: [Int64]? =
+            (try? damaged.read { db in
+                guard try db.tableExists("reservation") else { return [] }
+                return try Int64.fetchAll(db, sql: "SELECT through FROM reservation")
+            }).map { Array(Set($0 + salvager.reservedRows)).sorted() }
+        // Numbering goes on past them as it did: their ids may have named lost entries.
+        try target.noteReservations(reservations ?? salvager.reservedRows)
+        if let highest = (reservations ?? salvager.reservedRows).last { try target.reserveIDs(through: highest) }
         let sources =
             (try? damaged.read { db in
                 try Row.fetchAll(db, sql: "SELECT id, lastSequence FROM source").map { row -> (String, UInt64) in
@@ -153,7 +163,11 @@ public enum JournalRepair {
         }
         result.unreadable = salvager.lost
         if let end = result.unreadable.last, end.upperBound == .max {
-            let (past, overflow) = (end.lowerBound - 1).addingReportingOverflow(idsHeld(byFileAt: path))
+            // The lost ids follow one another from the first lost or from the last reservation,
+            // whichever is later: the file held no more entries than its size allows past that.
+            // Reservations that cannot be read leave it unknown: half the ids, as for an overflow.
+            let from = reservations.map { max(end.lowerBound - 1, $0.last ?? 0) }
+            let (past, overflow) = from?.addingReportingOverflow(idsHeld(byFileAt: path)) ?? (.max, true)
             // Half the ids at most: numbering goes on from there. The checkpoint's reservation may
             // already reach farther.
             let last = max(overflow ? .max / 2 : min(past, .max / 2), checkpointEntry ?? 0)

@@ -39,6 +39,9 @@ struct JournalSalvager {
     var probes: Int
     /// Ids copied, in the order copied: no loss reported covers them.
     private var copied: [ClosedRange<Int64>] = []
+    /// The ids of reserved-id rows read (numbering jumped past each; a salvage before the table of
+    /// reservations noted them only there).
+    private(set) var reservedRows: [Int64] = []
 
     init(damaged: DatabaseQueue, target: StepJournal, probes: Int) {
         self.damaged = damaged
@@ -225,7 +228,10 @@ struct JournalSalvager {
             var ids: [Int64] = []
             // A reserved id's row (kind 0) holds no entry.
             let records = rows.compactMap { row -> StepJournal.Record? in
-                guard let kind = StepJournal.Kind(rawValue: row[0]) else { return nil }
+                guard let kind = StepJournal.Kind(rawValue: row[0]) else {
+                    if row[0] as Int64? == 0 { reservedRows.append(row[6]) }
+                    return nil
+                }
                 ids.append(row[6])
                 return StepJournal.Record(
                     kind: kind, target: row[1], name: row[2], params: row[3], source: row[4],

@@ -169,6 +169,64 @@ struct JournalRepairTests {
         }
     }
 
+    @Test(
+        "A journal salvaged before, numbered past a lost end and damaged again in the middle: salvage keeps that numbering, noted by a version before the table of reservations too",
+        arguments: [false, true])
+    func salvageKeepsEarlierReservation(onlyAsRow: Bool) throws {
+        try Self.withJournal { path, journal in
+            try journal.append(
+                StepJournal.Batch(try (1...3000).map(Self.tick)), ids: Array(1...3000), lastSequences: [:])
+            try journal.reserveIDs(through: 1_000_000)
+            journal.close()
+            if onlyAsRow { try JournalFixture.removeReservations(in: path) }
+            let damaged = try JournalFixture.damageEntryRowLeaves([2], in: path)
+            let (result, ids) = try Self.salvaged(path) { (reader: StepJournal) throws in
+                #expect(try reader.reservations() == [1_000_000])
+                #expect(try reader.entryRange()?.upperBound == 1_000_000, "new entries numbered past it")
+            }
+            let lost = Set(damaged.flatMap { Array($0) })
+            #expect(ids == (1...3000).filter { !lost.contains($0) })
+            #expect(result.unreadable == damaged && result.numberedAfter == nil)
+        }
+    }
+
+    @Test(
+        "Both tables lost in a journal salvaged before: new entries are numbered past the ids after the earlier salvage's reservation, or past half the ids when it cannot be read",
+        arguments: [false, true])
+    func salvageNumbersPastEarlierReservation(damagingReservations: Bool) throws {
+        try Self.withJournal { path, journal in
+            // Salvaged before: rows, then numbering past a lost end at 1,000,000, then commits.
+            try journal.append(
+                StepJournal.Batch(try (1...20).map(Self.tick)), ids: Array(1...20), lastSequences: [:])
+            try journal.reserveIDs(through: 1_000_000)
+            for n in Int64(1_000_001)...1_000_100 { try journal.append([try Self.tick(n)], lastSequences: [:]) }
+            #expect(try journal.reservations() == [1_000_000])
+            journal.close()
+            // Each table one page: the rows with the reservation's, and every commit after it.
+            #expect(try JournalFixture.damageEntryRowLeaves([0], in: path) == [1...1_000_000])
+            #expect(try JournalFixture.damageCommitLeaves([0], in: path) == [1_000_001...1_000_100])
+            if damagingReservations { try JournalFixture.damageReservationLeaves([0], in: path) }
+            let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
+            defer {
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
+            }
+            let result = try JournalRepair.salvage(path: path, to: copy, gapProbes: 4096)
+            #expect(result.entries == 0 && result.unreadable == [1...Int64.max])
+            let numberedAfter = try #require(result.numberedAfter)
+            if damagingReservations {
+                #expect(numberedAfter == .max / 2)
+            } else {
+                #expect(numberedAfter >= 1_000_100, "past every id numbered after the reservation")
+                #expect(numberedAfter < 2_000_000, "counted from the reservation, not from half the ids")
+            }
+            let salvaged = try StepJournal.open(path: copy, synchronous: .normal)
+            defer { salvaged.close() }
+            #expect(try salvaged.reservations() == (damagingReservations ? [] : [1_000_000]) + [numberedAfter])
+            let (next, _) = try salvaged.append([try Self.tick(1)], lastSequences: [:], compaction: nil)
+            #expect(next == numberedAfter + 1)
+        }
+    }
+
     @Test("The commits' first page damaged: salvage copies every commit after it and reports the ids before it")
     func salvageWithDamagedFirstPage() throws {
         let (result, ids, damaged) = try Self.salvage(damagingLeaves: [0])

@@ -71,6 +71,20 @@ public enum JournalFixture {
         try damageLeaves(of: "entry", key: "id", positions, in: path)
     }
 
+    /// Makes the journal at `path` one of a version that noted reserved ids only as rows of `entry`.
+    public static func removeReservations(in path: String) throws {
+        let database = try DatabaseQueue(path: path)
+        defer { try? database.close() }
+        try database.write { db in try db.execute(sql: "DROP TABLE reservation") }
+    }
+
+    /// ``damageCommitLeaves(_:in:)`` for the table of the ids salvages numbered past.
+    /// - Returns: for each, those it held.
+    @discardableResult
+    public static func damageReservationLeaves(_ positions: [Int], in path: String) throws -> [ClosedRange<Int64>] {
+        try damageLeaves(of: "reservation", key: "through", positions, in: path)
+    }
+
     /// The leaves of `table` in key order (page number, cells), its keys in order, and the page size.
     private static func leaves(
         of table: String, key: String, in path: String
