@@ -218,8 +218,10 @@ package struct Intake: Sendable {
     package let defaultRole: String
     /// Last sequence dealt with per source; 0: none yet (the next expected is 1).
     private var lastSequence: [String: UInt64]
-    /// Sources looked up and found nowhere by a receiver that adopts their first sequence.
-    private var adopting: Set<String> = []
+    /// Sources being looked up, or whose look-up failed, by the lowest sequence seen of each since:
+    /// found nowhere, a receiver that adopts adopts that one, so that a message it had to drop
+    /// unacknowledged (its look-up failed, or there was no room to hold it) is resent, not skipped.
+    private var lowestSeen: [String: UInt64] = [:]
     /// Sources whose last sequence came from the durable ledger and no message of theirs matched
     /// it since: the highest sequence received of each meanwhile (0: none).
     private var unconfirmed: [String: UInt64] = [:]
@@ -281,16 +283,18 @@ package struct Intake: Sendable {
         if heard[source] == nil { heard[source] = false }
         if !lookingUp.isEmpty, lookingUp.contains(source) {
             counters.heldForLookUp += 1
+            lowestSeen[source] = min(lowestSeen[source] ?? sequence, sequence)
             return .lookUp
         }
         // The source's entry is found once, and updated through its index (one hash, not two).
         let entry = lastSequence.index(forKey: source)
         let last = entry.map { lastSequence.values[$0] }
-        if last == nil, !adopting.contains(source), policy.hasDurableLedger {
+        if last == nil, policy.hasDurableLedger {
             counters.lookedUp += 1
             counters.heldForLookUp += 1
             lookingUp.insert(source)
             lookUpOrder.append(source)
+            lowestSeen[source] = min(lowestSeen[source] ?? sequence, sequence)
             return .lookUp
         }
         if let last, sequence <= last {
@@ -327,7 +331,6 @@ package struct Intake: Sendable {
             lastSequence.values[entry] = sequence
         } else {
             lastSequence[source] = sequence
-            adopting.remove(source)
         }
         dealtWith[source] = sequence
         recordAck(source: source, sequence: sequence, peer: peer)
@@ -435,6 +438,7 @@ package struct Intake: Sendable {
     package mutating func lookedUp(_ source: String, last found: UInt64?) {
         endRun()
         guard lookingUp.remove(source) != nil else { return }
+        let lowest = lowestSeen.removeValue(forKey: source)
         if let found {
             lastSequence[source] = found
             unconfirmed[source] = 0
@@ -442,13 +446,14 @@ package struct Intake: Sendable {
             lastSequence[source] = 0
             unconfirmed[source] = 0
         } else {
-            adopting.insert(source)
+            // Adopted: the lowest seen is the next expected.
+            lastSequence[source] = (lowest ?? 1) - 1
         }
     }
 
     /// The durable ledger could not be read for `source`: drop the messages held for it, neither
     /// applied nor acknowledged (their sender resends them); nothing is assumed about the source,
-    /// whose next message is looked up again.
+    /// whose next message is looked up again (the lowest sequence seen is kept for it).
     package mutating func lookUpFailed(_ source: String) {
         guard lookingUp.remove(source) != nil else { return }
         counters.lookUpFailures += 1
@@ -565,7 +570,7 @@ package struct Intake: Sendable {
         counters.evicted += 1
         peers.removeValue(forKey: source)
         lastSequence.removeValue(forKey: source)
-        adopting.remove(source)
+        lowestSeen.removeValue(forKey: source)
         unconfirmed.removeValue(forKey: source)
         behind.remove(source)
         reportedBehind.remove(source)

@@ -425,6 +425,37 @@ struct IntakeTests {
         #expect(intake.counters.lookUpFailures == 1 && intake.counters.lookedUp == 3)
     }
 
+    @Test(
+        "found nowhere after a failed look-up, a receiver that adopts takes the lowest sequence it saw, so that what it dropped is resent"
+    )
+    func adoptsTheLowestSeen() {
+        var intake = Intake(
+            endpoint: "actions", policy: .init(remembersSources: false, deadAfter: .seconds(3), hasDurableLedger: true),
+            defaultRole: "view")
+        let peer = Array("p".utf8)
+        #expect(intake.receive(source: "v", sequence: 1, topic: "action/x", peer: peer) == .lookUp)
+        #expect(intake.receive(source: "v", sequence: 2, topic: "action/x", peer: peer) == .lookUp)
+        intake.lookUpFailed("v")
+        // 1 and 2 were dropped, unacknowledged; 3 comes before their resend.
+        #expect(intake.receive(source: "v", sequence: 3, topic: "action/x", peer: peer) == .lookUp)
+        intake.lookedUp("v", last: nil)
+        #expect(intake.receive(source: "v", sequence: 3, topic: "action/x", peer: peer) == .outOfOrder(expected: 1))
+        var end = intake.endBatch(now: start, checkEvery: .seconds(1))
+        #expect(end.acks.isEmpty, "nothing acknowledged past what was dropped")
+        for sequence: UInt64 in 1...3 {
+            #expect(intake.receive(source: "v", sequence: sequence, topic: "action/x", peer: peer) == .fresh)
+        }
+        end = intake.endBatch(now: start, checkEvery: .seconds(1))
+        #expect(end.acks == [.init(peer: peer, source: "v", sequence: 3)])
+
+        // Without a failure, the first held is the lowest: adopted as before.
+        #expect(intake.receive(source: "w", sequence: 40, topic: "action/x", peer: peer) == .lookUp)
+        #expect(intake.receive(source: "w", sequence: 41, topic: "action/x", peer: peer) == .lookUp)
+        intake.lookedUp("w", last: nil)
+        #expect(intake.receive(source: "w", sequence: 40, topic: "action/x", peer: peer) == .fresh)
+        #expect(intake.receive(source: "w", sequence: 41, topic: "action/x", peer: peer) == .fresh)
+    }
+
     private func journaled(_ durable: [String: UInt64], acceptsLoss: Bool = false) -> TestIntake {
         TestIntake(
             endpoint: "ingress",
