@@ -287,14 +287,17 @@ final class CoordinatorRole: @FlowActor DaemonRole {
 extension CoordinatorRole {
     /// Answers a replay request with the kept events it asks for, or `gone` (PROTOCOL.md §4.6).
     fileprivate func answer(_ request: ReplayRequest, to inbound: InboundMessage) {
-        switch router.replay(request) {
-        case .gone(let message, let oldest, let head):
+        let answer = router.replay(request)
+        switch answer {
+        case .gone(let message, let oldest, let head), .unreadable(let message, let oldest, let head):
             var details: WireParams = [
                 "since": .int(Int64(clamping: request.since)), "oldest": .int(Int64(clamping: oldest)),
                 "head": .int(Int64(clamping: head)),
             ]
             if let until = request.until { details["until"] = .int(Int64(clamping: until)) }
-            let refusal = Refusal(.gone, message, endpoint: query.replier.name, header: inbound.header, extra: details)
+            let reason: DiagnosticReason =
+                if case .unreadable = answer { .persistenceFailed } else { .gone }
+            let refusal = Refusal(reason, message, endpoint: query.replier.name, header: inbound.header, extra: details)
             query.replier.refuse(refusal, to: inbound.peer, count: 0, publish: false, log: false)
         case .events(let replay, let head, let oldest):
             query.reply(to: inbound.peer) {

@@ -335,6 +335,9 @@ package final class StepRouter {
         case events(EventReplay, head: UInt64, oldest: UInt64)
         /// Asked for events no longer kept (or never numbered): the requester takes a snapshot.
         case gone(String, oldest: UInt64, head: UInt64)
+        /// The events asked for are kept in the journal, which could not be read: the requester
+        /// falls back as for `gone` (a `persistence-failed` diagnostic).
+        case unreadable(String, oldest: UInt64, head: UInt64)
 
         static func noLongerKept(_ since: UInt64, oldest: UInt64, head: UInt64) -> ReplayAnswer {
             .gone(
@@ -356,23 +359,40 @@ package final class StepRouter {
         }
         var replay = EventReplay(request)
         var oldest = eventLog.oldest ?? head + 1
+        // From 0 every event kept is asked for; a request with `until` names events that must all be.
+        let isGone = { (oldest: UInt64) in since + 1 < oldest && (since > 0 || request.until != nil) }
+        var journalError: (any Error)?
         do {
             if let journal, !eventLog.holdsEverything(after: since) {
                 oldest = try journal.journal.eventRange()?.lowerBound ?? oldest
-                if since > 0, since + 1 < oldest { return .noLongerKept(since, oldest: oldest, head: head) }
+                if isGone(oldest) { return .noLongerKept(since, oldest: oldest, head: head) }
+                replay.passOver(through: oldest - 1)
                 // Older events from the journal, until those memory holds.
                 while !replay.isFull, !eventLog.holdsEverything(after: replay.last) {
                     let batches = try journal.journal.eventBatches(after: replay.last, limit: 64)
                     guard !batches.isEmpty else { break }
                     for batch in batches where !replay.isFull { replay.take(batch.events) }
                 }
-            } else if since > 0, since + 1 < oldest {
+            } else if isGone(oldest) {
                 return .noLongerKept(since, oldest: oldest, head: head)
+            } else {
+                replay.passOver(through: oldest - 1)
             }
         } catch {
+            journalError = error
             logger.error("cannot read kept events from the journal: \(error)")
         }
+        // Memory's events, from where the journal's ended: a reply stops at an event that does
+        // not follow the last it took (one the journal could not give, or deleted meanwhile).
         for batch in eventLog.batches(after: replay.last) where !replay.isFull { replay.take(batch.events) }
+        if replay.last == since, replay.gap != nil || journalError != nil {
+            if let journalError {
+                return .unreadable(
+                    "the events after \(since) are kept in the journal, which cannot be read (\(journalError)); take a status snapshot",
+                    oldest: oldest, head: head)
+            }
+            return .noLongerKept(since, oldest: replay.gap ?? oldest, head: head)
+        }
         return .events(replay, head: head, oldest: min(oldest, head + 1))
     }
 

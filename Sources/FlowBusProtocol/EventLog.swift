@@ -129,8 +129,11 @@ package struct EventReplay: Sendable {
     package private(set) var events = PackedEvents()
     /// The last event looked at: where the requester goes on from.
     package private(set) var last: UInt64
-    /// Whether it stopped before the end of what it was given (limit, size, scan).
+    /// Whether it stopped before the end of what it was given (limit, size, scan, a gap).
     package private(set) var isFull = false
+    /// The event it stopped at because it does not follow ``last`` (events that were no longer
+    /// kept, or could not be read): a reply never passes over an event it does not hold.
+    package private(set) var gap: UInt64?
     private var scanned = 0
 
     package init(_ request: ReplayRequest) {
@@ -138,7 +141,15 @@ package struct EventReplay: Sendable {
         last = request.since
     }
 
-    /// Takes the events of `batch` after ``last``, until full.
+    /// For a request from 0 (every event kept): the events up to `sequence` are not kept, and are
+    /// passed over (up to the request's `until`).
+    package mutating func passOver(through sequence: UInt64) {
+        guard request.since == 0, sequence > last else { return }
+        last = min(sequence, request.until ?? sequence)
+        if last == request.until { isFull = true }
+    }
+
+    /// Takes the events of `batch` after ``last``, until full or at an event that does not follow.
     package mutating func take(_ batch: PackedEvents) {
         guard !isFull else { return }
         batch.bytes.withUnsafeBytes { raw in
@@ -147,7 +158,12 @@ package struct EventReplay: Sendable {
                 guard let event = PackedEvents.event(in: raw, at: offset) else { return }
                 defer { offset = event.end }
                 guard event.sequence > last else { continue }
-                if let until = request.until, event.sequence > until {
+                if let until = request.until, last >= until {
+                    isFull = true
+                    return
+                }
+                guard event.sequence == last + 1 else {
+                    gap = event.sequence
                     isFull = true
                     return
                 }

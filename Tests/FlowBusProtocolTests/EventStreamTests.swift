@@ -168,6 +168,46 @@ struct EventStreamTests {
         #expect(!all.isFull)
     }
 
+    @Test(
+        "a replay never passes over an event it does not hold; from 0 it passes over those no longer kept, up to its until"
+    )
+    func replayStopsAtGap() {
+        let envelope = Envelope(kind: .replayRequest, sequence: 1, source: "t")
+        func packed(_ sequences: [UInt64]) -> PackedEvents {
+            var packed = PackedEvents()
+            for sequence in sequences {
+                packed.append(sequence: sequence, frames: event("nav/did/A", sequence: sequence))
+            }
+            return packed
+        }
+        // The journal gave 3 and 4; memory holds from 7 on (5 and 6 could not be read).
+        var replay = EventReplay(ReplayRequest(envelope: envelope, since: 2))
+        replay.take(packed([3, 4]))
+        replay.take(packed([7, 8]))
+        #expect(replay.events.decoded().map(\.sequence) == [3, 4])
+        #expect(replay.last == 4 && replay.gap == 7 && replay.isFull, "more: asked again from 4")
+        // A request for dropped events beyond a gap stops at it too.
+        var fill = EventReplay(ReplayRequest(envelope: envelope, since: 2, until: 8))
+        fill.take(packed([5, 6]))
+        #expect(fill.last == 2 && fill.gap == 5 && fill.events.isEmpty)
+
+        // Every event kept, from 0: the oldest kept is 7.
+        var all = EventReplay(ReplayRequest(envelope: envelope, since: 0))
+        all.passOver(through: 6)
+        all.take(packed([7, 8]))
+        #expect(all.events.decoded().map(\.sequence) == [7, 8] && all.last == 8 && all.gap == nil)
+        // None kept: the reply reaches the head, and the requester does not ask again.
+        var none = EventReplay(ReplayRequest(envelope: envelope, since: 0))
+        none.passOver(through: 8)
+        #expect(none.last == 8 && none.events.isEmpty)
+        var upTo = EventReplay(ReplayRequest(envelope: envelope, since: 0, until: 5))
+        upTo.passOver(through: 8)
+        #expect(upTo.last == 5 && upTo.isFull, "not past its until")
+        var later = EventReplay(ReplayRequest(envelope: envelope, since: 3))
+        later.passOver(through: 8)
+        #expect(later.last == 3, "only a request from 0 passes over")
+    }
+
     @Test("a packed events frame that is cut short is malformed")
     func packedIsChecked() throws {
         var packed = PackedEvents()

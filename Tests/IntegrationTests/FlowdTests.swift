@@ -172,6 +172,28 @@ struct FlowdTests {
         }
     }
 
+    @Test(
+        "Once replay.retainSeconds let every event go, a subscriber resuming from 0 catches up at the head instead of asking again and again"
+    )
+    func resumeWhenNothingIsKept() throws {
+        let demo = try String(contentsOf: packageRoot.appendingPathComponent("config/demo.yaml"), encoding: .utf8)
+        let topology = try TestTopology(
+            configYAML: demo + "\nheartbeatMilliseconds: 100\nreplay: { retain: 100000, retainSeconds: 0.2 }\n")
+        try topology.startFlowd()
+        func events() throws -> [String: WireValue] { try topology.status()["events"]?.mapValue ?? [:] }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try events()["kept_in_memory"]?.intValue != 0, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+        #expect(try events()["kept_in_memory"]?.intValue == 0, "the flows' start events aged out")
+        let head = try #require(try events()["head"]?.intValue)
+        #expect(head > 0)
+        let resuming = try BusSubscriber(
+            endpoints: [topology.config.endpoints.events], topics: [""],
+            resuming: EventResumption(control: [topology.config.endpoints.control], since: 0))
+        #expect(try resuming.waitUntilCaughtUp(timeout: .seconds(10)))
+    }
+
     @Test("A step from a screen that is not visible is dropped and reported, not buffered")
     func invisiblePresentableDrop() throws {
         try withTopology(configFile: demoConfig) { topology in
