@@ -11,7 +11,7 @@ final class EventCatchUp {
     let dealer: Socket
     private let topics: [String]
     private var sequence: UInt64 = 0
-    private let source = "resume#\(ProcessInfo.processInfo.processIdentifier)-\(UInt32.random(in: 0...UInt32.max))"
+    private let source = Envelope.newSourceID(for: "resume")
     /// Live messages held while a replay comes.
     private var held: [Caught] = []
     /// What is ready to deliver, in order, with the event sequence of each one that has one.

@@ -61,7 +61,7 @@ package final class HostStepOutlet {
 
     /// The source id of stepper `stepperID` in a host whose source id ends in `suffix`.
     package static func sourceID(_ stepperID: String, suffix: String) -> String {
-        "\(stepperID)#\(suffix)"
+        Envelope.sourceID(stepperID, suffix: suffix)
     }
 
     /// The last sequence flowd acknowledged.
@@ -109,13 +109,10 @@ package final class HostStepOutlet {
                 ).encoded()
             }
             return true
-        } catch let error as WireError {
+        } catch {
+            // Not queued: it cannot be encoded (a socket error after queueing is not thrown).
             logger.error("step \(name) as \(stepperID) not sent: \(error)")
             return false
-        } catch {
-            // Queued: it goes out at the next chance.
-            logger.error("step \(name) of \(stepperID) not handed to the socket yet: \(error)")
-            return true
         }
     }
 

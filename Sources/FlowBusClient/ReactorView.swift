@@ -115,8 +115,7 @@ public final class ReactorView {
         self.actionsEndpoints = actionsEndpoints
         self.statesEndpoints = statesEndpoints
         self.contentType = contentType
-        sourceID =
-            "view:\(String(decoding: reactorID.utf8.prefix(200), as: UTF8.self))#\(UUID().uuidString.prefix(8).lowercased())"
+        sourceID = Envelope.newSourceID(for: "view:\(reactorID)")
         self.context = try context ?? Context(defaultLinger: 0)
         // Unbounded: a view does not wait for room (its sends never block). A restarted host is
         // told by its source (any message from it); with several instances the connections are
@@ -157,7 +156,8 @@ public final class ReactorView {
             ).encode(into: &frames)
             return frames
         }
-        try drainDealer()
+        // Queued: a socket error is the next call's (see ``ReliableDealer/enqueue(_:resentAs:)``).
+        try? drainDealer()
         return sequence
     }
 
@@ -256,13 +256,19 @@ public final class ReactorView {
     /// How often a wait gives the outbox a chance to resend.
     private static let tickInterval: Duration = .milliseconds(100)
 
+    /// The options of the SUB following `instances` hosts' `states`: with several, as every
+    /// subscriber following instances (ZMTP heartbeats, PROTOCOL.md §3.2).
+    package static func subscriberOptions(reactorID: String, instances: Int) -> [SocketOption] {
+        [
+            .receiveHighWaterMark(100_000), .reconnectInterval(100), .linger(0),
+            .subscribe(Topic.state(reactorID)), .subscribe("hb/"),
+        ] + BusSubscriber.followingInstances(instances)
+    }
+
     private func subscribed() throws -> Socket {
         if let subscriber { return subscriber }
         let socket = try context.socket(.sub)
-        try socket.setOptions([
-            .receiveHighWaterMark(100_000), .reconnectInterval(100), .reconnectIntervalMax(2000), .linger(0),
-            .subscribe(Topic.state(reactorID)), .subscribe("hb/"),
-        ])
+        try socket.setOptions(Self.subscriberOptions(reactorID: reactorID, instances: statesEndpoints.count))
         for endpoint in statesEndpoints {
             try curve.secureClient(socket, endpoint: endpoint)
             try socket.connect(endpoint)

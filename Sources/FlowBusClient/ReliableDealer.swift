@@ -78,14 +78,18 @@ package final class ReliableDealer {
     /// - Parameter resentAs: What to send instead when it goes out again (a request whose
     ///   answer is no longer awaited only fills its sequence).
     /// - Returns: its sequence.
+    /// - Throws: only when it is not queued (it cannot be encoded).
     @discardableResult
     package func enqueue(
         _ encode: (UInt64) throws(WireError) -> FrameBuffer,
         resentAs: ((UInt64) throws(WireError) -> FrameBuffer)? = nil
-    ) throws -> UInt64 {
+    ) throws(WireError) -> UInt64 {
         let (sequence, action) =
             if let resentAs { try outbox.enqueue(encode, resentAs: resentAs) } else { try outbox.enqueue(encode) }
-        try carryOut(action)
+        // Queued: it goes out with the outbox's resends whatever the socket says now, and a socket
+        // that fails fails the next call too. Thrown here, it would be sent again by a caller
+        // retrying, under another sequence.
+        try? carryOut(action)
         return sequence
     }
 

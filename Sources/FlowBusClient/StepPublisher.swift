@@ -84,7 +84,7 @@ public final class StepPublisher {
     ) throws {
         precondition(!endpoints.isEmpty, "a publisher needs flowd's ingress endpoint")
         self.stepperID = stepperID
-        self.sourceID = "\(stepperID)#\(UUID().uuidString.prefix(8).lowercased())"
+        self.sourceID = Envelope.newSourceID(for: stepperID)
         self.contentType = contentType
         self.context = try context ?? Context(defaultLinger: 2000)
         dealer = try ReliableDealer(
@@ -209,7 +209,8 @@ public final class StepPublisher {
             return frames
         }
         lastSent = .now
-        try poll()
+        // Queued: a socket error is the next call's (see ``ReliableDealer/enqueue(_:resentAs:)``).
+        try? poll()
         return sequence
     }
 }

@@ -91,7 +91,7 @@ public final class CoordinatorService: Service {
 
     public func run() async throws {
         let context = try Context(defaultLinger: 200)
-        let sourceID = "flowd#\(UUID().uuidString.prefix(8).lowercased())"
+        let sourceID = Envelope.newSourceID(for: "flowd")
         let journal = try await open(config.persistence)
         defer {
             journal?.flush()

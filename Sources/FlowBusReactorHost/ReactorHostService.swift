@@ -93,7 +93,7 @@ public final class ReactorHostService: Service {
         self.openStore = openStore
         self.logger = logger
         outlet = ReactorHostOutlet(metrics: ReactorHostMetrics(host: hostName))
-        sourceID = "\(hostName)#\(UUID().uuidString.prefix(8).lowercased())"
+        sourceID = Envelope.newSourceID(for: hostName)
     }
 
     /// Returns once the endpoints are bound and the reactors with exact ids are running.

@@ -177,3 +177,20 @@ public struct Envelope: Sendable, Hashable {
         try withRawBytes(bytes) { (raw) throws(WireError) in try decode(raw, limits: limits) }
     }
 }
+
+extension Envelope {
+    /// A new source id for a process instance named `name` (PROTOCOL.md §4.2): ``sourceID(_:suffix:)``
+    /// with 64 random bits in hex. A receiver that remembers sources takes a reused id's first
+    /// messages for duplicates: 32 bits would collide about once in 10,000 runs of one name.
+    public static func newSourceID(for name: String) -> String {
+        let random = String(UInt64.random(in: .min ... .max), radix: 16)
+        return sourceID(name, suffix: String(repeating: "0", count: 16 - random.utf8.count) + random)
+    }
+
+    /// `name#suffix`, the name cut at a character so that the id stays within 255 bytes.
+    public static func sourceID(_ name: String, suffix: String) -> String {
+        var kept = Substring(name)
+        while !kept.isEmpty, kept.utf8.count + 1 + suffix.utf8.count > 255 { kept.removeLast() }
+        return "\(kept)#\(suffix)"
+    }
+}

@@ -107,4 +107,29 @@ struct ReliableDealerTests {
         #expect(try pair.receivedSequences(1) == [2])
         #expect(resends == ["a new daemon instance answers 1"])
     }
+
+    @Test(
+        "a message queued is numbered whatever the socket says then: the caller is not told to send it again, and a failing socket fails the next call"
+    )
+    func queuedDespiteSocketFailure() throws {
+        let pair = try Pair()
+        #expect(try pair.dealer.enqueue(step) == 1)
+        pair.context.shutdown()
+        #expect(try pair.dealer.enqueue(step) == 2, "queued, not thrown")
+        #expect(pair.dealer.outbox.outstanding == 2)
+        #expect(throws: ZMQError.self) { try pair.dealer.service(now: .now) }
+    }
+}
+
+@Suite("A view's subscription to its host's states")
+struct ReactorViewSubscriptionTests {
+    @Test("following several instances, its SUB sends ZMTP heartbeats and looks for a new one every quarter second")
+    func followsInstances() {
+        let one = ReactorView.subscriberOptions(reactorID: "cart", instances: 1)
+        let two = ReactorView.subscriberOptions(reactorID: "cart", instances: 2)
+        #expect(!one.contains(.heartbeatInterval(1000)))
+        #expect(two.contains(.heartbeatInterval(1000)) && two.contains(.heartbeatTimeout(3000)))
+        #expect(two.contains(.reconnectIntervalMax(250)))
+        #expect(two.contains(.subscribe(Topic.state("cart"))) && two.contains(.subscribe("hb/")))
+    }
 }

@@ -95,6 +95,21 @@ func everyMessage() -> [WireMessage] {
         #expect(Array(bytes[36...]) == [2, 0x61, 0x62])
     }
 
+    @Test("a new source id: the name, # and 64 random bits in hex, within 255 bytes however long the name")
+    func newSourceIDs() throws {
+        let id = Envelope.newSourceID(for: "movie-list")
+        #expect(id.hasPrefix("movie-list#") && id.utf8.count == 11 + 16)
+        #expect(id.dropFirst(11).allSatisfy { $0.isHexDigit && !$0.isUppercase })
+        #expect(Set((0..<10_000).map { _ in Envelope.newSourceID(for: "s") }).count == 10_000)
+        // 250 bytes of two-byte characters: cut at a character, never inside one.
+        let long = Envelope.newSourceID(for: "view:" + String(repeating: "é", count: 125))
+        #expect(long.utf8.count <= 255 && long.utf8.count >= 254)
+        #expect(long.hasPrefix("view:éé") && long.dropLast(17).hasSuffix("é"))
+        let decoded = try Envelope.decode(try envelope(.step, source: long).encoded())
+        #expect(decoded.source == long)
+        #expect(Envelope.sourceID("a", suffix: "b") == "a#b")
+    }
+
     @Test func roundTrip() throws {
         for kind in MessageKind.allCases {
             for contentType in ContentType.allCases {
