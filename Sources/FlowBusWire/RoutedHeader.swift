@@ -252,6 +252,7 @@ public struct ReadableEnvelope: Sendable, Hashable {
             let sourceCount = Int(bytes[Envelope.fixedSize - 1])
             guard sourceCount > 0, sourceCount <= limits.maxSourceBytes,
                 bytes.count == Envelope.fixedSize + sourceCount,
+                !containsNUL(UnsafeRawBufferPointer(rebasing: bytes[Envelope.fixedSize...])),
                 let source = validUTF8(UnsafeRawBufferPointer(rebasing: bytes[Envelope.fixedSize...]))
             else { return nil }
             var sequence: UInt64 = 0

@@ -267,6 +267,13 @@ struct IntakeTests {
         #expect(
             intake.receive(source: "s#1", sequence: 2, topic: "step/home", peer: peer) == .fresh, "no stall after it")
 
+        // A source with U+0000 is no source id (§4.2): the message is not judged under it.
+        var nul = envelope
+        nul[nul.count - 1] = 0
+        let nulSource = FrameBuffer(frames: [Array("step/home".utf8), nul, Array(frames.frameBytes(2)), []])
+        let unnamed = intake.refuse(WireError(.malformed, "NUL"), frames: nulSource, peer: peer, limits: .default)
+        #expect(unnamed.verdict == nil && unnamed.refusal.details["source"] == nil)
+
         envelope[0] = 2
         let wrongVersion = FrameBuffer(frames: [Array("step/home".utf8), envelope])
         let untrusted = intake.refuse(
