@@ -1,3 +1,4 @@
+import Dispatch
 import FlowBusClient
 import FlowBusConfiguration
 import FlowBusDaemon
@@ -289,10 +290,14 @@ package final class HostedReactor: Sendable {
                 Self.pushUnencodable(sequence: snapshot.sequence, of: reactorID, error: error, to: outlet)
             }
         }
+        // The host saves what an action emitted once `apply` returns: it waits for the action even
+        // when a mutation stream's thread is draining the store.
+        let processed = DispatchSemaphore(value: 0)
         self.init(
             reactorID: reactorID,
             apply: { (name, params) throws(Refused) in
-                store.send(try Self.action(R.Action.self, name: name, params: params, of: reactorID))
+                store.send(
+                    try Self.action(R.Action.self, name: name, params: params, of: reactorID), blockingOn: processed)
             },
             stop: {
                 subscription.cancel()

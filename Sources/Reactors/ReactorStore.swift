@@ -1,3 +1,4 @@
+import Dispatch
 import Synchronization
 
 /// Runs one reactor instance: queues its actions, interprets its mutations, reduces its state,
@@ -178,8 +179,18 @@ public final class ReactorStore<R: Reactor>: Sendable {
     /// asynchronous parts were started. Returns at once after ``shutdown()``.
     public func sendAndWait(_ action: R.Action) async {
         await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            enqueue(.action(action, waiter: waiter))
+            enqueue(.action(action, waiter: .task(waiter)))
         }
+    }
+
+    /// Sends an action and blocks the calling thread until it was processed, as
+    /// ``sendAndWait(_:)`` does: for a host's own thread, which must know an action's synchronous
+    /// states were emitted before it saves them (another thread may be draining the store's work,
+    /// so that ``send(_:)`` only queues it). Never call it from the cooperative pool or from the
+    /// store's serial context. `semaphore` is the caller's, at 0, used by one thread at a time.
+    public func send(_ action: R.Action, blockingOn semaphore: DispatchSemaphore) {
+        enqueue(.action(action, waiter: .thread(semaphore)))
+        semaphore.wait()
     }
 
     /// Sends every element of `actions` to the store (a view's `bind(to: reactor.action)`).
@@ -320,9 +331,24 @@ public final class ReactorStore<R: Reactor>: Sendable {
 extension ReactorStore {
     @usableFromInline typealias Node = Mutations<R.Mutation>.Node
 
+    /// Who waits for an action to be processed.
+    @usableFromInline
+    enum Waiter: Sendable {
+        case task(CheckedContinuation<Void, Never>)
+        case thread(DispatchSemaphore)
+
+        @usableFromInline
+        func resume() {
+            switch self {
+            case .task(let continuation): continuation.resume()
+            case .thread(let semaphore): semaphore.signal()
+            }
+        }
+    }
+
     @usableFromInline
     enum Work: Sendable {
-        case action(R.Action, waiter: CheckedContinuation<Void, Never>?)
+        case action(R.Action, waiter: Waiter?)
         case mutation(R.Mutation, MutationStream)
         case external(Node)
         case stubState(R.State)
@@ -578,7 +604,7 @@ extension ReactorStore {
         var streams: [MutationStream] = []
         var bindings: [CancellationHandle] = []
         var observers: [Observer] = []
-        var waiters: [CheckedContinuation<Void, Never>] = []
+        var waiters: [Waiter] = []
     }
 
     @usableFromInline
