@@ -68,7 +68,10 @@ package struct CloneMerger {
         }
         source = snapshot.envelope.source
         phase = .live
-        let pending = queued
+        // States of another host instance than the snapshot's are not its history: replayed, each
+        // would ask for a snapshot again, forever (a newer instance's next heartbeat or state asks).
+        let pending = queued.filter { $0.envelope.source == snapshot.envelope.source }
+        dropped += queued.count - pending.count
         queued.removeAll()
         for (index, state) in pending.enumerated() where apply(state, into: &delivered) {
             queued.append(contentsOf: pending[(index + 1)...])

@@ -61,6 +61,21 @@ struct CloneMergerTests {
         #expect(merger.live(state(3, source: "host#2")).deliver.map(\.sequence) == [3])
     }
 
+    @Test(
+        "States of the former host queued across a restart are dropped by the new host's snapshot, not asked about again"
+    )
+    func formerHostsQueuedStatesAreDropped() {
+        var merger = CloneMerger()
+        _ = merger.snapshot(state(5, snapshot: true))
+        // A gap, then the host restarts before the answer: the old host's states wait in the queue.
+        #expect(merger.live(state(7)).resync)
+        _ = merger.live(state(8))
+        let outcome = merger.snapshot(state(9, source: "host#2", snapshot: true))
+        #expect(outcome.deliver.map(\.sequence) == [9] && !outcome.resync)
+        #expect(merger.phase == .live)
+        #expect(merger.live(state(10, source: "host#2")).deliver.map(\.sequence) == [10])
+    }
+
     @Test("A snapshot nobody waits for is ignored")
     func unexpectedSnapshot() {
         var merger = CloneMerger()
