@@ -45,7 +45,8 @@ public protocol Journal: AnyObject, Sendable {
     /// Up to `limit` batches of events holding events after `since`, oldest first.
     func eventBatches(after since: UInt64, limit: Int) throws -> [EventBatch]
     /// Deletes the batches of events committed before `before` (seconds since the Unix epoch),
-    /// as the retention's age says; returns how many went.
+    /// as the retention's age says, but for the newest, whose last event the numbering goes on
+    /// from; returns how many went.
     func trimEvents(committedBefore before: Double) throws -> Int
     /// Deletes entries as `compaction` says, in a transaction of its own.
     func compact(_ compaction: StepJournal.Compaction) throws -> Int

@@ -288,11 +288,12 @@ public final class StepJournal: Journal {
 
     public func trimEvents(committedBefore before: Double) throws -> Int {
         try database.write { db in
-            // Rows are in commit order: the first one young enough bounds the deletion.
+            // Rows are in commit order: the first one young enough bounds the deletion. The newest
+            // row stays whatever its age: the next instance numbers its events after it.
             guard
                 let keep = try Int64.fetchOne(
                     db, sql: "SELECT first FROM event WHERE created >= ? ORDER BY first LIMIT 1", arguments: [before])
-                    ?? Int64.fetchOne(db, sql: "SELECT max(last) + 1 FROM event")
+                    ?? Int64.fetchOne(db, sql: "SELECT max(first) FROM event")
             else { return 0 }
             try db.execute(sql: "DELETE FROM event WHERE first < ?", arguments: [keep])
             return db.changesCount

@@ -442,7 +442,7 @@ public final class PostgresJournal: SharedJournal {
                 WITH deleted AS (
                     DELETE FROM flowbus_event WHERE first < COALESCE(
                         (SELECT first FROM flowbus_event WHERE created >= \(before) ORDER BY first LIMIT 1),
-                        (SELECT max(last) + 1 FROM flowbus_event), 0)
+                        (SELECT max(first) FROM flowbus_event), 0)
                     RETURNING 1)
                 SELECT count(*) FROM deleted
                 """

@@ -3,6 +3,7 @@ import FlowBusClient
 import FlowBusConfiguration
 import FlowBusCoordinator
 import FlowBusPostgres
+import FlowBusProtocol
 import FlowBusTesting
 import FlowBusWire
 import Foundation
@@ -110,6 +111,33 @@ struct JournalBackendTests {
         #expect(compacted == 100 && next > last)
         #expect(try journal.count(after: last) == 1)
         #expect(try journal.entries(after: 0, limit: 10).map(\.id) == [next])
+    }
+
+    @Test(
+        "Events trimmed by age keep the newest batch, whatever its age: the next instance numbers its events after it",
+        arguments: Backend.allCases)
+    func eventsTrimmedByAgeKeepTheNewest(_ backend: Backend) async throws {
+        let (journal, stop) = try await backend.open()
+        defer {
+            journal.close()
+            stop()
+        }
+        func events(_ first: UInt64, _ last: UInt64, created: Double) -> JournalEvents {
+            var packed = PackedEvents()
+            for sequence in first...last {
+                packed.append(sequence: sequence, frames: FrameBuffer(frames: [Array("hb/x".utf8)]))
+            }
+            return JournalEvents(
+                batch: EventBatch(first: first, last: last, created: created, events: packed), keepFrom: 0)
+        }
+        _ = try journal.append(
+            StepJournal.Batch([try tick(1)]), events: events(1, 3, created: 100), lastSequences: [:], compaction: nil)
+        _ = try journal.append(
+            StepJournal.Batch([try tick(2)]), events: events(4, 5, created: 200), lastSequences: [:], compaction: nil)
+        #expect(try journal.trimEvents(committedBefore: 150) == 1)
+        #expect(try journal.eventRange() == 4...5)
+        #expect(try journal.trimEvents(committedBefore: 1_000) == 0, "the newest batch stays")
+        #expect(try journal.eventRange() == 4...5)
     }
 
     @Test("Compaction keeps every entry from its bound on", arguments: Backend.allCases)
