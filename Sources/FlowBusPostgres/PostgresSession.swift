@@ -232,6 +232,7 @@ final class PostgresSession: Sendable {
                     FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
                     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
                       AND l.classid = \(key >> 32) AND l.objid = \(key & 0xFFFF_FFFF)
+                      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
                     """), logger: logger)
         var silent: (pid: Int32, seconds: Double, midStatement: Bool)?
         for try await (pid, state, seconds, readingClient) in rows.decode((Int32, String?, Double?, Bool).self) {
