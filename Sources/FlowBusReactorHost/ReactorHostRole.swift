@@ -304,7 +304,10 @@ final class ReactorHostRole: DaemonRole {
     /// A reactor just created whose first state is not out yet is answered when it is.
     private func answerSnapshot(_ reactorID: String, to peer: [UInt8]) {
         guard let current = latest[reactorID] else {
-            pendingSnapshots[reactorID, default: []].append(peer)
+            // Once per peer: one that asks again while no state is out does not grow the list.
+            if pendingSnapshots[reactorID]?.contains(peer) != true {
+                pendingSnapshots[reactorID, default: []].append(peer)
+            }
             return
         }
         let message = SnapshotMessage(
