@@ -108,6 +108,27 @@ struct ReliableDealerTests {
         #expect(resends == ["a new daemon instance answers 1"])
     }
 
+    @Test("replies it cannot decode or does not use are skipped, not failed on: the ack after them is taken (§3.2)")
+    func skipsRepliesItDoesNotUse() throws {
+        var pair = try Pair()
+        try pair.dealer.enqueue(step)
+        #expect(try pair.receivedSequences(1) == [1])
+        // An envelope of an unknown kind (99), then frames that are no message at all.
+        var unknown = try Envelope(kind: .ack, sequence: 1, messageID: .none, source: "daemon#1").encoded()
+        unknown[1] = 99
+        try pair.router.send(pair.peer, more: true)
+        try pair.router.send(Array("ack/tester#1".utf8), more: true)
+        try pair.router.send(unknown)
+        try pair.router.send(pair.peer, more: true)
+        try pair.router.send(Array("garbage".utf8))
+        try pair.reply(
+            Ack(
+                envelope: Envelope(kind: .ack, sequence: 2, messageID: .none, source: "daemon#1"),
+                acknowledgedSource: "tester#1", acknowledgedSequence: 1))
+        try pair.service { pair.dealer.outbox.lastAcknowledged == 1 }
+        #expect(pair.dealer.outbox.lastAcknowledged == 1)
+    }
+
     @Test(
         "a message queued is numbered whatever the socket says then: the caller is not told to send it again, and a failing socket fails the next call"
     )
