@@ -128,7 +128,8 @@ public final class OutcomeWatcher {
                 }
             case .navigation(let event) where event.phase == .did:
                 if republished { navigations.append(event) }
-            case .heartbeat:
+            // The instance that acknowledged it: another one may still be heard for a few seconds.
+            case .heartbeat where publisher.flowdSource.map { $0 == envelope.source } ?? true:
                 if republished && (!navigation || !navigations.isEmpty) {
                     return .applied(navigations: navigations)
                 }
