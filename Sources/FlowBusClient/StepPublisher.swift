@@ -56,6 +56,8 @@ public final class StepPublisher {
     /// Whether flowd is silent past the liveness limit now.
     public var isFlowdSilent: Bool { flowd.isSilent }
     private var lastSent = ContinuousClock.now
+    /// A socket error met after a message was queued: thrown by the next publish.
+    private var deferredError: (any Error)?
     private var flowd = PeerLiveness(silenceLimit: .seconds(3), now: .now)
     private var silenceLimit: Duration { (heartbeatInterval ?? .zero) * max(1, livenessIntervals) }
 
@@ -198,6 +200,10 @@ public final class StepPublisher {
 
     private func send(contentType: ContentType? = nil, _ make: (Envelope) -> some WireMessageEncodable) throws -> UInt64
     {
+        if let error = deferredError {
+            deferredError = nil
+            throw error
+        }
         while !dealer.outbox.hasRoom {
             try poll(timeout: .milliseconds(100))
         }
@@ -210,7 +216,7 @@ public final class StepPublisher {
         }
         lastSent = .now
         // Queued: a socket error is the next call's (see ``ReliableDealer/enqueue(_:resentAs:)``).
-        try? poll()
+        do { try poll() } catch { deferredError = error }
         return sequence
     }
 }

@@ -253,7 +253,12 @@ public final class StepJournal: Journal {
             // Each id a salvage numbered past (``reserveIDs(through:)``), apart from `entry`: when a
             // later salvage loses the end of `entry` and `batch`, it still knows where numbering
             // jumped, and numbers past the ids the lost entries could have had.
-            try db.execute(sql: "CREATE TABLE reservation (through INTEGER PRIMARY KEY)")
+            // Those made before are the reserved ids' rows of `entry` (kind 0).
+            try db.execute(
+                sql: """
+                    CREATE TABLE reservation (through INTEGER PRIMARY KEY);
+                    INSERT INTO reservation (through) SELECT id FROM entry WHERE kind = 0;
+                    """)
         }
         return migrator
     }

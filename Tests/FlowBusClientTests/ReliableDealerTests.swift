@@ -142,6 +142,20 @@ struct ReliableDealerTests {
     }
 }
 
+@Suite("A stepper's publisher")
+struct StepPublisherTests {
+    @Test("a socket error after a step was queued returns its sequence, and the next publish throws it")
+    func socketErrorAfterQueueing() throws {
+        let context = try Context(defaultLinger: 0)
+        let publisher = try StepPublisher(
+            stepperID: "home", endpoints: ["inproc://publisher-\(UUID().uuidString)"], context: context)
+        #expect(try publisher.publish("go") == 1)
+        context.shutdown()
+        #expect(try publisher.publish("go") == 2, "queued: not to be sent again under another sequence")
+        #expect(throws: ZMQError.self) { try publisher.publish("go") }
+    }
+}
+
 @Suite("A view's subscription to its host's states")
 struct ReactorViewSubscriptionTests {
     @Test("following several instances, its SUB sends ZMTP heartbeats and looks for a new one every quarter second")

@@ -190,6 +190,19 @@ struct JournalRepairTests {
         }
     }
 
+    @Test("A journal of a version before the table of reservations gets its reserved ids' rows there when opened")
+    func reservationsFromEarlierVersionRows() throws {
+        try Self.withJournal { path, journal in
+            try journal.append([try Self.tick(1)], lastSequences: [:])
+            try journal.reserveIDs(through: 1_000)
+            journal.close()
+            try JournalFixture.removeReservations(in: path)
+            let reopened = try StepJournal.open(path: path, synchronous: .normal)
+            defer { reopened.close() }
+            #expect(try reopened.reservations() == [1_000])
+        }
+    }
+
     @Test(
         "Both tables lost in a journal salvaged before: new entries are numbered past the ids after the earlier salvage's reservation, or past half the ids when it cannot be read",
         arguments: [false, true])

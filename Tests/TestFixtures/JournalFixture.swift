@@ -75,7 +75,10 @@ public enum JournalFixture {
     public static func removeReservations(in path: String) throws {
         let database = try DatabaseQueue(path: path)
         defer { try? database.close() }
-        try database.write { db in try db.execute(sql: "DROP TABLE reservation") }
+        try database.write { db in
+            try db.execute(sql: "DROP TABLE reservation")
+            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = 'v5-reservations'")
+        }
     }
 
     /// ``damageCommitLeaves(_:in:)`` for the table of the ids salvages numbered past.
