@@ -226,7 +226,8 @@ let package = Package(
         .testTarget(name: "ZeroMQTests", dependencies: ["ZeroMQ"]),
         .testTarget(name: "FlowBusWireTests", dependencies: ["FlowBusWire"], exclude: ["Fixtures"]),
         .testTarget(name: "FlowsTests", dependencies: ["Flows"]),
-        .testTarget(name: "ReactorsTests", dependencies: ["Reactors"]),
+        .target(name: "ReactorFixtures", dependencies: ["Reactors"], path: "Tests/ReactorFixtures"),
+        .testTarget(name: "ReactorsTests", dependencies: ["Reactors", "ReactorFixtures"]),
         .testTarget(name: "FlowBusProtocolTests", dependencies: ["FlowBusProtocol", "FlowBusWire"]),
         .testTarget(
             name: "FlowBusTracingTests",
@@ -249,8 +250,8 @@ let package = Package(
         .testTarget(
             name: "FlowBusReactorHostTests",
             dependencies: [
-                "FlowBusReactorHost", "FlowBusClient", "FlowBusConfiguration", "FlowBusWire", "Reactors", "ZeroMQ",
-                logging, grdb,
+                "FlowBusReactorHost", "FlowBusClient", "FlowBusConfiguration", "FlowBusWire", "ReactorFixtures",
+                "Reactors", "ZeroMQ", logging, grdb,
             ]),
         .testTarget(
             name: "FlowBusToolsTests",

@@ -2,6 +2,7 @@ import Dispatch
 import FlowBusWire
 import Foundation
 import Logging
+import ReactorFixtures
 import Reactors
 import Testing
 
@@ -9,49 +10,14 @@ import Testing
 
 @Suite("A hosted reactor", .timeLimit(.minutes(1)))
 struct HostedReactorTests {
-    /// Reduces the mutation of `slow` slowly, on the thread of its mutation stream.
-    final class SlowReactor: Reactor {
-        enum Action: String, Sendable, Codable { case slow, bump }
-        enum Mutation: Sendable { case slow, bump }
-        struct State: Sendable, Codable, Equatable {
-            var slow = 0
-            var bumps = 0
-        }
-
-        let initialState = State()
-        let reducingSlow: DispatchSemaphore
-
-        init(reducingSlow: DispatchSemaphore) { self.reducingSlow = reducingSlow }
-
-        func mutate(action: Action) -> Mutations<Mutation> {
-            switch action {
-            case .slow: .run { send in send(.slow) }
-            case .bump: .just(.bump)
-            }
-        }
-
-        func reduce(state: State, mutation: Mutation) -> State {
-            var state = state
-            switch mutation {
-            case .slow:
-                reducingSlow.signal()
-                Thread.sleep(forTimeInterval: 0.2)
-                state.slow += 1
-            case .bump:
-                state.bumps += 1
-            }
-            return state
-        }
-    }
-
     @Test(
         "an action sent while a mutation stream's task drains the reactor has emitted its state when send returns: the host saves it with the batch"
     )
     func sendWaitsForTheDrain() async throws {
         let outlet = ReactorHostOutlet(metrics: ReactorHostMetrics(host: "test"))
-        let reducingSlow = DispatchSemaphore(value: 0)
+        let reactor = SlowDrainReactor()
         let hosted = HostedReactor(
-            SlowReactor(reducingSlow: reducingSlow),
+            reactor,
             context: ReactorContext(
                 reactorID: "slow", familyPrefix: nil, logger: Logger(label: "test"), outlet: outlet),
             restoring: nil)
@@ -60,7 +26,7 @@ struct HostedReactorTests {
         // On a thread of its own, as the host's I/O thread.
         let sequences = await withCheckedContinuation { (done: CheckedContinuation<[UInt64], Never>) in
             Thread.detachNewThread {
-                reducingSlow.wait()
+                reactor.reducingSlow.wait()
                 try? hosted.send(name: "bump", params: [:])
                 var items: [ReactorHostOutboxItem] = []
                 outlet.take(into: &items)

@@ -119,18 +119,27 @@ struct JournalRepairTests {
         _ path: String, gapProbes: Int = 4096, inspect: (StepJournal) throws -> Void = { _ in }
     ) throws -> (result: JournalRepair.Salvage, ids: [Int64]) {
         #expect(try JournalRepair.check(path: path).isIntact == false)
+        // Damage here spans a few thousand ids: searched id by id within 4096 reads.
+        return try withSalvagedCopy(of: path, gapProbes: gapProbes) { result, salvaged in
+            try inspect(salvaged)
+            let ids = try salvaged.entries().map(\.id)
+            #expect(ids.count == result.entries)
+            return (result, ids)
+        }
+    }
+
+    /// Salvages the journal at `path` into a new file, opened for `body` and removed after.
+    static func withSalvagedCopy<Result>(
+        of path: String, gapProbes: Int = 4096, _ body: (JournalRepair.Salvage, StepJournal) throws -> Result
+    ) throws -> Result {
         let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
         defer {
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
         }
-        // Damage here spans a few thousand ids: searched id by id within 4096 reads.
         let result = try JournalRepair.salvage(path: path, to: copy, gapProbes: gapProbes)
-        let reader = try StepJournal.open(readingAt: copy)
-        defer { reader.close() }
-        try inspect(reader)
-        let ids = try reader.entries().map(\.id)
-        #expect(ids.count == result.entries)
-        return (result, ids)
+        let salvaged = try StepJournal.open(path: copy, synchronous: .normal)
+        defer { salvaged.close() }
+        return try body(result, salvaged)
     }
 
     @Test("The commits' last page damaged: salvage copies every commit before it and reports every id after lost")
@@ -152,20 +161,18 @@ struct JournalRepairTests {
             }
             journal.close()
             let damaged = try JournalFixture.damageCommitLeaves([-1], in: path)
-            let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
-            defer {
-                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
+            try Self.withSalvagedCopy(of: path) { result, salvaged in
+                #expect(result.unreadable == [damaged[0].lowerBound...Int64.max])
+                let numberedAfter = try #require(result.numberedAfter)
+                #expect(numberedAfter >= max(1200, checkpoint ?? 0), "past the last id the damaged file held")
+                if let checkpoint {
+                    #expect(numberedAfter == checkpoint, "the checkpoint's reservation reaches farther")
+                }
+                let (next, _) = try salvaged.append([try Self.tick(1201)], lastSequences: [:], compaction: nil)
+                #expect(next == numberedAfter + 1)
+                #expect(
+                    try salvaged.entries(after: 0, limit: 2000).map(\.id) == Array(1..<damaged[0].lowerBound) + [next])
             }
-            let result = try JournalRepair.salvage(path: path, to: copy, gapProbes: 4096)
-            #expect(result.unreadable == [damaged[0].lowerBound...Int64.max])
-            let numberedAfter = try #require(result.numberedAfter)
-            #expect(numberedAfter >= max(1200, checkpoint ?? 0), "past the last id the damaged file held")
-            if let checkpoint { #expect(numberedAfter == checkpoint, "the checkpoint's reservation reaches farther") }
-            let salvaged = try StepJournal.open(path: copy, synchronous: .normal)
-            defer { salvaged.close() }
-            let (next, _) = try salvaged.append([try Self.tick(1201)], lastSequences: [:], compaction: nil)
-            #expect(next == numberedAfter + 1)
-            #expect(try salvaged.entries(after: 0, limit: 2000).map(\.id) == Array(1..<damaged[0].lowerBound) + [next])
         }
     }
 
@@ -219,24 +226,19 @@ struct JournalRepairTests {
             #expect(try JournalFixture.damageEntryRowLeaves([0], in: path) == [1...1_000_000])
             #expect(try JournalFixture.damageCommitLeaves([0], in: path) == [1_000_001...1_000_100])
             if damagingReservations { try JournalFixture.damageReservationLeaves([0], in: path) }
-            let copy = NSTemporaryDirectory() + "salvaged-\(UUID().uuidString).sqlite"
-            defer {
-                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + suffix) }
+            try Self.withSalvagedCopy(of: path) { result, salvaged in
+                #expect(result.entries == 0 && result.unreadable == [1...Int64.max])
+                let numberedAfter = try #require(result.numberedAfter)
+                if damagingReservations {
+                    #expect(numberedAfter == .max / 2)
+                } else {
+                    #expect(numberedAfter >= 1_000_100, "past every id numbered after the reservation")
+                    #expect(numberedAfter < 2_000_000, "counted from the reservation, not from half the ids")
+                }
+                #expect(try salvaged.reservations() == (damagingReservations ? [] : [1_000_000]) + [numberedAfter])
+                let (next, _) = try salvaged.append([try Self.tick(1)], lastSequences: [:], compaction: nil)
+                #expect(next == numberedAfter + 1)
             }
-            let result = try JournalRepair.salvage(path: path, to: copy, gapProbes: 4096)
-            #expect(result.entries == 0 && result.unreadable == [1...Int64.max])
-            let numberedAfter = try #require(result.numberedAfter)
-            if damagingReservations {
-                #expect(numberedAfter == .max / 2)
-            } else {
-                #expect(numberedAfter >= 1_000_100, "past every id numbered after the reservation")
-                #expect(numberedAfter < 2_000_000, "counted from the reservation, not from half the ids")
-            }
-            let salvaged = try StepJournal.open(path: copy, synchronous: .normal)
-            defer { salvaged.close() }
-            #expect(try salvaged.reservations() == (damagingReservations ? [] : [1_000_000]) + [numberedAfter])
-            let (next, _) = try salvaged.append([try Self.tick(1)], lastSequences: [:], compaction: nil)
-            #expect(next == numberedAfter + 1)
         }
     }
 
